@@ -1,0 +1,179 @@
+"""Reading two views' embeddings from a user's ``.npz`` or ``.pt`` file.
+
+The file holds ``z1`` and ``z2``, two float arrays of shape (n, d) whose row i
+are the two views of instance i, and optionally ``labels`` (n,) integers.
+Everything a user can get wrong here ends in a :class:`UserError` that names
+the problem and the fix. ``.pt`` files are read with ``weights_only=True``:
+a file is data, never code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from cl_diag.errors import UserError
+
+FORMAT_HELP = (
+    "An embeddings file is a .npz (numpy.savez) or .pt (torch.save of a dict of tensors) holding "
+    "'z1' and 'z2', two float arrays of shape (n, d) whose row i are the two views of instance i, "
+    "and optionally 'labels', n integer class labels."
+)
+
+
+@dataclass(frozen=True)
+class Embeddings:
+    """Two views of n instances, as float32 tensors (not yet normalised)."""
+
+    z1: torch.Tensor
+    z2: torch.Tensor
+    labels: torch.Tensor | None
+    path: str
+    sha256: str
+
+    @property
+    def n(self) -> int:
+        return self.z1.shape[0]
+
+    @property
+    def d(self) -> int:
+        return self.z1.shape[1]
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _sniff_format(path: Path) -> str:
+    """'npz' or 'pt' from the suffix, else from the zip members (both formats are zip files)."""
+    suffix = path.suffix.lower()
+    if suffix == ".npz":
+        return "npz"
+    if suffix in (".pt", ".pth"):
+        return "pt"
+    if zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as archive:
+            names = archive.namelist()
+        if names and all(name.endswith(".npy") for name in names):
+            return "npz"
+        if any(name.endswith("data.pkl") for name in names):
+            return "pt"
+    raise UserError(f"{path} is neither a .npz nor a .pt file. {FORMAT_HELP}")
+
+
+def _read_arrays(path: Path) -> dict[str, object]:
+    fmt = _sniff_format(path)
+    if fmt == "npz":
+        try:
+            with np.load(path, allow_pickle=False) as archive:
+                return {key: archive[key] for key in archive.files}
+        except Exception as exc:  # corrupt zip, pickled object arrays, truncated file...
+            raise UserError(
+                f"Could not read {path} as a .npz file ({type(exc).__name__}: {exc}). "
+                f"Re-save it with numpy.savez. {FORMAT_HELP}"
+            ) from None
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:
+        raise UserError(
+            f"Could not read {path} as a torch file with weights_only=True "
+            f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}). "
+            f"cl-diag only loads plain tensors and containers, never pickled objects. {FORMAT_HELP}"
+        ) from None
+    if not isinstance(payload, dict):
+        raise UserError(f"{path} holds a {type(payload).__name__}, not a dict of tensors. {FORMAT_HELP}")
+    return payload
+
+
+def _as_tensor(value: object, key: str, path: Path) -> torch.Tensor:
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu()
+    try:
+        return torch.as_tensor(np.asarray(value))
+    except (TypeError, ValueError, RuntimeError):
+        raise UserError(f"'{key}' in {path} is not a numeric array. {FORMAT_HELP}") from None
+
+
+def _as_float_matrix(value: object, key: str, path: Path) -> torch.Tensor:
+    array = _as_tensor(value, key, path)
+    if array.dtype == torch.bool or array.is_complex():
+        raise UserError(f"'{key}' in {path} has dtype {array.dtype}; embeddings must be real numbers.")
+    if array.dim() != 2:
+        raise UserError(
+            f"'{key}' in {path} has shape {tuple(array.shape)}; it must be 2-D (n instances x d dimensions)."
+        )
+    return array.to(torch.float32)
+
+
+def validate_views(z1: torch.Tensor, z2: torch.Tensor, labels: torch.Tensor | None, where: str) -> None:
+    """Raise UserError for any input the measurements cannot be computed on."""
+    if z1.shape != z2.shape:
+        raise UserError(
+            f"z1 and z2 in {where} differ in shape: {tuple(z1.shape)} vs {tuple(z2.shape)}. Row i of each "
+            "must be the two views of the same instance, with the same dimension d."
+        )
+    n, d = z1.shape
+    if n < 2:
+        raise UserError(f"{where} has n = {n} instance(s); negative pairs need at least 2 rows.")
+    if d == 0:
+        raise UserError(f"{where} has d = 0: the embeddings have no dimensions.")
+    for key, tensor in (("z1", z1), ("z2", z2)):
+        finite = torch.isfinite(tensor).all(dim=1)
+        if not bool(finite.all()):
+            rows = torch.nonzero(~finite).flatten()[:5].tolist()
+            raise UserError(
+                f"'{key}' in {where} contains NaN or Inf (first bad rows: {rows}). Fix or drop those rows "
+                "before analysing; a diverged encoder is the usual cause."
+            )
+        zero = tensor.abs().amax(dim=1) == 0
+        if bool(zero.any()):
+            rows = torch.nonzero(zero).flatten()[:5].tolist()
+            raise UserError(
+                f"'{key}' in {where} has all-zero rows (first: {rows}); a zero vector has no direction, so its "
+                "cosine similarity is undefined. Drop those rows."
+            )
+    if labels is not None and labels.shape != (n,):
+        raise UserError(
+            f"'labels' in {where} has shape {tuple(labels.shape)}; it must hold one integer per row, shape ({n},)."
+        )
+
+
+def load_embeddings(path: str | Path) -> Embeddings:
+    """Read and validate an embeddings file; raise UserError on any problem."""
+    path = Path(path)
+    if not path.exists():
+        raise UserError(f"No such file: {path}. Give the path of a .npz or .pt embeddings file.")
+    if not path.is_file():
+        raise UserError(f"{path} is not a file. Give the path of a .npz or .pt embeddings file.")
+    try:
+        digest = sha256_of(path)
+    except OSError as exc:
+        raise UserError(f"Cannot read {path}: {exc.strerror}. Check the path and its permissions.") from None
+    arrays = _read_arrays(path)
+    missing = [key for key in ("z1", "z2") if key not in arrays]
+    if missing:
+        found = ", ".join(sorted(map(str, arrays))) or "nothing"
+        raise UserError(f"{path} has no {' or '.join(repr(m) for m in missing)} (found: {found}). {FORMAT_HELP}")
+    z1 = _as_float_matrix(arrays["z1"], "z1", path)
+    z2 = _as_float_matrix(arrays["z2"], "z2", path)
+    labels = None
+    if arrays.get("labels") is not None:
+        raw = arrays["labels"]
+        raw = _as_tensor(raw, "labels", path)
+        if raw.is_floating_point():
+            if not bool(torch.isfinite(raw).all()) or not bool((raw == raw.round()).all()):
+                raise UserError(f"'labels' in {path} are not whole numbers; give integer class labels.")
+        elif raw.dtype == torch.bool or raw.is_complex():
+            raise UserError(f"'labels' in {path} have dtype {raw.dtype}; give integer class labels.")
+        labels = raw.to(torch.int64)
+    validate_views(z1, z2, labels, str(path))
+    return Embeddings(z1=z1.contiguous(), z2=z2.contiguous(), labels=labels, path=str(path), sha256=digest)

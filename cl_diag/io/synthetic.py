@@ -1,0 +1,54 @@
+"""Synthetic two-view embeddings with class structure, for demos and tests.
+
+Instance i of class c gets a latent x_i = mu_c + s * e_i and two views
+z_k,i = x_i + t * e'_k,i (Gaussian e), so positives are close, same-class
+negatives closer than different-class ones, and everything is seeded.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from cl_diag.errors import UserError
+
+
+def make_synthetic_pairs(
+    n: int = 2000, d: int = 64, classes: int = 10, spread: float = 0.6, view_noise: float = 0.3, seed: int = 0
+) -> dict[str, np.ndarray]:
+    if n < 2 or d < 1 or classes < 1:
+        raise UserError(f"synthetic data needs n >= 2, d >= 1 and classes >= 1 (got n={n}, d={d}, classes={classes}).")
+    if spread < 0 or view_noise < 0:
+        raise UserError("--spread and --view-noise must be >= 0.")
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((classes, d)) / np.sqrt(d)
+    labels = np.arange(n) % classes
+    rng.shuffle(labels)
+    latent = centres[labels] + spread * rng.standard_normal((n, d)) / np.sqrt(d)
+    z1 = latent + view_noise * rng.standard_normal((n, d)) / np.sqrt(d)
+    z2 = latent + view_noise * rng.standard_normal((n, d)) / np.sqrt(d)
+    return {"z1": z1.astype(np.float32), "z2": z2.astype(np.float32), "labels": labels.astype(np.int64)}
+
+
+def save_npz_atomically(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    path = Path(path)
+    if path.suffix != ".npz":
+        raise UserError(f"{path}: the output must end in .npz.")
+    if path.exists() and path.is_dir():
+        raise UserError(f"{path} is a folder; give a file name ending in .npz.")
+    parent = path.parent if str(path.parent) else Path(".")
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".npz", dir=parent)
+    except OSError as exc:
+        raise UserError(f"Cannot write {path}: {exc.strerror}. Choose a writable folder.") from None
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            np.savez(stream, **arrays)
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
