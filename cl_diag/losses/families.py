@@ -1,0 +1,170 @@
+"""The paper's two general loss families (Lee, Lim, Lee, Sohn, "On the
+Similarities of Embeddings in Contrastive Learning", ICML 2025, Section 3).
+
+Def. 3.1, InfoNCE-based, with phi(x) = exp(x / t) and psi in {log(1+x), log x}::
+
+    L_info-sym(U, V) = 1/2 L_info(U, V) + 1/2 L_info(V, U)
+    L_info(U, V) = (1/B) sum_i psi( c1 sum_{j != i} exp((u_i.v_j - u_i.v_i) / t)
+                                  + c2 sum_{j != i} exp((u_i.u_j - u_i.v_i) / t) )
+
+(L_info(V, U) swaps the roles of u and v.) psi = log(1+x) with (1,0) is
+InfoNCE/CLIP, with (1,1) SimCLR; psi = log x with (1,1) is DCL, with (0,1) DHEL.
+The paper lists (c1, c2) in {(0,1), (1,0), (1,1)}; any c1, c2 >= 0, not both 0,
+is accepted here. Computed as a log-sum-exp over the logits
+(s_neg - s_pos)/t + log c, with an extra 0 logit for log(1+x).
+
+Def. 3.2, independently additive, with user-given phi (concave, increasing)
+and psi (convex, increasing)::
+
+    L_ind-add(U, V) = -(1/B) sum_i phi(u_i.v_i)
+                      + c1 / (B(B-1))  sum_{i != j} psi(u_i.v_j)
+                      + c2 / (2B(B-1)) sum_{i != j} [psi(u_i.u_j) + psi(v_i.v_j)]
+
+Example::
+
+    >>> import torch
+    >>> from cl_diag.losses.families import InfoNCEFamily, IndependentlyAdditive
+    >>> z1, z2 = torch.randn(8, 16), torch.randn(8, 16)
+    >>> simclr_like = InfoNCEFamily(c1=1, c2=1, psi="log1p")
+    >>> float(simclr_like(z1, z2, temperature=0.2)) > 0
+    True
+    >>> spectral_like = IndependentlyAdditive(phi=lambda x: x, psi=lambda x: x**2, c1=1, c2=0)
+    >>> spectral_like(z1, z2).shape
+    torch.Size([])
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import torch
+
+from ._common import HParam, Loss, positive
+
+__all__ = ["InfoNCEFamily", "IndependentlyAdditive", "info_sym", "ind_add"]
+
+PSI_CHOICES = ("log1p", "log")
+
+
+def _check_coefficients(c1: float, c2: float) -> tuple[float, float]:
+    c1, c2 = float(c1), float(c2)
+    if not (math.isfinite(c1) and math.isfinite(c2) and c1 >= 0 and c2 >= 0) or c1 + c2 == 0:
+        raise ValueError(
+            f"(c1, c2) must be finite, >= 0 and not both 0 (the paper uses (1,0), (0,1), (1,1)); "
+            f"got ({c1}, {c2})"
+        )
+    return c1, c2
+
+
+def _info_direction(
+    s_cross: torch.Tensor, s_within: torch.Tensor, pos: torch.Tensor,
+    c1: float, c2: float, psi: str, temperature: float,
+) -> torch.Tensor:
+    """(1/B) sum_i psi(c1 sum_{j!=i} e^{(s_cross_ij - pos_i)/t} + c2 sum_{j!=i} e^{(s_within_ij - pos_i)/t}),
+    the sum over anchors i being the rows; s_cross, s_within are (A, B)
+    similarities of A anchors to B candidates, and ``off`` masks j == i."""
+    a, b = s_cross.shape
+    off = ~torch.eye(a, b, dtype=torch.bool, device=s_cross.device)
+    shift = pos[:, None]
+    parts = []
+    neg_inf = torch.finfo(s_cross.dtype).min
+    if c1 > 0:
+        parts.append(((s_cross - shift) / temperature + math.log(c1)).masked_fill(~off, neg_inf))
+    if c2 > 0:
+        parts.append(((s_within - shift) / temperature + math.log(c2)).masked_fill(~off, neg_inf))
+    if psi == "log1p":
+        # log(1 + X) = logsumexp over the negatives' logits and a 0 logit.
+        parts.append(torch.zeros(a, 1, dtype=s_cross.dtype, device=s_cross.device))
+    return torch.logsumexp(torch.cat(parts, dim=1), dim=1).mean()
+
+
+def info_sym(
+    u: torch.Tensor, v: torch.Tensor, *, c1: float, c2: float, psi: str, temperature: float
+) -> torch.Tensor:
+    """Def. 3.1 symmetric loss on already-normalised fp32 rows (Eq. 2)."""
+    s_uv = u @ v.T
+    pos = s_uv.diagonal()
+    l_uv = _info_direction(s_uv, u @ u.T, pos, c1, c2, psi, temperature)
+    l_vu = _info_direction(s_uv.T, v @ v.T, pos, c1, c2, psi, temperature)
+    return 0.5 * (l_uv + l_vu)
+
+
+def ind_add(
+    u: torch.Tensor, v: torch.Tensor, *, phi: Callable, psi: Callable, c1: float, c2: float
+) -> torch.Tensor:
+    """Def. 3.2 loss on already-normalised fp32 rows (Eq. 3)."""
+    b = u.shape[0]
+    off = ~torch.eye(b, dtype=torch.bool, device=u.device)
+    s_uv = u @ v.T
+    loss = -phi(s_uv.diagonal()).mean()
+    if c1 > 0:
+        loss = loss + c1 * psi(s_uv[off]).sum() / (b * (b - 1))
+    if c2 > 0:
+        within = psi((u @ u.T)[off]).sum() + psi((v @ v.T)[off]).sum()
+        loss = loss + c2 * within / (2 * b * (b - 1))
+    return loss
+
+
+class InfoNCEFamily(Loss):
+    """A Def. 3.1 (InfoNCE-based) loss with phi = exp(x/t), the given psi
+    ("log1p" for log(1+x), "log" for log x) and coefficients (c1, c2).
+    Hyper-parameter: ``temperature`` (t > 0)."""
+
+    family = "info"
+
+    def __init__(self, c1: float, c2: float, psi: str = "log1p", temperature: float = 0.2,
+                 name: str | None = None):
+        if psi not in PSI_CHOICES:
+            raise ValueError(f"psi must be one of {PSI_CHOICES} (log(1+x) or log x), got {psi!r}")
+        self._c = _check_coefficients(c1, c2)
+        self.psi = psi
+        self.name = name or f"info(c1={self._c[0]:g}, c2={self._c[1]:g}, psi={psi})"
+        self.negatives = {(True, False): "cross", (False, True): "within", (True, True): "both"}[
+            (self._c[0] > 0, self._c[1] > 0)
+        ]
+        self.hyperparameters = (
+            HParam("temperature", float(temperature), float,
+                   "t > 0 in phi(x) = exp(x / t)", check=positive),
+        )
+
+    def coefficients(self, **hparams) -> tuple[float, float]:
+        self.resolve(**hparams)
+        return self._c
+
+    def _compute(self, u, v, labels, *, temperature):
+        return info_sym(u, v, c1=self._c[0], c2=self._c[1], psi=self.psi, temperature=temperature)
+
+
+class IndependentlyAdditive(Loss):
+    """A Def. 3.2 (independently additive) loss with user-given elementwise
+    torch functions ``phi`` (applied to positive similarities, concave
+    increasing) and ``psi`` (applied to negative similarities, convex
+    increasing) and coefficients (c1, c2). No hyper-parameters: close over
+    them in phi and psi. Subclasses (the sigmoid loss) override
+    :meth:`phi_psi` when phi/psi depend on hyper-parameters or batch size."""
+
+    family = "ind-add"
+
+    def __init__(self, phi: Callable | None = None, psi: Callable | None = None,
+                 c1: float = 1.0, c2: float = 0.0, name: str | None = None):
+        self._phi, self._psi = phi, psi
+        self._c = _check_coefficients(c1, c2)
+        self.name = name or f"ind-add(c1={self._c[0]:g}, c2={self._c[1]:g})"
+        self.negatives = {(True, False): "cross", (False, True): "within", (True, True): "both"}[
+            (self._c[0] > 0, self._c[1] > 0)
+        ]
+
+    def coefficients(self, **hparams) -> tuple[float, float]:
+        self.resolve(**hparams)
+        return self._c
+
+    def phi_psi(self, batch: int, **hp) -> tuple[Callable, Callable]:
+        if self._phi is None or self._psi is None:
+            raise ValueError(f"{self.name}: IndependentlyAdditive needs both phi and psi")
+        return self._phi, self._psi
+
+    def _compute(self, u, v, labels, **hp):
+        c1, c2 = self.coefficients(**hp)
+        phi, psi = self.phi_psi(u.shape[0], **hp)
+        return ind_add(u, v, phi=phi, psi=psi, c1=c1, c2=c2)

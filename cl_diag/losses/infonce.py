@@ -1,0 +1,26 @@
+"""Symmetric InfoNCE / CLIP loss: cross-view negatives only.
+
+Oord et al. 2018 (CPC), Radford et al. 2021 (CLIP); paper Def. 3.1 with
+phi(x) = exp(x/t), psi = log(1+x), (c1, c2) = (1, 0) (Lee et al., ICML 2025,
+App. A.1)::
+
+    L = -(1/2B) sum_i log( e^{u_i.v_i/t} / sum_j e^{u_i.v_j/t} )
+        -(1/2B) sum_i log( e^{u_i.v_i/t} / sum_j e^{u_j.v_i/t} )
+
+i.e. the mean of the cross-entropies of the B x B logit matrix U V^T / t and
+its transpose with the diagonal as targets.
+
+Example::
+
+    >>> import torch
+    >>> from cl_diag.losses import LOSSES
+    >>> g = torch.Generator().manual_seed(0)
+    >>> z1, z2 = torch.randn(8, 16, generator=g), torch.randn(8, 16, generator=g)
+    >>> loss = LOSSES["infonce"](z1, z2, temperature=0.2)
+    >>> loss.shape, LOSSES["infonce"].family, LOSSES["infonce"].coefficients()
+    (torch.Size([]), 'info', (1.0, 0.0))
+"""
+
+from .families import InfoNCEFamily
+
+infonce = InfoNCEFamily(c1=1, c2=0, psi="log1p", temperature=0.2, name="infonce")

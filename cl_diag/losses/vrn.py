@@ -1,0 +1,68 @@
+"""VRN: the variance-reduction regulariser for negative-pair similarities.
+
+Lee et al., ICML 2025, Def. 5.7 (L_VRNS), over the B(B-1) ordered cross-view
+negative pairs of the batch::
+
+    L_VRN = (1/(B(B-1))) sum_{i != j} |u_i.v_j - delta|^p
+
+with delta = -1/(n-1), n the *training-set* size (the full-batch optimum of
+Thm 5.1) and p = 2 in the paper. |.|^p equals (.)^p for even p and keeps the
+loss defined for any p >= 1 (as the authors' earlier code did). Since
+sum (s - delta)^2 / N = Var_batch(s) + (mean_batch(s) - delta)^2, it
+penalises the in-batch variance and the offset of the mean.
+
+``delta`` defaults to 0.0, the n -> infinity limit of -1/(n-1): the loss
+cannot know the training-set size, so a trainer passes
+``delta=cl_diag.measurement.theory.delta(n_train)`` (for n = 50,000 the two
+differ by 2e-5). VRN is a regulariser added to a contrastive loss
+(``total = L + lambda * L_VRN``, lambda = 30 in the paper), not a standalone
+objective; it is outside the Def. 3.1/3.2 families (``family`` is None).
+Labels are ignored: a negative is a different instance, as in the authors'
+code, which marks negatives by dataset index.
+
+Example::
+
+    >>> import torch
+    >>> from cl_diag.losses import LOSSES
+    >>> # a simplex ETF of 3 points in 2-D: every negative is -1/2
+    >>> a = torch.tensor([0.0, 2.0943951, 4.1887902])
+    >>> z = torch.stack([a.cos(), a.sin()], dim=1)
+    >>> abs(float(LOSSES["vrn"](z, z, delta=-0.5, power=2))) < 1e-12
+    True
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ._common import HParam, Loss
+
+
+def _delta_ok(x: float) -> str | None:
+    return None if -1.0 <= x <= 1.0 else "must lie in [-1, 1] (a cosine similarity)"
+
+
+def _power_ok(x: float) -> str | None:
+    return None if (x >= 1.0 and x < float("inf")) else "must be a finite number >= 1"
+
+
+class VRNLoss(Loss):
+    name = "vrn"
+    family = None
+    negatives = "cross"
+    hyperparameters = (
+        HParam("delta", 0.0, float,
+               "target similarity, -1/(n_train - 1) in the paper", check=_delta_ok),
+        HParam("power", 2.0, float, "exponent p >= 1", check=_power_ok),
+    )
+
+    def _compute(self, u, v, labels, *, delta, power):
+        b = u.shape[0]
+        off = ~torch.eye(b, dtype=torch.bool, device=u.device)
+        dev = (u @ v.T)[off] - delta
+        if power == 2.0:
+            return dev.square().mean()
+        return dev.abs().pow(power).mean()
+
+
+vrn = VRNLoss()
