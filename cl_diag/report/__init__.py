@@ -1,0 +1,77 @@
+"""Reports: pure functions of result.json dicts to Markdown, HTML, CSV and SVG figures.
+
+- :func:`render_analysis` -- one run: report.md, report.html and its figures.
+- :func:`render_comparison` -- several runs side by side (``cl-diag compare``):
+  report.md, report.html, comparison.csv and figures.
+
+Nothing is measured here: every number comes from the result dicts (schema in
+docs/result-schema.md), so the same results give the same bytes. The content is
+built once as a list of blocks (``analysis.py``, ``comparison.py``) and rendered
+by ``markdown.py`` and ``html.py``; ``figures.py`` draws the SVGs.
+
+Example::
+
+    >>> import json, pathlib
+    >>> from cl_diag.report import render_analysis
+    >>> result = json.loads(pathlib.Path("out/result.json").read_text())   # doctest: +SKIP
+    >>> render_analysis(result, pathlib.Path("out"))                       # doctest: +SKIP
+    [PosixPath('out/report.md'), PosixPath('out/report.html'), ...]
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cl_diag.report.analysis import build_analysis
+from cl_diag.report.comparison import build_comparison, comparison_frame, comparison_warnings, run_labels
+from cl_diag.report.document import Document
+from cl_diag.report.html import render_html
+from cl_diag.report.markdown import render_markdown
+
+__all__ = ["render_analysis", "render_comparison", "comparison_warnings", "run_labels", "comparison_frame"]
+
+
+def _write_text(path: Path, text: str) -> Path:
+    # newline="\n": the same bytes on every platform
+    with open(path, "w", encoding="utf-8", newline="\n") as handle:
+        handle.write(text)
+    return path
+
+
+def _write_document(doc: Document, out_dir: Path) -> list[Path]:
+    out_dir = Path(out_dir)
+    written = [
+        _write_text(out_dir / "report.md", render_markdown(doc)),
+        _write_text(out_dir / "report.html", render_html(doc)),
+    ]
+    for figure in doc.figures:
+        path = out_dir / figure.filename
+        path.write_bytes(figure.svg)
+        written.append(path)
+    return written
+
+
+def render_analysis(result: dict, out_dir: Path) -> list[Path]:
+    """Write report.md, report.html and the SVG figures of one result into ``out_dir``.
+
+    ``out_dir`` must exist (the caller stages and moves it). Returns the paths written.
+    """
+    return _write_document(build_analysis(result), out_dir)
+
+
+def render_comparison(
+    results: list[tuple[str, dict]], out_dir: Path, *, baseline: str | None = None
+) -> list[Path]:
+    """Write report.md, report.html, comparison.csv and figures comparing ``results``.
+
+    ``results`` is ``[(name, result_dict)]`` in display order, ``name`` the run's folder
+    or file as the user gave it (the label fallback); ``baseline`` is one of the names.
+    Differing n_ref values are noted in the report; :func:`comparison_warnings` returns
+    the same notes for the CLI.
+    """
+    written = _write_document(build_comparison(results, baseline=baseline), out_dir)
+    csv_path = Path(out_dir) / "comparison.csv"
+    frame = comparison_frame(results, baseline=baseline)
+    _write_text(csv_path, frame.to_csv(index=False, lineterminator="\n"))
+    written.insert(2, csv_path)
+    return written

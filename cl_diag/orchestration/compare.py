@@ -1,0 +1,174 @@
+"""``compare``: several result.json files side by side, never recomputed.
+
+Reads the result files (or folders holding one), checks each is a readable
+result of the schema this version writes, and renders report.md, report.html,
+comparison.csv and the figures (``cl_diag.report.render_comparison``) into a
+staging folder beside ``--out`` that is moved into place only when complete.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cl_diag.errors import UserError
+from cl_diag.io.output import staged_output
+from cl_diag.report import comparison_warnings, render_comparison, run_labels
+
+SCHEMA = "cl-diag/result/1"
+RESULT_NAME = "result.json"
+
+
+@dataclass
+class CompareConfig:
+    inputs: list[Path]
+    """result.json files, or folders holding one (``cl-diag analyze --out`` folders)."""
+    out: Path
+    baseline: Path | None = None
+    """One run (file or folder) the others are differenced against; added if not among ``inputs``."""
+
+
+@dataclass
+class CompareResult:
+    out: Path
+    report_md: Path
+    report_html: Path
+    csv: Path
+    files: list[Path] = field(default_factory=list)
+    labels: dict[str, str] = field(default_factory=dict)
+    """run name (as given) -> label used in the report"""
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Run:
+    name: str
+    path: Path
+    result: dict = field(repr=False)
+
+
+def _result_path(given: Path) -> Path:
+    path = Path(given)
+    if not path.exists():
+        raise UserError(
+            f"{given} does not exist. Pass result.json files or the folders `cl-diag analyze --out` wrote."
+        )
+    if path.is_dir():
+        candidate = path / RESULT_NAME
+        if not candidate.is_file():
+            raise UserError(
+                f"The folder {given} has no {RESULT_NAME}. Pass a folder written by `cl-diag analyze --out` "
+                f"(or the result file itself); run `cl-diag analyze` first if this run was never analysed."
+            )
+        return candidate
+    return path
+
+
+def _run_name(given: Path, result_path: Path) -> str:
+    # the folder the user named (the label fallback); a bare result.json names its folder
+    source = Path(given) if Path(given).is_dir() else (result_path.parent if result_path.name == RESULT_NAME else result_path)
+    name = source.as_posix()
+    if name in (".", ""):
+        name = source.resolve().name or "."
+    return name
+
+
+def load_result(path: Path) -> dict:
+    """Read and check one result file; every problem is a UserError naming the file and the fix."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise UserError(f"{path} is not a text file, so not a result.json. Pass the result.json `cl-diag analyze` wrote.") from None
+    except OSError as exc:
+        raise UserError(f"Cannot read {path}: {exc.strerror or exc}. Check the path and its permissions.") from None
+    try:
+        result = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UserError(
+            f"{path} is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}); it may be truncated "
+            "or not a result file. Re-run `cl-diag analyze` to write it again."
+        ) from None
+    if not isinstance(result, dict):
+        raise UserError(f"{path} holds JSON but not a result object. Pass the result.json `cl-diag analyze` wrote.")
+    schema = result.get("schema")
+    if schema != SCHEMA:
+        found = "no 'schema' key" if schema is None else f"schema {schema!r}"
+        raise UserError(
+            f"{path} has {found}; this cl-diag reads {SCHEMA!r}. Re-run `cl-diag analyze` with this version "
+            "to rewrite it (results are never converted silently)."
+        )
+    layers = result.get("layers")
+    if not isinstance(layers, dict) or not layers or not all(isinstance(v, dict) for v in layers.values()):
+        raise UserError(f"{path} has no measured layers ('layers' is missing or empty). Re-run `cl-diag analyze`.")
+    n_ref = result.get("n_ref")
+    if isinstance(n_ref, bool) or not isinstance(n_ref, int) or n_ref < 2 or not isinstance(result.get("threshold"), (int, float)):
+        raise UserError(f"{path} lacks a valid 'n_ref' (an integer >= 2) and 'threshold'. Re-run `cl-diag analyze`.")
+    return result
+
+
+def _load(given: Path) -> _Run:
+    path = _result_path(given)
+    return _Run(name=_run_name(given, path), path=path.resolve(), result=load_result(path))
+
+
+def _check_out(out: Path, runs: list[_Run]) -> None:
+    target = Path(out).resolve()
+    for run in runs:
+        if run.path.parent == target:
+            raise UserError(
+                f"--out {out} is the folder of the run {run.name}; writing there would replace that run's own "
+                "reports. Choose another folder for the comparison."
+            )
+    if (Path(out) / RESULT_NAME).exists():
+        raise UserError(
+            f"--out {out} holds a {RESULT_NAME} (an analysis folder). Choose another folder for the comparison."
+        )
+
+
+def compare(config: CompareConfig) -> CompareResult:
+    """Compare the runs of ``config.inputs`` into ``config.out`` (report.md, report.html, comparison.csv, SVGs)."""
+    if not config.inputs:
+        raise UserError("No runs to compare. Pass one or more result.json files or analysis folders.")
+    runs: list[_Run] = []
+    seen: set[Path] = set()
+    for given in config.inputs:
+        run = _load(given)
+        if run.path not in seen:  # a file named twice (e.g. by overlapping globs) is one run
+            seen.add(run.path)
+            runs.append(run)
+    baseline_name = None
+    if config.baseline is not None:
+        base_path = _result_path(config.baseline).resolve()
+        match = [r for r in runs if r.path == base_path]
+        if match:
+            baseline_name = match[0].name
+        else:
+            base = _load(config.baseline)
+            runs.insert(0, base)
+            baseline_name = base.name
+    names = [r.name for r in runs]
+    if len(set(names)) != len(names):
+        # distinct files whose given names coincide (e.g. "x.json" in two folders named alike):
+        # fall back to the resolved paths, which are distinct
+        runs = [_Run(name=r.path.as_posix(), path=r.path, result=r.result) for r in runs]
+        if baseline_name is not None:
+            baseline_name = next(r.name for r in runs if r.path == base_path)
+    _check_out(config.out, runs)
+
+    pairs = [(r.name, r.result) for r in runs]
+    warnings = comparison_warnings(pairs)
+    labels = run_labels(pairs)
+    out = Path(config.out)
+    with staged_output(out) as staging:
+        written = render_comparison(pairs, staging, baseline=baseline_name)
+        files = [out / p.relative_to(staging) for p in written]
+    return CompareResult(
+        out=out,
+        report_md=out / "report.md",
+        report_html=out / "report.html",
+        csv=out / "comparison.csv",
+        files=files,
+        labels=dict(zip((r.name for r in runs), labels)),
+        warnings=warnings,
+    )

@@ -1,0 +1,272 @@
+"""Figures as SVG bytes, byte-reproducible: same data, same bytes.
+
+Matplotlib is used without pyplot (no global figure state, no GUI backend). Every
+figure is drawn under Matplotlib's built-in defaults plus the fixed settings of
+``_RC`` (a user's matplotlibrc cannot leak in), text is stored as paths (the
+DejaVu Sans glyphs shipped with Matplotlib, so nothing depends on installed fonts),
+the SVG id salt is fixed and the date/creator metadata are dropped.
+
+Input data are the stored histograms and statistics of result.json; nothing is
+recomputed from embeddings.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import matplotlib
+import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.ticker import NullLocator
+
+_RC = {
+    "svg.hashsalt": "cl-diag",  # ids derive from content + salt instead of a random uuid
+    "svg.fonttype": "path",
+    "font.family": "DejaVu Sans",
+    "font.size": 9.0,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "figure.dpi": 100.0,
+    "savefig.dpi": 100.0,
+    "path.simplify": True,
+    "legend.fontsize": 8.0,
+    "legend.framealpha": 0.85,
+}
+_SVG_METADATA = {"Date": None, "Creator": None}
+
+#: at most this many bars per distribution; finer stored histograms are summed in groups
+MAX_DISPLAY_BINS = 200
+
+COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
+LINESTYLES = ("-", "--", ":", "-.")
+PAIR_COLORS = {"positive": "#2ca02c", "cross_view_negative": "#1f77b4", "within_view_negative": "#d62728"}
+PAIR_NAMES = {
+    "positive": "positive (u_i, v_i)",
+    "cross_view_negative": "cross-view negative (u_i, v_j), i ≠ j",
+    "within_view_negative": "within-view negative (u_i, u_j), (v_i, v_j), i < j",
+}
+
+
+@contextmanager
+def _fixed_style() -> Iterator[None]:
+    with matplotlib.rc_context():
+        matplotlib.rcdefaults()
+        matplotlib.rcParams.update(_RC)
+        yield
+
+
+def _panels(
+    width: float, rows: int, *, panel_height: float, gap: float, top: float = 0.35, bottom: float = 0.5, right: float = 0.2
+) -> tuple[Figure, list]:
+    """A figure of ``rows`` stacked axes sharing x, with fixed margins in inches.
+
+    Fixed margins instead of a layout engine: the layout engines measure every text
+    extent before drawing, which made each figure several times slower to render.
+    """
+    height = top + bottom + rows * panel_height + (rows - 1) * gap
+    fig = Figure(figsize=(width, height))
+    axes = fig.subplots(rows, 1, sharex=True, squeeze=False)[:, 0]
+    fig.subplots_adjust(
+        left=0.8 / width,
+        right=1.0 - right / width,
+        top=1.0 - top / height,
+        bottom=bottom / height,
+        hspace=gap / panel_height,
+    )
+    return fig, list(axes)
+
+
+def to_svg(fig: Figure) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="svg", metadata=_SVG_METADATA)
+    return buf.getvalue()
+
+
+@dataclass(frozen=True)
+class Density:
+    """A stored histogram as a density over its bin edges (area 1), for plotting."""
+
+    edges: np.ndarray
+    density: np.ndarray
+
+    @classmethod
+    def from_histogram(cls, histogram: object) -> Density | None:
+        if not isinstance(histogram, dict):
+            return None
+        counts = np.asarray(histogram.get("counts", []), dtype=np.float64)
+        lo, hi = (float(x) for x in histogram.get("range", (-1.0, 1.0)))
+        if counts.size == 0 or counts.sum() <= 0 or not hi > lo:
+            return None
+        edges = np.linspace(lo, hi, counts.size + 1)
+        if counts.size > MAX_DISPLAY_BINS:
+            group = -(-counts.size // MAX_DISPLAY_BINS)
+            starts = np.arange(0, counts.size, group)
+            counts = np.add.reduceat(counts, starts)
+            edges = np.append(edges[starts], edges[-1])
+        density = counts / (counts.sum() * np.diff(edges))
+        return cls(edges=edges, density=density)
+
+
+def _threshold_lines(ax, thresholds: Sequence[tuple[int, float]], *, label: bool) -> None:
+    for k, (n_ref, delta) in enumerate(thresholds):
+        ax.axvline(
+            delta,
+            color="black",
+            linestyle=LINESTYLES[k % len(LINESTYLES)] if len(thresholds) > 1 else "--",
+            linewidth=0.9,
+            label=f"δ = {delta:.3g} (n_ref = {n_ref})" if label else None,
+        )
+
+
+def similarity_distributions(
+    pairs: dict, thresholds: Sequence[tuple[int, float]], layer: str
+) -> bytes | None:
+    """Three stacked panels (positive, cross-view, within-view): densities from the stored histograms."""
+    kinds = [k for k in PAIR_NAMES if isinstance(pairs.get(k), dict) and Density.from_histogram(pairs[k].get("histogram"))]
+    if not kinds:
+        return None
+    with _fixed_style():
+        fig, axes = _panels(7.0, len(kinds), panel_height=1.6, gap=0.15)
+        for ax, kind in zip(axes, kinds):
+            dens = Density.from_histogram(pairs[kind]["histogram"])
+            ax.stairs(dens.density, dens.edges, fill=True, alpha=0.35, color=PAIR_COLORS[kind])
+            ax.stairs(dens.density, dens.edges, color=PAIR_COLORS[kind], linewidth=1.0, label=PAIR_NAMES[kind])
+            _threshold_lines(ax, thresholds, label=True)
+            ax.set_ylabel("density")
+            ax.legend(loc="upper left")
+        axes[0].set_title(f"layer '{layer}': cosine similarity distributions")
+        axes[-1].set_xlabel("cosine similarity")
+        axes[-1].set_xlim(-1.0, 1.0)
+        return to_svg(fig)
+
+
+def spectrum(spectra: dict[str, Sequence[float]], layer: str) -> bytes | None:
+    """Eigenvalues of each view's embedding covariance, descending, on a log axis."""
+    series = {view: np.asarray(vals, dtype=np.float64) for view, vals in spectra.items() if len(vals)}
+    if not series:
+        return None
+    with _fixed_style():
+        fig, (ax,) = _panels(7.0, 1, panel_height=2.2, gap=0.0)
+        for k, (view, vals) in enumerate(series.items()):
+            idx = np.arange(1, vals.size + 1)
+            positive = vals > 0  # a log axis cannot show zero eigenvalues (rank deficiency)
+            ax.plot(idx[positive], vals[positive], color=COLORS[k % len(COLORS)], linewidth=1.2, label=f"view {view}")
+        ax.set_yscale("log")
+        ax.set_xlabel("index (descending)")
+        ax.set_ylabel("eigenvalue")
+        ax.set_title(f"layer '{layer}': covariance spectrum")
+        ax.legend()
+        return to_svg(fig)
+
+
+def negative_overlay(
+    runs: Sequence[tuple[str, dict]], thresholds: Sequence[tuple[int, float]], layer: str
+) -> bytes | None:
+    """Cross-view and within-view negative densities of every run, overlaid, with the threshold line(s)."""
+    kinds = ("cross_view_negative", "within_view_negative")
+    present = [k for k in kinds if any(Density.from_histogram((p.get(k) or {}).get("histogram")) for _, p in runs)]
+    if not present:
+        return None
+    with _fixed_style():
+        # the legend sits right of the axes: many runs would hide the curves
+        fig, axes = _panels(9.5, len(present), panel_height=2.4, gap=0.45, right=3.1)
+        for ax, kind in zip(axes, present):
+            for k, (label, pairs) in enumerate(runs):
+                dens = Density.from_histogram((pairs.get(kind) or {}).get("histogram"))
+                if dens is None:
+                    continue
+                ax.stairs(
+                    dens.density,
+                    dens.edges,
+                    color=COLORS[k % len(COLORS)],
+                    linestyle=LINESTYLES[(k // len(COLORS)) % len(LINESTYLES)],
+                    linewidth=1.1,
+                    label=label,
+                )
+            _threshold_lines(ax, thresholds, label=True)
+            ax.set_title(f"layer '{layer}': {PAIR_NAMES[kind]}")
+            ax.set_ylabel("density")
+            ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+        axes[-1].set_xlabel("cosine similarity")
+        axes[-1].set_xlim(-1.0, 1.0)
+        return to_svg(fig)
+
+
+@dataclass(frozen=True)
+class Series:
+    label: str
+    x: list[float]
+    y: list[float]
+
+
+def _data_ticks(ax, series: Sequence[Series]) -> None:
+    # on a log axis, label the measured x values themselves (batch sizes, temperatures)
+    xs = sorted({float(x) for s in series for x in s.x})
+    if xs:
+        ax.set_xticks(xs, labels=[f"{x:g}" for x in xs])
+        ax.xaxis.set_minor_locator(NullLocator())
+
+
+def _plot_series(ax, series: Sequence[Series]) -> None:
+    for k, s in enumerate(series):
+        order = np.argsort(np.asarray(s.x, dtype=np.float64), kind="stable")
+        x = np.asarray(s.x, dtype=np.float64)[order]
+        y = np.asarray(s.y, dtype=np.float64)[order]
+        ax.plot(
+            x,
+            y,
+            marker="o",
+            markersize=4,
+            color=COLORS[k % len(COLORS)],
+            linestyle=LINESTYLES[(k // len(COLORS)) % len(LINESTYLES)],
+            linewidth=1.2,
+            label=s.label,
+        )
+
+
+def variance_vs_batch(
+    series: Sequence[Series],
+    band: tuple[Sequence[float], Sequence[float], Sequence[float]] | None,
+    band_label: str,
+    random_reference: Sequence[tuple[int, float]],
+    layer: str,
+) -> bytes:
+    """Table 1 view: Var of negative similarity vs batch size, Thm 5.5 band shaded, 1/d dotted."""
+    with _fixed_style():
+        fig, (ax,) = _panels(9.5, 1, panel_height=3.2, gap=0.0, right=3.1)
+        if band is not None:
+            ms, lo, hi = band
+            ax.fill_between(ms, lo, hi, color="#999999", alpha=0.25, linewidth=0, label=band_label)
+            ax.plot(ms, hi, color="#777777", linewidth=0.8)
+            ax.plot(ms, lo, color="#777777", linewidth=0.8)
+        for k, (d, value) in enumerate(random_reference):
+            ax.axhline(value, color="black", linestyle=":", linewidth=1.0, label=f"1/d = {value:.3g} (random, d = {d})")
+        _plot_series(ax, series)
+        ax.set_xscale("log", base=2)
+        _data_ticks(ax, series)
+        ax.set_yscale("log")
+        ax.set_xlabel("training batch size m")
+        ax.set_ylabel("Var of cross-view negative similarity")
+        ax.set_title(f"layer '{layer}': negative-similarity variance vs batch size")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+        return to_svg(fig)
+
+
+def metric_vs(
+    series: Sequence[Series], *, xlabel: str, ylabel: str, title: str, log_base: float | None
+) -> bytes:
+    """Fig. 3 / Fig. 4 views: one line per series (e.g. with and without VRN)."""
+    with _fixed_style():
+        fig, (ax,) = _panels(9.5, 1, panel_height=2.9, gap=0.0, right=3.1)
+        _plot_series(ax, series)
+        if log_base is not None:
+            ax.set_xscale("log", base=log_base)
+            _data_ticks(ax, series)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+        return to_svg(fig)

@@ -1,0 +1,394 @@
+"""``cl-diag compare``: labels, tables, CSV, figures, reproducibility, bad input, a real browser."""
+
+from __future__ import annotations
+
+import html as htmllib
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from cl_diag.orchestration.compare import CompareConfig, compare
+from cl_diag.report.comparison import _band, run_labels
+from cl_diag.report.document import fmt, pct
+from test_report import make_result, md_row
+
+GRID = [(b, v) for b in (32, 64, 128) for v in (0.0, 30.0)]
+
+
+def write_run(root: Path, folder: str, result: dict) -> Path:
+    path = root / folder
+    path.mkdir(parents=True)
+    (path / "result.json").write_text(json.dumps(result, indent=2), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def grid(tmp_path_factory):
+    """The paper's batch-size study in miniature: 3 batch sizes x with/without VRN, compared once."""
+    root = tmp_path_factory.mktemp("grid")
+    runs = {
+        (b, v): write_run(root, f"runs/b{b}-vrn{int(v)}/analysis", make_result(n=40, n_ref=50000, batch_size=b, vrn=v))
+        for b, v in GRID
+    }
+    baseline = runs[(128, 0.0)]
+    outcome = compare(CompareConfig(inputs=sorted(runs.values()), out=root / "cmp", baseline=baseline))
+    return root, runs, outcome
+
+
+def _results(runs: dict) -> dict:
+    return {key: json.loads((path / "result.json").read_text()) for key, path in runs.items()}
+
+
+# ---- labels -------------------------------------------------------------------------------------
+
+
+def test_labels_name_what_differs():
+    runs = [(f"r{b}{v}", make_result(n=10, batch_size=b, vrn=v, probes=False, theory=False)) for b, v in GRID]
+    assert run_labels(runs) == [
+        "simclr b32", "simclr b32 +VRN30", "simclr b64", "simclr b64 +VRN30", "simclr b128", "simclr b128 +VRN30"
+    ]
+    temps = [(f"t{t}", make_result(n=10, temperature=t, probes=False, theory=False)) for t in (0.1, 0.5)]
+    assert run_labels(temps) == ["simclr t0.1", "simclr t0.5"]
+    other = [("a", make_result(n=10, config={"loss": "dcl", "epochs": 5})), ("b", make_result(n=10, config={"loss": "dcl", "epochs": 10}))]
+    assert run_labels(other) == ["dcl epochs=5", "dcl epochs=10"]
+
+
+def test_labels_from_nested_config_and_ignored_keys():
+    a = make_result(n=10, config={"loss": {"name": "dcl", "temperature": 0.5}, "vrn": {"enabled": True, "lambda": 3.0}, "out": "x"})
+    b = make_result(n=10, config={"loss": {"name": "dcl", "temperature": 0.5}, "vrn": {"enabled": False, "lambda": 3.0}, "out": "y"})
+    # 'out' says where a run was written, not what was trained: it must not enter the label
+    assert run_labels([("x", a), ("y", b)]) == ["dcl +VRN3", "dcl"]
+
+
+def test_labels_fall_back_to_folder_names():
+    same = make_result(n=10)
+    assert run_labels([("runs/a/analysis", same), ("runs/b/analysis", same)]) == ["a/analysis", "b/analysis"]
+    empty = make_result(n=10, config={})
+    assert run_labels([("x/one", empty), ("x/two", empty)]) == ["one", "two"]
+    assert run_labels([("x/one", empty), ("x/one", empty)]) == ["x/one #1", "x/one #2"]
+    # two runs the configs cannot tell apart, a third they can
+    b32, b64 = make_result(n=10, batch_size=32), make_result(n=10, batch_size=64)
+    assert run_labels([("s/a", b32), ("s/b", b32), ("s/c", b64)]) == ["simclr b32 [a]", "simclr b32 [b]", "simclr b64"]
+
+
+# ---- the comparison of the grid ---------------------------------------------------------------
+
+
+def test_outputs_and_returned_result(grid):
+    root, runs, outcome = grid
+    out = root / "cmp"
+    assert outcome.report_html == out / "report.html" and outcome.csv == out / "comparison.csv"
+    assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in outcome.files) == [
+        "accuracy_vs_batch.svg", "comparison.csv", "negatives_backbone.svg", "negatives_projector.svg",
+        "report.html", "report.md", "variance_vs_batch.svg",
+    ]
+    assert outcome.warnings == []
+    assert outcome.labels[runs[(32, 30.0)].as_posix()] == "simclr b32 +VRN30"
+    # no staging folder left beside --out
+    assert sorted(p.name for p in root.iterdir()) == ["cmp", "runs"]
+
+
+def test_tables_hold_each_runs_numbers(grid):
+    root, runs, _ = grid
+    md = (root / "cmp" / "report.md").read_text(encoding="utf-8")
+    results = _results(runs)
+    r = results[(64, 30.0)]
+    pairs = r["layers"]["projector"]["pairs"]
+    row = md_row(md, "simclr b64 +VRN30", after="*Pair similarities, layer 'projector'.*")
+    assert row == [
+        fmt(pairs["positive"]["mean"]),
+        fmt(pairs["cross_view_negative"]["mean"]),
+        fmt(pairs["cross_view_negative"]["var"]),
+        fmt(pairs["cross_view_negative"]["std"]),
+        fmt(pairs["cross_view_negative"]["excessive_ratio"]),
+        fmt(pairs["within_view_negative"]["mean"]),
+        fmt(pairs["within_view_negative"]["var"]),
+        fmt(pairs["within_view_negative"]["std"]),
+        fmt(pairs["within_view_negative"]["excessive_ratio"]),
+    ]
+    geo = r["layers"]["backbone"]["geometry"]
+    row = md_row(md, "simclr b64 +VRN30", after="*Geometry, layer 'backbone'.*")
+    assert row[:3] == [fmt(geo["alignment"]), fmt(geo["uniformity"]["u"]), fmt(geo["uniformity"]["v"])]
+    row = md_row(md, "simclr b64 +VRN30", after="## Probes")
+    assert row[0] == pct(r["probes"]["linear"]["top1"])
+
+
+def test_baseline_differences(grid):
+    root, runs, _ = grid
+    md = (root / "cmp" / "report.md").read_text(encoding="utf-8")
+    results = _results(runs)
+    base, run = results[(128, 0.0)], results[(32, 0.0)]
+    after = "run − baseline (simclr b128)"
+    row = md_row(md, "simclr b32", after=after)
+    var = lambda x: x["layers"]["projector"]["pairs"]["cross_view_negative"]["var"]  # noqa: E731
+    assert row[2] == f"{var(run) - var(base):+.6g}"
+    assert md_row(md, "simclr b128", after=after)[2] == "+0"
+    probe_row = md_row(md, "simclr b32", after="Probes: run − baseline")
+    # 0.80 - 0.5/32 against 0.80 - 0.5/128: -1.171875 percentage points
+    assert probe_row[0] == "-1.17 pp"
+
+
+def test_runs_table_marks_the_baseline(grid):
+    root, runs, _ = grid
+    md = (root / "cmp" / "report.md").read_text(encoding="utf-8")
+    row = md_row(md, "simclr b128 (baseline)")
+    assert row == [runs[(128, 0.0)].as_posix(), "simclr", "128", "0.2", "0", "50000", "-2.00004e-05", "exact", "projector, backbone"]
+    assert md_row(md, "simclr b32 +VRN30")[:6] == [runs[(32, 30.0)].as_posix(), "simclr", "32", "0.2", "30", "50000"]
+
+
+def test_table1_view(grid):
+    root, runs, _ = grid
+    md = (root / "cmp" / "report.md").read_text(encoding="utf-8")
+    results = _results(runs)
+    after = "## Batch-size study"
+    header = next(l for l in md[md.index(after):].splitlines() if l.startswith("| batch size m"))
+    assert header == "| batch size m | simclr | simclr +VRN30 |"
+    for b in (32, 64, 128):
+        var = [results[(b, v)]["layers"]["projector"]["pairs"]["cross_view_negative"]["var"] for v in (0.0, 30.0)]
+        assert md_row(md, str(b), after=after) == [fmt(var[0], 4), fmt(var[1], 4)]
+    assert "Theorem 5.5 (Eq. 11)" in md and "n = n_ref = 50000" in md
+
+
+def test_variance_band_matches_theorem_5_5_by_hand():
+    # n = 4, m = 2 (paper Fig. 2): [2/9, 8/9]; n = 50000, m = 32: lower 49968/(31 * 49999^2)
+    ms, lo, hi = _band(4, [2.0, 3.0])
+    assert ms[0] == 2.0 and lo[0] == pytest.approx(2 / 9) and hi[0] == pytest.approx(8 / 9)
+    ms, lo, hi = _band(50000, [32.0, 128.0])
+    assert ms[0] == 32 and ms[-1] == 128
+    assert lo[0] == pytest.approx(49968 / (31 * 49999**2), rel=1e-12)
+    assert hi[0] == pytest.approx(50000 * 49968 / (31 * 49999**2), rel=1e-12)
+    assert all(a > b for a, b in zip(hi, hi[1:])), "the upper bound decreases with m"
+
+
+def test_csv_columns_and_values(grid):
+    root, runs, _ = grid
+    frame = pd.read_csv(root / "cmp" / "comparison.csv")
+    metrics = [
+        "positive_mean",
+        *[f"{k}_{s}" for k in ("cross_view_negative", "within_view_negative") for s in ("mean", "var", "std", "excessive_ratio")],
+        "alignment", "uniformity_u", "uniformity_v", "effective_rank_u", "effective_rank_v", "frontier_gap", "alignment_ceiling",
+        "linear_top1", "linear_top5", "knn_k20_top1", "knn_k200_top1", "clustering_nmi", "clustering_ari",
+        "retrieval_recall_at_1", "retrieval_recall_at_5", "retrieval_recall_at_10",
+    ]
+    ids = ["label", "run", "layer", "loss", "batch_size", "temperature", "vrn", "n_ref", "threshold", "mode", "n", "d"]
+    assert list(frame.columns) == ids + metrics + [f"delta_{m}" for m in metrics]
+    assert len(frame) == len(GRID) * 2
+    # natural order of the labels, projector before backbone
+    assert list(frame["label"][::2]) == [
+        "simclr b32", "simclr b32 +VRN30", "simclr b64", "simclr b64 +VRN30", "simclr b128", "simclr b128 +VRN30"
+    ]
+    results = _results(runs)
+    row = frame[(frame.label == "simclr b32 +VRN30") & (frame.layer == "backbone")].iloc[0]
+    r = results[(32, 30.0)]
+    # floats round-trip exactly through the CSV
+    assert row.cross_view_negative_var == r["layers"]["backbone"]["pairs"]["cross_view_negative"]["var"]
+    assert row.linear_top1 == r["probes"]["linear"]["top1"]
+    assert row.retrieval_recall_at_5 == 0.75
+    base = results[(128, 0.0)]
+    expected = r["layers"]["backbone"]["geometry"]["alignment"] - base["layers"]["backbone"]["geometry"]["alignment"]
+    assert row.delta_alignment == pytest.approx(expected, abs=1e-15)
+    assert (frame[frame.label == "simclr b128"].delta_positive_mean == 0).all()
+    assert (row.batch_size, row.vrn, row.n_ref, row.d) == (32, 30.0, 50000, 512)
+
+
+def test_same_inputs_same_bytes_whatever_their_order(grid, tmp_path):
+    root, runs, _ = grid
+    again = compare(
+        CompareConfig(inputs=sorted(runs.values(), reverse=True), out=tmp_path / "again", baseline=runs[(128, 0.0)])
+    )
+    for path in again.files:
+        assert path.read_bytes() == (root / "cmp" / path.name).read_bytes(), path.name
+
+
+def test_temperature_study_and_no_batch_study(tmp_path):
+    runs = [write_run(tmp_path, f"t{t}", make_result(n=20, temperature=t, layers=("embedding",))) for t in (0.1, 0.2, 0.5)]
+    outcome = compare(CompareConfig(inputs=runs, out=tmp_path / "cmp"))
+    names = sorted(p.name for p in outcome.files)
+    assert names == ["accuracy_vs_temperature.svg", "comparison.csv", "negatives_embedding.svg", "report.html", "report.md"]
+    md = outcome.report_md.read_text(encoding="utf-8")
+    assert "Fig. 3 view" in md and "## Batch-size study" not in md
+
+
+def test_different_n_ref_warns_and_shows_both_thresholds(tmp_path, run_cli):
+    a = write_run(tmp_path, "a", make_result(n=20, n_ref=50000, layers=("embedding",), config={}))
+    b = write_run(tmp_path, "b", make_result(n=20, n_ref=1001, layers=("embedding",), config={}))
+    outcome = compare(CompareConfig(inputs=[a, b], out=tmp_path / "cmp"))
+    assert len(outcome.warnings) == 1 and "different n_ref" in outcome.warnings[0]
+    assert "a: n_ref = 50000, δ = -2.00004e-05; b: n_ref = 1001, δ = -0.001" in outcome.warnings[0]
+    md = outcome.report_md.read_text(encoding="utf-8")
+    assert "> **Note.** The runs have different n_ref" in md
+    assert "n_ref = 50000: δ = -2.00004e-05; n_ref = 1001: δ = -0.001" in md
+    cli = run_cli("compare", a, b, "--out", tmp_path / "cmp2")
+    assert cli.code == 0
+    assert "warning:" in cli.err and "different n_ref" in cli.err
+    assert cli.out.strip().endswith(f"report: {tmp_path / 'cmp2' / 'report.html'}")
+
+
+def test_baseline_outside_inputs_is_added(tmp_path):
+    a = write_run(tmp_path, "a", make_result(n=20, batch_size=32, layers=("embedding",)))
+    ref = write_run(tmp_path, "ref", make_result(n=20, batch_size=256, layers=("embedding",)))
+    outcome = compare(CompareConfig(inputs=[a / "result.json"], out=tmp_path / "cmp", baseline=ref))
+    assert list(outcome.labels.values()) == ["simclr b256", "simclr b32"]
+    md = outcome.report_md.read_text(encoding="utf-8")
+    assert md_row(md, "simclr b256 (baseline)")[0] == ref.as_posix()
+
+
+def test_cli_help_has_an_example(run_cli):
+    cli = run_cli("compare", "--help")
+    assert cli.code == 0
+    assert "Example:" in cli.out and "cl-diag compare runs/*/analysis --out reports/mine" in cli.out
+
+
+# ---- bad input ----------------------------------------------------------------------------------
+
+
+def _bad(tmp_path: Path, kind: str) -> tuple[list, str]:
+    good = write_run(tmp_path, "good", make_result(n=10, layers=("embedding",)))
+    if kind == "no_result":
+        empty = tmp_path / "empty"
+        empty.mkdir()
+        return [good, empty], "has no result.json"
+    if kind == "schema":
+        old = make_result(n=10, layers=("embedding",))
+        old["schema"] = "cl-diag/result/0"
+        return [good, write_run(tmp_path, "old", old)], "has schema 'cl-diag/result/0'; this cl-diag reads 'cl-diag/result/1'"
+    if kind == "truncated":
+        cut = write_run(tmp_path, "cut", make_result(n=10, layers=("embedding",)))
+        text = (cut / "result.json").read_text()
+        (cut / "result.json").write_text(text[: len(text) // 2])
+        return [good, cut], "is not valid JSON"
+    if kind == "binary":
+        blob = tmp_path / "blob.json"
+        blob.write_bytes(b"\x80\x81\xff\x00")
+        return [good, blob], "is not a text file"
+    if kind == "missing":
+        return [good, tmp_path / "nowhere"], "does not exist"
+    if kind == "no_layers":
+        bare = make_result(n=10, layers=("embedding",))
+        bare["layers"] = {}
+        return [good, write_run(tmp_path, "bare", bare)], "has no measured layers"
+    if kind == "out_is_a_run":
+        return [good], "is the folder of the run"
+    raise AssertionError(kind)
+
+
+@pytest.mark.parametrize("kind", ["no_result", "schema", "truncated", "binary", "missing", "no_layers", "out_is_a_run"])
+def test_bad_input_exits_2_and_writes_nothing(tmp_path, run_cli, kind):
+    inputs, message = _bad(tmp_path, kind)
+    out = tmp_path / "good" if kind == "out_is_a_run" else tmp_path / "reports" / "cmp"
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    cli = run_cli("compare", *inputs, "--out", out)
+    assert cli.code == 2
+    assert message in cli.err
+    assert "Traceback" not in cli.err + cli.out
+    # the message names the offending path (or --out) and how to fix it
+    assert str(inputs[-1] if kind != "out_is_a_run" else out) in cli.err.replace("\n", "")
+    assert re.search(r"Pass|Re-run|Choose|Check", cli.err)
+    # nothing half-written: not --out, not its parent, no staging folder
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+
+
+def test_missing_out_option_is_a_usage_error(tmp_path, run_cli):
+    run = write_run(tmp_path, "a", make_result(n=10, layers=("embedding",)))
+    cli = run_cli("compare", run)
+    assert cli.code == 2 and "--out" in cli.err
+
+
+# ---- a real browser -----------------------------------------------------------------------------
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMIUM_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars",
+]
+# Injected into a copy of the page: records error events (a failed <img> fires one, captured on
+# window) and console.error calls, then, once everything has loaded, measures every figure and
+# writes the findings into the DOM, which --dump-dom prints.
+PROBE_HEAD = """<script>
+window.__clErrors = [];
+window.addEventListener('error', function (e) {
+  var t = e.target || {};
+  window.__clErrors.push(e.message || ('failed to load ' + (t.src || t.href || t.tagName)));
+}, true);
+var __clConsoleError = console.error;
+console.error = function () { window.__clErrors.push(Array.prototype.join.call(arguments, ' ')); __clConsoleError.apply(console, arguments); };
+</script>"""
+PROBE_BODY = """<script>
+window.addEventListener('load', function () {
+  var figs = Array.prototype.map.call(document.querySelectorAll('img, svg'), function (el) {
+    var r = el.getBoundingClientRect();
+    return {tag: el.tagName.toLowerCase(), width: r.width, height: r.height,
+            natural: el.naturalWidth === undefined ? -1 : el.naturalWidth,
+            complete: el.complete === undefined ? true : el.complete};
+  });
+  var pre = document.createElement('pre');
+  pre.id = 'cl-diag-probe';
+  pre.textContent = JSON.stringify({errors: window.__clErrors, figures: figs,
+    tables: document.querySelectorAll('table').length, rows: document.querySelectorAll('tbody tr').length});
+  document.body.appendChild(pre);
+});
+</script>"""
+
+
+def _chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    profile = tmp_path / f"profile-{len(list(tmp_path.glob('profile-*')))}"
+    profile.mkdir()
+    return subprocess.run(
+        [CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args],
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+
+
+def _open_in_browser(page: Path, tmp_path: Path) -> dict:
+    # 1. the page as written: no console message at all (the page has no script), and a screenshot
+    shot = tmp_path / f"{page.parent.name}-screenshot.png"
+    plain = _chromium(
+        tmp_path, "--enable-logging=stderr", "--v=0", "--window-size=1280,2400", f"--screenshot={shot}", page.as_uri()
+    )
+    assert plain.returncode == 0, plain.stderr[-2000:]
+    console = [line for line in plain.stderr.splitlines() if ":CONSOLE" in line]
+    assert console == [], console
+    # 2. a copy in another folder (so a relative link would break) with the probe injected
+    text = page.read_text(encoding="utf-8")
+    probe = tmp_path / f"{page.parent.name}-probe" / "probe.html"
+    probe.parent.mkdir()
+    probe.write_text(text.replace("<head>", "<head>\n" + PROBE_HEAD, 1).replace("</body>", PROBE_BODY + "\n</body>", 1), encoding="utf-8")
+    dumped = _chromium(tmp_path, "--virtual-time-budget=5000", "--dump-dom", probe.as_uri())
+    assert dumped.returncode == 0, dumped.stderr[-2000:]
+    found = re.search(r'<pre id="cl-diag-probe">(.*?)</pre>', dumped.stdout, re.S)
+    assert found, "the page did not finish loading"
+    report = json.loads(htmllib.unescape(found.group(1)))
+    report["screenshot"] = shot
+    return report
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (Debian: apt-get install chromium); .ci/run installs it")
+def test_reports_render_in_headless_chromium(grid, tmp_path):
+    from PIL import Image
+
+    from cl_diag.report import render_analysis
+
+    root, runs, outcome = grid
+    single = tmp_path / "single"
+    single.mkdir()
+    render_analysis(json.loads((runs[(32, 30.0)] / "result.json").read_text()), single)
+    for page in (outcome.report_html, single / "report.html"):
+        md = page.with_name("report.md").read_text(encoding="utf-8")
+        report = _open_in_browser(page, tmp_path)
+        assert report["errors"] == []
+        figures = report["figures"]
+        assert len(figures) == len(list(page.parent.glob("*.svg"))) > 0
+        for fig in figures:
+            assert fig["tag"] == "img" and fig["complete"] and fig["natural"] > 0, fig
+            assert fig["width"] > 100 and fig["height"] > 100, fig
+        assert report["tables"] == md.count("\n|---") > 0
+        assert report["rows"] > 20
+        image = Image.open(report["screenshot"])
+        assert image.size == (1280, 2400)
+        low, high = image.convert("L").getextrema()
+        assert high - low > 128, "the screenshot is blank"
