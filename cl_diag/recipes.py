@@ -1,0 +1,161 @@
+"""TOML recipes for any Typer command: keys are the command's option names.
+
+A recipe is a flat TOML table whose keys are option names of one command, written with
+dashes or underscores (``batch-size = 64`` or ``batch_size = 64``)::
+
+    # trainers/dcl-vrn.toml
+    loss = "dcl"
+    vrn = 30
+    batch-size = 32
+
+``cl-diag train trainers/dcl-vrn.toml --batch-size 64`` means "that recipe, with one option
+overridden": an option given explicitly on the command line wins over the recipe, which
+wins over the option's default. Which options were given is asked of click
+(``ctx.get_parameter_source``), so passing an option with its default value still counts.
+
+Used by ``train`` (trainers/*.toml), ``analyze`` (probes/*.toml) and ``sweep``; nothing
+here knows about any one command.
+
+    values, explicit = apply_recipe(ctx, recipe_path)   # inside a Typer command
+    recipe = read_recipe(path, command)                  # validate a file without running
+"""
+
+from __future__ import annotations
+
+import inspect
+import tomllib
+import types
+import typing
+from pathlib import Path
+from typing import Any, Mapping
+
+from cl_diag.errors import UserError
+
+__all__ = ["option_types", "read_recipe", "merge_recipe", "apply_recipe", "explicit_options"]
+
+# Parameter sources that mean "the user said so" (click's ParameterSource names).
+_EXPLICIT_SOURCES = ("COMMANDLINE", "ENVIRONMENT", "PROMPT")
+
+
+def _strip_optional(tp: Any) -> Any:
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return tp
+
+
+def option_types(command: Any) -> dict[str, Any]:
+    """``{option name: Python type}`` of a Typer/click command's options (not arguments).
+
+    ``command`` is a click command (``ctx.command``, or one taken from
+    ``typer.main.get_command(app)``); types come from the callback's annotations, with
+    ``Optional[X]`` read as ``X`` (``Any`` when unannotated).
+    """
+    callback = getattr(command, "callback", None)
+    try:
+        hints = typing.get_type_hints(callback) if callback is not None else {}
+    except Exception:  # noqa: BLE001 -- unresolved forward refs: fall back to no types
+        hints = {}
+    signature = inspect.signature(callback) if callback is not None else None
+    out: dict[str, Any] = {}
+    for param in command.params:
+        if getattr(param, "param_type_name", None) != "option" or not param.name:
+            continue
+        if signature is not None and param.name not in signature.parameters:
+            continue  # typer's own (e.g. --install-completion)
+        out[param.name] = _strip_optional(hints.get(param.name, Any))
+    return out
+
+
+def _check_type(key: str, value: Any, tp: Any, source: str) -> Any:
+    shown = "--" + key.replace("_", "-")
+
+    def bad(kind: str) -> UserError:
+        return UserError(f"{source}: {key} = {value!r} must be {kind} (the type of {shown}).")
+
+    if tp is Any:
+        return value
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise bad("true or false")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise bad("an integer")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise bad("a number")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise bad("a string")
+        return value
+    if isinstance(tp, type) and issubclass(tp, Path):
+        if not isinstance(value, str):
+            raise bad("a path string")
+        return tp(value)
+    if typing.get_origin(tp) in (list, tuple):
+        if not isinstance(value, list):
+            raise bad("a list")
+        return value
+    return value
+
+
+def read_recipe(path: str | Path, command: Any) -> dict[str, Any]:
+    """Parse and validate a recipe for ``command``; keys come back with underscores.
+
+    Raises :class:`UserError` for a missing or malformed file, a nested table, a key that is
+    not an option of the command (listing the valid keys), or a value of the wrong type.
+    """
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise UserError(f"recipe {p} does not exist; give the path of a .toml recipe (see trainers/).")
+    try:
+        raw = tomllib.loads(p.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise UserError(f"recipe {p} is not valid TOML: {exc}.") from None
+    kinds = option_types(command)
+    valid = ", ".join(sorted(k.replace("_", "-") for k in kinds))
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        name = key.replace("-", "_")
+        if isinstance(value, dict):
+            raise UserError(f"recipe {p}: [{key}] is a table; a recipe is a flat list of options. Valid keys: {valid}.")
+        if name not in kinds:
+            raise UserError(f"recipe {p}: {key!r} is not an option of this command. Valid keys: {valid}.")
+        if name in out:
+            raise UserError(f"recipe {p}: {key!r} is given twice (as {name} and {name.replace('_', '-')}).")
+        out[name] = _check_type(name, value, kinds[name], f"recipe {p}")
+    return out
+
+
+def explicit_options(ctx: Any) -> set[str]:
+    """Names of the options the user gave on the command line (not left at their default)."""
+    names = set()
+    for name in ctx.params:
+        source = ctx.get_parameter_source(name)
+        if source is not None and source.name in _EXPLICIT_SOURCES:
+            names.add(name)
+    return names
+
+
+def merge_recipe(ctx: Any, recipe: Mapping[str, Any]) -> tuple[dict[str, Any], set[str]]:
+    """``ctx.params`` with ``recipe`` values filled in where the command line was silent.
+
+    Returns ``(values, given)``: the merged option values and the names set explicitly by
+    the command line or by the recipe.
+    """
+    cli = explicit_options(ctx)
+    values = dict(ctx.params)
+    for name, value in recipe.items():
+        if name not in cli:
+            values[name] = value
+    return values, cli | set(recipe)
+
+
+def apply_recipe(ctx: Any, path: str | Path | None) -> tuple[dict[str, Any], set[str]]:
+    """Read the recipe at ``path`` (None: no recipe) for ``ctx.command`` and merge it."""
+    recipe = read_recipe(path, ctx.command) if path is not None else {}
+    return merge_recipe(ctx, recipe)

@@ -1,0 +1,208 @@
+"""Self-describing training checkpoints: atomic writes, weights-only loads.
+
+A checkpoint is one dict (``FORMAT``, version ``FORMAT_VERSION``) holding only types that
+``torch.load(weights_only=True)`` accepts -- tensors, dicts, lists, str, int, float, bool,
+None -- so loading a file never unpickles arbitrary objects::
+
+    format, format_version      "cl-diag/checkpoint", 1
+    config                      the full TrainConfig as a dict (auto values resolved)
+    dataset, n_train, split     what the model was trained on; split says which images
+                                are train and test (digits: the index tensors)
+    backbone, projector         state dicts, separately
+    optimizer, scheduler, scaler  optimiser state dict; {"step", "total_steps", ...}; GradScaler state or None
+    epoch, step                 completed epochs and optimiser steps
+    complete                    True once the run reached its last step
+    rng                         torch, cuda, numpy, python and DataLoader-generator states
+    metrics                     one dict per completed epoch (what metrics.csv shows)
+    versions                    cl-diag, torch, torchvision, numpy, python
+    embeddings                  toy dataset only: {"z1": (n, d), "z2": (n, d)}, the learned vectors
+
+:func:`save_checkpoint` writes to a temporary file in the same folder, fsyncs it and
+renames it over the target, so a crash (even SIGKILL) leaves either the old or the new
+file, never a torn one. :func:`load_checkpoint` turns every failure into a ``UserError``.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from collections import OrderedDict
+import random
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from cl_diag.errors import UserError
+
+__all__ = [
+    "FORMAT",
+    "FORMAT_VERSION",
+    "save_checkpoint",
+    "load_checkpoint",
+    "atomic_write_bytes",
+    "capture_rng_state",
+    "restore_rng_state",
+    "library_versions",
+    "check_plain_types",
+]
+
+FORMAT = "cl-diag/checkpoint"
+FORMAT_VERSION = 1
+
+_PLAIN = (str, int, float, bool, type(None))
+
+
+def check_plain_types(obj: Any, where: str = "checkpoint") -> None:
+    """Raise ``TypeError`` naming the first value a weights-only load would refuse."""
+    # Exact types: a str subclass such as torch.__version__ (TorchVersion) would be pickled
+    # as its class and refused by the weights-only unpickler.
+    if isinstance(obj, torch.Tensor) or type(obj) in _PLAIN:
+        return
+    if type(obj) in (dict, OrderedDict):  # state dicts are OrderedDicts (allowed too)
+        for k, v in obj.items():
+            if not isinstance(k, (str, int)):
+                raise TypeError(f"{where}: key {k!r} is a {type(k).__name__}, not str/int")
+            check_plain_types(v, f"{where}[{k!r}]")
+        return
+    if type(obj) in (list, tuple):
+        for i, v in enumerate(obj):
+            check_plain_types(v, f"{where}[{i}]")
+        return
+    raise TypeError(f"{where} is a {type(obj).__name__}; checkpoints hold only tensors and plain values")
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # not supported on every platform/filesystem
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _atomic_write(path: Path, write) -> None:
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    _fsync_dir(path.parent)
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` via temp file + fsync + rename."""
+    _atomic_write(Path(path), lambda f: f.write(data))
+
+
+def save_checkpoint(path: str | os.PathLike, checkpoint: dict[str, Any]) -> None:
+    """Atomically write ``checkpoint`` (which must hold only weights-only types)."""
+    check_plain_types(checkpoint)
+    _atomic_write(Path(path), lambda f: torch.save(checkpoint, f))
+
+
+def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
+    """Read a cl-diag checkpoint with ``torch.load(weights_only=True)``.
+
+    Raises :class:`UserError` when the file is missing, unreadable, not a torch file,
+    refused by the weights-only unpickler, not a cl-diag checkpoint, or from a newer
+    format version.
+    """
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise UserError(f"checkpoint {p} does not exist (or is not a file); give the path of a last.pt written by cl-diag train.")
+    try:
+        with warnings.catch_warnings():  # e.g. "pickle protocol 4": the message below says it all
+            warnings.simplefilter("ignore")
+            obj = torch.load(p, map_location=map_location, weights_only=True)
+    except Exception as exc:  # noqa: BLE001 -- pickle, zip and torch raise many types
+        # torch's weights-only message puts the useful line ("Unsupported global: ...") last.
+        lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+        useful = [ln for ln in lines if "error" in ln.lower() or "unsupported" in ln.lower()]
+        first = (useful or lines or [type(exc).__name__])[-1 if useful else 0]
+        raise UserError(
+            f"{p} is not a cl-diag checkpoint: it cannot be read as a weights-only torch file "
+            f"({first[:200]}). Give the last.pt that cl-diag train wrote."
+        ) from None
+    if not isinstance(obj, dict) or obj.get("format") != FORMAT:
+        raise UserError(
+            f"{p} is a torch file but not a cl-diag checkpoint (no format marker {FORMAT!r}). "
+            f"Give the last.pt that cl-diag train wrote."
+        )
+    version = obj.get("format_version")
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise UserError(
+            f"{p} has checkpoint format version {version!r}; this cl-diag reads up to "
+            f"{FORMAT_VERSION}. Upgrade cl-diag to read it."
+        )
+    missing = [k for k in ("config", "backbone", "projector", "epoch", "step") if k not in obj]
+    if missing:
+        raise UserError(f"{p} is a damaged cl-diag checkpoint: it lacks {', '.join(missing)}.")
+    return obj
+
+
+# --------------------------------------------------------------------------- RNG states
+
+
+def capture_rng_state(loader_generator: torch.Generator | None = None) -> dict[str, Any]:
+    """Every RNG state as tensors and plain lists (weights-only loadable)."""
+    np_state = np.random.get_state()
+    py_version, py_internal, py_gauss = random.getstate()
+    return {
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        "numpy": {
+            "kind": str(np_state[0]),
+            "keys": torch.from_numpy(np.asarray(np_state[1], dtype=np.int64)),
+            "pos": int(np_state[2]),
+            "has_gauss": int(np_state[3]),
+            "cached_gaussian": float(np_state[4]),
+        },
+        "python": {"version": int(py_version), "state": list(py_internal), "gauss_next": py_gauss},
+        "loader": None if loader_generator is None else loader_generator.get_state(),
+    }
+
+
+def restore_rng_state(state: dict[str, Any], loader_generator: torch.Generator | None = None) -> None:
+    """Inverse of :func:`capture_rng_state`."""
+    torch.set_rng_state(state["torch"])
+    if state.get("cuda") and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+    n = state["numpy"]
+    np.random.set_state(
+        (n["kind"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["cached_gaussian"])
+    )
+    p = state["python"]
+    random.setstate((p["version"], tuple(p["state"]), p["gauss_next"]))
+    if loader_generator is not None and state.get("loader") is not None:
+        loader_generator.set_state(state["loader"])
+
+
+def library_versions() -> dict[str, str]:
+    import torchvision
+
+    import cl_diag
+
+    return {
+        "cl_diag": str(cl_diag.__version__),
+        "torch": str(torch.__version__),
+        "torchvision": str(torchvision.__version__),
+        "numpy": str(np.__version__),
+        "python": platform.python_version(),
+    }

@@ -1,0 +1,373 @@
+"""Datasets for training and evaluation, and the two-view wrapper the loop consumes.
+
+Public constructors (the analyze command reuses them):
+
+* :func:`digits_arrays`, :func:`digits_split` -- scikit-learn's 8x8 digits and the
+  project's fixed stratified train/test split (recorded in every checkpoint).
+* :func:`load_dataset` -- one split of ``digits``, ``cifar10``, ``cifar100`` or
+  ``imagefolder`` as an un-transformed ``(image, label)`` dataset.
+* :class:`TwoViews` -- ``(index, view1, view2, label)`` with augmentation that is a pure
+  function of ``(seed, epoch, index)``; positives are defined by the instance index.
+* :class:`Transformed` -- ``(image, label)`` through one (eval) transform.
+* :func:`training_data` -- everything the trainer needs for a config in one call.
+
+The augmentation randomness of a sample is seeded from ``(seed, epoch, index)``, never
+from the order in which workers or ranks happen to see it. That is what makes a resumed
+run, a run with a different ``--workers``, and a DDP run on the same global batch all see
+exactly the same views.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from cl_diag.errors import UserError
+
+__all__ = [
+    "DATASETS",
+    "IMAGE_DATASETS",
+    "DIGITS_SPLIT_SEED",
+    "DIGITS_TEST_FRACTION",
+    "TrainingData",
+    "TwoViews",
+    "Transformed",
+    "ToyViews",
+    "digits_arrays",
+    "digits_split",
+    "load_dataset",
+    "dataset_labels",
+    "sample_seed",
+    "training_data",
+]
+
+DATASETS = ("digits", "cifar10", "cifar100", "imagefolder", "toy")
+IMAGE_DATASETS = ("digits", "cifar10", "cifar100", "imagefolder")
+
+#: The digits split never changes with ``--seed``: every run, and every analysis of any
+#: run, sees the same 1,347 training and 450 test images.
+DIGITS_SPLIT_SEED = 0
+DIGITS_TEST_FRACTION = 0.25
+
+_CIFAR_FOLDERS = {
+    "cifar10": (
+        "cifar-10-batches-py",
+        "data_batch_1 ... data_batch_5, test_batch and batches.meta",
+        "CIFAR-10",
+    ),
+    "cifar100": ("cifar-100-python", "train, test and meta", "CIFAR-100"),
+}
+
+
+# --------------------------------------------------------------------------- digits
+
+
+def digits_arrays() -> tuple[torch.Tensor, torch.Tensor]:
+    """All 1,797 scikit-learn digits as ``(images, labels)``.
+
+    ``images``: float32 ``(1797, 1, 8, 8)`` scaled from the 0..16 grey levels to [0, 1];
+    ``labels``: int64 ``(1797,)`` in 0..9. Bundled with scikit-learn, no download.
+    """
+    images, labels = _digits_numpy()
+    return torch.from_numpy(images.copy()).unsqueeze(1), torch.from_numpy(labels.copy())
+
+
+@functools.lru_cache(maxsize=1)
+def _digits_numpy() -> tuple[np.ndarray, np.ndarray]:
+    from sklearn.datasets import load_digits
+
+    bunch = load_digits()
+    return bunch.images.astype(np.float32) / 16.0, bunch.target.astype(np.int64)
+
+
+def digits_split(
+    seed: int = DIGITS_SPLIT_SEED, test_fraction: float = DIGITS_TEST_FRACTION
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The fixed stratified train/test split of the digits, as sorted index tensors.
+
+    With the defaults: 1,347 train and 450 test images, every class in the same
+    proportion in both (scikit-learn ``train_test_split(stratify=labels)``).
+    """
+    from sklearn.model_selection import train_test_split
+
+    _, labels = digits_arrays()
+    train, test = train_test_split(
+        np.arange(len(labels)),
+        test_size=test_fraction,
+        stratify=labels.numpy(),
+        random_state=seed,
+    )
+    return torch.from_numpy(np.sort(train)), torch.from_numpy(np.sort(test))
+
+
+class _TensorImages(Dataset):
+    """``(image, label)`` from in-memory tensors (the digits)."""
+
+    def __init__(self, images: torch.Tensor, labels: torch.Tensor):
+        self.images, self.targets = images, labels
+
+    def __len__(self) -> int:
+        return len(self.targets)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        return self.images[i], int(self.targets[i])
+
+
+# --------------------------------------------------------------------------- files on disk
+
+
+def _cifar(name: str, data_root: str | None, train: bool, download: bool) -> Dataset:
+    import torchvision
+
+    folder, files, title = _CIFAR_FOLDERS[name]
+    if not data_root:
+        raise UserError(
+            f"--dataset {name} needs --data-root: the folder that contains {folder}/ "
+            f"(add --download to fetch {title} there)."
+        )
+    root = Path(data_root).expanduser()
+    if not download and not (root / folder).is_dir():
+        raise UserError(
+            f"{title} not found under {root}: expected {root / folder}/ holding {files} "
+            f"(the 'python version' archive from https://www.cs.toronto.edu/~kriz/cifar.html, "
+            f"unpacked). Point --data-root at the folder that contains {folder}/, or add "
+            f"--download to fetch it there."
+        )
+    cls = torchvision.datasets.CIFAR10 if name == "cifar10" else torchvision.datasets.CIFAR100
+    try:
+        return cls(str(root), train=train, download=download)
+    except (RuntimeError, OSError) as exc:  # torchvision's "not found or corrupted", no network
+        raise UserError(
+            f"could not read {title} from {root / folder}: {exc}. Check that the folder holds "
+            f"{files} unchanged, or remove it and use --download."
+        ) from None
+
+
+def _imagefolder(root: str | None, option: str) -> Dataset:
+    import torchvision
+
+    if not root:
+        raise UserError(
+            f"--dataset imagefolder needs {option}: a folder with one sub-folder per class "
+            f"(root/cat/001.jpg, root/dog/002.png, ...)."
+        )
+    path = Path(root).expanduser()
+    if not path.is_dir():
+        raise UserError(
+            f"{option} {path} is not a folder; imagefolder expects one sub-folder per class "
+            f"(root/cat/001.jpg, root/dog/002.png, ...)."
+        )
+    try:
+        return torchvision.datasets.ImageFolder(str(path))
+    except (FileNotFoundError, RuntimeError, OSError) as exc:
+        raise UserError(
+            f"{option} {path} is not in ImageFolder layout ({exc}); expected one sub-folder per "
+            f"class holding image files (root/cat/001.jpg, root/dog/002.png, ...)."
+        ) from None
+
+
+def load_dataset(
+    name: str,
+    split: str = "train",
+    *,
+    data_root: str | None = None,
+    val_root: str | None = None,
+    download: bool = False,
+) -> Dataset:
+    """One split of an image dataset, un-transformed: items are ``(image, label)``.
+
+    ``digits`` gives float tensors ``(1, 8, 8)`` in [0, 1]; the others give PIL images.
+    ``split`` is ``"train"`` or ``"test"`` (for ``imagefolder``, ``"test"`` reads
+    ``val_root``). Missing data raises :class:`UserError` naming the expected layout.
+    """
+    if split not in ("train", "test"):
+        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    if name == "digits":
+        images, labels = digits_arrays()
+        idx = digits_split()[0 if split == "train" else 1]
+        return _TensorImages(images[idx], labels[idx])
+    if name in _CIFAR_FOLDERS:
+        return _cifar(name, data_root, split == "train", download)
+    if name == "imagefolder":
+        if split == "train":
+            return _imagefolder(data_root, "--data-root")
+        return _imagefolder(val_root, "--val-root")
+    raise UserError(
+        f"unknown dataset {name!r}; choose one of: {', '.join(d for d in IMAGE_DATASETS)}"
+        + (" (toy has no images)" if name == "toy" else "")
+    )
+
+
+def dataset_labels(dataset: Dataset) -> torch.Tensor:
+    """Integer labels of every item, without decoding images."""
+    if isinstance(dataset, torch.utils.data.Subset):
+        return dataset_labels(dataset.dataset)[torch.as_tensor(dataset.indices)]
+    targets = getattr(dataset, "targets", None)
+    if targets is None:
+        raise ValueError(f"{type(dataset).__name__} exposes no .targets")
+    return torch.as_tensor(targets, dtype=torch.int64)
+
+
+# --------------------------------------------------------------------------- two views
+
+
+_MASK64 = (1 << 64) - 1
+
+
+def _splitmix64(x: int) -> int:
+    x = (x + 0x9E3779B97F4A7C15) & _MASK64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return x ^ (x >> 31)
+
+
+def sample_seed(seed: int, epoch: int, index: int) -> int:
+    """The seed of one sample's augmentation: splitmix64 chained over (seed, epoch, index).
+
+    A 63-bit value; distinct inputs give unrelated seeds (splitmix64 is a bijection with
+    full avalanche), and it costs microseconds, unlike numpy's SeedSequence.
+    """
+    h = _splitmix64(seed & _MASK64)
+    h = _splitmix64(h ^ (epoch & _MASK64))
+    h = _splitmix64(h ^ (index & _MASK64))
+    return h >> 1
+
+
+def _key(key: Any) -> tuple[int, int]:
+    # The trainer's sampler yields (epoch, index) so that workers never need to be told the
+    # epoch; a plain integer key means epoch 0.
+    if isinstance(key, tuple):
+        return int(key[0]), int(key[1])
+    return 0, int(key)
+
+
+class TwoViews(Dataset):
+    """Two augmented views of each instance: items are ``(index, view1, view2, label)``.
+
+    The views of instance ``i`` in epoch ``e`` are drawn with torch's CPU generator seeded
+    with ``sample_seed(seed, e, i)``; keys are ``(epoch, index)`` tuples or plain indices
+    (epoch 0). In the main process the global RNG state is restored afterwards.
+    """
+
+    def __init__(self, base: Dataset, transform: Callable, seed: int):
+        self.base, self.transform, self.seed = base, transform, int(seed)
+
+    def __len__(self) -> int:
+        return len(self.base)
+
+    def __getitem__(self, key: Any) -> tuple[int, torch.Tensor, torch.Tensor, int]:
+        epoch, i = _key(key)
+        image, label = self.base[i]
+        # Transforms draw from torch's default CPU generator. Seed only that one:
+        # torch.manual_seed would also queue a (slow, stack-formatting) CUDA re-seed.
+        cpu = torch.default_generator
+        in_worker = torch.utils.data.get_worker_info() is not None
+        saved = None if in_worker else cpu.get_state()
+        try:
+            cpu.manual_seed(sample_seed(self.seed, epoch, i))
+            v1, v2 = self.transform(image), self.transform(image)
+        finally:
+            if saved is not None:
+                cpu.set_state(saved)
+        return i, v1, v2, int(label)
+
+
+class Transformed(Dataset):
+    """``(transform(image), label)``: the un-augmented evaluation view of a dataset."""
+
+    def __init__(self, base: Dataset, transform: Callable):
+        self.base, self.transform = base, transform
+
+    def __len__(self) -> int:
+        return len(self.base)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        image, label = self.base[i]
+        return self.transform(image), int(label)
+
+
+class ToyViews(Dataset):
+    """The rebuttal's free-embedding experiment: instance ``i`` has no image.
+
+    Its two "views" are the row ids ``i`` and ``n + i`` of a ``(2n, d)`` table of learnable
+    vectors (:class:`cl_diag.training.models.FreeEmbeddings`); its label is ``i``.
+    """
+
+    def __init__(self, n: int):
+        self.n = int(n)
+        self.targets = torch.arange(self.n)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, key: Any) -> tuple[int, torch.Tensor, torch.Tensor, int]:
+        _, i = _key(key)
+        return i, torch.tensor(i), torch.tensor(self.n + i), i
+
+
+# --------------------------------------------------------------------------- for the trainer
+
+
+@dataclass
+class TrainingData:
+    """What the trainer needs from the data side of a config."""
+
+    dataset: str
+    train_set: Dataset  # TwoViews or ToyViews
+    labels: torch.Tensor  # of train_set, in order
+    n_train: int
+    num_classes: int
+    split: dict[str, Any] = field(default_factory=dict)  # recorded in the checkpoint
+
+
+def training_data(
+    dataset: str,
+    *,
+    seed: int,
+    data_root: str | None = None,
+    val_root: str | None = None,
+    download: bool = False,
+    num_samples: int | None = None,
+    image_size: int | None = None,
+) -> TrainingData:
+    """The training set of ``dataset`` wrapped in two-view augmentation.
+
+    ``num_samples`` keeps only the first N training images (the toy dataset: N instances).
+    The returned ``split`` says which images are the train and test sets.
+    """
+    from cl_diag.training.augment import train_transform
+
+    if dataset == "toy":
+        n = 4 if num_samples is None else int(num_samples)
+        toy = ToyViews(n)
+        return TrainingData("toy", toy, toy.targets.clone(), n, n, {"kind": "toy", "n": n})
+
+    base = load_dataset(dataset, "train", data_root=data_root, val_root=val_root, download=download)
+    if dataset == "digits":
+        train_idx, test_idx = digits_split()
+        split: dict[str, Any] = {
+            "kind": "stratified",
+            "seed": DIGITS_SPLIT_SEED,
+            "test_fraction": DIGITS_TEST_FRACTION,
+            "train_indices": train_idx,
+            "test_indices": test_idx,
+        }
+    elif dataset == "imagefolder":
+        split = {"kind": "folders", "train": str(data_root), "test": None if val_root is None else str(val_root)}
+    else:
+        split = {"kind": "official", "train": "train", "test": "test"}
+
+    labels = dataset_labels(base)
+    if num_samples is not None and num_samples < len(base):
+        base = torch.utils.data.Subset(base, list(range(int(num_samples))))
+        labels = labels[: int(num_samples)]
+        split["num_samples"] = int(num_samples)
+    num_classes = int(labels.max()) + 1 if len(labels) else 0
+    views = TwoViews(base, train_transform(dataset, image_size), seed)
+    return TrainingData(dataset, views, labels, len(base), num_classes, split)
