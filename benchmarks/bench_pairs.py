@@ -1,0 +1,251 @@
+"""Exact pair statistics vs the obvious peer, and vs plain matmul throughput.
+
+In one process, on the same seeded data (n x d standard normal views, z2 = z1 + noise):
+
+* **cl-diag**: ``pair_statistics(z1, z2)`` in exact mode (all three pair types: every
+  statistic, fine-histogram quantiles, excessive ratio; streamed in tiles).
+* **peer**: scikit-learn ``cosine_similarity`` on the full matrices (z1 vs z2, z1 vs z1,
+  z2 vs z2), then numpy statistics of the same pairs (mean/var in float64, min, max,
+  ``np.percentile``, ``np.histogram``, excessive ratio).
+* **plain matmul**: the same float32 tile GEMMs as cl-diag, without any statistics
+  (``torch.mm`` on the same shapes, torch's default threads), and one full n x n
+  ``torch.mm``, for throughput: GFLOP/s = 2 d * (similarities computed) / seconds, with
+  n^2 cross-view + n(n-1) within-view similarities for cl-diag (2 d n^2 for the full mm).
+  The same tile GEMMs are also run through cl-diag's own parallel structure (one
+  single-threaded worker per core): cl-diag's time minus that is the cost of the statistics.
+
+Peak memory is read from the kernel, not from tracemalloc (which misses torch's CPU
+allocations): before each measurement freed heap is returned (``malloc_trim``) and the
+peak-RSS counter is reset (``echo 5 > /proc/self/clear_refs``, Linux >= 4.0); the figure is
+VmHWM minus the RSS at the start, i.e. the extra resident memory the method needed on top
+of the inputs already loaded.
+
+Run:  python benchmarks/bench_pairs.py [--sizes 2000,5000,10000,20000] [--repeats 2] [--skip-100k]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import gc
+from concurrent.futures import ThreadPoolExecutor
+import platform
+import time
+
+import numpy as np
+import torch
+
+from cl_diag.measurement.pairs import (
+    _default_tile,
+    _LockedIter,
+    _tiles,
+    full_fp32_matmul,
+    normalise_views,
+    pair_statistics,
+    threshold,
+)
+
+QS = (1, 5, 25, 50, 75, 95, 99)
+
+
+def _status_kb(key: str) -> int:
+    with open("/proc/self/status") as handle:
+        for line in handle:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"{key} not in /proc/self/status")
+
+
+def _reset_peak() -> int:
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except OSError:
+        pass
+    with open("/proc/self/clear_refs", "w") as handle:
+        handle.write("5")
+    return _status_kb("VmRSS")
+
+
+def measure(fn):
+    """(seconds, peak extra resident MiB, result) of one call."""
+    base = _reset_peak()
+    t0 = time.perf_counter()
+    out = fn()
+    seconds = time.perf_counter() - t0
+    peak = (_status_kb("VmHWM") - base) / 1024
+    return seconds, peak, out
+
+
+def peer(z1: np.ndarray, z2: np.ndarray, n_ref: int) -> dict:
+    """The obvious implementation: full similarity matrices, then numpy."""
+    from sklearn.metrics.pairwise import cosine_similarity
+
+    n = z1.shape[0]
+    delta = threshold(n_ref)
+
+    def stats(x: np.ndarray) -> dict:
+        return {
+            "count": x.size,
+            "mean": float(x.mean(dtype=np.float64)),
+            "var": float(x.var(dtype=np.float64)),
+            "min": float(x.min()),
+            "max": float(x.max()),
+            "quantiles": np.percentile(x, QS).tolist(),
+            "histogram": np.histogram(x, bins=100, range=(-1.0, 1.0))[0].tolist(),
+            "excessive_ratio": float(np.count_nonzero(x < delta) / x.size),
+        }
+
+    s = cosine_similarity(z1, z2)
+    out = {"positive": stats(np.diagonal(s).copy())}
+    out["cross_view_negative"] = stats(s[~np.eye(n, dtype=bool)])
+    del s
+    upper = np.triu(np.ones((n, n), dtype=bool), 1)
+    within = np.concatenate([cosine_similarity(z1)[upper], cosine_similarity(z2)[upper]])
+    out["within_view_negative"] = stats(within)
+    return out
+
+
+def plain_tiles(u: torch.Tensor, v: torch.Tensor, tile: int) -> None:
+    """The GEMMs cl-diag runs (same tiles, same shapes), without the statistics."""
+    buf = torch.empty(tile * tile)
+    with full_fp32_matmul():
+        for r0, r1, c0, c1, upper in _tiles(u.shape[0], tile):
+            s = buf[: (r1 - r0) * (c1 - c0)].view(r1 - r0, c1 - c0)
+            torch.mm(u[r0:r1], v[c0:c1].T, out=s)
+            if upper:
+                torch.mm(u[r0:r1], u[c0:c1].T, out=s)
+                torch.mm(v[r0:r1], v[c0:c1].T, out=s)
+
+
+def plain_tiles_workers(u: torch.Tensor, v: torch.Tensor, tile: int) -> None:
+    """The same GEMMs through cl-diag's parallel structure: one single-threaded worker per
+    core pulling tiles from a shared queue. Against this, cl-diag's time is GEMMs + statistics."""
+    threads = torch.get_num_threads()
+    tasks = _LockedIter(_tiles(u.shape[0], tile))
+
+    def work() -> None:
+        torch.set_num_threads(1)
+        buf = torch.empty(tile * tile)
+        for r0, r1, c0, c1, upper in tasks:
+            s = buf[: (r1 - r0) * (c1 - c0)].view(r1 - r0, c1 - c0)
+            torch.mm(u[r0:r1], v[c0:c1].T, out=s)
+            if upper:
+                torch.mm(u[r0:r1], u[c0:c1].T, out=s)
+                torch.mm(v[r0:r1], v[c0:c1].T, out=s)
+
+    torch.set_num_threads(1)
+    try:
+        with full_fp32_matmul(), ThreadPoolExecutor(threads) as pool:
+            for f in [pool.submit(work) for _ in range(threads)]:
+                f.result()
+    finally:
+        torch.set_num_threads(threads)
+
+
+def full_mm(u: torch.Tensor, v: torch.Tensor) -> None:
+    with full_fp32_matmul():
+        torch.mm(u, v.T)
+
+
+def data(n: int, d: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    z1 = rng.standard_normal((n, d), dtype=np.float32)
+    z2 = z1 + 0.7 * rng.standard_normal((n, d), dtype=np.float32)
+    return z1, z2
+
+
+def compare(ours: dict, theirs: dict) -> float:
+    """Largest |difference| over means, variances, mins, maxs (a sanity check of the peer)."""
+    worst = 0.0
+    for kind in ("positive", "cross_view_negative", "within_view_negative"):
+        for key in ("mean", "var", "min", "max"):
+            worst = max(worst, abs(ours[kind][key] - theirs[kind][key]))
+        assert ours[kind]["count"] == theirs[kind]["count"], kind
+    return worst
+
+
+def run_size(n: int, d: int, repeats: int, with_peer: bool, block_size: int | None) -> dict:
+    z1, z2 = data(n, d)
+    u, v = normalise_views(z1, z2)
+    tile = block_size or _default_tile(n, u.device)
+    sims = n * n + n * (n - 1)  # cross-view tiles (incl. positives) + within-view pairs
+    flops = 2.0 * d * sims
+    row = {"n": n, "ours": [], "peer": [], "tiles": [], "workers": [], "full": []}
+    for _ in range(repeats):
+        t, m, ours = measure(lambda: pair_statistics(z1, z2, n_ref=n, block_size=block_size))
+        row["ours"].append((t, m))
+        if n <= 20_000:  # torch-threaded tiles: minutes at 100,000 when the cores are shared
+            t, m, _ = measure(lambda: plain_tiles(u, v, tile))
+            row["tiles"].append((t, m))
+        t, m, _ = measure(lambda: plain_tiles_workers(u, v, tile))
+        row["workers"].append((t, m))
+        if with_peer:
+            t, m, theirs = measure(lambda: peer(z1, z2, n))
+            row["peer"].append((t, m))
+            row["max_abs_diff"] = compare(ours, theirs)
+        if n <= 20_000:
+            t, m, _ = measure(lambda: full_mm(u, v))
+            row["full"].append((t, m))
+    best = {k: min(row[k]) if row[k] else None for k in ("ours", "peer", "tiles", "workers", "full")}
+    row["gflops_ours"] = flops / best["ours"][0] / 1e9
+    row["gflops_tiles"] = flops / best["tiles"][0] / 1e9 if best["tiles"] else None
+    row["gflops_workers"] = flops / best["workers"][0] / 1e9
+    row["gflops_full"] = 2.0 * d * n * n / best["full"][0] / 1e9 if best["full"] else None
+    row["best"] = best
+    row["tile"] = tile
+    return row
+
+
+def report(row: dict) -> None:
+    n, best = row["n"], row["best"]
+    ours_t, ours_m = best["ours"]
+    runs = ", ".join(f"{t:.2f}" for t, _ in row["ours"])
+    print(f"\nn = {n:,}  (tile {row['tile']}, d = 128)")
+    print(f"  cl-diag exact      {ours_t:8.2f} s   peak +{ours_m:8.1f} MiB   runs: {runs}")
+    if best["peer"]:
+        peer_t, peer_m = best["peer"]
+        runs = ", ".join(f"{t:.2f}" for t, _ in row["peer"])
+        print(f"  sklearn + numpy    {peer_t:8.2f} s   peak +{peer_m:8.1f} MiB   runs: {runs}")
+        print(f"  speed-up {peer_t / ours_t:6.1f}x   memory ratio (peer / cl-diag) {peer_m / max(ours_m, 1e-9):6.1f}x"
+              f"   max |diff| of mean/var/min/max {row['max_abs_diff']:.1e}")
+    workers_t, _ = best["workers"]
+    print(f"  cl-diag            {row['gflops_ours']:6.1f} GFLOP/s")
+    if best["tiles"]:
+        tiles_t, _ = best["tiles"]
+        print(f"  plain tile GEMMs   {tiles_t:8.2f} s   {row['gflops_tiles']:6.1f} GFLOP/s (torch threads);"
+              f"  cl-diag = {100 * row['gflops_ours'] / row['gflops_tiles']:5.1f} % of it")
+    print(f"  same, cl-diag's workers {workers_t:5.2f} s   {row['gflops_workers']:6.1f} GFLOP/s;"
+          f"  cl-diag = {100 * row['gflops_ours'] / row['gflops_workers']:5.1f} % of it")
+    if row["gflops_full"]:
+        full_t, full_m = best["full"]
+        print(f"  one full n x n mm  {full_t:8.2f} s   {row['gflops_full']:6.1f} GFLOP/s (peak +{full_m:.0f} MiB);"
+              f"  cl-diag = {100 * row['gflops_ours'] / row['gflops_full']:5.1f} % of it")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="2000,5000,10000,20000", help="comma-separated n (default %(default)s)")
+    parser.add_argument("--d", type=int, default=128)
+    parser.add_argument("--repeats", type=int, default=2, help="timed runs per size; the best is reported")
+    parser.add_argument("--block-size", type=int, default=None, help="tile side (default: cl-diag's)")
+    parser.add_argument("--skip-peer", action="store_true", help="only cl-diag and the plain matmuls")
+    parser.add_argument("--skip-100k", action="store_true", help="skip the n = 100,000 run")
+    args = parser.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {platform.processor() or platform.machine()}")
+    for n in sizes:
+        report(run_size(n, args.d, args.repeats, not args.skip_peer, args.block_size))
+    if not args.skip_100k:
+        n = 100_000
+        row = run_size(n, args.d, 1, False, args.block_size)
+        report(row)
+        print(f"  (peer not run at n = {n:,}: its three {n:,} x {n:,} float32 matrices need "
+              f"{3 * 4 * n * n / 2**30:.0f} GiB)")
+    print("\npeak = extra resident memory (VmHWM after reset) over the RSS before the call")
+    print(f"cl-diag working set per CPU worker: ~25 bytes x tile^2 = "
+          f"{25 * _default_tile(10**6, torch.device('cpu')) ** 2 / 2**20:.0f} MiB at the default tile")
+
+
+if __name__ == "__main__":
+    main()

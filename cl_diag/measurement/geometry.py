@@ -1,0 +1,148 @@
+"""Geometry of two views' embeddings: alignment, uniformity, effective rank, spectrum,
+and the two trade-off quantities of Lee et al. (ICML 2025) that the report shows.
+
+All quantities are computed on the L2-normalised float32 rows u_i, v_i that
+:func:`cl_diag.measurement.pairs.normalise_views` returns (the same rows as the
+pair statistics), accumulated in float64:
+
+* ``alignment``  E_i ||u_i - v_i||^2  (Wang & Isola 2020, alpha = 2);
+  for unit vectors it equals 2 - 2 E[s_pos] (paper Eq. 4).
+* ``uniformity`` per view  log E_{i<j} exp(-2 ||x_i - x_j||^2)  (Wang & Isola, t = 2),
+  streamed over square tiles of the Gram matrix (float32 matmul, TF32 off) and
+  combined with log-sum-exp in float64; never an n x n matrix.
+* ``effective_rank`` per view: RankMe (Garrido et al., ICML 2023),
+  exp(-sum_k p_k log p_k) with p_k = sigma_k / ||sigma||_1 + epsilon, sigma the
+  singular values of the uncentred normalised (n, d) matrix, epsilon = 1e-7.
+* ``spectrum`` per view: eigenvalues of the population covariance
+  (1/n) sum_i (x_i - xbar)(x_i - xbar)^T, descending, min(n, d) of them
+  (squared singular values of the centred matrix over n).
+* ``frontier_gap`` (paper-notes 11.2, Lemma C.6 with N = n rows):
+  mean_neg - ((N - 2) mean_pos - N) / (2 (N - 1)) >= 0 for unit vectors, with
+  mean_pos the mean positive and mean_neg the mean cross-view negative similarity;
+  0 means the negatives are as separated as the achieved alignment allows.
+* ``alignment_ceiling`` (Thm 5.2): 1 + mean_neg + 1/(n_ref - 1), an upper bound on
+  the mean positive similarity of the full-batch problem of n_ref instances;
+  ``below_one`` flags a ceiling below 1, i.e. negatives more separated on average
+  than the simplex ETF, so perfect alignment is impossible (excessive separation).
+
+Example::
+
+    >>> import torch
+    >>> from cl_diag.measurement.geometry import geometry
+    >>> g = torch.Generator().manual_seed(0)
+    >>> z = torch.randn(50, 8, generator=g)
+    >>> geometry(z, z, n_ref=50)["alignment"]
+    0.0
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from cl_diag.measurement.pairs import _check_int, _check_n_ref, _UpperIndex, full_fp32_matmul, normalise_views
+
+__all__ = ["geometry", "RANKME_EPSILON", "uniformity", "effective_rank", "covariance_spectrum"]
+
+#: epsilon of RankMe (Garrido et al. 2023)
+RANKME_EPSILON = 1e-7
+#: default tile side of the uniformity pass (about 16 bytes per similarity in flight)
+_TILE = {"cpu": 1024, "cuda": 8192}
+
+
+def uniformity(x: torch.Tensor, *, block_size: int | None = None) -> float:
+    """log( 2/(n(n-1)) * sum_{i<j} exp(-2 ||x_i - x_j||^2) ) of float32 rows ``x``.
+
+    ||x_i - x_j||^2 = |x_i|^2 + |x_j|^2 - 2 x_i.x_j with the squared norms in float64
+    and x_i.x_j from a float32 matmul (TF32 off). Each tile's log-sum-exp, m + log sum
+    exp(e - m) with m the tile maximum, is taken in float64, and the tiles' values are
+    combined by a final log-sum-exp.
+    """
+    n = x.shape[0]
+    tile = min(n, block_size or _TILE["cuda" if x.device.type == "cuda" else "cpu"])
+    twice_sq = 2.0 * x.to(torch.float64).pow(2).sum(dim=1)
+    parts = []
+    gram = torch.empty(tile * tile, dtype=torch.float32, device=x.device)
+    expo = torch.empty(tile * tile, dtype=torch.float64, device=x.device)
+    upper = _UpperIndex(x.device)
+    starts = list(range(0, n, tile))
+    with torch.inference_mode(), full_fp32_matmul():
+        for r0 in starts:
+            r1 = min(r0 + tile, n)
+            for c0 in starts:
+                if c0 < r0:
+                    continue
+                c1 = min(c0 + tile, n)
+                g = gram[: (r1 - r0) * (c1 - c0)].view(r1 - r0, c1 - c0)
+                torch.mm(x[r0:r1], x[c0:c1].T, out=g)
+                e = expo[: g.numel()].view_as(g)
+                e.copy_(g)
+                # exponent -2 ||x_i - x_j||^2 = 4 x_i.x_j - 2|x_i|^2 - 2|x_j|^2 (<= 0 up to round-off)
+                torch.add(-twice_sq[r0:r1, None], e, alpha=4.0, out=e)
+                e.sub_(twice_sq[None, c0:c1]).clamp_(max=0.0)
+                flat = e.reshape(-1)
+                if c0 == r0:
+                    flat = flat.index_select(0, upper.get(r1 - r0))
+                if flat.numel() == 0:
+                    continue
+                top = flat.max()
+                parts.append(top + torch.log(flat.sub_(top).exp_().sum()))
+        total = torch.logsumexp(torch.stack(parts), dim=0)
+    return float(total) - math.log(n * (n - 1) / 2)
+
+
+def effective_rank(x: torch.Tensor, *, epsilon: float = RANKME_EPSILON) -> float:
+    """RankMe: exp of the entropy of p_k = sigma_k/||sigma||_1 + epsilon, sigma the singular
+    values of the (uncentred) rows ``x``."""
+    sigma = torch.linalg.svdvals(x.to(torch.float64))
+    p = sigma / sigma.sum() + epsilon
+    return float(torch.exp(-(p * torch.log(p)).sum()))
+
+
+def covariance_spectrum(x: torch.Tensor) -> list[float]:
+    """Eigenvalues of the population covariance of the rows of ``x``, descending, min(n, d) of them."""
+    x64 = x.to(torch.float64)
+    centred = x64 - x64.mean(dim=0, keepdim=True)
+    sigma = torch.linalg.svdvals(centred)  # descending
+    return [float(s) for s in (sigma**2 / x.shape[0])]
+
+
+def geometry(z1, z2, *, n_ref: int | None, cross_view_mean: float | None = None, block_size: int | None = None) -> dict:
+    """Alignment, uniformity, effective rank, covariance spectrum, frontier gap and the
+    Thm 5.2 alignment ceiling of two views (see the module docstring for every formula).
+
+    Args:
+        z1, z2: (n, d) tensors or arrays, the two views (row i = instance i); normalised here.
+        n_ref: instances of the threshold / ceiling 1/(n_ref - 1) (None: n).
+        cross_view_mean: the mean cross-view negative similarity if already measured (e.g. by
+            :func:`cl_diag.measurement.pairs.pair_statistics`); otherwise computed in O(nd) as
+            ((sum_i u_i).(sum_j v_j) - sum_i u_i.v_i) / (n(n-1)) in float64.
+        block_size: tile side of the uniformity pass (default 1024 on CPU, 8192 on CUDA).
+
+    Returns:
+        the ``geometry`` block of docs/result-schema.md as a plain dict.
+    """
+    u, v = normalise_views(z1, z2)
+    n = u.shape[0]
+    n_ref = _check_n_ref(n_ref, n)
+    if block_size is not None:
+        block_size = _check_int(block_size, "block_size", 1)
+    u64, v64 = u.to(torch.float64), v.to(torch.float64)
+    positives = (u64 * v64).sum(dim=1)
+    mean_pos = float(positives.mean())
+    if cross_view_mean is None:
+        mean_neg = float((u64.sum(dim=0) @ v64.sum(dim=0) - positives.sum()) / (n * (n - 1)))
+    else:
+        mean_neg = float(cross_view_mean)
+        if not math.isfinite(mean_neg):
+            raise ValueError(f"cross_view_mean must be a finite number, got {cross_view_mean!r}.")
+    ceiling = 1.0 + mean_neg + 1.0 / (n_ref - 1)
+    return {
+        "alignment": float((u64 - v64).pow(2).sum(dim=1).mean()),
+        "uniformity": {"u": uniformity(u, block_size=block_size), "v": uniformity(v, block_size=block_size)},
+        "effective_rank": {"u": effective_rank(u), "v": effective_rank(v), "epsilon": RANKME_EPSILON},
+        "spectrum": {"u": covariance_spectrum(u), "v": covariance_spectrum(v)},
+        "frontier_gap": mean_neg - ((n - 2) * mean_pos - n) / (2 * (n - 1)),
+        "alignment_ceiling": {"value": ceiling, "below_one": bool(ceiling < 1.0)},
+    }
