@@ -1,4 +1,4 @@
-"""``cl-diag analyze``: pair-similarity diagnostics of two views' embeddings."""
+"""``cl-diag analyze``: pair-similarity diagnostics, probes and theory for embeddings or a trained encoder."""
 
 from __future__ import annotations
 
@@ -10,46 +10,158 @@ import typer
 from rich.console import Console
 
 from cl_diag.cli import app
-from cl_diag.orchestration.analyze import AnalyzeConfig, analyze as run_analyze
+from cl_diag.errors import UserError
+from cl_diag.orchestration.analyze import LAYERS, PROBES, AnalyzeConfig, analyze as run_analyze
+from cl_diag.recipes import apply_recipe
+
+_D = AnalyzeConfig(input=Path("."), out=Path("."))  # one source of truth for the defaults
+_PAIRS, _CKPT, _FOREIGN, _RUN = "Pairs", "Checkpoints", "Foreign checkpoints", "Running"
 
 
 def default_out(source: Path) -> Path:
     return source.parent / f"{source.stem}-analysis"
 
 
+def _names(value: str, allowed: tuple[str, ...], option: str) -> tuple[str, ...]:
+    text = value.strip().lower()
+    if text == "all":
+        return allowed
+    if text == "none":
+        return ()
+    names = tuple(part.strip() for part in text.split(",") if part.strip())
+    bad = [name for name in names if name not in allowed]
+    if bad or not names:
+        raise UserError(
+            f"{option} {value!r}: give 'all', 'none' or a comma-separated subset of {', '.join(allowed)}."
+        )
+    return names
+
+
 @app.command(no_args_is_help=True)
 def analyze(
-    source: Path = typer.Argument(..., help="Embeddings file (.npz or .pt with z1, z2[, labels])."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output folder [default: <source>-analysis]."),
-    n_ref: Optional[int] = typer.Option(
-        None, help="Training-set size the threshold -1/(n_ref-1) refers to [default: number of rows]."
+    ctx: typer.Context,
+    source: Path = typer.Argument(
+        ...,
+        help="An embeddings file (.npz/.pt with z1, z2[, labels]), a cl-diag checkpoint (last.pt), "
+        "a solo-learn .ckpt, or a torchvision ResNet state dict (with --arch).",
     ),
-    pairs: str = typer.Option("exact", help="'exact' (all pairs, streamed) or 'sampled' (--num-pairs per type)."),
-    num_pairs: int = typer.Option(5000, help="Pairs drawn per type in sampled mode (the paper uses 5,000)."),
-    seed: int = typer.Option(0, help="Seed for sampled mode."),
-    block_size: Optional[int] = typer.Option(None, help="Rows per streamed block [default: from a memory budget]."),
-    hist_bins: int = typer.Option(100, help="Bins of the stored histogram on [-1, 1]."),
+    probe: Optional[Path] = typer.Option(
+        None, help="A probe suite (TOML whose keys are the options below, e.g. probes/paper.toml); options given here win."
+    ),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output folder \\[default: <source>-analysis]."),
+    n_ref: Optional[int] = typer.Option(
+        None,
+        help="Training-set size n of the threshold -1/(n-1) \\[default: the checkpoint's training-set size; "
+        "for an embeddings file, its number of rows].",
+        rich_help_panel=_PAIRS,
+    ),
+    pairs: str = typer.Option(_D.pairs, help="'exact' (all pairs, streamed) or 'sampled' (--num-pairs per type).", rich_help_panel=_PAIRS),
+    num_pairs: int = typer.Option(_D.num_pairs, help="Pairs drawn per type in sampled mode (the paper uses 5,000).", rich_help_panel=_PAIRS),
+    seed: int = typer.Option(_D.seed, help="Seed of the sampled images, their augmentations, sampled pairs and probes.", rich_help_panel=_PAIRS),
+    block_size: Optional[int] = typer.Option(None, help="Rows per streamed block \\[default: from a memory budget].", rich_help_panel=_PAIRS),
+    hist_bins: int = typer.Option(_D.hist_bins, help="Bins of the stored histogram on [-1, 1].", rich_help_panel=_PAIRS),
+    num_images: int = typer.Option(
+        _D.num_images, help="Training images sampled (seeded) and augmented twice to make the two views.", rich_help_panel=_CKPT
+    ),
+    layers: str = typer.Option(
+        ",".join(_D.layers), help=f"Layers measured: comma-separated subset of {', '.join(LAYERS)}, or all.", rich_help_panel=_CKPT
+    ),
+    probes: str = typer.Option(
+        "all", help=f"Probes: all, none, or a comma-separated subset of {', '.join(PROBES)}.", rich_help_panel=_CKPT
+    ),
+    baselines: bool = typer.Option(
+        _D.baselines, help="Also run the probes on raw pixels and on the architecture at random initialisation.", rich_help_panel=_CKPT
+    ),
+    probe_train_images: Optional[int] = typer.Option(
+        None, help="Probe on this many (seeded) images of the train split \\[default: all].", rich_help_panel=_CKPT
+    ),
+    probe_test_images: Optional[int] = typer.Option(
+        None, help="Probe on this many (seeded) images of the test split \\[default: all].", rich_help_panel=_CKPT
+    ),
+    data_root: Optional[Path] = typer.Option(
+        None, help="Folder holding cifar-10-batches-py/ or cifar-100-python/, or the ImageFolder train root "
+        "[default for cl-diag checkpoints: the one they were trained with].", rich_help_panel=_CKPT
+    ),
+    val_root: Optional[Path] = typer.Option(None, help="ImageFolder root of the test split (imagefolder only).", rich_help_panel=_CKPT),
+    arch: Optional[str] = typer.Option(
+        None,
+        help="Backbone of a foreign checkpoint: resnet18-cifar, resnet18, resnet34-cifar, resnet34, resnet50-cifar, "
+        "resnet50 \\[default: from args.json beside a solo-learn .ckpt].",
+        rich_help_panel=_FOREIGN,
+    ),
+    dataset: Optional[str] = typer.Option(
+        None, help="Dataset of a foreign checkpoint: cifar10, cifar100 or imagefolder \\[default: from args.json].", rich_help_panel=_FOREIGN
+    ),
+    cifar_stem_padding: Optional[int] = typer.Option(
+        None,
+        help="Padding of the 3x3 CIFAR stem (not stored in the weights) \\[default: 2 for upstream solo-learn, "
+        "1 for the paper's fork (BN in the projector or add_vrn_loss_term in args.json) and plain state dicts].",
+        rich_help_panel=_FOREIGN,
+    ),
+    device: str = typer.Option(_D.device, help="auto (CUDA when present), cpu or cuda.", rich_help_panel=_RUN),
+    batch_size: int = typer.Option(_D.batch_size, help="Images per encoding batch.", rich_help_panel=_RUN),
+    workers: Optional[int] = typer.Option(
+        None, help="DataLoader worker processes \\[default: 0 on CPU, up to 8 on CUDA].", rich_help_panel=_RUN
+    ),
+    amp: bool = typer.Option(_D.amp, help="fp16 autocast and channels_last while encoding on CUDA.", rich_help_panel=_RUN),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the report path."),
 ) -> None:
-    """Measure positive, cross-view and within-view negative similarities; write result.json and reports.
+    """Measure positive, cross-view and within-view negative similarities; probes and theory for checkpoints.
 
-    Example: [bold]cl-diag analyze pairs.npz --out out/ --n-ref 50000[/]
+    Examples:
+
+      cl-diag analyze pairs.npz --out out/ --n-ref 50000
+
+      cl-diag analyze runs/simclr-b32/last.pt --out runs/simclr-b32/analysis
+
+      cl-diag analyze solo/simclr-ep=199.ckpt --dataset cifar100 --data-root ~/data --out a/
+
+      cl-diag analyze resnet18.pth --arch resnet18-cifar --dataset cifar10 --data-root ~/data --out b/
+
+      cl-diag analyze last.pt --probe probes/paper.toml
     """
+    values, _ = apply_recipe(ctx, probe)
     config = AnalyzeConfig(
         input=source,
-        out=out if out is not None else default_out(source),
-        n_ref=n_ref,
-        pairs=pairs,
-        num_pairs=num_pairs,
-        seed=seed,
-        block_size=block_size,
-        hist_bins=hist_bins,
+        out=values["out"] if values["out"] is not None else default_out(source),
+        n_ref=values["n_ref"],
+        pairs=values["pairs"],
+        num_pairs=values["num_pairs"],
+        seed=values["seed"],
+        block_size=values["block_size"],
+        hist_bins=values["hist_bins"],
+        num_images=values["num_images"],
+        layers=_names(values["layers"], LAYERS, "--layers"),
+        probes=_names(values["probes"], PROBES, "--probes"),
+        baselines=values["baselines"],
+        probe_train_images=values["probe_train_images"],
+        probe_test_images=values["probe_test_images"],
+        arch=values["arch"],
+        dataset=values["dataset"],
+        data_root=values["data_root"],
+        val_root=values["val_root"],
+        cifar_stem_padding=values["cifar_stem_padding"],
+        device=values["device"],
+        batch_size=values["batch_size"],
+        workers=values["workers"],
+        amp=values["amp"],
     )
+    quiet = values["quiet"]
     console = Console()
-    show_status = not quiet and sys.stdout.isatty()
-    if show_status:
-        with console.status(f"analysing {source} ({pairs} pairs)"):
-            outcome = run_analyze(config)
+    show_progress = not quiet and sys.stdout.isatty()
+    if show_progress:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        with Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            console=console, transient=True,
+        ) as bar:
+
+            def factory(description: str, total: int | None):
+                task = bar.add_task(description, total=total)
+                return lambda n: bar.advance(task, n)
+
+            outcome = run_analyze(config, progress=factory)
     else:
         outcome = run_analyze(config)
     if not quiet:
@@ -76,3 +188,48 @@ def _print_summary(console: Console, result: dict) -> None:
                 "" if ratio is None else f"{ratio:.4f}",
             )
         console.print(table)
+    probes = result.get("probes")
+    if probes:
+        _print_probes(console, probes)
+
+
+def _pct(value) -> str:
+    return "" if value is None else f"{100 * value:.2f}"
+
+
+def _print_probes(console: Console, probes: dict) -> None:
+    from rich.table import Table
+
+    baselines = probes.get("baselines", {})
+    names = [b for b in ("raw_pixels", "random_init") if b in baselines]
+    table = Table(title=f"probes on {probes.get('layer', 'backbone')} features (%)")
+    table.add_column("probe")
+    for column in ("trained", *names):
+        table.add_column(column.replace("_", " "), justify="right")
+
+    def get(block, *path):
+        for key in path:
+            if not isinstance(block, dict) or key not in block:
+                return None
+            block = block[key]
+        return block
+
+    rows = [
+        ("linear top-1", ("linear", "top1")),
+        ("linear top-5", ("linear", "top5")),
+        ("kNN k=20 top-1", ("knn", "k20", "top1")),
+        ("kNN k=200 top-1", ("knn", "k200", "top1")),
+        *[
+            (f"retrieval {layer} R@{k}", ("retrieval", layer, f"recall_at_{k}"))
+            for layer in probes.get("retrieval", {})
+            for k in (1, 5, 10)
+        ],
+        ("k-means NMI", ("clustering", "nmi")),
+        ("k-means ARI", ("clustering", "ari")),
+    ]
+    for title, path in rows:
+        values = [get(probes, *path)] + [get(baselines, b, *path) for b in names]
+        if all(v is None for v in values):
+            continue
+        table.add_row(title, *[_pct(v) for v in values])
+    console.print(table)

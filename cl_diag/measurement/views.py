@@ -1,0 +1,182 @@
+"""Running frozen encoders over images: two augmented views, or one un-augmented view.
+
+The paper measures embeddings of trained encoders this way (Lee et al., ICML 2025, Sec. 6.1;
+paper-notes 8): sample training images, apply the *training* augmentation twice, encode in
+eval mode (BatchNorm running statistics) and read the projector output; the probes read the
+backbone output of un-augmented images (App. D). Both are one pass of a ``DataLoader`` through
+one or more :class:`Taps` modules, each returning a dict of named layer outputs, so the
+trained model, its random-init twin and the raw pixels are all computed from the same
+decoded and augmented batch.
+
+Pure torch: datasets, transforms and models are passed in. Outputs are float32 on CPU.
+On CUDA the pass runs under ``torch.inference_mode`` with fp16 autocast, channels_last
+inputs, pinned memory and non-blocking copies; on CPU in plain float32.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from contextlib import nullcontext
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+__all__ = ["Taps", "Pixels", "sample_indices", "encode_two_views", "encode_images", "resolve_device"]
+
+#: Raw-pixel features of larger images are area-averaged down to this side, so the pixel
+#: baseline stays a few thousand dimensions (CIFAR's 32x32 and digits' 8x8 are unchanged).
+PIXEL_SIDE = 32
+
+
+class Taps(nn.Module):
+    """``x -> {"backbone": f(x), "projector": g(f(x))}`` (the projector entry only when given)."""
+
+    def __init__(self, backbone: nn.Module, projector: nn.Module | None = None):
+        super().__init__()
+        self.backbone, self.projector = backbone, projector
+
+    def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        features = self.backbone(x).flatten(1)
+        out = {"backbone": features}
+        if self.projector is not None:
+            out["projector"] = self.projector(features)
+        return out
+
+
+class Pixels(nn.Module):
+    """``x -> {"pixels": x flattened}``, larger images area-averaged to ``PIXEL_SIDE``."""
+
+    def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        if x.dim() == 4 and max(x.shape[-2:]) > PIXEL_SIDE:
+            x = F.adaptive_avg_pool2d(x.float(), PIXEL_SIDE)
+        return {"pixels": x.flatten(1)}
+
+
+def resolve_device(device: str | torch.device | None) -> torch.device:
+    """``None``/``"auto"``: CUDA when available, else CPU."""
+    if device is None or str(device) == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def sample_indices(n: int, k: int | None, seed: int) -> torch.Tensor:
+    """``min(k, n)`` distinct indices of ``range(n)``, uniformly at random under ``seed``,
+    sorted; all of ``range(n)`` when ``k`` is None or >= n."""
+    if k is None or k >= n:
+        return torch.arange(n)
+    generator = torch.Generator().manual_seed(int(seed))
+    return torch.randperm(n, generator=generator)[:k].sort().values
+
+
+def _prepare(taps: Mapping[str, nn.Module], device: torch.device) -> dict[str, nn.Module]:
+    prepared = {}
+    for name, module in taps.items():
+        module = module.to(device).eval()
+        if device.type == "cuda":
+            module = module.to(memory_format=torch.channels_last)
+        prepared[name] = module
+    return prepared
+
+
+def _run(
+    taps: Mapping[str, nn.Module], x: torch.Tensor, device: torch.device, amp: bool
+) -> dict[str, dict[str, torch.Tensor]]:
+    x = x.to(device, non_blocking=True)
+    if device.type == "cuda" and x.dim() == 4:
+        x = x.contiguous(memory_format=torch.channels_last)
+    autocast = torch.autocast("cuda", dtype=torch.float16) if (amp and device.type == "cuda") else nullcontext()
+    out = {}
+    with autocast:
+        for name, module in taps.items():
+            out[name] = {layer: y.float().cpu() for layer, y in module(x).items()}
+    return out
+
+
+def _loader(dataset, batch_size: int, workers: int, device: torch.device):
+    return torch.utils.data.DataLoader(
+        dataset,
+        batch_size=batch_size,
+        shuffle=False,
+        num_workers=workers,
+        pin_memory=device.type == "cuda",
+        drop_last=False,
+        persistent_workers=False,
+    )
+
+
+def _concat(chunks: list[dict[str, dict[str, torch.Tensor]]]) -> dict[str, dict[str, torch.Tensor]]:
+    if not chunks:
+        return {}
+    return {
+        name: {layer: torch.cat([c[name][layer] for c in chunks]) for layer in chunks[0][name]}
+        for name in chunks[0]
+    }
+
+
+@torch.inference_mode()
+def encode_two_views(
+    taps: Mapping[str, nn.Module],
+    two_views: torch.utils.data.Dataset,
+    indices: Iterable[int],
+    *,
+    batch_size: int = 512,
+    device: str | torch.device | None = None,
+    workers: int = 0,
+    amp: bool = True,
+    progress: Callable[[int], None] | None = None,
+) -> tuple[dict[str, dict[str, tuple[torch.Tensor, torch.Tensor]]], torch.Tensor]:
+    """Encode both augmented views of the given instances through every tap.
+
+    ``two_views[i]`` must return ``(index, view1, view2, label)`` with the views a pure
+    function of ``i`` (cl-diag's ``TwoViews`` seeds each sample's augmentation), so the
+    result does not depend on ``batch_size`` or ``workers``. Returns
+    ``{tap: {layer: (z1, z2)}}`` with row k of ``z1`` and ``z2`` the two views of
+    ``indices[k]``, and the labels in the same order.
+    """
+    device = resolve_device(device)
+    modules = _prepare(taps, device)
+    subset = torch.utils.data.Subset(two_views, [int(i) for i in indices])
+    first: list[dict] = []
+    second: list[dict] = []
+    labels: list[torch.Tensor] = []
+    for _, v1, v2, y in _loader(subset, batch_size, workers, device):
+        first.append(_run(modules, v1, device, amp))
+        second.append(_run(modules, v2, device, amp))
+        labels.append(torch.as_tensor(y))
+        if progress is not None:
+            progress(len(y))
+    a, b = _concat(first), _concat(second)
+    views = {name: {layer: (a[name][layer], b[name][layer]) for layer in a[name]} for name in a}
+    return views, torch.cat(labels) if labels else torch.empty(0, dtype=torch.int64)
+
+
+@torch.inference_mode()
+def encode_images(
+    taps: Mapping[str, nn.Module],
+    dataset: torch.utils.data.Dataset,
+    indices: Iterable[int] | None = None,
+    *,
+    batch_size: int = 512,
+    device: str | torch.device | None = None,
+    workers: int = 0,
+    amp: bool = True,
+    progress: Callable[[int], None] | None = None,
+) -> tuple[dict[str, dict[str, torch.Tensor]], torch.Tensor]:
+    """Encode ``(image, label)`` items (e.g. the un-augmented eval view) through every tap.
+
+    Returns ``{tap: {layer: features}}`` (float32, CPU) and the labels, in dataset order
+    (or the order of ``indices``).
+    """
+    device = resolve_device(device)
+    modules = _prepare(taps, device)
+    if indices is not None:
+        dataset = torch.utils.data.Subset(dataset, [int(i) for i in indices])
+    chunks: list[dict] = []
+    labels: list[torch.Tensor] = []
+    for x, y in _loader(dataset, batch_size, workers, device):
+        chunks.append(_run(modules, x, device, amp))
+        labels.append(torch.as_tensor(y))
+        if progress is not None:
+            progress(len(y))
+    return _concat(chunks), torch.cat(labels) if labels else torch.empty(0, dtype=torch.int64)
