@@ -1,0 +1,96 @@
+"""``cl-diag sweep``: grid parsing, every cell trained and analysed, resume by skipping, bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cl_diag.orchestration.sweep import GridAxis, cells_of, parse_grid
+
+REPO = Path(__file__).resolve().parents[1]
+TOY = REPO / "trainers" / "rebuttal-toy.toml"
+
+
+def test_parse_grid_and_cells():
+    axes = parse_grid(["batch-size=16,32", "--vrn=0,30"], {"batch_size": int, "vrn": float})
+    assert axes == [GridAxis("batch_size", ("16", "32")), GridAxis("vrn", ("0", "30"))]
+    names = [cell.name for cell in cells_of(axes)]
+    assert names == ["batch-size=16_vrn=0", "batch-size=16_vrn=30", "batch-size=32_vrn=0", "batch-size=32_vrn=30"]
+
+
+def test_sweep_trains_analyses_compares_and_skips_complete_cells(run_cli, tmp_path):
+    out = tmp_path / "sweep"
+    args = ["sweep", TOY, "--grid", "seed=1,2", "--grid", "vrn=0,3", "--steps", "20", "--out", out, "--quiet"]
+    first = run_cli(*args)
+    assert first.code == 0, first.err
+    cells = ["seed=1_vrn=0", "seed=1_vrn=3", "seed=2_vrn=0", "seed=2_vrn=3"]
+    for cell in cells:
+        result = json.loads((out / cell / "analysis" / "result.json").read_text())
+        config = result["config"]
+        # The grid values and the shared override (--steps 20) reached every cell's training run.
+        assert config["seed"] == int(cell[5])
+        assert config["vrn"] == float(cell.split("vrn=")[1])
+        assert config["steps"] == 20
+    csv = (out / "comparison" / "comparison.csv").read_text()
+    assert csv.count("\n") >= 5  # header + one row per run (and layer)
+    assert (out / "comparison" / "report.html").is_file()
+
+    # An interrupted sweep: one cell lost its analysis. A rerun redoes only that cell.
+    stamp = {c: (out / c / "analysis" / "result.json").stat().st_mtime_ns for c in cells}
+    (out / "seed=2_vrn=3" / "analysis" / "result.json").unlink()
+    second = run_cli(*args)
+    assert second.code == 0, second.err
+    assert "skipped 3 complete cell(s)" in " ".join(second.out.split())
+    for cell in cells[:3]:
+        assert (out / cell / "analysis" / "result.json").stat().st_mtime_ns == stamp[cell]
+    assert (out / "seed=2_vrn=3" / "analysis" / "result.json").is_file()
+
+
+@pytest.mark.parametrize(
+    "grid, fragment",
+    [
+        ([], "grid is empty"),
+        (["--grid", "bogus=1,2"], "'bogus' is not a recipe option"),
+        (["--grid", "out=a,b"], "'out' is not a recipe option"),
+        (["--grid", "seed"], "is not key=v1,v2"),
+        (["--grid", "seed=1,1"], "repeats a value"),
+        (["--grid", "seed=1", "--grid", "seed=2"], "twice"),
+    ],
+)
+def test_bad_grid(run_cli, tmp_path, grid, fragment):
+    out = tmp_path / "sweep"
+    result = run_cli("sweep", TOY, *grid, "--out", out)
+    assert result.code == 2, result.err
+    assert "Traceback" not in result.err
+    assert fragment.lower() in " ".join(result.err.split()).lower()
+    assert not out.exists()
+
+
+def test_bad_train_override_fails_before_any_cell(run_cli, tmp_path):
+    out = tmp_path / "sweep"
+    result = run_cli("sweep", TOY, "--grid", "seed=1,2", "--epochz", "3", "--out", out)
+    assert result.code == 2
+    assert "--epochz" in result.err
+    assert not out.exists()
+
+
+def test_recipe_with_unknown_key(run_cli, tmp_path):
+    recipe = tmp_path / "bad.toml"
+    recipe.write_text('loss = "simclr"\nbatchsize = 3\n')
+    out = tmp_path / "sweep"
+    result = run_cli("sweep", recipe, "--grid", "seed=1,2", "--out", out)
+    assert result.code == 2
+    assert "'batchsize' is not an option" in " ".join(result.err.split())
+    assert not out.exists()
+
+
+def test_parallel_cells_run_in_their_own_processes(run_cli, tmp_path):
+    out = tmp_path / "sweep"
+    result = run_cli("sweep", TOY, "--grid", "vrn=0,3", "--steps", "10", "--parallel", "2", "--out", out, "--quiet")
+    assert result.code == 0, result.err
+    for cell in ("vrn=0", "vrn=3"):
+        assert (out / cell / "analysis" / "result.json").is_file()
+        assert "trained 10 steps" in (out / cell / "sweep.log").read_text()
+    assert (out / "comparison" / "report.md").is_file()
