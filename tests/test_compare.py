@@ -9,6 +9,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -84,7 +85,7 @@ def test_outputs_and_returned_result(grid):
     out = root / "cmp"
     assert outcome.report_html == out / "report.html" and outcome.csv == out / "comparison.csv"
     assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in outcome.files) == [
-        "accuracy_vs_batch.svg", "comparison.csv", "negatives_backbone.svg", "negatives_projector.svg",
+        ".cl-diag-owned", "accuracy_vs_batch.svg", "comparison.csv", "negatives_backbone.svg", "negatives_projector.svg",
         "report.html", "report.md", "variance_vs_batch.svg",
     ]
     assert outcome.warnings == []
@@ -209,7 +210,7 @@ def test_temperature_study_and_no_batch_study(tmp_path):
     runs = [write_run(tmp_path, f"t{t}", make_result(n=20, temperature=t, layers=("embedding",))) for t in (0.1, 0.2, 0.5)]
     outcome = compare(CompareConfig(inputs=runs, out=tmp_path / "cmp"))
     names = sorted(p.name for p in outcome.files)
-    assert names == ["accuracy_vs_temperature.svg", "comparison.csv", "negatives_embedding.svg", "report.html", "report.md"]
+    assert names == [".cl-diag-owned", "accuracy_vs_temperature.svg", "comparison.csv", "negatives_embedding.svg", "report.html", "report.md"]
     md = outcome.report_md.read_text(encoding="utf-8")
     assert "Fig. 3 view" in md and "## Batch-size study" not in md
 
@@ -392,3 +393,135 @@ def test_reports_render_in_headless_chromium(grid, tmp_path):
         assert image.size == (1280, 2400)
         low, high = image.convert("L").getextrema()
         assert high - low > 128, "the screenshot is blank"
+
+
+# ---- seed groups ----------------------------------------------------------------------------------
+
+
+def _seed_runs(tmp_path: Path, seeds=(1, 2, 3), vrns=(0.0, 3.0)) -> dict:
+    """The rebuttal's toy layout in miniature: n = n_ref = 4 instances, seeds x with/without VRN."""
+    return {
+        (s, v): write_run(
+            tmp_path, f"seed={s}_vrn={int(v)}/analysis",
+            make_result(n=4, n_ref=4, d=3, batch_size=2, vrn=v, temperature=0.5, seed=s, layers=("embedding",), labels=False, theory=False),
+        )
+        for s in seeds for v in vrns
+    }
+
+
+def test_seed_labels_and_groups(tmp_path):
+    from cl_diag.report.comparison import ordered, seed_groups
+
+    runs = [(f"{s}-{v}", make_result(n=10, seed=s, vrn=v, probes=False, theory=False)) for v in (0.0, 3.0) for s in (2, 1)]
+    runs = ordered(runs)
+    assert run_labels(runs) == ["simclr seed1", "simclr seed2", "simclr +VRN3 seed1", "simclr +VRN3 seed2"]
+    groups = seed_groups(runs)
+    assert [(g.label, g.members, g.seeds) for g in groups] == [("simclr", (0, 1), (1, 2)), ("simclr +VRN3", (2, 3), (1, 2))]
+    # differing in more than the seed, or a repeated seed: no group
+    mixed = ordered([("a", make_result(n=10, seed=1, batch_size=32)), ("b", make_result(n=10, seed=2, batch_size=64))])
+    assert seed_groups(mixed) == []
+    repeated = [(f"r{i}", make_result(n=10, seed=1)) for i in range(2)]
+    assert seed_groups(repeated) == []
+
+
+def test_over_seeds_table_and_csv_match_numpy(tmp_path):
+
+    runs = _seed_runs(tmp_path)
+    outcome = compare(CompareConfig(inputs=sorted(runs.values()), out=tmp_path / "cmp"))
+    assert (tmp_path / "cmp" / "comparison_by_seed.csv") in outcome.files
+    md = outcome.report_md.read_text(encoding="utf-8")
+    results = _results(runs)
+
+    def values(vrn: float, kind: str, stat: str) -> np.ndarray:
+        return np.array([results[(s, vrn)]["layers"]["embedding"]["pairs"][kind][stat] for s in (1, 2, 3)])
+
+    after = "Over seeds, layer 'embedding'"
+    for vrn, label in ((0.0, "simclr"), (3.0, "simclr +VRN3")):
+        row = md_row(md, label, after=after)
+        assert row[0] == "3: 1–3"
+        xneg_std = values(vrn, "cross_view_negative", "std")
+        assert row[3] == f"{fmt(float(xneg_std.mean()), 4)} ± {fmt(float(xneg_std.std(ddof=1)), 2)}"
+        pos = values(vrn, "positive", "mean")
+        assert row[1] == f"{fmt(float(pos.mean()), 4)} ± {fmt(float(pos.std(ddof=1)), 2)}"
+    frame = pd.read_csv(tmp_path / "cmp" / "comparison_by_seed.csv")
+    assert list(frame.group) == ["simclr", "simclr +VRN3"] and list(frame.n_seeds) == [3, 3]
+    assert list(frame.seeds) == ["1 2 3", "1 2 3"]
+    row = frame[frame.group == "simclr +VRN3"].iloc[0]
+    ratio = values(3.0, "within_view_negative", "excessive_ratio")
+    assert row.within_view_negative_excessive_ratio_mean == pytest.approx(ratio.mean(), rel=1e-15)
+    assert row.within_view_negative_excessive_ratio_std == pytest.approx(ratio.std(ddof=1), rel=1e-15)
+    xneg_mean = values(3.0, "cross_view_negative", "mean")
+    assert row.cross_view_negative_mean_std == pytest.approx(xneg_mean.std(ddof=1), rel=1e-15)
+    # accuracies over seeds: make_result's accuracy depends on VRN, not on the seed -> std 0
+    top1 = results[(1, 3.0)]["probes"]["linear"]["top1"]
+    assert md_row(md, "simclr +VRN3", after="Probes over seeds")[1] == f"{100 * top1:.2f} ± 0.00 %"
+    assert row.linear_top1_mean == pytest.approx(top1, rel=1e-15) and row.linear_top1_std == 0.0
+
+
+def test_seed_groups_pool_the_overlay_and_the_threshold_caption(tmp_path):
+    from cl_diag.report.comparison import _pooled_pairs, ordered, seed_groups
+
+    runs = _seed_runs(tmp_path)
+    outcome = compare(CompareConfig(inputs=sorted(runs.values()), out=tmp_path / "cmp"))
+    md = outcome.report_md.read_text(encoding="utf-8")
+    caption = md[md.index("*Negative-similarity densities"):].splitlines()[0]
+    assert "one curve per seed group" in caption and "n_ref = 4: δ = -0.333333" in caption
+    # δ = -1/3 is far from 0: the caption must not say it sits at 0
+    assert "visually at 0" not in caption and "strictly left of it" in caption
+    pairs = [(p.as_posix(), r) for p, r in ((runs[k], v) for k, v in _results(runs).items())]
+    pairs = ordered(pairs)
+    group = seed_groups(pairs)[1]
+    pooled = _pooled_pairs(pairs, group, "embedding")
+    expected = sum(
+        np.asarray(pairs[i][1]["layers"]["embedding"]["pairs"]["cross_view_negative"]["histogram"]["counts"]) for i in group.members
+    )
+    assert pooled["cross_view_negative"]["histogram"]["counts"] == expected.tolist()
+    assert sum(expected) == 3 * 4 * 3  # three seeds of n(n-1) = 12 pairs
+
+
+def test_no_seed_csv_without_seed_groups(grid):
+    root, _, outcome = grid
+    assert not (root / "cmp" / "comparison_by_seed.csv").exists()
+    assert "Over seeds" not in outcome.report_md.read_text(encoding="utf-8")
+
+
+# ---- stale files ----------------------------------------------------------------------------------
+
+
+def test_rerender_removes_only_its_own_stale_files(tmp_path):
+    two = [write_run(tmp_path, f"two/b{b}", make_result(n=20, batch_size=b)) for b in (32, 64)]
+    one = [write_run(tmp_path, f"one/b{b}", make_result(n=20, batch_size=b, layers=("embedding",))) for b in (32, 64)]
+    out = tmp_path / "cmp"
+    compare(CompareConfig(inputs=two, out=out))
+    assert (out / "negatives_projector.svg").exists()
+    (out / "notes.txt").write_text("mine")
+    (out / "mine.svg").write_text("<svg/>")
+    outcome = compare(CompareConfig(inputs=one, out=out))
+    names = sorted(p.name for p in out.iterdir())
+    # the two-layer figures are gone; the user's files stay
+    assert names == sorted([p.name for p in outcome.files] + ["notes.txt", "mine.svg"])
+    assert "negatives_projector.svg" not in names and "negatives_embedding.svg" in names
+
+
+def test_staged_output_ignores_unsafe_listing_entries(tmp_path):
+    from cl_diag.io.output import OWNED_FILES, staged_output
+
+    out = tmp_path / "out"
+    (out / "sub").mkdir(parents=True)
+    (tmp_path / "outside.txt").write_text("keep")
+    (out / "sub" / "x").write_text("keep")
+    (out / "old.svg").write_text("stale")
+    (out / "folder.svg").mkdir()
+    (out / OWNED_FILES).write_text("../outside.txt\nsub/x\nold.svg\nfolder.svg\n..\n")
+    with staged_output(out) as staging:
+        (staging / "new.svg").write_text("new")
+        (staging / OWNED_FILES).write_text("new.svg\n")
+    assert (tmp_path / "outside.txt").read_text() == "keep" and (out / "sub" / "x").read_text() == "keep"
+    assert (out / "folder.svg").is_dir()
+    assert not (out / "old.svg").exists() and (out / "new.svg").read_text() == "new"
+    # without a new listing nothing is pruned
+    (out / "extra.svg").write_text("x")
+    (out / OWNED_FILES).write_text("extra.svg\n")
+    with staged_output(out) as staging:
+        (staging / "result.json").write_text("{}")
+    assert (out / "extra.svg").exists()

@@ -179,16 +179,17 @@ def test_writes_reports_and_figures(rendered):
     result, out, paths = rendered
     names = [p.name for p in paths]
     assert names[:2] == ["report.md", "report.html"]
-    assert set(names[2:]) == {
-        "similarities_projector.svg",
-        "similarities_backbone.svg",
-        "spectrum_projector.svg",
-        "spectrum_backbone.svg",
-    }
+    assert names[-1] == ".cl-diag-owned"
+    figures = {"similarities_projector.svg", "similarities_backbone.svg", "spectrum_projector.svg", "spectrum_backbone.svg"}
+    assert set(names[2:-1]) == figures
     assert sorted(p.name for p in out.iterdir()) == sorted(names)
     md = (out / "report.md").read_text(encoding="utf-8")
-    for name in names[2:]:
+    for name in names[2:-1]:
         assert f"]({name})" in md
+    # the listing names exactly the report's files, sorted, one a line
+    assert (out / ".cl-diag-owned").read_text(encoding="utf-8") == "".join(
+        f"{n}\n" for n in sorted(["report.md", "report.html", *figures])
+    )
 
 
 def test_header_prints_threshold_and_conventions(rendered):
@@ -388,3 +389,68 @@ def _render_md(result: dict) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         render_analysis(result, Path(tmp))
         return (Path(tmp) / "report.md").read_text(encoding="utf-8")
+
+
+def test_theory_predictions_only_for_the_loss_layer():
+    result = make_result(n=50, n_ref=50000, d=128, labels=False, probes=False)
+    result["theory"]["loss_layer"] = "projector"
+    md = _render_md(result)
+    assert "measured (projector)" in md and "measured (backbone)" not in md
+    assert "Layer 'projector' (d = 128): the layer the loss sees, which the theorems describe." in md
+    layers = result["layers"]
+    after = "Context only: 'backbone' measured beside 'projector'"
+    assert md_row(md, "cross-view negative variance", after) == [
+        fmt(layers["projector"]["pairs"]["cross_view_negative"]["var"]),
+        fmt(layers["backbone"]["pairs"]["cross_view_negative"]["var"]),
+    ]
+    # d = 128 and d = 512: 1/d
+    assert md_row(md, "1/d (random unit vectors)", after) == ["0.0078125", "0.00195312"]
+    header = next(l for l in md[md.index(after):].splitlines() if l.startswith("| measured"))
+    assert header == "| measured | projector (loss layer) | backbone (context only) |"
+    # the validity caveat belongs to the loss layer only
+    assert md.count("Validity:") == 1
+
+
+def test_raw_pixel_retrieval_is_the_baseline_of_every_layer():
+    result = make_result(n=30, labels=False, theory=False)
+    result["probes"]["baselines"]["raw_pixels"]["retrieval"] = {
+        "pixels": {"recall_at_1": 0.0625, "recall_at_5": 0.125, "recall_at_10": 0.25}
+    }
+    result["probes"]["baselines"]["random_init"]["retrieval"] = {
+        "projector": {"recall_at_1": 0.03125, "recall_at_5": 0.1, "recall_at_10": 0.2}
+    }
+    md = _render_md(result)
+    assert md_row(md, "retrieval of the positive, projector, Recall@1") == ["50.00 %", "6.25 %", "3.12 %"]
+    assert md_row(md, "retrieval of the positive, backbone, Recall@10") == ["87.50 %", "25.00 %", "—"]
+    assert "raw-pixel retrieval compares the two views' pixels directly" in md
+
+
+def test_header_renders_the_checkpoint_source():
+    result = make_result(n=30, labels=False, probes=False, theory=False)
+    result["source"].update(
+        format="solo-learn",
+        arch="resnet18",
+        dataset="cifar10",
+        n_train=50000,
+        epoch=399,
+        step=78000,
+        complete=True,
+        cifar_stem_padding={"value": 2, "from": "default for upstream solo-learn checkpoints"},
+        provenance={"arch": "args.json"},
+        versions={"torch": "2.4.0"},
+        views={"num_images": 256, "pool": 50000, "sampling": "uniform", "augmentation": "the training augmentation, twice",
+               "mode": "eval", "amp": False},
+        note="read as cifar10",
+    )
+    md = _render_md(result)
+    assert md_row(md, "checkpoint format") == ["solo-learn"]
+    assert md_row(md, "architecture") == ["resnet18 (from args.json)"]
+    assert md_row(md, "dataset") == ["cifar10, 50000 training images"]
+    assert md_row(md, "checkpoint taken at") == ["epoch 399, step 78000 (run complete)"]
+    assert md_row(md, "CIFAR stem padding") == ["2 (default for upstream solo-learn checkpoints)"]
+    assert md_row(md, "two views") == [
+        "256 of 50000 training images; uniform; the training augmentation, twice; eval; float32, no AMP"
+    ]
+    assert md_row(md, "trained with") == ["torch 2.4.0"]
+    assert md_row(md, "note") == ["read as cifar10"]
+    assert md_row(md, "seed")[0].startswith("0 (of this analysis: image sample, augmentations")

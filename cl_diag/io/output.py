@@ -4,6 +4,13 @@ Everything goes to a staging folder beside ``--out``; only when all files are
 written are they moved into place (``os.replace`` is atomic per file on one
 file system). On any exception the staging folder is removed and ``--out`` is
 as it was.
+
+Stale files: a writer may list the files it owns in :data:`OWNED_FILES` (one
+name a line) inside the staging folder. Re-run into the same ``--out``, the files
+the previous listing named that this run did not write again (e.g. the figure of
+a layer the new result lacks) are removed after the new files are in place. Only
+names from the tool's own listing are ever removed: nothing a user put in
+``--out``, and nothing when there is no earlier listing.
 """
 
 from __future__ import annotations
@@ -36,9 +43,41 @@ def ensure_writable_parent(out: Path) -> Path:
     return parent
 
 
+#: name of the listing of the files a writer owns in its output folder (see the module docstring)
+OWNED_FILES = ".cl-diag-owned"
+
+
+def owned_files_text(names: list[str]) -> str:
+    """The listing's text: the plain file names, sorted, one a line."""
+    for name in names:
+        if not _plain_name(name):
+            raise ValueError(f"an owned file must be a plain file name, not {name!r}")
+    return "".join(f"{name}\n" for name in sorted(set(names)))
+
+
+def _plain_name(name: str) -> bool:
+    # a name inside the folder itself: no separators, no parent references, not the listing
+    return bool(name) and name == Path(name).name and name not in (".", "..", OWNED_FILES) and "\\" not in name
+
+
+def _read_owned(folder: Path) -> set[str]:
+    path = folder / OWNED_FILES
+    if not path.is_file() or path.is_symlink():
+        return set()
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return set()
+    return {line for line in lines if _plain_name(line)}
+
+
 @contextmanager
 def staged_output(out: Path) -> Iterator[Path]:
-    """Yield a temporary folder; on success move its files into ``out``."""
+    """Yield a temporary folder; on success move its files into ``out``.
+
+    When the staged files include an :data:`OWNED_FILES` listing, files named by the listing
+    already in ``out`` but not staged this time are removed once the new files are in place.
+    """
     out = Path(out)
     # Stage in the nearest existing folder above --out: same file system, and nothing is
     # created under --out (or its missing parents) until every file is written.
@@ -46,6 +85,10 @@ def staged_output(out: Path) -> Iterator[Path]:
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.staging-", dir=anchor))
     try:
         yield staging
+        stale: set[str] = set()
+        if (staging / OWNED_FILES).is_file():
+            staged = {p.name for p in staging.iterdir()}
+            stale = _read_owned(out) - staged
         out.mkdir(parents=True, exist_ok=True)
         for source in sorted(staging.rglob("*")):
             target = out / source.relative_to(staging)
@@ -53,6 +96,11 @@ def staged_output(out: Path) -> Iterator[Path]:
                 target.mkdir(exist_ok=True)
             else:
                 os.replace(source, target)
+        for name in sorted(stale):
+            target = out / name
+            # a regular file only: never follow a link or empty a folder that took the name
+            if target.is_file() and not target.is_symlink():
+                target.unlink()
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 

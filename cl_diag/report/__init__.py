@@ -2,7 +2,12 @@
 
 - :func:`render_analysis` -- one run: report.md, report.html and its figures.
 - :func:`render_comparison` -- several runs side by side (``cl-diag compare``):
-  report.md, report.html, comparison.csv and figures.
+  report.md, report.html, comparison.csv (comparison_by_seed.csv when runs differ
+  only in their seed) and figures.
+
+Each also writes ``.cl-diag-owned``, the list of the files it wrote, so that a
+report re-rendered into the same folder removes its own stale figures
+(``cl_diag.io.output.staged_output``).
 
 Nothing is measured here: every number comes from the result dicts (schema in
 docs/result-schema.md), so the same results give the same bytes. The content is
@@ -22,13 +27,29 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from cl_diag.io.output import OWNED_FILES, owned_files_text
 from cl_diag.report.analysis import build_analysis
-from cl_diag.report.comparison import build_comparison, comparison_frame, comparison_warnings, run_labels
+from cl_diag.report.comparison import (
+    build_comparison,
+    comparison_frame,
+    comparison_warnings,
+    run_labels,
+    seed_frame,
+    seed_groups,
+)
 from cl_diag.report.document import Document
 from cl_diag.report.html import render_html
 from cl_diag.report.markdown import render_markdown
 
-__all__ = ["render_analysis", "render_comparison", "comparison_warnings", "run_labels", "comparison_frame"]
+__all__ = [
+    "render_analysis",
+    "render_comparison",
+    "comparison_warnings",
+    "run_labels",
+    "comparison_frame",
+    "seed_frame",
+    "seed_groups",
+]
 
 
 def _write_text(path: Path, text: str) -> Path:
@@ -51,12 +72,19 @@ def _write_document(doc: Document, out_dir: Path) -> list[Path]:
     return written
 
 
+def _write_owned(out_dir: Path, written: list[Path]) -> list[Path]:
+    """List the report's files (cl_diag.io.output.OWNED_FILES): re-rendered into the same
+    folder by ``staged_output``, the previous report's files it no longer writes are removed."""
+    listing = _write_text(Path(out_dir) / OWNED_FILES, owned_files_text([p.name for p in written]))
+    return [*written, listing]
+
+
 def render_analysis(result: dict, out_dir: Path) -> list[Path]:
     """Write report.md, report.html and the SVG figures of one result into ``out_dir``.
 
     ``out_dir`` must exist (the caller stages and moves it). Returns the paths written.
     """
-    return _write_document(build_analysis(result), out_dir)
+    return _write_owned(out_dir, _write_document(build_analysis(result), out_dir))
 
 
 def render_comparison(
@@ -74,4 +102,9 @@ def render_comparison(
     frame = comparison_frame(results, baseline=baseline)
     _write_text(csv_path, frame.to_csv(index=False, lineterminator="\n"))
     written.insert(2, csv_path)
-    return written
+    by_seed = seed_frame(results)
+    if by_seed is not None:
+        seed_path = Path(out_dir) / "comparison_by_seed.csv"
+        _write_text(seed_path, by_seed.to_csv(index=False, lineterminator="\n"))
+        written.insert(3, seed_path)
+    return _write_owned(out_dir, written)

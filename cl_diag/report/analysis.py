@@ -241,7 +241,13 @@ def theory_blocks(result: dict) -> list:
         )
     predicted = theory.get("predicted", {}) or {}
     band = theory.get("variance_band")
-    for name, layer in (result.get("layers") or {}).items():
+    layers = result.get("layers") or {}
+    loss_layer = theory.get("loss_layer")
+    # The theorems describe the embedding the loss is computed on; other layers are context.
+    # (Results without loss_layer get the predictions beside every layer, as before.)
+    main = [loss_layer] if loss_layer in layers else list(layers)
+    for name in main:
+        layer = layers[name]
         pairs = layer.get("pairs", {})
         pos_mean = get(pairs, "positive", "mean")
         xneg_mean = get(pairs, "cross_view_negative", "mean")
@@ -286,13 +292,47 @@ def theory_blocks(result: dict) -> list:
             Table(
                 columns=["quantity", "predicted", f"measured ({name})", "source"],
                 rows=rows,
-                caption=f"Layer '{name}' (d = {fmt(d)}).",
+                caption=f"Layer '{name}' (d = {fmt(d)})"
+                + (": the layer the loss sees, which the theorems describe." if name == loss_layer else "."),
             )
         )
         caveat = validity_caveat(d, result, m)
         if caveat is not None:
             blocks.append(caveat)
+    context = [n for n in layers if n not in main]
+    if context:
+        blocks.append(_theory_context_table(result, loss_layer, context))
     return blocks
+
+
+def _theory_context_table(result: dict, loss_layer: str, names: list[str]) -> Table:
+    """The other layers' measurements beside the loss layer's, without predictions."""
+    layers = result.get("layers") or {}
+    shown = [loss_layer, *names]
+
+    def measured(*path: str) -> list[str]:
+        return [fmt(get(layers[n], *path)) for n in shown]
+
+    def inverse_d(name: str) -> str:
+        d = layers[name].get("d")
+        return fmt(1.0 / d) if isinstance(d, int) and d > 0 else MISSING
+
+    rows = [
+        ["positive mean", *measured("pairs", "positive", "mean")],
+        ["Thm 5.2 ceiling on the positive mean", *measured("geometry", "alignment_ceiling", "value")],
+        ["cross-view negative mean", *measured("pairs", "cross_view_negative", "mean")],
+        ["cross-view negative variance", *measured("pairs", "cross_view_negative", "var")],
+        ["1/d (random unit vectors)", *[inverse_d(n) for n in shown]],
+    ]
+    return Table(
+        columns=["measured", f"{loss_layer} (loss layer)", *[f"{n} (context only)" for n in names]],
+        rows=rows,
+        caption=(
+            f"Context only: {', '.join(repr(n) for n in names)} measured beside '{loss_layer}'. The loss is computed on "
+            f"'{loss_layer}', so the theorems' predictions are not expected to hold for the other layers; the "
+            "Thm 5.2 ceiling is each layer's own."
+        ),
+    )
 
 
 PROBE_ROWS = (
@@ -314,6 +354,25 @@ def probe_rows(probes: dict) -> list[tuple[str, tuple[str, ...], str]]:
     return rows
 
 
+def _splits_text(splits: object) -> str:
+    if not isinstance(splits, dict) or not splits:
+        return ""
+    parts = [
+        f"{name} {fmt(get(split, 'images'))} of {fmt(get(split, 'of'))} images"
+        for name, split in splits.items()
+        if isinstance(split, dict)
+    ]
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def _baseline_value(baselines: dict, name: str, path: tuple[str, ...]) -> object:
+    value = get(baselines, name, *path)
+    if value is None and name == "raw_pixels" and path[0] == "retrieval":
+        # raw pixels have no layers: their one retrieval ("pixels") is the baseline of every layer's
+        value = get(baselines, name, "retrieval", "pixels", path[-1])
+    return value
+
+
 def probe_blocks(result: dict) -> list:
     probes = result.get("probes")
     if not isinstance(probes, dict) or not probes:
@@ -324,7 +383,7 @@ def probe_blocks(result: dict) -> list:
     rows = []
     for title, path, kind in probe_rows(probes):
         show = pct if kind == "acc" else (lambda v: fmt(v, 4))
-        values = [get(probes, *path)] + [get(baselines, b, *path) for b in base_names]
+        values = [get(probes, *path)] + [_baseline_value(baselines, b, path) for b in base_names]
         if all(v is None for v in values):
             continue
         rows.append([title, *[show(v) for v in values]])
@@ -334,9 +393,17 @@ def probe_blocks(result: dict) -> list:
             columns=columns,
             rows=rows,
             caption=(
-                f"Probes on {probes.get('layer', 'backbone')} features (projector dropped), L2-normalised, "
-                "un-augmented train/test splits; accuracies in %, NMI and ARI in [−1, 1] / [0, 1]. "
-                "Baselines: the same probes on raw input pixels and on the architecture at random initialisation."
+                f"Linear, kNN and k-means probes on {probes.get('layer', 'backbone')} features"
+                + (" (projector dropped)" if probes.get("layer", "backbone") == "backbone" else "")
+                + f", L2-normalised, un-augmented train/test splits{_splits_text(probes.get('splits'))}; retrieval: "
+                "rank of v_i among all v for each u_i, on the two augmented views of the layer named. Accuracies in %, "
+                "NMI in [0, 1], ARI in [−1, 1]. "
+                "Baselines: the same probes on raw input pixels and on the architecture at random initialisation"
+                + (
+                    "; raw-pixel retrieval compares the two views' pixels directly, one value for every layer."
+                    if get(baselines, "raw_pixels", "retrieval", "pixels") is not None
+                    else "."
+                )
             ),
         ),
     ]
@@ -409,18 +476,87 @@ def layer_blocks(result: dict, name: str, layer: dict) -> list:
     return blocks
 
 
+# source keys rendered by source_rows under their own names; any other key is listed as is
+_SOURCE_KNOWN = frozenset(
+    {"kind", "path", "sha256", "format", "arch", "dataset", "n_train", "epoch", "step", "global_step", "complete",
+     "cifar_stem_padding", "views", "versions", "provenance"}
+)
+
+
+def _views_text(views: dict) -> str:
+    parts = []
+    if views.get("num_images") is not None:
+        pool = f" of {fmt(views.get('pool'))}" if views.get("pool") is not None else ""
+        parts.append(f"{fmt(views.get('num_images'))}{pool} training images")
+    for key in ("sampling", "augmentation", "mode"):
+        if views.get(key):
+            parts.append(str(views[key]))
+    if "amp" in views:
+        parts.append("mixed precision (AMP)" if views.get("amp") else "float32, no AMP")
+    parts += [f"{k} = {fmt_setting(v)}" for k, v in views.items() if k not in ("num_images", "pool", "sampling", "augmentation", "mode", "amp")]
+    return "; ".join(parts)
+
+
+def source_rows(source: dict) -> list[list[str]]:
+    """What was analysed and how its two views were made: the header rows from ``source``."""
+    provenance = source.get("provenance") if isinstance(source.get("provenance"), dict) else {}
+
+    def with_origin(key: str) -> str:
+        origin = provenance.get(key)
+        return fmt(source.get(key)) + (f" (from {origin})" if origin else "")
+
+    rows = [["source", f"{source.get('kind', MISSING)}: {source.get('path', MISSING)}"]]
+    if source.get("format") is not None:
+        rows.append(["checkpoint format", fmt(source["format"])])
+    if source.get("arch") is not None:
+        rows.append(["architecture", with_origin("arch")])
+    if source.get("dataset") is not None:
+        n_train = f", {fmt(source['n_train'])} training images" if source.get("n_train") is not None else ""
+        rows.append(["dataset", with_origin("dataset") + n_train])
+    step = source.get("step", source.get("global_step"))
+    if source.get("epoch") is not None or step is not None:
+        trained = f"epoch {fmt(source.get('epoch'))}, step {fmt(step)}"
+        if source.get("complete") is not None:
+            trained += " (run complete)" if source.get("complete") else " (run not complete: an intermediate checkpoint)"
+        rows.append(["checkpoint taken at", trained])
+    padding = source.get("cifar_stem_padding")
+    if isinstance(padding, dict):
+        rows.append(["CIFAR stem padding", f"{fmt(padding.get('value'))} ({padding.get('from', 'origin not recorded')})"])
+    elif padding is not None:
+        rows.append(["CIFAR stem padding", fmt(padding)])
+    views = source.get("views")
+    if isinstance(views, dict) and views:
+        rows.append(["two views", _views_text(views)])
+    rows.append(["source sha256", fmt(source.get("sha256"))])
+    versions = source.get("versions")
+    if isinstance(versions, dict) and versions:
+        rows.append(["trained with", ", ".join(f"{k} {fmt(v)}" for k, v in versions.items())])
+    for key, value in flatten({k: v for k, v in source.items() if k not in _SOURCE_KNOWN}).items():
+        if value is None or value == [] or value == {}:
+            continue
+        rows.append([key.replace("_", " "), fmt_setting(value)])
+    return rows
+
+
 def build_analysis(result: dict) -> Document:
     source = result.get("source", {}) or {}
     layers = result.get("layers") or {}
     tool = result.get("tool", {}) or {}
     header_rows = [
-        ["source", f"{source.get('kind', MISSING)}: {source.get('path', MISSING)}"],
-        ["source sha256", fmt(source.get("sha256"))],
+        *source_rows(source),
         *[[f"layer '{name}'", f"n = {fmt(l.get('n'))}, d = {fmt(l.get('d'))}"] for name, l in layers.items()],
         ["n_ref", f"{fmt(result.get('n_ref'))} (training instances the threshold refers to)"],
         ["threshold", threshold_text(result)],
         ["mode", mode_text(result)],
-        ["seed", fmt(result.get("seed"))],
+        [
+            "seed",
+            fmt(result.get("seed"))
+            + (
+                " (of this analysis: image sample, augmentations, sampled pairs, probes)"
+                if source.get("kind") == "checkpoint"
+                else " (of this analysis: sampled pairs)"
+            ),
+        ],
         ["similarity", SIMILARITY_CONVENTION],
         ["schema / tool", f"{fmt(result.get('schema'))} / {tool.get('name', 'cl-diag')} {tool.get('version', '')}".rstrip()],
     ]

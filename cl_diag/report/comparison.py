@@ -41,8 +41,11 @@ _ALIASES = {
     "batch_size": ("batch_size", "batch-size"),
     "temperature": ("temperature", "loss.temperature", "tau"),
     "vrn": ("vrn", "vrn.lambda", "vrn_lambda", "vrn.weight", "vrn_weight"),
+    "seed": ("seed",),
 }
 LABEL_ORDER = ("loss", "batch_size", "vrn", "temperature")
+# the seed goes last in a label: "simclr +VRN3 seed1" reads as a member of the group "simclr +VRN3"
+SEED_KEY = "seed"
 
 PAIR_METRICS = (
     ("positive_mean", ("pairs", "positive", "mean"), "positive mean"),
@@ -130,6 +133,8 @@ def _part(key: str, value: object) -> str:
         return f"+VRN{weight:g}" if weight is not None and weight > 0 else ""
     if key == "temperature":
         return f"t{fmt(value)}"
+    if key == SEED_KEY:
+        return f"seed{fmt(value)}"
     return f"{key}={fmt(value)}"
 
 
@@ -162,7 +167,8 @@ def config_labels(facts: list[dict], *, exclude: tuple[str, ...] = ()) -> list[s
         keys += [k for k in f if k not in keys]
     differing = [k for k in keys if len({repr(f.get(k)) for f in facts}) > 1]
     ordered = [k for k in LABEL_ORDER if k in differing or k == "loss"]
-    ordered += sorted(k for k in differing if k not in LABEL_ORDER)
+    ordered += sorted(k for k in differing if k not in LABEL_ORDER and k != SEED_KEY)
+    ordered += [SEED_KEY] if SEED_KEY in differing else []
     labels = []
     for f in facts:
         parts = [_part(k, f.get(k)) for k in ordered if k not in exclude]
@@ -356,6 +362,167 @@ def _deltas(values: list[tuple[str, dict]], base: dict) -> list[tuple[str, dict]
     return out
 
 
+# ---- seed groups ---------------------------------------------------------------------------------
+
+# (column, title) of the "over seeds" table of each layer
+SEED_PAIR_COLUMNS = (
+    ("positive_mean", "positive mean"),
+    ("cross_view_negative_mean", "cross-view neg. mean"),
+    ("cross_view_negative_std", "cross-view neg. std"),
+    ("cross_view_negative_excessive_ratio", "cross-view excessive ratio"),
+    ("within_view_negative_mean", "within-view neg. mean"),
+    ("within_view_negative_std", "within-view neg. std"),
+    ("within_view_negative_excessive_ratio", "within-view excessive ratio"),
+)
+SEED_STD_WORDS = "sample standard deviation (ddof 1) across seeds"
+
+
+@dataclass(frozen=True)
+class SeedGroup:
+    """Runs (indices into the ordered runs) whose configs differ only in ``seed``."""
+
+    label: str
+    members: tuple[int, ...]
+    seeds: tuple[object, ...]
+
+    @property
+    def seeds_text(self) -> str:
+        """"1–5" for a run of consecutive integer seeds, else the seeds comma-separated."""
+        ints = [s for s in self.seeds if isinstance(s, int) and not isinstance(s, bool)]
+        if len(ints) == len(self.seeds) > 2 and sorted(ints) == list(range(min(ints), max(ints) + 1)):
+            return f"{min(ints)}–{max(ints)}"
+        return ", ".join(fmt(s) for s in self.seeds)
+
+
+def seed_groups(runs: list[tuple[str, dict]]) -> list[SeedGroup]:
+    """Groups of >= 2 runs whose training configs are equal but for the seed (and whose
+    n_ref and statistics mode agree, so that their ratios and estimates are comparable).
+
+    ``runs`` in display order (:func:`ordered`); groups in the order of their first run,
+    members in display order. A group with a repeated seed is not a seed group.
+    """
+    facts = [run_facts(r) for _, r in runs]
+    keys = [
+        repr((sorted((k, repr(v)) for k, v in f.items() if k != SEED_KEY), r.get("n_ref"), r.get("mode")))
+        for f, (_, r) in zip(facts, runs)
+    ]
+    members: dict[str, list[int]] = {}
+    for i, key in enumerate(keys):
+        if facts[i].get(SEED_KEY) is not None:
+            members.setdefault(key, []).append(i)
+    labels = config_labels(facts, exclude=(SEED_KEY,))
+    groups = []
+    for idx in members.values():
+        seeds = [facts[i][SEED_KEY] for i in idx]
+        if len(idx) < 2 or len({repr(s) for s in seeds}) < len(seeds):
+            continue
+        groups.append(SeedGroup(label=labels[idx[0]] or "runs", members=tuple(idx), seeds=tuple(seeds)))
+    counts = Counter(g.label for g in groups)
+    if any(c > 1 for c in counts.values()):
+        # same config label but different n_ref or mode: say which
+        groups = [
+            SeedGroup(
+                f"{g.label} (n_ref = {fmt(runs[g.members[0]][1].get('n_ref'))}, {runs[g.members[0]][1].get('mode')})"
+                if counts[g.label] > 1 else g.label,
+                g.members,
+                g.seeds,
+            )
+            for g in groups
+        ]
+    return groups
+
+
+def seed_statistics(values: list[float | None]) -> tuple[float, float] | None:
+    """(mean, sample std with ddof 1) of one metric over a group's seeds; None unless every
+    seed has the metric (a mean over a subset would pass for the group's)."""
+    if len(values) < 2 or any(v is None for v in values):
+        return None
+    array = np.asarray(values, dtype=np.float64)
+    return float(array.mean()), float(array.std(ddof=1))
+
+
+def _group_values(runs, group: SeedGroup, values_of) -> dict[str, tuple[float, float] | None]:
+    per_run = [values_of(runs[i][1]) for i in group.members]
+    columns = list(per_run[0])
+    return {c: seed_statistics([v.get(c) for v in per_run]) for c in columns}
+
+
+def _seed_cell(column: str, stats: tuple[float, float] | None) -> str:
+    if stats is None:
+        return MISSING
+    mean, std = stats
+    if column.startswith(("linear_", "knn_", "retrieval_")):
+        return f"{100.0 * mean:.2f} ± {100.0 * std:.2f} %"
+    return f"{fmt(mean, 4)} ± {fmt(std, 2)}"
+
+
+def _seed_table(rows: list[tuple[SeedGroup, dict]], columns, *, caption: str) -> Table | None:
+    present = [(c, t) for c, t in columns if any(stats.get(c) is not None for _, stats in rows)]
+    if not rows or not present:
+        return None
+    return Table(
+        columns=["group", "seeds", *[t for _, t in present]],
+        rows=[
+            [g.label, f"{len(g.members)}: {g.seeds_text}", *[_seed_cell(c, stats.get(c)) for c, _ in present]]
+            for g, stats in rows
+        ],
+        caption=caption,
+    )
+
+
+def seed_frame(runs: list[tuple[str, dict]]) -> pd.DataFrame | None:
+    """comparison_by_seed.csv: one row per (seed group, layer): the group's facts, its seeds and,
+    for every compared metric, ``<metric>_mean`` and ``<metric>_std`` (ddof 1) over the seeds.
+    None when no runs form a seed group."""
+    runs = ordered(runs)
+    groups = seed_groups(runs)
+    if not groups:
+        return None
+    records = []
+    for group in groups:
+        first = runs[group.members[0]][1]
+        facts = run_facts(first)
+        for layer_name in _layer_names(runs):
+            if not all(layer_name in (runs[i][1].get("layers") or {}) for i in group.members):
+                continue
+            record: dict[str, object] = {
+                "group": group.label,
+                "layer": layer_name,
+                "n_seeds": len(group.members),
+                "seeds": " ".join(fmt(s) for s in group.seeds),
+                "runs": ";".join(runs[i][0] for i in group.members),
+                "loss": facts.get("loss"),
+                "batch_size": facts.get("batch_size"),
+                "temperature": facts.get("temperature"),
+                "vrn": facts.get("vrn"),
+                "n_ref": first.get("n_ref"),
+                "threshold": first.get("threshold"),
+                "mode": first.get("mode"),
+            }
+            stats = _group_values(runs, group, lambda r, layer_name=layer_name: _layer_values(r, layer_name))
+            for column in METRIC_COLUMNS:
+                pair = stats.get(column)
+                record[f"{column}_mean"] = None if pair is None else pair[0]
+                record[f"{column}_std"] = None if pair is None else pair[1]
+            records.append(record)
+    return pd.DataFrame.from_records(records)
+
+
+def _pooled_pairs(runs, group: SeedGroup, layer: str) -> dict | None:
+    """The group's negative histograms summed over its seeds (None when their binnings differ)."""
+    pooled: dict = {}
+    for kind in ("cross_view_negative", "within_view_negative"):
+        hists = [get(runs[i][1], "layers", layer, "pairs", kind, "histogram") for i in group.members]
+        if any(not isinstance(h, dict) for h in hists):
+            continue
+        shapes = {(tuple(h.get("range", (-1.0, 1.0))), h.get("bins"), len(h.get("counts", []))) for h in hists}
+        if len(shapes) != 1:
+            return None
+        counts = np.sum([np.asarray(h["counts"], dtype=np.int64) for h in hists], axis=0)
+        pooled[kind] = {"histogram": {"range": list(hists[0].get("range", (-1.0, 1.0))), "bins": hists[0].get("bins"), "counts": counts.tolist()}}
+    return pooled or None
+
+
 @dataclass(frozen=True)
 class _Study:
     """Points of one study figure: series label -> [(x, y)]."""
@@ -496,6 +663,22 @@ def _study_blocks(runs: list[tuple[str, dict]], labels: list[str], layer: str | 
     return blocks
 
 
+def _probe_caption(runs: list[tuple[str, dict]]) -> str:
+    """Say which features each probe saw: the classification probes one layer, retrieval every layer."""
+    probe_layers = sorted({str(get(r, "probes", "layer")) for _, r in runs if get(r, "probes", "layer") is not None})
+    classifiers = any(get(r, "probes", key) is not None for _, r in runs for key in ("linear", "knn", "clustering"))
+    retrieval = any(get(r, "probes", "retrieval") for _, r in runs)
+    parts = []
+    if classifiers:
+        where = " / ".join(probe_layers) if probe_layers else "backbone"
+        dropped = " (projector dropped)" if where == "backbone" else ""
+        parts.append(f"linear, kNN and k-means probes on {where} features{dropped}")
+    if retrieval:
+        parts.append("retrieval: rank of the positive v_i among all v, on each named layer")
+    text = "; ".join(parts) or "probes"
+    return text[0].upper() + text[1:] + "; accuracies in %."
+
+
 def build_comparison(runs: list[tuple[str, dict]], *, baseline: str | None = None) -> Document:
     """The comparison report's content. ``runs`` = [(name, result)], name = the run's folder or file."""
     if not runs:
@@ -539,6 +722,16 @@ def build_comparison(runs: list[tuple[str, dict]], *, baseline: str | None = Non
             "same numbers as fractions, one row per run and layer."
         )
     )
+    groups = seed_groups(runs)
+    if groups:
+        blocks.append(
+            Paragraph(
+                "Seed groups: runs whose training configs differ only in their seed are also summarised "
+                "\u201cover seeds\u201d, as mean ± " + SEED_STD_WORDS + " ("
+                + "; ".join(f"{g.label}: seeds {g.seeds_text}" for g in groups)
+                + "). comparison_by_seed.csv holds those means and standard deviations for every metric."
+            )
+        )
     base_label = labels[base_index] if base_index is not None else None
     for layer in _layer_names(runs):
         in_layer = [(label, _layer_values(r, layer)) for label, (_, r) in zip(labels, runs) if layer in (r.get("layers") or {})]
@@ -554,21 +747,57 @@ def build_comparison(runs: list[tuple[str, dict]], *, baseline: str | None = Non
                 )
                 if diff is not None:
                     blocks.append(diff)
-        overlay = figures.negative_overlay(
-            [(label, get(r, "layers", layer, "pairs", default={}) or {}) for label, (_, r) in zip(labels, runs)],
-            thresholds,
-            layer,
+        seed_rows = [
+            (g, _group_values(runs, g, lambda r, layer=layer: _layer_values(r, layer)))
+            for g in groups
+            if all(layer in (runs[i][1].get("layers") or {}) for i in g.members)
+        ]
+        seed_table = _seed_table(
+            seed_rows,
+            SEED_PAIR_COLUMNS,
+            caption=(
+                f"Over seeds, layer '{layer}': mean ± {SEED_STD_WORDS} of each run's statistic (a run's own std is "
+                "the population std of its pair similarities)."
+            ),
         )
+        if seed_table is not None:
+            blocks.append(seed_table)
+        # one curve per seed group (its seeds' histograms summed), one per ungrouped run:
+        # ten overlaid runs of two configs would hide the difference between the configs
+        pooled_at: dict[int, tuple[SeedGroup, dict]] = {}
+        for g in groups:
+            pooled = _pooled_pairs(runs, g, layer)
+            if pooled is not None:
+                pooled_at[g.members[0]] = (g, pooled)
+        skipped = {i for g, _ in pooled_at.values() for i in g.members[1:]}
+        curves = []
+        for i, (label, (_, r)) in enumerate(zip(labels, runs)):
+            if i in pooled_at:
+                g, pooled = pooled_at[i]
+                curves.append((f"{g.label} ({len(g.members)} seeds pooled)", pooled))
+            elif i not in skipped:
+                curves.append((label, get(r, "layers", layer, "pairs", default={}) or {}))
+        pooled_any = bool(pooled_at)
+        overlay = figures.negative_overlay(curves, thresholds, layer)
         if overlay is not None:
+            at_zero = all(abs(t or 0.0) < 0.01 for _, t in thresholds)
             blocks.append(
                 Figure(
                     filename=f"negatives_{layer}.svg",
                     svg=overlay,
                     alt=f"Overlaid negative-similarity distributions of every run, layer {layer}",
                     caption=(
-                        f"Negative-similarity densities of every run (stored histograms), layer '{layer}'. Threshold "
-                        f"line(s): {threshold_words}"
-                        + ("; at this scale δ sits visually at 0." if all(abs(t or 0.0) < 0.01 for _, t in thresholds) else ".")
+                        f"Negative-similarity densities (stored histograms), layer '{layer}', "
+                        + (
+                            "one curve per seed group (its seeds' histogram counts summed) and per ungrouped run. "
+                            if pooled_any else "one curve per run. "
+                        )
+                        + f"Dashed threshold line(s): {threshold_words}"
+                        + (
+                            "; at this scale δ sits visually at 0."
+                            if at_zero
+                            else "; the excessive ratios count similarities strictly left of it."
+                        )
                     ),
                 )
             )
@@ -582,11 +811,20 @@ def build_comparison(runs: list[tuple[str, dict]], *, baseline: str | None = Non
     retrieval_metrics = tuple(
         (f"retrieval_{layer}_recall_at_{k}", None, f"retrieval {layer} R@{k}") for layer in _layer_names(runs) for k in (1, 5, 10)
     )
-    probe_table = _metric_table(
-        probe_rows, PROBE_METRICS + retrieval_metrics, caption="Probes on backbone features (projector dropped); accuracies in %."
-    )
+    probe_table = _metric_table(probe_rows, PROBE_METRICS + retrieval_metrics, caption=_probe_caption(runs))
     if probe_table is not None:
         blocks += [Heading(2, "Probes"), probe_table]
+        by_label = dict(probe_rows)
+        seed_probe = _seed_table(
+            [
+                (g, {c: seed_statistics([by_label[labels[i]].get(c) for i in g.members]) for c in by_label[labels[g.members[0]]]})
+                for g in groups
+            ],
+            [(c, t) for c, _, t in PROBE_METRICS + retrieval_metrics],
+            caption=f"Probes over seeds: mean ± {SEED_STD_WORDS}; accuracies in %.",
+        )
+        if seed_probe is not None:
+            blocks.append(seed_probe)
         if base_index is not None:
             diff = _metric_table(
                 _deltas(probe_rows, probe_rows[base_index][1]),

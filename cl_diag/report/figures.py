@@ -116,7 +116,9 @@ def _threshold_lines(ax, thresholds: Sequence[tuple[int, float]], *, label: bool
             delta,
             color="black",
             linestyle=LINESTYLES[k % len(LINESTYLES)] if len(thresholds) > 1 else "--",
-            linewidth=0.9,
+            linewidth=1.1,
+            # above the curves: a distribution centred on δ (VRN) must not hide the line
+            zorder=4,
             label=f"δ = {delta:.3g} (n_ref = {n_ref})" if label else None,
         )
 

@@ -36,7 +36,8 @@ figcaption { font-size: .85rem; color: #444; margin-top: .35rem; }
 
 
 def _is_number(text: str) -> bool:
-    token = text.replace(" %", "").replace("−", "-")
+    # "mean ± std" cells (seed groups) align like numbers
+    token = text.replace(" %", "").replace("−", "-").split(" ± ")[0]
     try:
         float(token)
     except ValueError:
