@@ -4,6 +4,7 @@ state dicts; the probes, baselines and theory panel; and every way a checkpoint 
 from __future__ import annotations
 
 import hashlib
+import re
 import json
 import math
 import pickle
@@ -480,7 +481,8 @@ def _check_checkpoint_result(result: dict, path: Path, layers: list[str], n_view
     assert list(result)[: len(TOP_LEVEL)] == TOP_LEVEL and list(result)[len(TOP_LEVEL):] == ["probes", "theory"]
     assert result["schema"] == "cl-diag/result/1"
     assert result["source"]["kind"] == "checkpoint"
-    assert result["source"]["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert re.fullmatch(r"[0-9a-f]{64}", result["source"]["weights_sha256"])
+    assert "sha256" not in result["source"]  # the file's bytes include run records (timings)
     assert result["source"]["views"]["num_images"] == n_views
     assert result["threshold"] == -1.0 / (result["n_ref"] - 1)
     assert list(result["layers"]) == layers
@@ -665,3 +667,30 @@ def test_views_do_not_depend_on_batching_and_match_direct_encoding():
     with torch.no_grad():
         assert torch.allclose(feats["m"]["backbone"][449], model.backbone(test[449][0][None])[0], atol=1e-5)
     assert labels[449] == test[449][1]
+
+
+def test_weights_fingerprint_ignores_run_records_but_not_weights(tmp_path):
+    """Two checkpoints with the same weights and different timings/RNG states get one fingerprint."""
+    from cl_diag.io.checkpoints import read_checkpoint_file, weights_sha256
+    from cl_diag.training.checkpoint import load_checkpoint
+
+    source = tmp_path / "run"
+    from cl_diag.cli import main
+
+    try:
+        main(["train", "--dataset", "toy", "--num-samples", "4", "--dim", "3", "--batch-size", "2", "--steps", "3",
+              "--out", str(source), "--quiet"])
+    except SystemExit as exc:
+        assert exc.code in (0, None)
+    payload = load_checkpoint(source / "last.pt")
+    base = weights_sha256(read_checkpoint_file(source / "last.pt"))
+
+    records = dict(payload, metrics=[{"seconds": 123.0}], rng={"python": [1, 2, 3]})
+    torch.save(records, tmp_path / "records.pt")
+    assert weights_sha256(read_checkpoint_file(tmp_path / "records.pt")) == base
+
+    z1 = payload["embeddings"]["z1"].clone()
+    z1[0, 0] += 1e-6
+    changed = dict(payload, embeddings={"z1": z1, "z2": payload["embeddings"]["z2"]})
+    torch.save(changed, tmp_path / "changed.pt")
+    assert weights_sha256(read_checkpoint_file(tmp_path / "changed.pt")) != base

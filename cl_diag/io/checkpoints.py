@@ -26,6 +26,8 @@ padding 1. See :func:`resolve_cifar_stem_padding` for the default.
 
 from __future__ import annotations
 
+import hashlib
+
 import json
 import math
 import re
@@ -89,6 +91,38 @@ class CheckpointFile:
     path: Path
     kind: str  # "embeddings" | "cl-diag" | "solo-learn" | "state-dict"
     payload: Any = field(repr=False)  # None for a .npz (read by load_embeddings)
+
+
+def weights_sha256(file: "CheckpointFile") -> str:
+    """SHA-256 of the tensors that define the model (names, dtypes, shapes and bytes).
+
+    A checkpoint also carries run records (timings, optimiser and RNG states) that differ
+    between two runs with identical weights, so its file hash would make result.json differ
+    too; this fingerprint does not.
+    """
+    payload = file.payload
+    if file.kind == "cl-diag":
+        tree = {key: payload[key] for key in ("backbone", "projector", "embeddings") if key in payload}
+    elif file.kind == "solo-learn":
+        tree = payload.get("state_dict", payload)
+    else:
+        tree = payload
+    digest = hashlib.sha256()
+
+    def visit(prefix: str, node: Any) -> None:
+        if isinstance(node, torch.Tensor):
+            tensor = node.detach().cpu().contiguous()
+            digest.update(f"{prefix}|{tensor.dtype}|{tuple(tensor.shape)}\n".encode())
+            digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
+        elif isinstance(node, dict):
+            for key in sorted(node, key=str):
+                visit(f"{prefix}/{key}", node[key])
+        elif isinstance(node, (list, tuple)):
+            for index, item in enumerate(node):
+                visit(f"{prefix}[{index}]", item)
+
+    visit("", tree)
+    return digest.hexdigest()
 
 
 def _first_line(exc: BaseException) -> str:

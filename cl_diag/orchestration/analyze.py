@@ -29,7 +29,7 @@ import torch
 
 import cl_diag
 from cl_diag.errors import UserError
-from cl_diag.io.embeddings import load_embeddings, sha256_of, validate_views
+from cl_diag.io.embeddings import load_embeddings, validate_views
 from cl_diag.io.output import ensure_writable_parent, staged_output, write_json
 
 SCHEMA = "cl-diag/result/1"
@@ -257,7 +257,9 @@ def _analyze_checkpoint(config: AnalyzeConfig, file, progress: ProgressFactory) 
     else:
         subject = _foreign_subject(config, file)
     source = {"kind": "checkpoint", **subject.source}
-    source["sha256"] = sha256_of(file.path)
+    from cl_diag.io.checkpoints import weights_sha256
+
+    source["weights_sha256"] = weights_sha256(file)
 
     if subject.embeddings is not None:  # toy: the learned vectors are the two views
         z1, z2 = subject.embeddings

@@ -478,7 +478,7 @@ def layer_blocks(result: dict, name: str, layer: dict) -> list:
 
 # source keys rendered by source_rows under their own names; any other key is listed as is
 _SOURCE_KNOWN = frozenset(
-    {"kind", "path", "sha256", "format", "arch", "dataset", "n_train", "epoch", "step", "global_step", "complete",
+    {"kind", "path", "sha256", "weights_sha256", "format", "arch", "dataset", "n_train", "epoch", "step", "global_step", "complete",
      "cifar_stem_padding", "views", "versions", "provenance"}
 )
 
@@ -527,7 +527,10 @@ def source_rows(source: dict) -> list[list[str]]:
     views = source.get("views")
     if isinstance(views, dict) and views:
         rows.append(["two views", _views_text(views)])
-    rows.append(["source sha256", fmt(source.get("sha256"))])
+    if source.get("weights_sha256") is not None:
+        rows.append(["weights sha256", fmt(source["weights_sha256"])])
+    else:
+        rows.append(["source sha256", fmt(source.get("sha256"))])
     versions = source.get("versions")
     if isinstance(versions, dict) and versions:
         rows.append(["trained with", ", ".join(f"{k} {fmt(v)}" for k, v in versions.items())])
