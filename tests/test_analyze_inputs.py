@@ -202,3 +202,11 @@ def test_failure_leaves_existing_out_untouched(run_cli, tmp_path):
     assert result.code == 2
     assert (out / "result.json").read_text() == "previous"
     assert sorted(p.name for p in out.iterdir()) == ["result.json"]
+
+
+def test_help_lists_every_command_with_an_example(run_cli):
+    result = run_cli("--help")
+    assert result.code == 0
+    text = " ".join(result.out.split())
+    for command in ("analyze", "train", "compare", "sweep", "synth"):
+        assert f"cl-diag {command} " in text, command

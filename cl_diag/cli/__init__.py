@@ -20,6 +20,16 @@ app = typer.Typer(
         "within-view negative similarities, excessive separation below -1/(n-1), VRN, probes "
         "and reproducible reports."
     ),
+    epilog=(
+        "Examples:\n\n"
+        "  cl-diag analyze pairs.npz --out out/\n\n"
+        "  cl-diag train --loss dcl --vrn 30 --batch-size 32 --out runs/dcl-vrn-b32\n\n"
+        "  cl-diag analyze runs/dcl-vrn-b32/last.pt --probe probes/quick.toml\n\n"
+        "  cl-diag compare runs/*/analysis --out reports/mine\n\n"
+        "  cl-diag sweep trainers/simclr.toml --grid batch-size=16,32,64 --grid vrn=0,30 --out sweeps/bs\n\n"
+        "  cl-diag synth pairs.npz --n 2000 --d 64\n\n"
+        "Run cl-diag COMMAND --help for every option of a command."
+    ),
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
