@@ -394,9 +394,10 @@ def test_theory_family_and_coefficients_pick_the_theorem():
     assert theory_panel({"loss": "dhel", "batch_size": 32}, 1000, {})["theorem"] == "5.1(i)"
     assert theory_panel({"loss": "sigmoid", "batch_size": 32, "within_view": True}, 1000, {})["theorem"] == "5.1(ii)"
     spectral = theory_panel({"loss": "spectral", "batch_size": 32}, 1000, {})
-    # phi'(1) = 1 > ((N-2)/(2(N-1))) * psi'(-1/(N-1)) = -(N-2)/(N-1)^2 < 0
-    assert spectral["theorem"] == "5.1(iii)"
-    assert spectral["condition"]["rhs"] == pytest.approx(-(32 - 2) / (32 - 1) ** 2, rel=1e-12)
+    # psi = x^2 is decreasing on [-1, 0): outside Thm 5.1/5.3, whose (8)-vs-(iii) test would wrongly say
+    # "ETF" (psi'(-1/(N-1)) < 0); the true optimum (d >= n) has orthogonal negatives, s_neg = 0.
+    assert spectral["theorem"] is None
+    assert "condition" not in spectral
     outside = theory_panel({"loss": "triplet", "batch_size": 32}, 1000, {})
     assert outside["theorem"] is None and outside["loss"]["family"] is None and "not cast" in outside["statement"]
     assert theory_panel({}, 1000, {})["statement"].startswith("No optimum is predicted")
@@ -430,8 +431,21 @@ def test_theory_layer_checks():
     }
     checks = theory_panel({"loss": "simclr", "batch_size": 256}, 50000, layers)["layers"]
     assert checks["projector"]["caveat"] is True and checks["projector"]["d_below_m_minus_1"] is True
-    assert checks["projector"]["ceiling_respected"] is True
-    assert checks["backbone"]["caveat"] is False and checks["backbone"]["ceiling_respected"] is False
+    assert checks["backbone"]["caveat"] is False
+    # The ceiling uses n_ref, the measured mean a sample: shown side by side, with no pass/fail flag.
+    assert (checks["projector"]["alignment_ceiling"], checks["projector"]["positive_mean"]) == (0.95, 0.9)
+    assert (checks["backbone"]["alignment_ceiling"], checks["backbone"]["positive_mean"]) == (0.95, 0.99)
+    assert "ceiling_respected" not in checks["projector"]
+
+
+def test_theory_panel_predicts_nothing_for_a_psi_that_is_not_increasing():
+    """Spectral's psi = x^2 breaks Thm 5.1/5.3's assumption: no simplex ETF, no Thm 5.5 band."""
+    panel = theory_panel({"loss": "spectral", "batch_size": 128}, 50000, {})
+    assert panel["theorem"] is None
+    assert panel["predicted"] == {"positive_mean": None, "negative_mean": None} and panel["variance_band"] is None
+    assert "not increasing" in panel["statement"]
+    sigmoid = theory_panel({"loss": "sigmoid", "batch_size": 128, "within_view": True}, 50000, {})
+    assert sigmoid["theorem"] == "5.1(ii)"
 
 
 # --------------------------------------------------------------------------- end to end
@@ -510,7 +524,7 @@ def _check_checkpoint_result(result: dict, path: Path, layers: list[str], n_view
     for layer in layers:
         check = theory["layers"][layer]
         assert check["d"] == d[layer] and check["caveat"] == (d[layer] < result["n_ref"] - 1)
-        assert check["ceiling_respected"] is True  # Thm 5.2 holds for every encoder
+        assert check["alignment_ceiling"] == result["layers"][layer]["geometry"]["alignment_ceiling"]["value"]
 
 
 def test_cl_diag_checkpoint_end_to_end_quick_suite(run_cli, tmp_path):
