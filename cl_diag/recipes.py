@@ -111,7 +111,9 @@ def read_recipe(path: str | Path, command: Any) -> dict[str, Any]:
     """
     p = Path(path).expanduser()
     if not p.is_file():
-        raise UserError(f"recipe {p} does not exist; give the path of a .toml recipe (see trainers/).")
+        # analyze reads its options from a probe suite (--probe), train and sweep from a recipe
+        kind, folder = ("probe suite", "probes/") if getattr(command, "name", None) == "analyze" else ("recipe", "trainers/")
+        raise UserError(f"{kind} {p} does not exist; give the path of a .toml {kind} (see {folder}).")
     try:
         raw = tomllib.loads(p.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

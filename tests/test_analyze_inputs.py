@@ -170,6 +170,32 @@ def test_n_ref_too_small(run_cli, pairs_file, tmp_path, n_ref):
     _assert_refused(run_cli("analyze", pairs_file, "--out", out, "--n-ref", n_ref), out, "--n-ref", "n_ref >= 2")
 
 
+@pytest.mark.parametrize("mode", ["exact", "sampled"])
+def test_negative_seed(run_cli, pairs_file, tmp_path, mode):
+    out = tmp_path / "out"
+    _assert_refused(run_cli("analyze", pairs_file, "--out", out, "--seed", "-1", "--pairs", mode), out, "--seed", "0 or more")
+
+
+def test_out_under_a_file(run_cli, pairs_file, tmp_path):
+    (tmp_path / "taken").write_text("keep me")
+    result = run_cli("analyze", pairs_file, "--out", tmp_path / "taken" / "sub")
+    assert result.code == 2 and "Traceback" not in result.err
+    assert "which is a file, not a folder" in " ".join(result.err.split())
+    assert (tmp_path / "taken").read_text() == "keep me"
+
+
+def test_staging_folder_that_cannot_be_created(run_cli, pairs_file, tmp_path, monkeypatch):
+    # os.access can say yes where mkdir still fails (root on a read-only mount, /proc): a message, not a traceback
+    import tempfile
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Read-only file system")
+
+    monkeypatch.setattr(tempfile, "mkdtemp", refuse)
+    out = tmp_path / "out"
+    _assert_refused(run_cli("analyze", pairs_file, "--out", out), out, "Cannot write to", "Read-only file system")
+
+
 def test_unknown_pairs_mode(run_cli, pairs_file, tmp_path):
     out = tmp_path / "out"
     _assert_refused(run_cli("analyze", pairs_file, "--out", out, "--pairs", "some"), out, "--pairs")
@@ -210,3 +236,27 @@ def test_help_lists_every_command_with_an_example(run_cli):
     text = " ".join(result.out.split())
     for command in ("analyze", "train", "compare", "sweep", "synth"):
         assert f"cl-diag {command} " in text, command
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["--seed", "-1"], "--seed must be 0 or more"),
+        (["--spread", "nan"], "must be finite and >= 0"),
+        (["--view-noise", "inf"], "must be finite and >= 0"),
+        (["--view-noise", "-1"], "must be finite and >= 0"),
+        (["--classes", "20"], "--classes 20 is more than the --n 10 instances"),
+    ],
+)
+def test_synth_bad_options(run_cli, tmp_path, args, fragment):
+    out = tmp_path / "s.npz"
+    result = run_cli("synth", out, "--n", "10", *args)
+    assert result.code == 2, (result.code, result.out, result.err)
+    assert "Traceback" not in result.err
+    assert fragment in " ".join(result.err.split())
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_missing_probe_suite_is_named_as_such(run_cli, pairs_file, tmp_path):
+    out = tmp_path / "out"
+    _assert_refused(run_cli("analyze", pairs_file, "--out", out, "--probe", tmp_path / "none.toml"), out, "probe suite", "(see probes/)")

@@ -47,6 +47,16 @@ def test_sweep_trains_analyses_compares_and_skips_complete_cells(run_cli, tmp_pa
         assert (out / cell / "analysis" / "result.json").stat().st_mtime_ns == stamp[cell]
     assert (out / "seed=2_vrn=3" / "analysis" / "result.json").is_file()
 
+    # A rerun with other options must not pass the old cells off as trained with them.
+    stamp = {c: (out / c / "analysis" / "result.json").stat().st_mtime_ns for c in cells}
+    third = run_cli(*args, "--lr", "0.1")
+    assert third.code == 2, (third.out, third.err)
+    message = " ".join(third.err.split())
+    assert "Sweep cell seed=1_vrn=0:" in message and "--lr 0.1 (the checkpoint has 0.5)" in message
+    assert "Traceback" not in third.err
+    for cell in cells:
+        assert (out / cell / "analysis" / "result.json").stat().st_mtime_ns == stamp[cell]
+
 
 @pytest.mark.parametrize(
     "grid, fragment",
@@ -57,6 +67,10 @@ def test_sweep_trains_analyses_compares_and_skips_complete_cells(run_cli, tmp_pa
         (["--grid", "seed"], "is not key=v1,v2"),
         (["--grid", "seed=1,1"], "repeats a value"),
         (["--grid", "seed=1", "--grid", "seed=2"], "twice"),
+        # a value of the wrong type, or out of range in a later cell: refused before the first cell trains
+        (["--grid", "batch-size=abc"], "sweep cell batch-size=abc: the train options are not valid"),
+        (["--grid", "batch-size=2,1"], "sweep cell batch-size=1: --batch-size 1 leaves no negative pairs"),
+        (["--grid", "lr=0.5,-1"], "sweep cell lr=-1: --lr -1.0 must be > 0. nothing was trained"),
     ],
 )
 def test_bad_grid(run_cli, tmp_path, grid, fragment):

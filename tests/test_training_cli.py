@@ -174,6 +174,9 @@ def toy_run(tmp_path, run_cli):
         (["--temperature", "0"], "temperature must be"),
         (["--vrn", "-1"], "--vrn -1.0 must be"),
         (["--optimizer", "lamb"], "--optimizer 'lamb'"),
+        (["--lr", "-1"], "--lr -1.0 must be > 0"),
+        (["--epochs", "0"], "--epochs 0 must be at least 1"),
+        (["--seed", "-1"], "--seed -1 must be 0 or more"),
     ],
 )
 def test_bad_options_exit_2_and_leave_the_run_alone(toy_run, run_cli, args, message):

@@ -35,6 +35,8 @@ def ensure_writable_parent(out: Path) -> Path:
     parent = out.parent.resolve()
     while not parent.exists():
         parent = parent.parent
+    if not parent.is_dir():
+        raise UserError(f"--out {out} lies under {parent}, which is a file, not a folder. Choose another --out.")
     for folder in (parent, out) if out.exists() else (parent,):
         if not os.access(folder, os.W_OK | os.X_OK):
             raise UserError(
@@ -82,7 +84,12 @@ def staged_output(out: Path) -> Iterator[Path]:
     # Stage in the nearest existing folder above --out: same file system, and nothing is
     # created under --out (or its missing parents) until every file is written.
     anchor = ensure_writable_parent(out)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.staging-", dir=anchor))
+    try:
+        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.staging-", dir=anchor))
+    except OSError as exc:  # e.g. a read-only or virtual file system (/proc) that access() did not reveal
+        raise UserError(
+            f"Cannot write to {anchor} (for --out {out}): {exc.strerror or exc}. Choose a writable folder."
+        ) from None
     try:
         yield staging
         stale: set[str] = set()

@@ -21,8 +21,12 @@ def make_synthetic_pairs(
 ) -> dict[str, np.ndarray]:
     if n < 2 or d < 1 or classes < 1:
         raise UserError(f"synthetic data needs n >= 2, d >= 1 and classes >= 1 (got n={n}, d={d}, classes={classes}).")
-    if spread < 0 or view_noise < 0:
-        raise UserError("--spread and --view-noise must be >= 0.")
+    if classes > n:
+        raise UserError(f"--classes {classes} is more than the --n {n} instances; some classes would be empty. Use --classes <= --n.")
+    if not (np.isfinite(spread) and np.isfinite(view_noise) and spread >= 0 and view_noise >= 0):
+        raise UserError(f"--spread and --view-noise must be finite and >= 0 (got {spread}, {view_noise}).")
+    if seed < 0:
+        raise UserError(f"--seed must be 0 or more (got {seed}).")
     rng = np.random.default_rng(seed)
     centres = rng.standard_normal((classes, d)) / np.sqrt(d)
     labels = np.arange(n) % classes

@@ -23,6 +23,7 @@ from pathlib import Path
 import click
 
 from cl_diag.errors import UserError
+from cl_diag.recipes import read_recipe
 
 #: train options a grid may not vary: the sweep owns where and how each cell runs.
 RESERVED_KEYS = frozenset({"out", "resume", "overwrite", "quiet"})
@@ -133,12 +134,47 @@ def _cell_analyze_args(config: SweepConfig, cell_dir: Path) -> list[str]:
     return args
 
 
-def _check_train_args(command: click.Command, args: list[str]) -> None:
-    """Parse a cell's train arguments without running, so a bad option fails before any training."""
+def _click_errors() -> tuple[type[Exception], ...]:
+    # Typer >= 0.2x parses with its own vendored copy of click, whose ClickException is not
+    # click.ClickException: catch both, or a bad value escapes as typer's usage screen.
+    errors: list[type[Exception]] = [click.ClickException]
     try:
-        command.make_context("train", list(args), resilient_parsing=False)
-    except click.ClickException as exc:
-        raise UserError(f"The train options of the sweep are not valid: {exc.format_message()}") from None
+        from typer._click.exceptions import ClickException as vendored
+    except ImportError:
+        pass
+    else:
+        errors.append(vendored)
+    return tuple(errors)
+
+
+def _check_train_args(command: click.Command, args: list[str], cell: str) -> None:
+    """Parse and range-check a cell's train arguments without running, so a bad cell fails before any training."""
+    from cl_diag.orchestration.train import TrainConfig, _check_resume, resolve_config
+    from cl_diag.training.checkpoint import load_checkpoint
+    from cl_diag.recipes import merge_recipe
+
+    try:
+        ctx = command.make_context("train", list(args), resilient_parsing=False)
+    except _click_errors() as exc:
+        raise UserError(f"Sweep cell {cell}: the train options are not valid: {exc.format_message()}") from None
+    recipe = ctx.params.get("recipe")
+    values, given = merge_recipe(ctx, read_recipe(recipe, command) if recipe is not None else {})
+    names = TrainConfig.option_names()
+    resume = values.get("resume")
+    try:
+        if resume:
+            # A cell trained before (complete or not): the options of this sweep must be those it was
+            # trained with, or its result -- skipped as complete -- would be reported under options it never had.
+            overrides = {k: values[k] for k in given if k in names and k != "resume"}
+            config = resolve_config(TrainConfig.from_checkpoint(resume, **overrides))
+            _check_resume(config, load_checkpoint(resume)["config"], resume)
+        else:
+            resolve_config(TrainConfig(**{k: values[k] for k in names}))
+    except UserError as exc:
+        raise UserError(
+            f"Sweep cell {cell}: {exc} Nothing was trained; fix the --grid values or the options, "
+            "or give another --out for a sweep with other options."
+        ) from None
 
 
 def _run_inprocess(argv: list[str]) -> None:
@@ -149,7 +185,7 @@ def _run_inprocess(argv: list[str]) -> None:
     group = typer.main.get_command(app)
     try:
         group.main(argv, prog_name="cl-diag", standalone_mode=False)
-    except click.ClickException as exc:
+    except _click_errors() as exc:
         raise UserError(f"cl-diag {' '.join(argv[:1])} failed: {exc.format_message()}") from None
 
 
@@ -167,7 +203,7 @@ def sweep(config: SweepConfig, on_progress: Callable[[str, int, int], None] | No
     """Run every cell of the grid (train, then analyze), skip complete ones, then compare them."""
     from cl_diag.io.output import ensure_writable_parent
     from cl_diag.orchestration.compare import CompareConfig, compare
-    from cl_diag.recipes import option_types, read_recipe
+    from cl_diag.recipes import option_types
 
     if config.parallel < 1:
         raise UserError(f"--parallel must be at least 1 (got {config.parallel}).")
@@ -183,7 +219,7 @@ def sweep(config: SweepConfig, on_progress: Callable[[str, int, int], None] | No
     for cell in cells:
         cell_dir = out / cell.name
         train_args = _cell_train_args(config, cell, train_options, cell_dir)
-        _check_train_args(command, train_args)
+        _check_train_args(command, train_args, cell.name)
         plans.append((cell, cell_dir, train_args))
 
     out.mkdir(parents=True, exist_ok=True)

@@ -210,6 +210,7 @@ def resolve_config(c: TrainConfig) -> TrainConfig:
     if c.vrn_delta is not None:
         _require(-1 <= c.vrn_delta <= 1, f"--vrn-delta {c.vrn_delta} must be a cosine similarity in [-1, 1].")
     _require(c.epochs >= 1, f"--epochs {c.epochs} must be at least 1.")
+    _require(c.seed >= 0, f"--seed {c.seed} must be 0 or more (numpy and torch seeds are non-negative).")
     _require(c.steps is None or c.steps >= 1, f"--steps {c.steps} must be at least 1 (or omit it to train --epochs).")
     _require(c.batch_size >= 2, f"--batch-size {c.batch_size} leaves no negative pairs; use at least 2.")
     _require(math.isfinite(c.lr) and c.lr > 0, f"--lr {c.lr} must be > 0.")
