@@ -147,8 +147,12 @@ def validate_views(z1: torch.Tensor, z2: torch.Tensor, labels: torch.Tensor | No
         )
 
 
-def load_embeddings(path: str | Path) -> Embeddings:
-    """Read and validate an embeddings file; raise UserError on any problem."""
+def load_embeddings(path: str | Path, *, payload: dict | None = None) -> Embeddings:
+    """Read and validate an embeddings file; raise UserError on any problem.
+
+    ``payload``: the dict already read from a ``.pt`` file (by
+    :func:`cl_diag.io.checkpoints.read_checkpoint_file`), so the file is not loaded twice.
+    """
     path = Path(path)
     if not path.exists():
         raise UserError(f"No such file: {path}. Give the path of a .npz or .pt embeddings file.")
@@ -158,7 +162,7 @@ def load_embeddings(path: str | Path) -> Embeddings:
         digest = sha256_of(path)
     except OSError as exc:
         raise UserError(f"Cannot read {path}: {exc.strerror}. Check the path and its permissions.") from None
-    arrays = _read_arrays(path)
+    arrays = payload if payload is not None else _read_arrays(path)
     missing = [key for key in ("z1", "z2") if key not in arrays]
     if missing:
         found = ", ".join(sorted(map(str, arrays))) or "nothing"

@@ -212,12 +212,12 @@ def analyze(config: AnalyzeConfig, *, progress: ProgressFactory | None = None) -
         config = replace(config, workers=min(8, os.cpu_count() or 1) if cuda else 0)
     file = read_checkpoint_file(config.input)
     if file.kind == "embeddings":
-        return _write(config, _analyze_embeddings(config))
+        return _write(config, _analyze_embeddings(config, file.payload))
     return _write(config, _analyze_checkpoint(config, file, progress or _no_progress))
 
 
-def _analyze_embeddings(config: AnalyzeConfig) -> dict:
-    embeddings = load_embeddings(config.input)
+def _analyze_embeddings(config: AnalyzeConfig, payload: dict | None) -> dict:
+    embeddings = load_embeddings(config.input, payload=payload)
     n_ref = config.n_ref if config.n_ref is not None else embeddings.n
     layer = measure_layer(embeddings.z1, embeddings.z2, embeddings.labels, n_ref=n_ref, config=config)
     return build_result(
