@@ -23,15 +23,76 @@ here knows about any one command.
 from __future__ import annotations
 
 import inspect
-import tomllib
+import sys
 import types
 import typing
+from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
 
 from cl_diag.errors import UserError
 
-__all__ = ["option_types", "read_recipe", "merge_recipe", "apply_recipe", "explicit_options"]
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser, as the tomli package (a declared dependency there)
+    import tomli as tomllib
+
+__all__ = [
+    "BUNDLED",
+    "bundled",
+    "locate",
+    "option_types",
+    "read_recipe",
+    "merge_recipe",
+    "apply_recipe",
+    "explicit_options",
+]
+
+#: The bundled kinds of TOML file: kind -> (data package, the command that reads it, the folder of
+#: the checkout it comes from). The checkout's trainers/ and probes/ are the one copy; an installed
+#: cl-diag carries them as the data packages cl_diag.trainers and cl_diag.probes.
+BUNDLED = {
+    "recipe": ("cl_diag.trainers", "train", "trainers/"),
+    "probe suite": ("cl_diag.probes", "analyze", "probes/"),
+}
+
+
+def bundled(kind: str) -> dict[str, Path]:
+    """``{name: path}`` of the bundled files of ``kind`` (``"recipe"`` or ``"probe suite"``)."""
+    package = BUNDLED[kind][0]
+    return {
+        entry.name[: -len(".toml")]: Path(str(entry))
+        for entry in sorted(resources.files(package).iterdir(), key=lambda e: e.name.split(".")[0])
+        if entry.name.endswith(".toml")
+    }
+
+
+def summary(path: Path) -> tuple[str, dict[str, Any]]:
+    """What a bundled file is for (the first line of its leading comment) and its settings."""
+    text = path.read_text(encoding="utf-8")
+    first = text.splitlines()[0] if text else ""
+    about = first.lstrip("#").strip().rstrip(":") if first.startswith("#") else ""
+    return about, tomllib.loads(text)
+
+
+def locate(value: str | Path, kind: str) -> Path:
+    """The file a recipe or probe-suite argument names: a path if one exists, else a bundled name.
+
+    ``trainers/simclr-vrn.toml``, ``simclr-vrn`` and ``simclr-vrn.toml`` all name the same recipe
+    (the last two also from an installed wheel, outside the checkout).
+    """
+    path = Path(value).expanduser()
+    if path.is_file():
+        return path
+    names = bundled(kind)
+    name = path.name[: -len(".toml")] if path.name.endswith(".toml") else path.name
+    if name in names and (str(value) == path.name or path.parent.as_posix() == BUNDLED[kind][2].rstrip("/")):
+        return names[name]
+    folder = BUNDLED[kind][2]
+    raise UserError(
+        f"{kind} {value} is neither a file nor a bundled {kind}. Give the path of a .toml {kind} or one "
+        f"of the bundled names: {', '.join(names)} (see {folder}); `cl-diag recipes` lists them."
+    )
 
 # Parameter sources that mean "the user said so" (click's ParameterSource names).
 _EXPLICIT_SOURCES = ("COMMANDLINE", "ENVIRONMENT", "PROMPT")
@@ -109,27 +170,25 @@ def read_recipe(path: str | Path, command: Any) -> dict[str, Any]:
     Raises :class:`UserError` for a missing or malformed file, a nested table, a key that is
     not an option of the command (listing the valid keys), or a value of the wrong type.
     """
-    p = Path(path).expanduser()
-    if not p.is_file():
-        # analyze reads its options from a probe suite (--probe), train and sweep from a recipe
-        kind, folder = ("probe suite", "probes/") if getattr(command, "name", None) == "analyze" else ("recipe", "trainers/")
-        raise UserError(f"{kind} {p} does not exist; give the path of a .toml {kind} (see {folder}).")
+    # analyze reads its options from a probe suite (--probe), train and sweep from a recipe
+    kind = "probe suite" if getattr(command, "name", None) == "analyze" else "recipe"
+    p = locate(path, kind)
     try:
         raw = tomllib.loads(p.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise UserError(f"recipe {p} is not valid TOML: {exc}.") from None
+        raise UserError(f"{kind} {p} is not valid TOML: {exc}.") from None
     kinds = option_types(command)
     valid = ", ".join(sorted(k.replace("_", "-") for k in kinds))
     out: dict[str, Any] = {}
     for key, value in raw.items():
         name = key.replace("-", "_")
         if isinstance(value, dict):
-            raise UserError(f"recipe {p}: [{key}] is a table; a recipe is a flat list of options. Valid keys: {valid}.")
+            raise UserError(f"{kind} {p}: [{key}] is a table; a {kind} is a flat list of options. Valid keys: {valid}.")
         if name not in kinds:
-            raise UserError(f"recipe {p}: {key!r} is not an option of this command. Valid keys: {valid}.")
+            raise UserError(f"{kind} {p}: {key!r} is not an option of this command. Valid keys: {valid}.")
         if name in out:
-            raise UserError(f"recipe {p}: {key!r} is given twice (as {name} and {name.replace('_', '-')}).")
-        out[name] = _check_type(name, value, kinds[name], f"recipe {p}")
+            raise UserError(f"{kind} {p}: {key!r} is given twice (as {name} and {name.replace('_', '-')}).")
+        out[name] = _check_type(name, value, kinds[name], f"{kind} {p}")
     return out
 
 

@@ -28,6 +28,7 @@ app = typer.Typer(
         "  cl-diag compare runs/*/analysis --out reports/mine\n\n"
         "  cl-diag sweep trainers/simclr.toml --grid batch-size=16,32,64 --grid vrn=0,30 --out sweeps/bs\n\n"
         "  cl-diag synth pairs.npz --n 2000 --d 64\n\n"
+        "  cl-diag recipes                        (the bundled recipes and probe suites)\n\n"
         "Run cl-diag COMMAND --help for every option of a command."
     ),
     no_args_is_help=True,
@@ -41,7 +42,7 @@ def _register_commands() -> None:
     # Each module adds its command(s) to ``app`` on import.
     import importlib
 
-    for name in ("analyze", "synth", "train", "compare", "sweep"):
+    for name in ("analyze", "synth", "train", "compare", "sweep", "recipes"):
         try:
             importlib.import_module(f"cl_diag.cli.{name}")
         except ModuleNotFoundError as exc:  # a command not written yet

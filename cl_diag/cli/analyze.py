@@ -45,8 +45,10 @@ def analyze(
         help="An embeddings file (.npz/.pt with z1, z2[, labels]), a cl-diag checkpoint (last.pt), "
         "a solo-learn .ckpt, or a torchvision ResNet state dict (with --arch).",
     ),
-    probe: Optional[Path] = typer.Option(
-        None, help="A probe suite (TOML whose keys are the options below, e.g. probes/paper.toml); options given here win."
+    probe: Optional[str] = typer.Option(
+        None,
+        help="A probe suite: TOML whose keys are the options below, a path (e.g. probes/paper.toml) or a bundled "
+        "name (e.g. quick: see cl-diag recipes); options given here win."
     ),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output folder \\[default: <source>-analysis]."),
     n_ref: Optional[int] = typer.Option(
@@ -119,6 +121,8 @@ def analyze(
       cl-diag analyze resnet18.pth --arch resnet18-cifar --dataset cifar10 --data-root ~/data --out b/
 
       cl-diag analyze last.pt --probe probes/paper.toml
+
+      cl-diag analyze last.pt --probe quick
     """
     values, _ = apply_recipe(ctx, probe)
     config = AnalyzeConfig(

@@ -19,12 +19,12 @@ from cl_diag.orchestration.sweep import SweepConfig, sweep as run_sweep
 )
 def sweep(
     ctx: typer.Context,
-    recipe: Path = typer.Argument(..., help="Training recipe (trainers/*.toml) every cell starts from."),
+    recipe: str = typer.Argument(..., help="Training recipe every cell starts from: a path (trainers/*.toml) or a bundled name."),
     grid: List[str] = typer.Option(
         [], "--grid", help="KEY=V1,V2,... over any recipe key; repeat for more axes (cells = the product)."
     ),
     out: Path = typer.Option(..., "--out", "-o", help="Sweep folder: one sub-folder per cell, and comparison/."),
-    probe: Optional[Path] = typer.Option(None, help="Probe suite (probes/*.toml) for each cell's analysis."),
+    probe: Optional[str] = typer.Option(None, help="Probe suite for each cell's analysis: a path (probes/*.toml) or a bundled name."),
     parallel: int = typer.Option(1, help="Cells run at once, each in its own process on its own GPU."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ) -> None:

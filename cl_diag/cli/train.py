@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Optional
 
 import typer
 
 from cl_diag.cli import app
+from cl_diag.errors import UserError
 from cl_diag.orchestration.train import TrainConfig, train as run_train
 from cl_diag.recipes import apply_recipe
 
@@ -19,8 +19,13 @@ _DATA, _MODEL, _LOSS, _OPT, _RUN, _REC = "Data", "Model", "Loss", "Optimisation"
 @app.command(name="train")
 def train_command(
     ctx: typer.Context,
-    recipe: Optional[Path] = typer.Argument(
-        None, help="A TOML recipe (e.g. trainers/simclr-vrn.toml) whose keys are the options below; options given here win."
+    recipe: Optional[str] = typer.Argument(
+        None,
+        help="A TOML recipe whose keys are the options below (a path, e.g. trainers/simclr-vrn.toml, or a bundled "
+        "name, e.g. simclr-vrn: see cl-diag recipes); options given here win.",
+    ),
+    recipe_name: Optional[str] = typer.Option(
+        None, "--recipe", help="The recipe as an option instead of the first argument (e.g. --recipe simclr-vrn).", rich_help_panel="Recipe"
     ),
     # data
     dataset: str = typer.Option(_D.dataset, help="digits, cifar10, cifar100, imagefolder or toy.", rich_help_panel=_DATA),
@@ -106,9 +111,13 @@ def train_command(
 
       cl-diag train trainers/simclr-vrn.toml --batch-size 64
 
+      cl-diag train --recipe simclr-vrn --batch-size 64
+
       cl-diag train --resume runs/dcl-vrn-b32/last.pt
     """
-    values, given = apply_recipe(ctx, recipe)
+    if recipe is not None and recipe_name is not None:
+        raise UserError(f"Two recipes given ({recipe} and --recipe {recipe_name}); give one.")
+    values, given = apply_recipe(ctx, recipe if recipe is not None else recipe_name)
     names = TrainConfig.option_names()
     if values.get("resume"):
         overrides = {k: values[k] for k in given if k in names and k != "resume"}

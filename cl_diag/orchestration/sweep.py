@@ -11,6 +11,7 @@ cell and a hand-made run are the same thing. The sweep ends with ``compare`` ove
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import os
 import subprocess
@@ -19,14 +20,13 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import click
+from typing import Any
 
 from cl_diag.errors import UserError
 from cl_diag.recipes import read_recipe
 
 #: train options a grid may not vary: the sweep owns where and how each cell runs.
-RESERVED_KEYS = frozenset({"out", "resume", "overwrite", "quiet"})
+RESERVED_KEYS = frozenset({"out", "resume", "overwrite", "quiet", "recipe_name"})
 
 
 @dataclass(frozen=True)
@@ -50,13 +50,13 @@ class Cell:
 
 @dataclass
 class SweepConfig:
-    recipe: Path | None
+    recipe: str | Path | None
     grid: list[str]
     out: Path
     train_args: list[str] = field(default_factory=list)
     """Options after the recipe (e.g. ``--epochs 5``): they override it for every cell."""
-    probe: Path | None = None
-    """Probe suite (probes/*.toml) for each cell's analysis."""
+    probe: str | Path | None = None
+    """Probe suite for each cell's analysis: a path (probes/*.toml) or a bundled name."""
     parallel: int = 1
     quiet: bool = False
 
@@ -69,7 +69,7 @@ class SweepResult:
     comparison: Path
 
 
-def _train_command() -> click.Command:
+def _train_command() -> Any:
     import typer
 
     from cl_diag.cli import app
@@ -137,17 +137,16 @@ def _cell_analyze_args(config: SweepConfig, cell_dir: Path) -> list[str]:
 def _click_errors() -> tuple[type[Exception], ...]:
     # Typer >= 0.2x parses with its own vendored copy of click, whose ClickException is not
     # click.ClickException: catch both, or a bad value escapes as typer's usage screen.
-    errors: list[type[Exception]] = [click.ClickException]
-    try:
-        from typer._click.exceptions import ClickException as vendored
-    except ImportError:
-        pass
-    else:
-        errors.append(vendored)
+    errors: list[type[Exception]] = []
+    for module in ("typer._click.exceptions", "click.exceptions"):
+        try:
+            errors.append(importlib.import_module(module).ClickException)
+        except ImportError:
+            pass
     return tuple(errors)
 
 
-def _check_train_args(command: click.Command, args: list[str], cell: str) -> None:
+def _check_train_args(command: Any, args: list[str], cell: str) -> None:
     """Parse and range-check a cell's train arguments without running, so a bad cell fails before any training."""
     from cl_diag.orchestration.train import TrainConfig, _check_resume, resolve_config
     from cl_diag.training.checkpoint import load_checkpoint
