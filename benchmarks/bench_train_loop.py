@@ -3,11 +3,13 @@
 Both loops run in this one process on the same model (same initial weights), the same
 loss, the same batch size and the same dataset object, with the same DataLoader settings
 (workers 0 on CPU). The hand-written loop is the floor: forward, loss, backward, step,
-nothing else. cl-diag's loop adds the per-step lr schedule, the NaN check, the logged VRN
-value, the in-batch pair statistics and the progress bookkeeping. Checkpoint writes (once
-per epoch) are timed separately.
+nothing else. cl-diag's loop adds the per-step lr schedule, the in-batch pair statistics
+(on the device), the loss terms kept for metrics.csv and, once per epoch (--log-every 0, the
+default), the host sync that reads them, checks the loss is finite and logs the VRN value
+(from the pair statistics without --vrn). Checkpoint writes (once per epoch) are timed
+separately.
 
-Targets (issue 4): cl-diag / hand-written >= 0.95; --vrn 30 costs < 5 % over no VRN.
+Targets (issue 10): cl-diag / hand-written >= 0.98; --vrn 30 costs < 3 % over no VRN.
 
     python benchmarks/bench_train_loop.py                      # digits, real augmentation
     python benchmarks/bench_train_loop.py --data cached        # pre-made views: loop overhead only
@@ -31,7 +33,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from cl_diag.losses import LOSSES
-from cl_diag.orchestration.train import TrainConfig, resolve_config
+from cl_diag.orchestration.train import ResolvedTrainConfig, TrainConfig, resolve_config
 from cl_diag.training.data import TrainingData, training_data
 from cl_diag.training.loop import DistEnv, EpochBatchSampler, amp_dtype, fit
 from cl_diag.training.models import build_model
@@ -53,20 +55,23 @@ class CachedViews(Dataset):
         return i, self.v1[i], self.v2[i], 0
 
 
-def hand_loop(config: TrainConfig, data: TrainingData, device: torch.device, peak_lr: float) -> tuple[int, float]:
+def hand_loop(
+    config: ResolvedTrainConfig, data: TrainingData, device: torch.device
+) -> tuple[int, float]:
     """The minimal loop: returns (steps, seconds)."""
+    peak_lr = config.peak_lr
     model = build_model(config, seed=config.seed).to(device)
     channels_last = device.type == "cuda"
     if channels_last:
         model = model.to(memory_format=torch.channels_last)
     opt = torch.optim.SGD(model.parameters(), lr=peak_lr, momentum=config.momentum, weight_decay=config.weight_decay)
     loss_fn = LOSSES[config.loss]
-    dtype = amp_dtype(config.precision, device)
+    dtype = amp_dtype(config.autocast, device)
     sampler = EpochBatchSampler(data.n_train, config.batch_size, config.seed)
     loader = DataLoader(data.train_set, batch_sampler=sampler, num_workers=config.workers, pin_memory=device.type == "cuda")
     steps, seconds = 0, 0.0
     model.train()
-    for epoch in range(config.epochs):
+    for epoch in range(config.run_epochs):
         sampler.set_epoch(epoch)
         if device.type == "cuda":
             torch.cuda.synchronize()
@@ -89,13 +94,13 @@ def hand_loop(config: TrainConfig, data: TrainingData, device: torch.device, pea
     return steps, seconds
 
 
-def cl_diag_loop(config: TrainConfig, data: TrainingData, device: torch.device, peak_lr: float) -> tuple[int, float, float]:
+def cl_diag_loop(
+    config: ResolvedTrainConfig, data: TrainingData, device: torch.device
+) -> tuple[int, float, float]:
     """cl-diag's fit(): returns (steps, loop seconds, checkpoint seconds)."""
     model = build_model(config, seed=config.seed)
-    delta = -1.0 / (data.n_train - 1)
     with tempfile.TemporaryDirectory() as out:
-        r = fit(replace(config, vrn_delta=delta), model, data, out_dir=Path(out),
-                env=DistEnv(device), config_record={}, peak_lr=peak_lr, delta=delta)
+        r = fit(config, model, data, out_dir=Path(out), env=DistEnv(device))
     return r.steps_this_run, r.train_seconds, r.checkpoint_seconds
 
 
@@ -113,39 +118,42 @@ def main() -> None:
 
     device = torch.device(args.device)
     dataset = "digits" if args.arch in ("auto", "small-cnn") else "cifar10"
-    base = resolve_config(TrainConfig(dataset=dataset, arch=args.arch, batch_size=args.batch_size, epochs=args.epochs,
-                                      temperature=0.2, device=args.device, quiet=True))
-    base = replace(base, workers=args.workers)
     if args.data == "digits":
-        data = training_data("digits", seed=base.seed, num_samples=args.num_samples)
+        data = training_data("digits", seed=0, num_samples=args.num_samples)
     else:
         shape = (1, 8, 8) if dataset == "digits" else (3, 32, 32)
         n = args.num_samples or (1347 if dataset == "digits" else 10 * args.batch_size)
         views = CachedViews(n, shape)
         data = TrainingData(dataset, views, torch.zeros(n, dtype=torch.long), n, 1)
-    peak = base.lr * base.batch_size / 256
+    # the same resolution as `cl-diag train` (peak lr, steps, VRN delta), on this data's size
+    options = TrainConfig(dataset=dataset, arch=args.arch, batch_size=args.batch_size,
+                          epochs=args.epochs, temperature=0.2, device=args.device,
+                          workers=args.workers, quiet=True)
+    base = resolve_config(options, n_train=data.n_train)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {device}, arch {base.arch}, "
           f"data {args.data} (n={data.n_train}), batch {base.batch_size}, {args.epochs} epochs x {args.repeats} repeats, "
-          f"precision {amp_dtype(base.precision, device) or 'fp32'}")
+          f"precision {base.autocast}")
 
     # warm-up (allocator, kernels, first-touch of the data)
-    hand_loop(replace(base, epochs=1), data, device, peak)
+    hand_loop(resolve_config(replace(options, epochs=1), n_train=data.n_train), data, device)
+    with_vrn = resolve_config(replace(options, vrn=30.0), n_train=data.n_train)
 
     best = {"hand": math.inf, "cl-diag": math.inf, "cl-diag --vrn 30": math.inf}
     steps = {}
     ckpt = {}
     for _ in range(args.repeats):
-        s, t = hand_loop(base, data, device, peak)
+        s, t = hand_loop(base, data, device)
         best["hand"], steps["hand"] = min(best["hand"], t), s
-        s, t, c = cl_diag_loop(base, data, device, peak)
+        s, t, c = cl_diag_loop(base, data, device)
         best["cl-diag"], steps["cl-diag"], ckpt["cl-diag"] = min(best["cl-diag"], t), s, c
-        s, t, c = cl_diag_loop(replace(base, vrn=30.0), data, device, peak)
+        s, t, c = cl_diag_loop(with_vrn, data, device)
         best["cl-diag --vrn 30"], steps["cl-diag --vrn 30"] = min(best["cl-diag --vrn 30"], t), s
     rate = {k: steps[k] / best[k] for k in best}
     for k in best:
         print(f"{k:18s} {rate[k]:8.2f} steps/s  {rate[k] * base.batch_size:9.0f} img/s")
-    print(f"cl-diag / hand-written:      {rate['cl-diag'] / rate['hand']:.3f}   (target >= 0.95)")
-    print(f"--vrn 30 overhead:           {100 * (rate['cl-diag'] / rate['cl-diag --vrn 30'] - 1):+.1f} %  (target < 5 %)")
+    print(f"cl-diag / hand-written:      {rate['cl-diag'] / rate['hand']:.3f}   (target >= 0.98)")
+    overhead = 100 * (rate["cl-diag"] / rate["cl-diag --vrn 30"] - 1)
+    print(f"--vrn 30 overhead:           {overhead:+.1f} %  (target < 3 %)")
     per_epoch = ckpt["cl-diag"] / args.epochs
     print(f"checkpoint write per epoch:  {1000 * per_epoch:.1f} ms (last.pt + metrics.csv, fsync'd)")
 

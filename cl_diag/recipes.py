@@ -122,7 +122,7 @@ def option_types(command: Any) -> dict[str, Any]:
     """
     if isinstance(command, type) and dataclasses.is_dataclass(command):
         hints = typing.get_type_hints(command)
-        return {f.name: _strip_optional(hints.get(f.name, Any)) for f in dataclasses.fields(command)}
+        return {f.name: _strip_optional(hints[f.name]) for f in dataclasses.fields(command)}
     callback = getattr(command, "callback", None)
     try:
         hints = typing.get_type_hints(callback) if callback is not None else {}
@@ -212,7 +212,9 @@ def explicit_options(ctx: Any) -> set[str]:
     return names
 
 
-def merge_layers(defaults: Mapping[str, Any], *layers: Mapping[str, Any]) -> tuple[dict[str, Any], set[str]]:
+def merge_layers(
+    defaults: Mapping[str, Any], *layers: Mapping[str, Any]
+) -> tuple[dict[str, Any], set[str]]:
     """``defaults`` overlaid with each layer in turn: a later layer wins over an earlier one.
 
     Returns ``(values, given)``: the merged values and the names some layer set (a layer

@@ -36,7 +36,7 @@ __all__ = ["use_bar", "progress_bar", "counter", "TrainDisplay", "train_display"
 
 
 def use_bar(quiet: bool) -> bool:
-    """A bar only on a terminal and without ``--quiet``; plain output otherwise (logs, pipes, CI)."""
+    """A bar only on a terminal and without ``--quiet``; plain output otherwise (logs, pipes)."""
     return not quiet and sys.stdout.isatty()
 
 
@@ -80,7 +80,7 @@ def row_line(row: dict[str, float], epochs: int) -> str:
 
 
 class TrainDisplay:
-    """The training loop's progress callback: a task on ``bar``, or plain lines when ``bar`` is None.
+    """The training loop's progress callback: a task on ``bar``, or plain lines without a bar.
 
     The bar advances every step and shows the latest metrics row (loss, VRN, lr, images/s),
     which the loop produces every ``--log-every`` steps; plain mode prints one line per row.
@@ -98,7 +98,9 @@ class TrainDisplay:
     def start(self, *, total_steps: int, done_steps: int, epochs: int) -> None:
         self.epochs = epochs
         if self.bar is not None:
-            self.task = self.bar.add_task(self._describe(0), total=total_steps, completed=done_steps, details="")
+            self.task = self.bar.add_task(
+                self._describe(0), total=total_steps, completed=done_steps, details=""
+            )
 
     def step(self, step: int, epoch: int) -> None:
         if self.task is not None:
@@ -107,7 +109,8 @@ class TrainDisplay:
     def row(self, row: dict[str, float]) -> None:
         if self.task is not None:
             details = (
-                f"loss {row['loss']:.4f}  vrn {row['vrn']:.4g}  lr {row['lr']:.3g}  {row['images_per_s']:.0f} img/s"
+                f"loss {row['loss']:.4f}  vrn {row['vrn']:.4g}  lr {row['lr']:.3g}  "
+                f"{row['images_per_s']:.0f} img/s"
             )
             self.bar.update(self.task, details=details)
         elif self.bar is None:

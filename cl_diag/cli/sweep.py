@@ -29,17 +29,20 @@ def _train_overrides(args: list[str]) -> dict[str, Any]:
         # format_message, as typer ships its own copy of click whose classes differ by version
         if not callable(getattr(exc, "format_message", None)):
             raise
-        raise UserError(f"The train options after the recipe are not valid: {exc.format_message()}") from None
+        message = exc.format_message()
+        raise UserError(f"The train options after the recipe are not valid: {message}") from None
     given = explicit_options(ctx)
     if ctx.params.get("recipe") is not None or "recipe_name" in given:
         raise UserError("The sweep takes one recipe, its first argument; drop the second one.")
     if "resume" in given:
-        raise UserError("--resume is the sweep's to set: each cell resumes its own last.pt. Drop --resume.")
+        raise UserError(
+            "--resume is the sweep's to set: each cell resumes its own last.pt. Drop --resume."
+        )
     return {name: ctx.params[name] for name in given}
 
 
 def _analysis_fields(probe: str | None) -> dict[str, Any]:
-    """The AnalyzeConfig fields a probe suite sets, read as ``cl-diag analyze --probe`` reads them."""
+    """The AnalyzeConfig fields a probe suite sets, read as ``analyze --probe`` reads them."""
     if probe is None:
         return {}
     from cl_diag.cli.analyze import _names

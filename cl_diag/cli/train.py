@@ -102,8 +102,8 @@ def train_command(
     save_every: int = typer.Option(_D.save_every, help="Also keep epoch_NNNN.pt every N epochs (0: only last.pt).", rich_help_panel=_REC),
     log_every: int = typer.Option(
         _D.log_every,
-        help="Read the loss and the in-batch statistics from the device every N steps, one metrics.csv row each "
-        "(0: once per epoch). Steps in between never wait for the host.",
+        help="Read the loss and the in-batch statistics from the device every N steps, one "
+        "metrics.csv row each (0: once per epoch). Steps in between never wait for the host.",
         rich_help_panel=_REC,
     ),
     resume: Optional[str] = typer.Option(None, help="Continue the run saved in this last.pt exactly.", rich_help_panel=_REC),

@@ -139,7 +139,13 @@ def _typed(key: str, text: str, kind: Any) -> Any:
     return text
 
 
-def _plan(config: SweepConfig, recipe: Mapping[str, Any], cell: Cell, folder: Path, kinds: Mapping[str, Any]) -> _Plan:
+def _plan(
+    config: SweepConfig,
+    recipe: Mapping[str, Any],
+    cell: Cell,
+    folder: Path,
+    kinds: Mapping[str, Any],
+) -> _Plan:
     """A cell's options, checked as ``train`` checks them; nothing is trained or written."""
     from cl_diag.orchestration.train import TrainConfig, check_resume, resolve_config, train_options
 
@@ -160,8 +166,8 @@ def _plan(config: SweepConfig, recipe: Mapping[str, Any], cell: Cell, folder: Pa
         check_resume(resolve_config(options))
     except UserError as exc:
         raise UserError(
-            f"Sweep cell {cell.name}: {exc} Nothing was trained; fix the --grid values or the options, "
-            "or give another --out for a sweep with other options."
+            f"Sweep cell {cell.name}: {exc} Nothing was trained; fix the --grid values or the "
+            "options, or give another --out for a sweep with other options."
         ) from None
     return _Plan(cell, folder, options)
 
@@ -172,7 +178,7 @@ def _analysis(folder: Path, fields_: Mapping[str, Any]) -> AnalyzeConfig:
     return AnalyzeConfig(input=folder / "last.pt", out=folder / "analysis", **fields_)
 
 
-# --------------------------------------------------------------------------- a cell in its own process
+# ------------------------------------------------------------------ a cell in its own process
 
 
 def _analysis_from_json(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -194,16 +200,22 @@ def _analysis_from_json(values: Mapping[str, Any]) -> dict[str, Any]:
 
 def _run_in_subprocess(plan: _Plan, analysis: Mapping[str, Any], device_index: int) -> None:
     log = plan.folder / "sweep.log"
-    spec = json.dumps({"train": plan.options.options(), "folder": str(plan.folder), "analysis": dict(analysis)}, default=str)
+    spec = json.dumps(
+        {"train": plan.options.options(), "folder": str(plan.folder), "analysis": dict(analysis)},
+        default=str,  # paths
+    )
     env = dict(os.environ)
     env["CUDA_VISIBLE_DEVICES"] = str(device_index)  # one device per concurrent cell
     with open(log, "a", encoding="utf-8") as stream:
         code = subprocess.run(
-            [sys.executable, "-m", "cl_diag.orchestration.sweep"], input=spec, text=True, env=env, stdout=stream, stderr=stream
+            [sys.executable, "-m", "cl_diag.orchestration.sweep"],
+            input=spec, text=True, env=env, stdout=stream, stderr=stream,
         ).returncode
     if code != 0:
         tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-3:]
-        raise UserError(f"Sweep cell {plan.cell.name} failed (exit {code}); see {log}: {' | '.join(tail)}")
+        raise UserError(
+            f"Sweep cell {plan.cell.name} failed (exit {code}); see {log}: {' | '.join(tail)}"
+        )
 
 
 def _cell_main() -> int:
@@ -266,7 +278,8 @@ def sweep(
         if config.parallel > 1:
             _run_in_subprocess(plan, config.analysis, slot)
             return
-        train(plan.options, progress=train_progress(plan.cell.name) if train_progress is not None else None)
+        display = train_progress(plan.cell.name) if train_progress is not None else None
+        train(plan.options, progress=display)
         analyze(_analysis(plan.folder, config.analysis))
 
     if config.parallel == 1:
@@ -284,7 +297,8 @@ def sweep(
                 if on_progress is not None:
                     on_progress(plan.cell.name, done, len(cells))
 
-    comparison = compare(CompareConfig(inputs=[plan.folder / "analysis" for plan in plans], out=out / "comparison"))
+    inputs = [plan.folder / "analysis" for plan in plans]
+    comparison = compare(CompareConfig(inputs=inputs, out=out / "comparison"))
     return SweepResult(out=out, cells=cells, skipped=skipped, comparison=comparison.report_html)
 
 

@@ -59,8 +59,8 @@ PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 LOSS_HPARAM_FIELDS = ("temperature", "bias", "within_view", "margin", "mining")
 #: Fields a resumed run may change: where and how it runs, not what it computes.
 RESUME_FREE_FIELDS = frozenset(
-    {"resume", "out", "overwrite", "quiet", "workers", "device", "precision", "compile", "data_root", "val_root", "download", "save_every",
-     "log_every"}
+    {"resume", "out", "overwrite", "quiet", "workers", "device", "precision", "compile",
+     "data_root", "val_root", "download", "save_every", "log_every"}
 )
 
 
@@ -205,7 +205,8 @@ class TrainResult:
             return f"{where}: the run is already complete ({self.steps} steps); nothing to do."
         last = self.history[-1]
         return (
-            f"trained {self.steps} steps ({self.epochs} epochs) on {self.n_train} {self.config['dataset']} instances: "
+            f"trained {self.steps} steps ({self.epochs} epochs) on {self.n_train} "
+            f"{self.config['dataset']} instances: "
             f"loss {last['loss']:.4f}, vrn {last['vrn']:.4g}, {last['images_per_s']:.0f} img/s\n"
             f"checkpoint: {self.checkpoint}\nmetrics:    {self.metrics_csv}"
         )
@@ -291,7 +292,10 @@ def _check_options(c: TrainConfig) -> TrainConfig:
 
     _require(math.isfinite(c.vrn) and c.vrn >= 0, f"--vrn {c.vrn} must be a finite weight >= 0 (0 turns VRN off; the paper uses 30).")
     # >= 1 as the loss library requires (checked here so that a run cannot fail at its first step)
-    _require(math.isfinite(c.vrn_power) and c.vrn_power >= 1, f"--vrn-power {c.vrn_power} must be >= 1 (the paper uses 2).")
+    _require(
+        math.isfinite(c.vrn_power) and c.vrn_power >= 1,
+        f"--vrn-power {c.vrn_power} must be >= 1 (the paper uses 2).",
+    )
     if c.vrn_delta is not None:
         _require(-1 <= c.vrn_delta <= 1, f"--vrn-delta {c.vrn_delta} must be a cosine similarity in [-1, 1].")
     _require(c.epochs >= 1, f"--epochs {c.epochs} must be at least 1.")
@@ -332,11 +336,15 @@ def _device_type(device: str) -> str:
     import torch
 
     if device == "cuda" and not torch.cuda.is_available():
-        raise UserError("--device cuda was given but torch sees no CUDA device; use --device cpu (or auto).")
+        raise UserError(
+            "--device cuda was given but torch sees no CUDA device; use --device cpu (or auto)."
+        )
     return "cuda" if device == "cuda" or (device == "auto" and torch.cuda.is_available()) else "cpu"
 
 
-def resolve_config(options: TrainConfig, *, n_train: int | None = None, world: int | None = None) -> ResolvedTrainConfig:
+def resolve_config(
+    options: TrainConfig, *, n_train: int | None = None, world: int | None = None
+) -> ResolvedTrainConfig:
     """Check every option once and derive every value a run uses; raise UserError on a mistake.
 
     ``n_train`` is the number of training instances (default: counted from the dataset without
@@ -354,16 +362,20 @@ def resolve_config(options: TrainConfig, *, n_train: int | None = None, world: i
         world = int(os.environ.get("WORLD_SIZE", "1"))
     _require(
         c.batch_size <= n_train,
-        f"--batch-size {c.batch_size} is larger than the {n_train} training instances of {c.dataset}; "
-        f"use at most {n_train}.",
+        f"--batch-size {c.batch_size} is larger than the {n_train} training instances of "
+        f"{c.dataset}; use at most {n_train}.",
     )
     _require(
         c.batch_size % world == 0,
-        f"--batch-size {c.batch_size} (the global batch) must be divisible by the {world} processes.",
+        f"--batch-size {c.batch_size} (the global batch) must be divisible by the {world} "
+        "processes.",
     )
     device_type = _device_type(c.device)
     if c.sync_bn and world > 1:
-        _require(device_type == "cuda", "--sync-bn needs CUDA (torch's SyncBatchNorm has no CPU kernel); drop it on CPU.")
+        _require(
+            device_type == "cuda",
+            "--sync-bn needs CUDA (torch's SyncBatchNorm has no CPU kernel); drop it on CPU.",
+        )
     workers = c.workers
     if workers is None:
         workers = min(8, os.cpu_count() or 1) if device_type == "cuda" else 0
@@ -415,8 +427,9 @@ def check_resume(c: ResolvedTrainConfig) -> dict[str, Any] | None:
             diffs.append(f"{_opt(f.name)} {mine!r} (the checkpoint has {theirs!r})")
     if diffs:
         raise UserError(
-            f"--resume {c.resume} continues a run, but these options contradict its config: {'; '.join(diffs)}. "
-            f"Drop them to continue that run, or start a new run with another --out."
+            f"--resume {c.resume} continues a run, but these options contradict its config: "
+            f"{'; '.join(diffs)}. Drop them to continue that run, or start a new run with another "
+            "--out."
         )
     return checkpoint
 
@@ -461,7 +474,7 @@ def train(options: TrainConfig, *, progress: FitProgress | None = None) -> Train
         image_size=c.image_size,
     )
     if data.n_train != c.n_train:  # train_size and training_data disagree: a bug, not a user error
-        raise RuntimeError(f"{c.dataset}: {data.n_train} training instances loaded, {c.n_train} counted")
+        raise RuntimeError(f"{c.dataset}: {data.n_train} instances loaded, {c.n_train} counted")
 
     env = distributed_env(c.device_type)
     try:
@@ -469,7 +482,8 @@ def train(options: TrainConfig, *, progress: FitProgress | None = None) -> Train
         if env.is_main:
             _prepare_out(out, resume_dir=Path(c.resume).expanduser().parent if c.resume else None, overwrite=c.overwrite)
         model = build_model(c, seed=c.seed)
-        result = fit(c, model, data, out, env=env, resume=checkpoint, progress=progress if env.is_main else None)
+        shown = progress if env.is_main else None
+        result = fit(c, model, data, out, env=env, resume=checkpoint, progress=shown)
     finally:
         close_distributed(env)
     return TrainResult(

@@ -318,7 +318,9 @@ class ToyViews(Dataset):
 # --------------------------------------------------------------------------- for the trainer
 
 
-def train_size(dataset: str, *, num_samples: int | None = None, data_root: str | None = None) -> int:
+def train_size(
+    dataset: str, *, num_samples: int | None = None, data_root: str | None = None
+) -> int:
     """The ``n_train`` that :func:`training_data` gives for these arguments, without loading images.
 
     digits and CIFAR have fixed train splits (1,347 and 50,000 images), toy has ``num_samples``

@@ -7,7 +7,7 @@ Per step::
     g       = gather_batch(z1, z2)                  # the global batch under DDP (identity otherwise)
     loss    = LOSSES[loss](g.z1, g.z2) + lambda * LOSSES["vrn"](g.z1, g.z2, delta, power)
     backward, optimizer step
-    meter.add(loss terms, g.z1, g.z2)               # on the device: the step never waits for the host
+    meter.add(loss terms, g.z1, g.z2)               # on the device: no wait for the host
 
 Every ``log_every`` steps and at each epoch end (one metrics *row*) the loop syncs with the
 device once: it reads the row's loss terms and in-batch pair statistics, stops if the loss
@@ -36,7 +36,6 @@ import math
 import os
 import random
 import time
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Protocol
@@ -308,7 +307,8 @@ class PairStats:
             out[f"{k}_var"] = max(0.0, sums[i][1] / n - mean * mean)
         if vrn_delta is not None:
             n = self.count["cross_neg"]
-            out["vrn"] = (sums[1][1] - 2 * vrn_delta * sums[1][0]) / n + vrn_delta**2 if n else float("nan")
+            s1, s2 = sums[1]
+            out["vrn"] = (s2 - 2 * vrn_delta * s1) / n + vrn_delta**2 if n else float("nan")
         return out
 
 
@@ -327,7 +327,7 @@ class FitProgress(Protocol):
         """After each optimiser step (1-based ``step`` and ``epoch``)."""
 
     def row(self, row: dict[str, float]) -> None:
-        """Each metrics row (every ``log_every`` steps and at each epoch end), as metrics.csv gets it."""
+        """Each metrics row (every ``log_every`` steps and at each epoch end), as in metrics.csv."""
 
 
 class _RowMeter:
@@ -339,7 +339,9 @@ class _RowMeter:
     float64 in step order, as they always were, so metrics.csv keeps its values.
     """
 
-    def __init__(self, capacity: int, device: torch.device, vrn_delta: float | None, last_path: Path | None):
+    def __init__(
+        self, capacity: int, device: torch.device, vrn_delta: float | None, last_path: Path | None
+    ) -> None:
         self.values = torch.zeros(capacity, 3, device=device)
         self.vrn_delta = vrn_delta  # not None: the vrn column comes from the pair statistics
         self.last_path = last_path
@@ -350,7 +352,10 @@ class _RowMeter:
         self.stats = PairStats()
         self.t0 = time.perf_counter()
 
-    def add(self, terms: list[torch.Tensor], z1: torch.Tensor, z2: torch.Tensor, *, images: int, lr: float) -> None:
+    def add(
+        self, terms: list[torch.Tensor], z1: torch.Tensor, z2: torch.Tensor, *, images: int,
+        lr: float,
+    ) -> None:
         self.values[self.n, : len(terms)] = torch.stack(terms).detach()
         self.stats.update(z1.detach(), z2.detach())
         self.n, self.images, self.lr = self.n + 1, self.images + images, lr
@@ -363,10 +368,14 @@ class _RowMeter:
         for i, (loss, _, _) in enumerate(values):
             if not math.isfinite(loss):
                 last = self.last_path
-                kept = f"the last good checkpoint {last} is kept" if last and last.exists() else "no checkpoint was written yet"
+                kept = (
+                    f"the last good checkpoint {last} is kept" if last and last.exists()
+                    else "no checkpoint was written yet"
+                )
                 raise UserError(
-                    f"the loss became {loss} at step {self.first_step + i + 1} (epoch {epoch}); training stopped and "
-                    f"{kept}. Lower --lr, raise --temperature, or use --precision fp32."
+                    f"the loss became {loss} at step {self.first_step + i + 1} (epoch {epoch}); "
+                    f"training stopped and {kept}. Lower --lr, raise --temperature, or use "
+                    "--precision fp32."
                 )
         sums = [0.0, 0.0, 0.0]
         for step_values in values:
@@ -374,7 +383,7 @@ class _RowMeter:
                 sums[k] += value
         row = {"epoch": epoch, "step": self.first_step + self.n, "lr": self.lr,
                "images_per_s": self.images / seconds, "seconds": seconds}
-        row.update({k: total / max(1, self.n) for k, total in zip(("loss", "contrastive", "vrn"), sums)})
+        row.update({k: s / max(1, self.n) for k, s in zip(("loss", "contrastive", "vrn"), sums)})
         row.update(stats)
         self.reset(self.first_step + self.n)
         return row
@@ -409,7 +418,9 @@ def _write_metrics(path: Path, history: list[dict[str, float]]) -> None:
     atomic_write_bytes(path, buf.getvalue().encode())
 
 
-def _place(model: ContrastiveModel, config: Any, env: DistEnv, resume: dict[str, Any] | None) -> tuple[nn.Module, nn.Module]:
+def _place(
+    model: ContrastiveModel, config: Any, env: DistEnv, resume: dict[str, Any] | None
+) -> tuple[nn.Module, nn.Module]:
     """``(model, net)``: the model on its device with resumed weights, and the module to call
     (SyncBatchNorm, DDP and torch.compile applied as configured)."""
     device = env.device
@@ -488,7 +499,8 @@ def fit(
     model, net = _place(model, config, env, resume)
     channels_last = device.type == "cuda" and is_convolutional(model.arch)
     optimizer = make_optimizer(
-        config.optimizer, model.parameters(), lr=config.peak_lr, momentum=config.momentum, weight_decay=config.weight_decay
+        config.optimizer, model.parameters(),
+        lr=config.peak_lr, momentum=config.momentum, weight_decay=config.weight_decay,
     )
     autocast_dtype = amp_dtype(config.autocast, device)
     scaler = torch.amp.GradScaler(device.type, enabled=autocast_dtype == torch.float16)
@@ -527,7 +539,8 @@ def fit(
     last_path = None if out_dir is None else Path(out_dir) / "last.pt"
     # a row ends every log_every steps (0: none inside an epoch) and at each epoch end
     every = config.log_every
-    meter = _RowMeter(min(every or len(sampler), len(sampler)), device, config.vrn_delta if vrn_from_stats else None, last_path)
+    capacity = min(every or len(sampler), len(sampler))
+    meter = _RowMeter(capacity, device, config.vrn_delta if vrn_from_stats else None, last_path)
 
     def close_row() -> float:
         row = meter.close(epoch + 1)
@@ -544,14 +557,14 @@ def fit(
         sampler.set_epoch(epoch)
         meter.reset(step)
         for _, v1, v2, labels in loader:
-            lr = lr_at(step, peak=config.peak_lr, warmup_steps=config.warmup_steps, total_steps=config.total_steps,
-                       schedule=config.schedule)
+            lr = lr_at(step, peak=config.peak_lr, warmup_steps=config.warmup_steps,
+                       total_steps=config.total_steps, schedule=config.schedule)
             for group in optimizer.param_groups:
                 group["lr"] = lr
             x = torch.cat([v1, v2]).to(device, non_blocking=True)
             if channels_last:
                 x = x.contiguous(memory_format=torch.channels_last)
-            with torch.autocast(device.type, dtype=autocast_dtype) if autocast_dtype else nullcontext():
+            with torch.autocast(device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
                 z = net(x)
             z1, z2 = z.float().chunk(2)
             g = gather_batch(z1, z2, labels.to(device, non_blocking=True) if supervised else None)
@@ -582,7 +595,9 @@ def fit(
         epoch += 1
         if writes:
             t1 = time.perf_counter()
-            ck = _checkpoint(config, data, model, optimizer, scaler, loader_gen, epoch, step, history)
+            ck = _checkpoint(
+                config, data, model, optimizer, scaler, loader_gen, epoch, step, history
+            )
             save_checkpoint(last_path, ck)
             if config.save_every and (epoch % config.save_every == 0):
                 save_checkpoint(Path(out_dir) / f"epoch_{epoch:04d}.pt", ck)
