@@ -330,6 +330,19 @@ class FitProgress(Protocol):
         """Each metrics row (every ``log_every`` steps and at each epoch end), as in metrics.csv."""
 
 
+class _Silent:
+    """No progress display (the library's default: only the CLI shows progress)."""
+
+    def start(self, *, total_steps: int, done_steps: int, epochs: int) -> None:
+        pass
+
+    def step(self, step: int, epoch: int) -> None:
+        pass
+
+    def row(self, row: dict[str, float]) -> None:
+        pass
+
+
 class _RowMeter:
     """The sums of one metrics row, kept on the device.
 
@@ -418,14 +431,35 @@ def _write_metrics(path: Path, history: list[dict[str, float]]) -> None:
     atomic_write_bytes(path, buf.getvalue().encode())
 
 
-def _place(
-    model: ContrastiveModel, config: Any, env: DistEnv, resume: dict[str, Any] | None
-) -> tuple[nn.Module, nn.Module]:
-    """``(model, net)``: the model on its device with resumed weights, and the module to call
-    (SyncBatchNorm, DDP and torch.compile applied as configured)."""
+@dataclass
+class _Parts:
+    """What a run trains with: the model and the module to call, optimiser, AMP, batches."""
+
+    model: ContrastiveModel
+    net: nn.Module
+    optimizer: torch.optim.Optimizer
+    scaler: torch.amp.GradScaler
+    autocast: torch.dtype | None
+    channels_last: bool
+    sampler: EpochBatchSampler
+    loader: DataLoader
+    loader_gen: torch.Generator
+
+
+def _build(
+    config: Any,
+    model: ContrastiveModel,
+    data: TrainingData,
+    env: DistEnv,
+    resume: dict[str, Any] | None,
+) -> _Parts:
+    """Place ``model`` on its device (channels_last for CNNs on CUDA) with resumed weights, wrap
+    it (SyncBatchNorm, DDP, torch.compile as configured), and make the optimiser, the AMP scaler
+    and the batches; a resume restores the optimiser, scaler and loader-generator states."""
     device = env.device
     model.to(device)
-    if device.type == "cuda" and is_convolutional(model.arch):
+    channels_last = device.type == "cuda" and is_convolutional(model.arch)
+    if channels_last:
         model.to(memory_format=torch.channels_last)
     if resume is not None:  # before DDP/compile wrap the module; every rank loads the same file
         model.backbone.load_state_dict(resume["backbone"])
@@ -434,18 +468,47 @@ def _place(
         model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
     net: nn.Module = model
     if env.distributed:
-        net = nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+        ids = [device.index] if device.type == "cuda" else None
+        net = nn.parallel.DistributedDataParallel(model, device_ids=ids)
     if config.compile:
         net = torch.compile(net)
     if device.type == "cuda":
         torch.backends.cudnn.benchmark = True  # fixed input shapes; bit-exactness is a CPU promise
-    return model, net
+
+    optimizer = make_optimizer(
+        config.optimizer, model.parameters(),
+        lr=config.peak_lr, momentum=config.momentum, weight_decay=config.weight_decay,
+    )
+    autocast = amp_dtype(config.autocast, device)
+    scaler = torch.amp.GradScaler(device.type, enabled=autocast == torch.float16)
+    sampler = EpochBatchSampler(data.n_train, config.batch_size, config.seed, env.rank, env.world)
+    loader_gen = torch.Generator().manual_seed(config.seed)
+    loader = DataLoader(
+        data.train_set,
+        batch_sampler=sampler,
+        num_workers=config.workers,
+        pin_memory=device.type == "cuda",
+        generator=loader_gen,
+        worker_init_fn=_seed_worker,
+        persistent_workers=config.workers > 0,
+    )
+    # Nothing in the loop draws from the global RNGs (data randomness is per sample, the initial
+    # weights come from build_model's seed); the checkpoint still records and restores
+    # them so that an extension that does draw stays reproducible across a resume.
+    if resume is not None:
+        optimizer.load_state_dict(resume["optimizer"])
+        if resume.get("scaler"):
+            scaler.load_state_dict(resume["scaler"])
+        restore_rng_state(resume["rng"], loader_gen)
+    return _Parts(
+        model, net, optimizer, scaler, autocast, channels_last, sampler, loader, loader_gen
+    )
 
 
-def _checkpoint(config: Any, data: TrainingData, model: nn.Module, optimizer: torch.optim.Optimizer,
-                scaler: torch.amp.GradScaler, loader_gen: torch.Generator, epoch: int, step: int,
-                history: list[dict[str, float]]) -> dict[str, Any]:
-    """The self-describing dict of :mod:`cl_diag.training.checkpoint` at an epoch end."""
+def _save(config: Any, data: TrainingData, parts: _Parts, out_dir: Path, epoch: int, step: int,
+          history: list[dict[str, float]]) -> None:
+    """``last.pt`` (and ``epoch_NNNN.pt`` every ``save_every`` epochs) and ``metrics.csv``."""
+    model = parts.model
     ck = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -455,7 +518,7 @@ def _checkpoint(config: Any, data: TrainingData, model: nn.Module, optimizer: to
         "split": data.split,
         "backbone": model.backbone.state_dict(),
         "projector": model.projector.state_dict(),
-        "optimizer": optimizer.state_dict(),
+        "optimizer": parts.optimizer.state_dict(),
         "scheduler": {
             "kind": f"warmup-{config.schedule}",
             "step": step,
@@ -463,18 +526,21 @@ def _checkpoint(config: Any, data: TrainingData, model: nn.Module, optimizer: to
             "warmup_steps": config.warmup_steps,
             "total_steps": config.total_steps,
         },
-        "scaler": scaler.state_dict() if scaler.is_enabled() else None,
+        "scaler": parts.scaler.state_dict() if parts.scaler.is_enabled() else None,
         "epoch": epoch,
         "step": step,
         "complete": step >= config.total_steps,
-        "rng": capture_rng_state(loader_gen),
+        "rng": capture_rng_state(parts.loader_gen),
         "metrics": history,
         "versions": library_versions(),
     }
     if isinstance(model.backbone, FreeEmbeddings):
         z1, z2 = model.backbone.views()
         ck["embeddings"] = {"z1": z1, "z2": z2}
-    return ck
+    save_checkpoint(out_dir / "last.pt", ck)
+    if config.save_every and (epoch % config.save_every == 0):
+        save_checkpoint(out_dir / f"epoch_{epoch:04d}.pt", ck)
+    _write_metrics(out_dir / "metrics.csv", history)
 
 
 def fit(
@@ -496,36 +562,12 @@ def fit(
     checkpoint to continue from; ``progress`` is told about steps and rows.
     """
     device = env.device
-    model, net = _place(model, config, env, resume)
-    channels_last = device.type == "cuda" and is_convolutional(model.arch)
-    optimizer = make_optimizer(
-        config.optimizer, model.parameters(),
-        lr=config.peak_lr, momentum=config.momentum, weight_decay=config.weight_decay,
-    )
-    autocast_dtype = amp_dtype(config.autocast, device)
-    scaler = torch.amp.GradScaler(device.type, enabled=autocast_dtype == torch.float16)
-    sampler = EpochBatchSampler(data.n_train, config.batch_size, config.seed, env.rank, env.world)
-    loader_gen = torch.Generator().manual_seed(config.seed)
-    loader = DataLoader(
-        data.train_set,
-        batch_sampler=sampler,
-        num_workers=config.workers,
-        pin_memory=device.type == "cuda",
-        generator=loader_gen,
-        worker_init_fn=_seed_worker,
-        persistent_workers=config.workers > 0,
-    )
-
-    # Nothing below draws from the global RNGs (data randomness is per sample, the initial
-    # weights come from build_model's seed); the checkpoint still records and restores
-    # them so that an extension that does draw stays reproducible across a resume.
+    parts = _build(config, model, data, env, resume)
+    optimizer, sampler = parts.optimizer, parts.sampler
     epoch, step, history = 0, 0, []
     if resume is not None:
-        optimizer.load_state_dict(resume["optimizer"])
-        if resume.get("scaler"):
-            scaler.load_state_dict(resume["scaler"])
-        epoch, step, history = int(resume["epoch"]), int(resume["step"]), list(resume.get("metrics", []))
-        restore_rng_state(resume["rng"], loader_gen)
+        epoch, step = int(resume["epoch"]), int(resume["step"])
+        history = list(resume.get("metrics", []))
 
     loss_fn, vrn_fn = LOSSES[config.loss], LOSSES["vrn"]
     hparams = _loss_hparams(config)
@@ -542,30 +584,31 @@ def fit(
     capacity = min(every or len(sampler), len(sampler))
     meter = _RowMeter(capacity, device, config.vrn_delta if vrn_from_stats else None, last_path)
 
+    shown = progress if progress is not None else _Silent()
+
     def close_row() -> float:
         row = meter.close(epoch + 1)
         history.append(row)
-        if progress is not None:
-            progress.row(row)
+        shown.row(row)
         return row["seconds"]
 
-    if progress is not None:
-        progress.start(total_steps=config.total_steps, done_steps=step, epochs=config.run_epochs)
+    shown.start(total_steps=config.total_steps, done_steps=step, epochs=config.run_epochs)
     start_step, train_seconds, ckpt_seconds = step, 0.0, 0.0
-    net.train()
+    parts.net.train()
     while step < config.total_steps:
         sampler.set_epoch(epoch)
         meter.reset(step)
-        for _, v1, v2, labels in loader:
+        for _, v1, v2, labels in parts.loader:
             lr = lr_at(step, peak=config.peak_lr, warmup_steps=config.warmup_steps,
                        total_steps=config.total_steps, schedule=config.schedule)
             for group in optimizer.param_groups:
                 group["lr"] = lr
             x = torch.cat([v1, v2]).to(device, non_blocking=True)
-            if channels_last:
+            if parts.channels_last:
                 x = x.contiguous(memory_format=torch.channels_last)
-            with torch.autocast(device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
-                z = net(x)
+            amp = parts.autocast
+            with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
+                z = parts.net(x)
             z1, z2 = z.float().chunk(2)
             g = gather_batch(z1, z2, labels.to(device, non_blocking=True) if supervised else None)
             main = loss_fn(g.z1, g.z2, g.labels, **hparams)
@@ -579,13 +622,13 @@ def fit(
                     with torch.no_grad():  # logged only
                         terms.append(vrn_fn(g.z1.detach(), g.z2.detach(), **vrn_hparams))
             optimizer.zero_grad(set_to_none=True)
-            scaler.scale(loss).backward()
-            scaler.step(optimizer)
-            scaler.update()
+            parts.scaler.scale(loss).backward()
+            parts.scaler.step(optimizer)
+            parts.scaler.update()
             step += 1
+            # statistics of the gathered global batch under DDP: every rank logs the same row
             meter.add(terms, g.z1, g.z2, images=v1.shape[0] * env.world, lr=lr)
-            if progress is not None:
-                progress.step(step, epoch + 1)
+            shown.step(step, epoch + 1)
             if every and step % every == 0:
                 train_seconds += close_row()
             if step >= config.total_steps:
@@ -595,13 +638,7 @@ def fit(
         epoch += 1
         if writes:
             t1 = time.perf_counter()
-            ck = _checkpoint(
-                config, data, model, optimizer, scaler, loader_gen, epoch, step, history
-            )
-            save_checkpoint(last_path, ck)
-            if config.save_every and (epoch % config.save_every == 0):
-                save_checkpoint(Path(out_dir) / f"epoch_{epoch:04d}.pt", ck)
-            _write_metrics(Path(out_dir) / "metrics.csv", history)
+            _save(config, data, parts, Path(out_dir), epoch, step, history)
             ckpt_seconds += time.perf_counter() - t1
     return FitResult(
         epochs=epoch,
