@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Optional
 
 import typer
-
 from rich.console import Console
 
 from cl_diag.cli import app
