@@ -241,51 +241,57 @@ class PairStats:
 
     Per batch of normalised ``u = z1/|z1|``, ``v = z2/|z2|``: positives ``u_i.v_i`` (B),
     cross-view negatives ``u_i.v_j, i != j`` (B(B-1)), within-view negatives ``u_i.u_j``
-    and ``v_i.v_j, i < j`` (B(B-1)). It keeps, per kind, the count and the float64 sums of
-    s and s^2, on the device, so no step waits for the host; then mean = S1/n and
-    var = S2/n - mean^2. Similarities lie in [-1, 1], so in float64 the cancellation in
-    S2/n - mean^2 costs at most ~1e-16 * E[s^2] / var relative error: negligible for any
-    variance above 1e-12.
+    and ``v_i.v_j, i < j`` (B(B-1)). Then mean = S1/n and var = S2/n - mean^2 from the counts
+    and the float64 sums of s and s^2 per kind. Similarities lie in [-1, 1], so in float64 the
+    cancellation in S2/n - mean^2 costs at most ~1e-16 * E[s^2] / var relative error:
+    negligible for any variance above 1e-12.
 
-    The sums over all B^2 pairs of a matrix never need the B x B matrix itself when d is
-    small: sum_ij u_i.v_j = (sum_i u_i).(sum_j v_j) and sum_ij (u_i.v_j)^2 = ||U V^T||_F^2 =
-    <U^T U, V^T V>_F, from d x d matrices (2 B d^2 multiply-adds instead of 3 B^2 d);
-    the diagonal (i = j) is then taken back out.
+    What a step adds, on the device (no step waits for the host), is four 2 x 2 float64
+    matrices over the views (p_0, p_1) = (u, v): for each pair of views (k, l), the sums of
+    s = p_k,i . p_l,j and of s^2 over all B^2 pairs (i, j), and over the B pairs i = j. Each
+    kind is read off them once, in :meth:`result` (e.g. cross-view negatives = all (0, 1)
+    pairs minus the positives). The all-pairs sums never need a B x B matrix when d is small:
+    sum_ij u_i.v_j = (sum_i u_i).(sum_j v_j) and sum_ij (u_i.v_j)^2 = ||U V^T||_F^2 =
+    <U^T U, V^T V>_F, from d x d matrices (2 B d^2 multiply-adds instead of 3 B^2 d).
     """
 
     KINDS = ("pos", "cross_neg", "within_neg")
 
     def __init__(self) -> None:
         self.count = {k: 0 for k in self.KINDS}
-        self.sums: torch.Tensor | None = None  # (3 kinds, [sum s, sum s^2]) in float64
+        # float64 (4, 2, 2): [all-pairs sum s, all-pairs sum s^2, i = j sum s, i = j sum s^2]
+        self.sums: torch.Tensor | None = None
 
     @torch.no_grad()
     def update(self, z1: torch.Tensor, z2: torch.Tensor) -> None:
-        u = nn.functional.normalize(z1.float(), dim=1)
-        v = nn.functional.normalize(z2.float(), dim=1)
-        b, d = u.shape
-        # Per matrix (cross u.v, within u.u, within v.v): sums of s and s^2 over all entries
-        # and over the diagonal; off-diagonal = all - diagonal.
+        p = nn.functional.normalize(torch.stack([z1, z2]).float(), dim=2)  # (2, B, d): u, v
+        b, d = p.shape[1:]
         if 2 * d <= 3 * b:
-            uu, vv = (u.T @ u).double(), (v.T @ v).double()
-            su, sv = u.double().sum(0), v.double().sum(0)
-            every = torch.stack([
-                torch.stack([su @ sv, (uu * vv).sum()]),
-                torch.stack([su @ su, (uu * uu).sum()]),
-                torch.stack([sv @ sv, (vv * vv).sum()]),
-            ])
-            diag = torch.stack([(u * v).sum(1), (u * u).sum(1), (v * v).sum(1)]).double()
+            rows = torch.einsum("kbd,lbd->klb", p, p).double()  # (2, 2, B): p_k,i . p_l,i
+            total = p.sum(1).double()
+            grams = (p.transpose(1, 2) @ p).double().reshape(2, -1)  # U^T U and V^T V
+            every, every_sq = total @ total.T, grams @ grams.T
         else:
-            gram = torch.stack([u @ v.T, u @ u.T, v @ v.T]).double()
-            every = torch.stack([gram.sum((1, 2)), (gram * gram).sum((1, 2))], dim=1)
-            diag = gram.diagonal(dim1=1, dim2=2)
-        on_diag = torch.stack([diag.sum(1), (diag * diag).sum(1)], dim=1)  # (3, 2)
-        off_diag = every - on_diag
-        # within-view pairs i < j are half of each symmetric matrix's off-diagonal
-        batch = torch.stack([on_diag[0], off_diag[0], (off_diag[1] + off_diag[2]) / 2])
+            gram = (p.unsqueeze(1) @ p.unsqueeze(0).transpose(2, 3)).double()  # (2, 2, B, B)
+            rows = gram.diagonal(dim1=2, dim2=3)
+            every, every_sq = gram.sum((2, 3)), (gram * gram).sum((2, 3))
+        batch = torch.stack([every, every_sq, rows.sum(2), (rows * rows).sum(2)])
         self.sums = batch if self.sums is None else self.sums + batch
         for k, n in zip(self.KINDS, (b, b * (b - 1), b * (b - 1))):
             self.count[k] += n
+
+    def _kind_sums(self) -> dict[str, tuple[float, float]]:
+        """``{kind: (sum s, sum s^2)}`` from the accumulated moments (one host sync)."""
+        every, every_sq, rows, rows_sq = self.sums.tolist()
+        return {
+            "pos": (rows[0][1], rows_sq[0][1]),
+            "cross_neg": (every[0][1] - rows[0][1], every_sq[0][1] - rows_sq[0][1]),
+            # pairs i < j: half of each view's off-diagonal (a symmetric matrix)
+            "within_neg": (
+                (every[0][0] - rows[0][0] + every[1][1] - rows[1][1]) / 2,
+                (every_sq[0][0] - rows_sq[0][0] + every_sq[1][1] - rows_sq[1][1]) / 2,
+            ),
+        }
 
     def result(self, vrn_delta: float | None = None) -> dict[str, float]:
         """``{kind_mean, kind_var}`` (one host sync); with ``vrn_delta`` also ``vrn``.
@@ -295,20 +301,23 @@ class PairStats:
         it equals the mean of the per-batch VRN values, so the trainer logs it without computing
         the loss.
         """
+        sums = self._kind_sums() if self.sums is not None else {}
         out = {}
-        sums = self.sums.tolist() if self.sums is not None else None
-        for i, k in enumerate(self.KINDS):
+        for k in self.KINDS:
             n = self.count[k]
             if not n:
                 out[f"{k}_mean"] = out[f"{k}_var"] = float("nan")
                 continue
-            mean = sums[i][0] / n
+            s1, s2 = sums[k]
+            mean = s1 / n
             out[f"{k}_mean"] = mean
-            out[f"{k}_var"] = max(0.0, sums[i][1] / n - mean * mean)
+            out[f"{k}_var"] = max(0.0, s2 / n - mean * mean)
         if vrn_delta is not None:
             n = self.count["cross_neg"]
-            s1, s2 = sums[1]
-            out["vrn"] = (s2 - 2 * vrn_delta * s1) / n + vrn_delta**2 if n else float("nan")
+            out["vrn"] = float("nan")
+            if n:
+                s1, s2 = sums["cross_neg"]
+                out["vrn"] = (s2 - 2 * vrn_delta * s1) / n + vrn_delta**2
         return out
 
 
