@@ -28,7 +28,7 @@ of this process instead of wall seconds, so that time spent waiting for a core i
 (use it with one thread, OMP_NUM_THREADS=1, and workers 0; on CUDA only wall time is honest).
 
 Measured (torch 2.14 on 2 CPU cores shared with other jobs, OMP_NUM_THREADS=1, small CNN,
-batch 128, cached views: 36 steps an epoch, 30 ms a step), as cl-diag / hand-written and the
+batch 128, cached views: 10 steps an epoch, ~33 ms a step), as cl-diag / hand-written and the
 --vrn 30 overhead, whole loop | median step:
 
     --epochs 4 --repeats 12 --data cached (wall, load ~1):  0.997 | 0.989,  +3.0 % | +0.8 %
