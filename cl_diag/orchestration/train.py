@@ -351,6 +351,8 @@ def resolve_config(
     loading its images, :func:`cl_diag.training.data.train_size`); ``world`` the number of
     processes (default: torchrun's ``WORLD_SIZE``, else 1). Nothing is written.
     """
+    import torch
+
     from cl_diag.measurement.theory import delta
     from cl_diag.training.data import train_size
     from cl_diag.training.loop import amp_dtype
@@ -379,8 +381,6 @@ def resolve_config(
     workers = c.workers
     if workers is None:
         workers = min(8, os.cpu_count() or 1) if device_type == "cuda" else 0
-    import torch
-
     dtype = amp_dtype(c.precision, torch.device(device_type))
     autocast = {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
 
