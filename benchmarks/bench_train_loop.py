@@ -27,16 +27,21 @@ is busy (more runnable processes than cores), ``--clock cpu`` times both loops i
 of this process instead of wall seconds, so that time spent waiting for a core is not counted
 (use it with one thread, OMP_NUM_THREADS=1, and workers 0; on CUDA only wall time is honest).
 
-Measured (torch 2.14 on 2 CPU cores shared with other jobs, OMP_NUM_THREADS=1, small CNN,
-batch 128, cached views: 10 steps an epoch, ~33 ms a step), as cl-diag / hand-written and the
---vrn 30 overhead, whole loop | median step:
+Measured with torch 2.14 on 2 CPU cores (small CNN, batch 128, 10 steps an epoch), as
+cl-diag / hand-written and the --vrn 30 overhead, whole loop | median step:
 
-    --epochs 4 --repeats 12 --data cached (wall, load ~1):  0.997 | 0.989,  +3.0 % | +0.8 %
-    --epochs 4 --repeats 20 --data cached --clock cpu:      1.009 | 0.979,  +1.3 % | +0.5 %
+    quiet machine, 2 threads, digits (the default data)     0.993 | 0.993,  +0.6 % | +1.0 %
+        python benchmarks/bench_train_loop.py --epochs 2 --repeats 5
+    quiet machine, OMP_NUM_THREADS=1, cached views          0.984 | 0.981,  +3.4 % | +2.8 %
+        python benchmarks/bench_train_loop.py --data cached --epochs 4 --repeats 12
+    busy machine (load ~2.5), OMP_NUM_THREADS=1, cached     1.009 | 0.979,  +1.3 % | +0.5 %
+        ... --data cached --epochs 4 --repeats 20 --clock cpu
 
-Repeated runs move these by about +-0.01 (and the overhead by +-2 %): the loop's own cost is
-about 2 % of a step here, nearly all of it the in-batch pair statistics (two d x d products
-of the normalised views per step); on a GPU or with a larger encoder it is a smaller share.
+Repeated runs move these by about +-0.01 (and the overhead by +-2 %). Cached views are the
+hardest case (a ~33 ms step with nothing else in it): there the loop's own cost, nearly all the
+in-batch pair statistics (two d x d products of the normalised views), is about 2 % of a step,
+and --vrn 30 adds the VRN loss's forward and backward (a B x B product and its two gradients,
+about 0.7 ms). With augmentation, a larger encoder or a GPU both are a smaller share.
 """
 
 from __future__ import annotations
