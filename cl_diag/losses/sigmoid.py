@@ -124,7 +124,8 @@ class SigmoidLoss(IndependentlyAdditive):
         if learnable is None or learnable is self.learnable:
             return super().configure(**hparams)
         self._reject_unknown(hparams, self.hyperparameters)
-        return SigmoidLoss(learnable=learnable, **{"within_view": self._hp["within_view"], **hparams})
+        given = {"within_view": self._hp["within_view"], **hparams}
+        return SigmoidLoss(learnable=learnable, **given)
 
     @property
     def hparams(self) -> dict[str, Any]:
