@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import tempfile
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
@@ -163,7 +162,7 @@ def _opt(name: str) -> str:
 
 def resolve_config(c: TrainConfig) -> TrainConfig:
     """Check names and ranges and fill the defaults that need no data; raise UserError."""
-    from cl_diag.losses import LOSSES
+    from cl_diag.losses import LOSSES, LossOptionError
     from cl_diag.training.data import DATASETS
     from cl_diag.training.models import ARCHS, default_arch, default_projector_hidden
 
@@ -200,10 +199,8 @@ def resolve_config(c: TrainConfig) -> TrainConfig:
         )
     try:
         resolved_hp = loss.resolve(**given)
-    except ValueError as exc:  # e.g. "simclr: temperature must be a finite number > 0, got -1.0"
-        name = re.match(r"\w+: (\w+)", str(exc))
-        hint = f" (option {_opt(name.group(1))})" if name else ""
-        raise UserError(f"{exc}{hint}.") from None
+    except LossOptionError as exc:  # e.g. "simclr: temperature must be a finite number > 0, got -1.0"
+        raise UserError(f"{exc} (option {_opt(exc.option)}).") from None
 
     _require(math.isfinite(c.vrn) and c.vrn >= 0, f"--vrn {c.vrn} must be a finite weight >= 0 (0 turns VRN off; the paper uses 30).")
     _require(math.isfinite(c.vrn_power) and c.vrn_power > 0, f"--vrn-power {c.vrn_power} must be > 0 (the paper uses 2).")

@@ -44,7 +44,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Sampler
 
 from cl_diag.errors import UserError
-from cl_diag.losses import LOSSES
+from cl_diag.losses import LOSSES, build_loss
 from cl_diag.losses.distributed import gather_batch
 from cl_diag.training.checkpoint import (
     FORMAT,
@@ -431,9 +431,9 @@ def fit(
         epoch, step, history = int(resume["epoch"]), int(resume["step"]), list(resume.get("metrics", []))
         restore_rng_state(resume["rng"], loader_gen)
 
-    loss_fn, vrn_fn = LOSSES[config.loss], LOSSES["vrn"]
-    hparams = _loss_hparams(config)
-    vrn_hparams = {"delta": delta, "power": float(config.vrn_power)}
+    # Built once: the hyper-parameters are checked here, not on every step.
+    loss_fn = build_loss(config.loss, **_loss_hparams(config)).to(device)
+    vrn_fn = build_loss("vrn", delta=delta, power=float(config.vrn_power))
     lam = float(config.vrn)
     supervised = config.loss in SUPERVISED_LOSSES
     writes = out_dir is not None and env.is_main
@@ -492,13 +492,13 @@ def fit(
                     z = net(x)
                 z1, z2 = z.float().chunk(2)
                 g = gather_batch(z1, z2, labels.to(device, non_blocking=True) if supervised else None)
-                main = loss_fn(g.z1, g.z2, g.labels, **hparams)
+                main = loss_fn(g.z1, g.z2, g.labels)
                 if lam:
-                    vrn = vrn_fn(g.z1, g.z2, **vrn_hparams)
+                    vrn = vrn_fn(g.z1, g.z2)
                     loss = main + lam * vrn
                 else:
                     with torch.no_grad():  # logged only
-                        vrn = vrn_fn(g.z1.detach(), g.z2.detach(), **vrn_hparams)
+                        vrn = vrn_fn(g.z1.detach(), g.z2.detach())
                     loss = main
                 value, main_value, vrn_value = torch.stack([loss.detach(), main.detach(), vrn.detach()]).tolist()
                 if not math.isfinite(value):
