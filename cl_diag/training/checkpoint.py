@@ -17,9 +17,9 @@ None -- so loading a file never unpickles arbitrary objects::
     versions                    cl-diag, torch, torchvision, numpy, python
     embeddings                  toy dataset only: {"z1": (n, d), "z2": (n, d)}, the learned vectors
 
-:func:`save_checkpoint` writes to a temporary file in the same folder, fsyncs it and
-renames it over the target, so a crash (even SIGKILL) leaves either the old or the new
-file, never a torn one. :func:`load_checkpoint` turns every failure into a ``UserError``.
+:func:`save_checkpoint` writes through :func:`cl_diag.io.atomic.atomic_write` (a temporary
+file in the same folder, fsynced and renamed over the target), so a crash (even SIGKILL)
+leaves either the old or the new file, never a torn one. :func:`load_checkpoint` turns every failure into a ``UserError``.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ import os
 import platform
 from collections import OrderedDict
 import random
-import tempfile
 import warnings
 from pathlib import Path
 from typing import Any
@@ -37,13 +36,13 @@ import numpy as np
 import torch
 
 from cl_diag.errors import UserError
+from cl_diag.io.atomic import atomic_write
 
 __all__ = [
     "FORMAT",
     "FORMAT_VERSION",
     "save_checkpoint",
     "load_checkpoint",
-    "atomic_write_bytes",
     "capture_rng_state",
     "restore_rng_state",
     "library_versions",
@@ -75,46 +74,10 @@ def check_plain_types(obj: Any, where: str = "checkpoint") -> None:
     raise TypeError(f"{where} is a {type(obj).__name__}; checkpoints hold only tensors and plain values")
 
 
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:  # not supported on every platform/filesystem
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _atomic_write(path: Path, write) -> None:
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    _fsync_dir(path.parent)
-
-
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    """Write ``data`` to ``path`` via temp file + fsync + rename."""
-    _atomic_write(Path(path), lambda f: f.write(data))
-
-
 def save_checkpoint(path: str | os.PathLike, checkpoint: dict[str, Any]) -> None:
     """Atomically write ``checkpoint`` (which must hold only weights-only types)."""
     check_plain_types(checkpoint)
-    _atomic_write(Path(path), lambda f: torch.save(checkpoint, f))
+    atomic_write(path, lambda f: torch.save(checkpoint, f))
 
 
 def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:

@@ -46,10 +46,10 @@ from torch.utils.data import DataLoader, Sampler
 from cl_diag.errors import UserError
 from cl_diag.losses import LOSSES
 from cl_diag.losses.distributed import gather_batch
+from cl_diag.io.atomic import atomic_write_bytes
 from cl_diag.training.checkpoint import (
     FORMAT,
     FORMAT_VERSION,
-    atomic_write_bytes,
     capture_rng_state,
     library_versions,
     restore_rng_state,
