@@ -47,6 +47,7 @@ from cl_diag.errors import UserError
 from cl_diag.losses import LOSSES
 from cl_diag.losses.distributed import gather_batch
 from cl_diag.io.atomic import atomic_write_bytes
+from cl_diag.models import ContrastiveModel, FreeEmbeddings, is_convolutional
 from cl_diag.training.checkpoint import (
     FORMAT,
     FORMAT_VERSION,
@@ -56,7 +57,6 @@ from cl_diag.training.checkpoint import (
     save_checkpoint,
 )
 from cl_diag.training.data import TrainingData
-from cl_diag.training.models import ContrastiveModel, FreeEmbeddings, is_convolutional
 
 __all__ = [
     "DistEnv",
