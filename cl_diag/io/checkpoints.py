@@ -26,7 +26,7 @@ import re
 import warnings
 import zipfile
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import IO, Any
 
 import torch
 
@@ -132,7 +132,7 @@ _STRING_OPS = {
 _MARK = object()
 
 
-def _pickle_globals(stream: BinaryIO, found: list[str], budget: list[int]) -> None:
+def _pickle_globals(stream: IO[bytes], found: list[str], budget: list[int]) -> None:
     """Append to ``found`` every ``module.name`` one pickle in ``stream`` would import.
 
     The stack is simulated from pickletools' declared stack effects, only far enough to know
@@ -200,9 +200,9 @@ def unsafe_globals(path: str | os.PathLike[str]) -> list[str]:
         else:
             with open(path, "rb") as stream:
                 for _ in range(_MAX_PICKLES):
-                    if not stream.peek(1)[:1] == b"\x80":
+                    if stream.peek(1)[:1] != b"\x80":  # no further pickle (raw storage bytes)
                         break
-                    _pickle_globals(stream, found, budget)  # type: ignore[arg-type]
+                    _pickle_globals(stream, found, budget)
     except Exception:  # noqa: BLE001 - a damaged stream: keep what was found before it
         pass
     allowed = _allowed_globals()
