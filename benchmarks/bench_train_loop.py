@@ -34,7 +34,7 @@ from cl_diag.losses import LOSSES
 from cl_diag.orchestration.train import TrainConfig, resolve_config
 from cl_diag.training.data import TrainingData, training_data
 from cl_diag.training.loop import DistEnv, EpochBatchSampler, amp_dtype, fit
-from cl_diag.training.models import build_model
+from cl_diag.models import build_model
 
 
 class CachedViews(Dataset):

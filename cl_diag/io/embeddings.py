@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from cl_diag.errors import UserError
+from cl_diag.io.checkpoints import safe_torch_load
 
 FORMAT_HELP = (
     "An embeddings file is a .npz (numpy.savez) or .pt (torch.save of a dict of tensors) holding "
@@ -81,14 +82,7 @@ def _read_arrays(path: Path) -> dict[str, object]:
                 f"Could not read {path} as a .npz file ({type(exc).__name__}: {exc}). "
                 f"Re-save it with numpy.savez. {FORMAT_HELP}"
             ) from None
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:
-        raise UserError(
-            f"Could not read {path} as a torch file with weights_only=True "
-            f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}). "
-            f"cl-diag only loads plain tensors and containers, never pickled objects. {FORMAT_HELP}"
-        ) from None
+    payload = safe_torch_load(path, what="embeddings file", fix=FORMAT_HELP)
     if not isinstance(payload, dict):
         raise UserError(f"{path} holds a {type(payload).__name__}, not a dict of tensors. {FORMAT_HELP}")
     return payload

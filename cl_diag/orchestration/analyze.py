@@ -3,7 +3,7 @@
 The one pivot of the project is the result dictionary built here (schema in
 docs/result-schema.md); the reports are rendered from it alone.
 
-What the input is decides the work (:func:`cl_diag.io.checkpoints.read_checkpoint_file`):
+What the input is decides the work (:func:`cl_diag.models.checkpoints.read_checkpoint_file`):
 
 * an **embeddings file**: its two views are measured as the layer ``embedding``;
 * a **cl-diag checkpoint** (rebuilt from its stored config), a **solo-learn checkpoint** or a
@@ -31,6 +31,7 @@ import cl_diag
 from cl_diag.errors import UserError
 from cl_diag.io.embeddings import load_embeddings, validate_views
 from cl_diag.io.output import ensure_writable_parent, staged_output, write_json
+from cl_diag.models import CheckpointFile, Subject, open_subject, read_checkpoint_file
 
 SCHEMA = "cl-diag/result/1"
 
@@ -200,8 +201,6 @@ def _write(config: AnalyzeConfig, result: dict) -> AnalyzeResult:
 def analyze(config: AnalyzeConfig, *, progress: ProgressFactory | None = None) -> AnalyzeResult:
     """Measure ``config.input`` (embeddings file or checkpoint) and write result.json,
     report.md and report.html into ``config.out``."""
-    from cl_diag.io.checkpoints import read_checkpoint_file
-
     _check_config(config)
     if config.workers is None:
         from dataclasses import replace
@@ -235,33 +234,23 @@ def _no_progress(description: str, total: int | None) -> Callable[[int], None]:
 # --------------------------------------------------------------------------- checkpoints
 
 
-@dataclass
-class _Subject:
-    """A trained encoder made ready for measuring, whatever file it came from."""
+def _analyze_checkpoint(
+    config: AnalyzeConfig, file: CheckpointFile, progress: ProgressFactory
+) -> dict:
+    from cl_diag.orchestration.train import RESUME_FREE_FIELDS
 
-    source: dict
-    training_config: dict
-    n_train: int | None
-    dataset: str | None
-    backbone: torch.nn.Module | None = None
-    projector: torch.nn.Module | None = None
-    random_backbone: torch.nn.Module | None = None
-    random_projector: torch.nn.Module | None = None
-    two_views: Any = None  # TwoViews over the training set
-    eval_split: Callable[[str], Any] | None = None  # "train"/"test" -> (image, label) dataset
-    splits: dict[str, Any] = field(default_factory=dict)  # the opened evaluation splits
-    embeddings: tuple[torch.Tensor, torch.Tensor] | None = None  # toy: the learned vectors
-
-
-def _analyze_checkpoint(config: AnalyzeConfig, file, progress: ProgressFactory) -> dict:
-    if file.kind == "cl-diag":
-        subject = _cl_diag_subject(config, file)
-    else:
-        subject = _foreign_subject(config, file)
-    source = {"kind": "checkpoint", **subject.source}
-    from cl_diag.io.checkpoints import weights_sha256
-
-    source["weights_sha256"] = weights_sha256(file)
+    # The model home rebuilds the encoder and opens its data; from here on it is measuring.
+    subject = open_subject(
+        file,
+        arch=config.arch,
+        dataset=config.dataset,
+        cifar_stem_padding=config.cifar_stem_padding,
+        data_root=config.data_root,
+        val_root=config.val_root,
+        seed=config.seed,
+        run_record_fields=RESUME_FREE_FIELDS,
+    )
+    source = subject.source
 
     if subject.embeddings is not None:  # toy: the learned vectors are the two views
         z1, z2 = subject.embeddings
@@ -335,186 +324,6 @@ def _analyze_checkpoint(config: AnalyzeConfig, file, progress: ProgressFactory) 
     )
 
 
-def _cl_diag_subject(config: AnalyzeConfig, file) -> _Subject:
-    from cl_diag.training.checkpoint import load_checkpoint
-
-    for option, value in (("--arch", config.arch), ("--cifar-stem-padding", config.cifar_stem_padding)):
-        if value is not None:
-            raise UserError(
-                f"{option} applies to foreign checkpoints only; {file.path} is a cl-diag checkpoint, "
-                "which records its model. Drop the option."
-            )
-    ck = load_checkpoint(file.path)
-    cfg = dict(ck.get("config") or {})
-    # Where and how the run ran (paths, device, workers) is not what it computed; leaving it
-    # out keeps compare's run labels to the options that matter.
-    from cl_diag.orchestration.train import RESUME_FREE_FIELDS
-
-    recorded_roots = {"data_root": cfg.get("data_root"), "val_root": cfg.get("val_root")}
-    cfg = {k: v for k, v in cfg.items() if k not in RESUME_FREE_FIELDS}
-    dataset = str(ck.get("dataset") or cfg.get("dataset"))
-    if config.dataset is not None and config.dataset != dataset:
-        raise UserError(
-            f"{file.path} was trained on {dataset}; --dataset {config.dataset} cannot change that. Drop --dataset."
-        )
-    source = {
-        "format": "cl-diag",
-        "path": str(file.path),
-        "arch": cfg.get("arch"),
-        "dataset": dataset,
-        "n_train": ck.get("n_train"),
-        "epoch": ck.get("epoch"),
-        "step": ck.get("step"),
-        "complete": ck.get("complete"),
-        "versions": ck.get("versions"),
-    }
-    subject = _Subject(source=source, training_config=cfg, n_train=ck.get("n_train"), dataset=dataset)
-    if dataset == "toy":
-        emb = ck.get("embeddings")
-        if not isinstance(emb, dict) or "z1" not in emb or "z2" not in emb:
-            raise UserError(f"{file.path} is a toy-dataset checkpoint without its 'embeddings'; it is damaged.")
-        subject.embeddings = (emb["z1"].float(), emb["z2"].float())
-        return subject
-
-    from cl_diag.training.models import build_model
-
-    try:
-        model = build_model(cfg)
-        random_model = build_model(cfg, seed=config.seed)
-    except (ValueError, KeyError) as exc:
-        raise UserError(f"The config stored in {file.path} does not describe a model cl-diag can build: {exc}.") from None
-    try:
-        model.backbone.load_state_dict(ck["backbone"], strict=True)
-        model.projector.load_state_dict(ck["projector"], strict=True)
-    except RuntimeError as exc:
-        raise UserError(
-            f"The weights in {file.path} do not fit the model its config describes ({_first_line(exc)}); "
-            "the checkpoint is damaged or from an incompatible cl-diag version."
-        ) from None
-    subject.backbone, subject.projector = model.backbone.eval(), model.projector.eval()
-    subject.random_backbone, subject.random_projector = random_model.backbone.eval(), random_model.projector.eval()
-    source["arch"] = model.arch
-
-    data_root = str(config.data_root) if config.data_root is not None else recorded_roots["data_root"]
-    val_root = str(config.val_root) if config.val_root is not None else recorded_roots["val_root"]
-    _check_recorded_split(ck, dataset, file.path)
-    _attach_data(subject, config, dataset, data_root, val_root, cfg.get("image_size"), cfg.get("num_samples"))
-    recorded = ck.get("n_train")
-    if isinstance(recorded, int) and recorded != len(subject.two_views):
-        raise UserError(
-            f"{file.path} was trained on {recorded} images but the training set found now has "
-            f"{len(subject.two_views)}; point --data-root at the data it was trained on."
-        )
-    return subject
-
-
-def _check_recorded_split(ck: dict, dataset: str, path: Path) -> None:
-    """The digits split is fixed; a checkpoint whose recorded split differs from today's
-    (another scikit-learn, say) would be probed on its own training images."""
-    split = ck.get("split") or {}
-    if dataset != "digits" or "train_indices" not in split:
-        return
-    from cl_diag.training.data import digits_split
-
-    train, _ = digits_split()
-    recorded = torch.as_tensor(split["train_indices"])
-    if recorded.shape != train.shape or not bool((recorded == train).all()):
-        raise UserError(
-            f"{path} records a digits train/test split that differs from the one this installation makes; "
-            "its probes would mix training and test images. Analyse it with the scikit-learn version it was trained with."
-        )
-
-
-def _attach_data(
-    subject: _Subject,
-    config: AnalyzeConfig,
-    dataset: str,
-    data_root: str | None,
-    val_root: str | None,
-    image_size: int | None,
-    num_samples: int | None,
-) -> None:
-    from cl_diag.training.augment import eval_transform
-    from cl_diag.training.data import Transformed, load_dataset, training_data
-
-    data = training_data(
-        dataset, seed=config.seed, data_root=data_root, val_root=val_root,
-        num_samples=num_samples, image_size=image_size,
-    )
-    subject.two_views = data.train_set
-    if subject.n_train is None:
-        subject.n_train = data.n_train
-    transform = eval_transform(dataset, image_size)
-
-    def eval_split(split: str):
-        return Transformed(load_dataset(dataset, split, data_root=data_root, val_root=val_root), transform)
-
-    subject.eval_split = eval_split
-
-
-_FOREIGN_DATASETS = ("cifar10", "cifar100", "imagefolder")
-
-
-def _foreign_subject(config: AnalyzeConfig, file) -> _Subject:
-    from cl_diag.io.checkpoints import lightning_metadata, load_foreign_encoder
-
-    encoder = load_foreign_encoder(
-        file, arch=config.arch, dataset=config.dataset, cifar_stem_padding=config.cifar_stem_padding
-    )
-    dataset = encoder.dataset
-    if dataset is None:
-        raise UserError(
-            f"{file.path} does not record its dataset (no args.json beside it): give --dataset "
-            f"({', '.join(_FOREIGN_DATASETS)}) and --data-root."
-        )
-    note = None
-    if dataset not in _FOREIGN_DATASETS:
-        if config.dataset is not None:
-            raise UserError(f"--dataset {dataset!r} is not one of {', '.join(_FOREIGN_DATASETS)}.")
-        # solo-learn's imagenet, imagenet100, stl10 and custom runs read class folders.
-        note = f"args.json names dataset {dataset!r}; read as imagefolder from --data-root/--val-root"
-        dataset = "imagefolder"
-    if encoder.num_classes is not None and dataset in ("cifar10", "cifar100"):
-        expected = 10 if dataset == "cifar10" else 100
-        if encoder.num_classes != expected:
-            raise UserError(
-                f"The checkpoint's online classifier has {encoder.num_classes} classes but {dataset} has "
-                f"{expected}; give the --dataset it was trained on."
-            )
-    source = {
-        "format": encoder.kind,
-        "path": str(file.path),
-        "arch": encoder.arch,
-        "dataset": dataset,
-        "projector_layout": encoder.projector_layout,
-        "cifar_stem_padding": encoder.cifar_stem_padding,
-        "args_json": encoder.args_path,
-        "provenance": encoder.provenance,
-        "ignored_modules": encoder.ignored,
-        **lightning_metadata(file.payload),
-    }
-    if note:
-        source["note"] = note
-    cfg = dict(encoder.training_config)
-    random_backbone, random_projector = encoder.random_init(config.seed)
-    subject = _Subject(
-        source=source, training_config=cfg, n_train=None, dataset=dataset,
-        backbone=encoder.backbone, projector=encoder.projector,
-        random_backbone=random_backbone, random_projector=random_projector,
-    )
-    data_root = str(config.data_root) if config.data_root is not None else None
-    val_root = str(config.val_root) if config.val_root is not None else None
-    size = 32 if encoder.arch.endswith("-cifar") and dataset == "imagefolder" else None
-    _attach_data(subject, config, dataset, data_root, val_root, size, None)
-    source["n_train"] = subject.n_train
-    return subject
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
 # --------------------------------------------------------------------------- probes
 
 
@@ -541,7 +350,7 @@ def _classification_probes(config: AnalyzeConfig, train, test) -> dict:
     return out
 
 
-def _probes(config: AnalyzeConfig, subject: _Subject, views: dict, layers: list[str], progress) -> dict:
+def _probes(config: AnalyzeConfig, subject: Subject, views: dict, layers: list[str], progress) -> dict:
     from cl_diag.measurement.views import Pixels, Taps, encode_images, sample_indices
 
     probes: dict[str, Any] = {"layer": "backbone"}

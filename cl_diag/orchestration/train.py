@@ -164,7 +164,7 @@ def resolve_config(c: TrainConfig) -> TrainConfig:
     """Check names and ranges and fill the defaults that need no data; raise UserError."""
     from cl_diag.losses import LOSSES, LossOptionError
     from cl_diag.training.data import DATASETS
-    from cl_diag.training.models import ARCHS, default_arch, default_projector_hidden
+    from cl_diag.models import ARCHS, default_arch, default_projector_hidden
 
     _choice("dataset", c.dataset, DATASETS)
     if c.loss == "vrn":
@@ -282,7 +282,7 @@ def train(config: TrainConfig) -> TrainResult:
     from cl_diag.training.checkpoint import load_checkpoint
     from cl_diag.training.data import training_data
     from cl_diag.training.loop import close_distributed, distributed_env, fit
-    from cl_diag.training.models import build_model
+    from cl_diag.models import build_model
 
     c = resolve_config(config)
     checkpoint = None

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from cl_diag.io.atomic import atomic_write_text
 from cl_diag.io.output import OWNED_FILES, owned_files_text
 from cl_diag.report.analysis import build_analysis
 from cl_diag.report.comparison import (
@@ -53,9 +54,7 @@ __all__ = [
 
 
 def _write_text(path: Path, text: str) -> Path:
-    # newline="\n": the same bytes on every platform
-    with open(path, "w", encoding="utf-8", newline="\n") as handle:
-        handle.write(text)
+    atomic_write_text(path, text)  # UTF-8, no newline translation: the same bytes everywhere
     return path
 
 

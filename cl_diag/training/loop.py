@@ -46,17 +46,17 @@ from torch.utils.data import DataLoader, Sampler
 from cl_diag.errors import UserError
 from cl_diag.losses import LOSSES, build_loss
 from cl_diag.losses.distributed import gather_batch
+from cl_diag.io.atomic import atomic_write_bytes
+from cl_diag.models import ContrastiveModel, FreeEmbeddings, is_convolutional
 from cl_diag.training.checkpoint import (
     FORMAT,
     FORMAT_VERSION,
-    atomic_write_bytes,
     capture_rng_state,
     library_versions,
     restore_rng_state,
     save_checkpoint,
 )
 from cl_diag.training.data import TrainingData
-from cl_diag.training.models import ContrastiveModel, FreeEmbeddings, is_convolutional
 
 __all__ = [
     "DistEnv",
