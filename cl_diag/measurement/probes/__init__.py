@@ -25,18 +25,25 @@ count.
 
 One module per kind: :mod:`.linear` (with its solver in :mod:`.lbfgs` and the
 held-out split in :mod:`.split`), :mod:`.knn`, :mod:`.ranking` (retrieval) and
-:mod:`.kmeans` (clustering); :mod:`.inputs` validates what they are given.  The
+:mod:`.kmeans` (clustering); :mod:`.inputs` validates what they are given and
+:mod:`.checks` says, from labels alone, whether a probe can run at all.  The
 modules are not named after the functions ``retrieval`` and ``clustering`` so that
 ``import cl_diag.measurement.probes.<module>`` never resolves to a function.
 """
 
 from __future__ import annotations
 
+from cl_diag.measurement.probes.checks import check_probe_inputs
+from cl_diag.measurement.probes.inputs import ProbeInputError
 from cl_diag.measurement.probes.kmeans import clustering
 from cl_diag.measurement.probes.knn import knn_predict, knn_probe
 # _fit_logreg and _Memory: re-exported because tests/test_probes.py imports them from here
 from cl_diag.measurement.probes.lbfgs import _Memory  # noqa: F401
-from cl_diag.measurement.probes.linear import DEFAULT_WEIGHT_DECAYS, _fit_logreg, linear_probe  # noqa: F401
+from cl_diag.measurement.probes.linear import (  # noqa: F401
+    DEFAULT_WEIGHT_DECAYS,
+    _fit_logreg,
+    linear_probe,
+)
 from cl_diag.measurement.probes.ranking import retrieval, retrieval_ranks
 from cl_diag.measurement.probes.split import stratified_split
 
@@ -49,4 +56,6 @@ __all__ = [
     "retrieval_ranks",
     "clustering",
     "stratified_split",
+    "check_probe_inputs",
+    "ProbeInputError",
 ]

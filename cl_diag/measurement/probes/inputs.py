@@ -13,6 +13,18 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from cl_diag.errors import UserError
+
+
+class ProbeInputError(UserError, ValueError):
+    """Inputs a probe cannot run on: a single class, too few samples to split, no rows.
+
+    A :class:`~cl_diag.errors.UserError` (the data, not the code, is at fault: the CLI
+    prints the message and exits 2), and a ``ValueError`` as well, which the probes raised
+    for the same inputs before this class existed.  :func:`check_probe_inputs` returns the
+    same message without raising, so a caller can skip a probe before encoding anything.
+    """
+
 _NORM_EPS = 1e-12
 
 
@@ -39,7 +51,9 @@ def _features(x: Any, name: str, dtype: torch.dtype = torch.float32) -> torch.Te
     if t.dim() != 2:
         raise ValueError(f"{name} must be 2-D (n, d), got shape {tuple(t.shape)}")
     if t.shape[0] < 1 or t.shape[1] < 1:
-        raise ValueError(f"{name} is empty (shape {tuple(t.shape)}); pass at least one row and one column")
+        raise ProbeInputError(
+            f"{name} is empty (shape {tuple(t.shape)}); pass at least one row and one column"
+        )
     t = t.to(device="cpu", dtype=dtype)
     if not torch.isfinite(t).all():
         bad = int((~torch.isfinite(t)).any(dim=1).nonzero()[0, 0])
@@ -66,11 +80,10 @@ def _check_same_dim(a: torch.Tensor, b: torch.Tensor, an: str, bn: str) -> None:
         )
 
 
-def _classes(train_y: np.ndarray) -> np.ndarray:
-    classes = np.unique(train_y)
-    if classes.size < 2:
-        raise ValueError(f"train labels hold a single class ({classes[0]}); a probe needs at least two classes")
-    return classes
+def _classes(y: np.ndarray) -> np.ndarray:
+    """The sorted class labels of y; the probes have checked there are two or more
+    (``checks.require_probe_inputs``)."""
+    return np.unique(y)
 
 
 def _encode(y: np.ndarray, classes: np.ndarray) -> np.ndarray:

@@ -6,6 +6,7 @@ from typing import Any
 
 import torch
 
+from cl_diag.measurement.probes.checks import require_probe_inputs
 from cl_diag.measurement.probes.inputs import _classes, _features, _labels, _normalise, _positive_int
 
 
@@ -23,11 +24,10 @@ def clustering(x: Any, y: Any, *, seed: int = 0, n_init: int = 10, max_iter: int
 
     xx = _features(x, "x", dtype=torch.float64)
     yy = _labels(y, xx.shape[0], "y", "x")
+    require_probe_inputs("clustering", test_y=yy)
     classes = _classes(yy)
     n_init = _positive_int(n_init, "n_init")
     max_iter = _positive_int(max_iter, "max_iter")
-    if xx.shape[0] < classes.size:
-        raise ValueError(f"x has {xx.shape[0]} rows but there are {classes.size} classes; k-means needs n >= k")
     feats = _normalise(xx).numpy()
     km = KMeans(n_clusters=int(classes.size), init="k-means++", n_init=n_init, max_iter=max_iter, random_state=seed)
     pred = km.fit_predict(feats)

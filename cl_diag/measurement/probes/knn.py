@@ -8,6 +8,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from cl_diag.measurement.probes.checks import require_probe_inputs
 from cl_diag.measurement.probes.inputs import (
     _check_same_dim,
     _classes,
@@ -47,6 +48,7 @@ def _knn_inputs(train_x, train_y, test_x, ks, temperature, block_size):
     vx = _features(test_x, "test_x")
     _check_same_dim(tx, vx, "train_x", "test_x")
     ty = _labels(train_y, tx.shape[0], "train_y", "train_x")
+    require_probe_inputs("knn", train_y=ty)
     classes = _classes(ty)
     ks = [_positive_int(k, "each k") for k in ks]
     if not ks:

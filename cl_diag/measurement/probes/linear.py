@@ -7,6 +7,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from cl_diag.measurement.probes.checks import require_probe_inputs
 from cl_diag.measurement.probes.inputs import (
     _check_same_dim,
     _classes,
@@ -203,6 +204,8 @@ def linear_probe(
     _check_same_dim(tx, vx, "train_x", "test_x")
     ty = _labels(train_y, tx.shape[0], "train_y", "train_x")
     vy = _labels(test_y, vx.shape[0], "test_y", "test_x")
+    # before any fitting: two classes, and a validation part for the weight decay
+    require_probe_inputs("linear", train_y=ty, test_y=vy, val_fraction=val_fraction)
     classes = _classes(ty)
     wds = [float(w) for w in weight_decays]
     if not wds or any(not math.isfinite(w) or w <= 0 for w in wds):
