@@ -18,7 +18,12 @@ from cl_diag.measurement.probes import (
     retrieval,
     stratified_split,
 )
-from cl_diag.training.data import DIGITS_SPLIT_SEED, DIGITS_TEST_FRACTION, digits_arrays, digits_split
+from cl_diag.training.data import (
+    DIGITS_SPLIT_SEED,
+    DIGITS_TEST_FRACTION,
+    digits_arrays,
+    digits_split,
+)
 
 # ----------------------------------------------------------------------------- check_probe_inputs
 

@@ -29,7 +29,8 @@ _NEEDS: dict[str, str] = {
 def _as_labels(y: Any, name: str) -> np.ndarray:
     a = y if isinstance(y, (np.ndarray, torch.Tensor)) else np.asarray(y)
     if a.ndim == 1 and a.shape[0] == 0:
-        return np.empty(0, dtype=np.int64)  # np.asarray([]) is float: no labels is not a dtype error
+        # np.asarray([]) is float64: no labels is a reason to skip, not a dtype error
+        return np.empty(0, dtype=np.int64)
     return _labels(a, a.shape[0], name, name)
 
 
