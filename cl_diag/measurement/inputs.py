@@ -106,10 +106,10 @@ class ViewsError(ValueError):
                 "direction, so its cosine similarity is undefined. Drop those rows."
             )
         if self.problem == "labels":
-            got, n = self.shapes
+            got, wanted = self.shapes
             return (
                 f"'labels' in {where} has shape {got}; it must hold one integer per row, "
-                f"shape ({n[0]},)."
+                f"shape ({wanted[0]},)."
             )
         return f"The views in {where} cannot be measured: {self}"
 

@@ -18,7 +18,6 @@ What the input is decides the work (:func:`cl_diag.io.checkpoints.read_checkpoin
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field

@@ -8,6 +8,8 @@ foundation issue asks. Blocks that a result lacks (``by_class`` without labels,
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from cl_diag.measurement.theory import validity
 from cl_diag.report import figures
 from cl_diag.report.document import (
@@ -67,7 +69,7 @@ def mode_text(result: Result) -> str:
 
 
 def _stat_rows(
-    stats_by_column: list[PairStats | None], *, negatives: list[bool]
+    stats_by_column: Sequence[PairStats | None], *, negatives: list[bool]
 ) -> list[list[str]]:
     """Rows 'statistic | value per column' shared by the pair and by_class tables."""
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import PurePath
@@ -530,6 +530,14 @@ class Comparison:
     def fact(self, i: int, key: str) -> object:
         return self.facts[i].get(key)
 
+    def row(
+        self, i: int, metrics: Sequence[Metric], layer: str | None = None, *, delta: bool = False
+    ) -> dict[str, float | None]:
+        """Run i's ``metrics`` (of ``layer``, for per-layer metrics), or their differences from
+        the baseline: metric key -> value, None where absent."""
+        read = self.delta if delta else self.value
+        return {m.key: read(i, m.key if layer is None else _col(layer, m.key)) for m in metrics}
+
     def layer_values(self, i: int, layer: str, *, delta: bool = False) -> dict[str, float | None]:
         """The metrics of comparison.csv's row (run i, layer): the layer's metrics, the probes,
         and the retrieval of that layer (``retrieval_recall_at_<k>``)."""
@@ -636,20 +644,21 @@ def _cell(metric: Metric, value: float | None, *, delta: bool = False) -> str:
 
 
 def _metric_table(
-    rows: list[tuple[str, Callable[[Metric], float | None]]],
+    rows: list[tuple[str, dict[str, float | None]]],
     metrics: Sequence[Metric],
     *,
     caption: str,
     delta: bool = False,
 ) -> Table | None:
-    """Runs x metrics: ``rows`` = [(label, metric -> value)]; columns no run has are left out."""
-    present = [m for m in metrics if any(value(m) is not None for _, value in rows)]
+    """Runs x metrics: ``rows`` = [(label, metric key -> value)]; columns no run has are left out."""
+    present = [m for m in metrics if any(values.get(m.key) is not None for _, values in rows)]
     if not present:
         return None
     return Table(
         columns=["run", *[m.title for m in present]],
         rows=[
-            [label, *[_cell(m, value(m), delta=delta) for m in present]] for label, value in rows
+            [label, *[_cell(m, values.get(m.key), delta=delta) for m in present]]
+            for label, values in rows
         ],
         caption=caption,
     )
@@ -954,14 +963,12 @@ def build_comparison(
         in_layer = [i for i in range(n_runs) if cmp.has_layer(i, layer)]
         blocks.append(Heading(2, f"Layer '{layer}'"))
         for metrics, what in ((PAIR_METRICS, "Pair similarities"), (GEOMETRY_METRICS, "Geometry")):
-            rows = [(labels[i], lambda m, i=i: cmp.value(i, _col(layer, m.key))) for i in in_layer]
+            rows = [(labels[i], cmp.row(i, metrics, layer)) for i in in_layer]
             table = _metric_table(rows, metrics, caption=f"{what}, layer '{layer}'.")
             if table is not None:
                 blocks.append(table)
             if base_index is not None and cmp.has_layer(base_index, layer):
-                rows = [
-                    (labels[i], lambda m, i=i: cmp.delta(i, _col(layer, m.key))) for i in in_layer
-                ]
+                rows = [(labels[i], cmp.row(i, metrics, layer, delta=True)) for i in in_layer]
                 diff = _metric_table(
                     rows,
                     metrics,
@@ -1026,7 +1033,7 @@ def build_comparison(
                     ),
                 )
             )
-    probe_rows = [(labels[i], lambda m, i=i: cmp.value(i, m.key)) for i in range(n_runs)]
+    probe_rows = [(labels[i], cmp.row(i, cmp.probe_metrics)) for i in range(n_runs)]
     probe_table = _metric_table(probe_rows, cmp.probe_metrics, caption=_probe_caption(cmp.runs))
     if probe_table is not None:
         blocks += [Heading(2, "Probes"), probe_table]
@@ -1039,7 +1046,7 @@ def build_comparison(
             blocks.append(seed_probe)
         if base_index is not None:
             diff = _metric_table(
-                [(labels[i], lambda m, i=i: cmp.delta(i, m.key)) for i in range(n_runs)],
+                [(labels[i], cmp.row(i, cmp.probe_metrics, delta=True)) for i in range(n_runs)],
                 cmp.probe_metrics,
                 caption=f"Probes: run − baseline ({base_label}); accuracies in percentage points.",
                 delta=True,

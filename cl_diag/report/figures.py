@@ -133,8 +133,8 @@ def similarity_distributions(
 ) -> bytes | None:
     """Three stacked panels (positive, cross-view, within-view): densities from the stored
     histograms (pair type -> histogram)."""
-    densities = {k: Density.from_histogram(histograms.get(k)) for k in PAIR_NAMES}
-    kinds = [k for k in PAIR_NAMES if densities[k]]
+    densities = {k: d for k in PAIR_NAMES if (d := Density.from_histogram(histograms.get(k)))}
+    kinds = list(densities)
     if not kinds:
         return None
     with _fixed_style():
