@@ -1196,8 +1196,8 @@ class Result:
         a problem is a :class:`UserError` naming ``where`` and the fix."""
         if not isinstance(d, dict):
             raise UserError(
-                f"{where} holds JSON but not a result object. Pass the result.json `cl-diag "
-                "analyze` wrote."
+                f"{where} holds JSON but not a result object. "
+                "Pass the result.json `cl-diag analyze` wrote."
             )
         _check_schema(d.get("schema"), where)
         layers = d.get("layers")
@@ -1207,8 +1207,8 @@ class Result:
             or not all(isinstance(v, dict) for v in layers.values())
         ):
             raise UserError(
-                f"{where} has no measured layers ('layers' is missing or empty). Re-run `cl-diag "
-                "analyze`."
+                f"{where} has no measured layers ('layers' is missing or empty). "
+                "Re-run `cl-diag analyze`."
             )
         n_ref = d.get("n_ref")
         threshold = d.get("threshold")
@@ -1220,8 +1220,8 @@ class Result:
             or (not isinstance(threshold, (int, float)))
         ):
             raise UserError(
-                f"{where} lacks a valid 'n_ref' (an integer >= 2) and 'threshold'. Re-run "
-                "`cl-diag analyze`."
+                f"{where} lacks a valid 'n_ref' (an integer >= 2) and 'threshold'. "
+                "Re-run `cl-diag analyze`."
             )
         at = _At(where)
         conventions = d.get("conventions") or {}
@@ -1345,16 +1345,15 @@ def _check_schema(schema: object, where: str) -> None:
     newer = isinstance(schema, str) and _FUTURE_SCHEMA.fullmatch(schema)
     if newer and int(newer.group(1)) > int(SCHEMA.rsplit("/", 1)[1]):
         raise UserError(
-            f"{where} has schema {schema!r}, newer than this cl-diag reads ({SCHEMA!r}): a newer "
-            "cl-diag "
-            "wrote it. Upgrade cl-diag to read it, or re-run `cl-diag analyze` with this version "
-            "to rewrite it."
+            f"{where} has schema {schema!r}, newer than this cl-diag reads ({SCHEMA!r}): "
+            "a newer cl-diag wrote it. Upgrade cl-diag to read it, or re-run `cl-diag analyze` "
+            "with this version to rewrite it."
         )
     found = "no 'schema' key" if schema is None else f"schema {schema!r}"
     raise UserError(
-        f"{where} has {found}; this cl-diag reads {SCHEMA!r}. Re-run `cl-diag analyze` with this "
-        "version "
-        "to rewrite it (results are never converted silently)."
+        f"{where} has {found}; this cl-diag reads {SCHEMA!r}. "
+        "Re-run `cl-diag analyze` with this version to rewrite it "
+        "(results are never converted silently)."
     )
 
 
@@ -1368,8 +1367,8 @@ def load(path: str | Path) -> Result:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise UserError(
-            f"{path} is not a text file, so not a result.json. Pass the result.json `cl-diag "
-            "analyze` wrote."
+            f"{path} is not a text file, so not a result.json. "
+            "Pass the result.json `cl-diag analyze` wrote."
         ) from None
     except OSError as exc:
         raise UserError(
@@ -1379,9 +1378,9 @@ def load(path: str | Path) -> Result:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise UserError(
-            f"{path} is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}); it "
-            "may be truncated "
-            "or not a result file. Re-run `cl-diag analyze` to write it again."
+            f"{path} is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}); "
+            "it may be truncated or not a result file. "
+            "Re-run `cl-diag analyze` to write it again."
         ) from None
     return Result.from_dict(data, where=str(path))
 

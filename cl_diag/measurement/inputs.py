@@ -84,9 +84,9 @@ class ViewsError(ValueError):
         if self.problem == "shape":
             a, b = self.shapes
             return (
-                f"z1 and z2 in {where} differ in shape: {a} vs {b}. Row i of each must be the two "
-                "views of the "
-                "same instance, with the same dimension d."
+                f"z1 and z2 in {where} differ in shape: {a} vs {b}. "
+                "Row i of each must be the two views of the same instance, "
+                "with the same dimension d."
             )
         if self.problem == "too_few":
             n = self.shapes[0][0]
@@ -95,15 +95,14 @@ class ViewsError(ValueError):
             return f"{where} has d = 0: the embeddings have no dimensions."
         if self.problem == "non_finite":
             return (
-                f"'{self.key}' in {where} contains NaN or Inf (first bad rows: "
-                f"{list(self.rows)}). Fix or drop those "
-                "rows before analysing; a diverged encoder is the usual cause."
+                f"'{self.key}' in {where} contains NaN or Inf (first bad rows: {list(self.rows)}). "
+                "Fix or drop those rows before analysing; a diverged encoder is the usual cause."
             )
         if self.problem == "zero_rows":
             return (
-                f"'{self.key}' in {where} has all-zero rows (first: {list(self.rows)}); a zero "
-                "vector has no "
-                "direction, so its cosine similarity is undefined. Drop those rows."
+                f"'{self.key}' in {where} has all-zero rows (first: {list(self.rows)}); "
+                "a zero vector has no direction, so its cosine similarity is undefined. "
+                "Drop those rows."
             )
         if self.problem == "labels":
             got, wanted = self.shapes
@@ -179,9 +178,8 @@ def _normalise(t: torch.Tensor, name: str, chunk: int) -> torch.Tensor:
                 )
             else:
                 message = (
-                    f"{name} row {rows[0]} is all zeros, so it has no direction and no cosine "
-                    "similarity; "
-                    "remove that instance from both views."
+                    f"{name} row {rows[0]} is all zeros, so it has no direction and no "
+                    "cosine similarity; remove that instance from both views."
                 )
             raise ViewsError(message, problem, key=name, rows=rows)
         unit[r0 : r0 + chunk] = t64 / norms
@@ -209,9 +207,8 @@ def normalise_views(z1: object, z2: object) -> UnitViews:
             )
     if a.shape != b.shape:
         raise ViewsError(
-            "z1 and z2 must have the same shape (row i of each is instance i); got "
-            f"{tuple(a.shape)} "
-            f"and {tuple(b.shape)}.",
+            "z1 and z2 must have the same shape (row i of each is instance i); "
+            f"got {tuple(a.shape)} and {tuple(b.shape)}.",
             "shape",
             shapes=(tuple(a.shape), tuple(b.shape)),
         )
@@ -230,8 +227,8 @@ def normalise_views(z1: object, z2: object) -> UnitViews:
         )
     if a.device != b.device:
         raise ViewsError(
-            f"z1 and z2 are on different devices ({a.device} and {b.device}); move both to one "
-            "device.",
+            f"z1 and z2 are on different devices ({a.device} and {b.device}); "
+            "move both to one device.",
             "device",
         )
     chunk = max(1, _CHUNK_BYTES // (8 * d))  # rows per float64 chunk
