@@ -256,6 +256,9 @@ def theory_panel(training_config: Mapping[str, Any], n_ref: int, layers: Mapping
       paper-notes 11.1, both at N = m.
     * Per layer: the Thm 5.2 ceiling 1 + mean_neg + 1/(n-1) against the measured positive
       mean, and the validity caveat when d < n - 1 (the optima need a simplex to fit).
+
+    ``layers`` maps a layer name to its :class:`cl_diag.result.Layer` (or the layer's JSON
+    form). Returns the ``theory`` block of result.json as a plain dict.
     """
     # imported here: the closed forms above (the reports use them) need neither losses nor torch
     from cl_diag.losses import LOSSES
