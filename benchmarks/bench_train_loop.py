@@ -64,7 +64,7 @@ from cl_diag.orchestration.train import ResolvedTrainConfig, TrainConfig, resolv
 from cl_diag.training.data import TrainingData, training_data
 import cl_diag.training.loop as loop_module
 from cl_diag.training.loop import DistEnv, EpochBatchSampler, amp_dtype, fit
-from cl_diag.training.models import build_model
+from cl_diag.models import build_model
 
 
 class CachedViews(Dataset):

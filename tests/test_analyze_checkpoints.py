@@ -18,14 +18,14 @@ import torchvision
 from torch import nn
 
 from cl_diag.errors import UserError
-from cl_diag.io.checkpoints import (
-    build_projector,
+from cl_diag.models.checkpoints import read_checkpoint_file
+from cl_diag.models.foreign import (
     infer_resnet_arch,
     load_foreign_encoder,
-    read_checkpoint_file,
     resolve_cifar_stem_padding,
     solo_training_config,
 )
+from cl_diag.models.foreign import rebuild_projector as build_projector
 from cl_diag.measurement import theory as th
 from cl_diag.orchestration.analyze import theory_panel
 
@@ -685,7 +685,7 @@ def test_views_do_not_depend_on_batching_and_match_direct_encoding():
 
 def test_weights_fingerprint_ignores_run_records_but_not_weights(tmp_path):
     """Two checkpoints with the same weights and different timings/RNG states get one fingerprint."""
-    from cl_diag.io.checkpoints import read_checkpoint_file, weights_sha256
+    from cl_diag.models.checkpoints import read_checkpoint_file, weights_sha256
     from cl_diag.training.checkpoint import load_checkpoint
 
     source = tmp_path / "run"

@@ -142,7 +142,8 @@ def test_the_wheel_works_outside_the_checkout(tmp_path):
     # install of cl-diag among them, are not processed there), cl-diag only from the wheel
     (inner / "borrowed.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "--no-deps", "-q", str(wheel)],
+        [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "--no-deps", "--ignore-installed", "-q", str(wheel)],
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
         check=True,
     )
     work = tmp_path / "elsewhere"

@@ -20,7 +20,7 @@ from cl_diag.losses import LOSSES
 from cl_diag.orchestration.train import TrainConfig, train
 from cl_diag.training.checkpoint import load_checkpoint
 from cl_diag.training.loop import METRIC_COLUMNS, PairStats
-from cl_diag.training.models import build_model
+from cl_diag.models import build_model
 
 ROOT = Path(__file__).resolve().parents[1]
 # 8 free vectors in batches of 2: 4 steps an epoch, 8 steps = 2 epochs

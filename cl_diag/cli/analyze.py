@@ -11,8 +11,9 @@ from rich.console import Console
 from cl_diag.cli import app
 from cl_diag.cli.progress import counter, progress_bar, use_bar
 from cl_diag.errors import UserError
-from cl_diag.orchestration.analyze import LAYERS, PROBES, AnalyzeConfig, analyze as run_analyze
+from cl_diag.orchestration.analyze import PROBES, AnalyzeConfig, analyze as run_analyze
 from cl_diag.recipes import apply_recipe
+from cl_diag.result import BASELINES, LAYERS, Probes, Result, probe_report_metrics
 
 _D = AnalyzeConfig(input=Path("."), out=Path("."))  # one source of truth for the defaults
 _PAIRS, _CKPT, _FOREIGN, _RUN = "Pairs", "Checkpoints", "Foreign checkpoints", "Running"
@@ -162,67 +163,44 @@ def analyze(
     console.print(f"report: {outcome.out / 'report.html'}", highlight=False)
 
 
-def _print_summary(console: Console, result: dict) -> None:
+def _print_summary(console: Console, result: Result) -> None:
     from rich.table import Table
 
-    for name, layer in result["layers"].items():
-        table = Table(title=f"{name}: n={layer['n']}, d={layer['d']}, threshold={result['threshold']:.6g}")
+    for name, layer in result.layers.items():
+        table = Table(title=f"{name}: n={layer.n}, d={layer.d}, threshold={result.threshold:.6g}")
         for column in ("pair type", "count", "mean", "var", "min", "max", "excessive ratio"):
             table.add_column(column, justify="right" if column != "pair type" else "left")
-        for pair_type, stats in layer["pairs"].items():
-            ratio = stats.get("excessive_ratio")
+        for pair_type, stats in layer.pairs.items():
+            ratio = stats.excessive_ratio
             table.add_row(
                 pair_type,
-                str(stats["count"]),
-                f"{stats['mean']:.4f}",
-                f"{stats['var']:.4f}",
-                f"{stats['min']:.4f}",
-                f"{stats['max']:.4f}",
+                str(stats.count),
+                f"{stats.mean:.4f}",
+                f"{stats.var:.4f}",
+                f"{stats.min:.4f}",
+                f"{stats.max:.4f}",
                 "" if ratio is None else f"{ratio:.4f}",
             )
         console.print(table)
-    probes = result.get("probes")
-    if probes:
-        _print_probes(console, probes)
+    if result.probes is not None:
+        _print_probes(console, result.probes)
 
 
 def _pct(value) -> str:
     return "" if value is None else f"{100 * value:.2f}"
 
 
-def _print_probes(console: Console, probes: dict) -> None:
+def _print_probes(console: Console, probes: Probes) -> None:
     from rich.table import Table
 
-    baselines = probes.get("baselines", {})
-    names = [b for b in ("raw_pixels", "random_init") if b in baselines]
-    table = Table(title=f"probes on {probes.get('layer', 'backbone')} features (%)")
+    names = [b for b in BASELINES if probes.baseline(b) is not None]
+    table = Table(title=f"probes on {probes.layer} features (%)")
     table.add_column("probe")
     for column in ("trained", *names):
         table.add_column(column.replace("_", " "), justify="right")
-
-    def get(block, *path):
-        for key in path:
-            if not isinstance(block, dict) or key not in block:
-                return None
-            block = block[key]
-        return block
-
-    rows = [
-        ("linear top-1", ("linear", "top1")),
-        ("linear top-5", ("linear", "top5")),
-        ("kNN k=20 top-1", ("knn", "k20", "top1")),
-        ("kNN k=200 top-1", ("knn", "k200", "top1")),
-        *[
-            (f"retrieval {layer} R@{k}", ("retrieval", layer, f"recall_at_{k}"))
-            for layer in probes.get("retrieval", {})
-            for k in (1, 5, 10)
-        ],
-        ("k-means NMI", ("clustering", "nmi")),
-        ("k-means ARI", ("clustering", "ari")),
-    ]
-    for title, path in rows:
-        values = [get(probes, *path)] + [get(baselines, b, *path) for b in names]
+    for metric in probe_report_metrics(probes.retrieval or {}):
+        values = [metric.read(probes)] + [metric.read(probes.baseline(b)) for b in names]
         if all(v is None for v in values):
             continue
-        table.add_row(title, *[_pct(v) for v in values])
+        table.add_row(metric.title, *[_pct(v) for v in values])
     console.print(table)

@@ -46,7 +46,8 @@ def _analysis_fields(probe: str | None) -> dict[str, Any]:
     if probe is None:
         return {}
     from cl_diag.cli.analyze import _names
-    from cl_diag.orchestration.analyze import LAYERS, PROBES, AnalyzeConfig
+    from cl_diag.orchestration.analyze import PROBES, AnalyzeConfig
+    from cl_diag.result import LAYERS
 
     suite = read_recipe(probe, typer.main.get_command(app).commands["analyze"])
     names = {f.name for f in fields(AnalyzeConfig)} - {"input", "out"}

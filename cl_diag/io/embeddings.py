@@ -2,9 +2,11 @@
 
 The file holds ``z1`` and ``z2``, two float arrays of shape (n, d) whose row i
 are the two views of instance i, and optionally ``labels`` (n,) integers.
-Everything a user can get wrong here ends in a :class:`UserError` that names
-the problem and the fix. ``.pt`` files are read with ``weights_only=True``:
-a file is data, never code.
+Everything a user can get wrong in the file's format ends in a :class:`UserError`
+that names the problem and the fix. The views' values (matching shapes, n >= 2,
+no NaN/Inf or zero rows, one label per row) are checked once, where they are
+normalised for measuring (:mod:`cl_diag.measurement.inputs`). ``.pt`` files are
+read with ``weights_only=True``: a file is data, never code.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import numpy as np
 import torch
 
 from cl_diag.errors import UserError
+from cl_diag.io.checkpoints import safe_torch_load
 
 FORMAT_HELP = (
     "An embeddings file is a .npz (numpy.savez) or .pt (torch.save of a dict of tensors) holding "
@@ -81,14 +84,7 @@ def _read_arrays(path: Path) -> dict[str, object]:
                 f"Could not read {path} as a .npz file ({type(exc).__name__}: {exc}). "
                 f"Re-save it with numpy.savez. {FORMAT_HELP}"
             ) from None
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:
-        raise UserError(
-            f"Could not read {path} as a torch file with weights_only=True "
-            f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}). "
-            f"cl-diag only loads plain tensors and containers, never pickled objects. {FORMAT_HELP}"
-        ) from None
+    payload = safe_torch_load(path, what="embeddings file", fix=FORMAT_HELP)
     if not isinstance(payload, dict):
         raise UserError(f"{path} holds a {type(payload).__name__}, not a dict of tensors. {FORMAT_HELP}")
     return payload
@@ -114,41 +110,10 @@ def _as_float_matrix(value: object, key: str, path: Path) -> torch.Tensor:
     return array.to(torch.float32)
 
 
-def validate_views(z1: torch.Tensor, z2: torch.Tensor, labels: torch.Tensor | None, where: str) -> None:
-    """Raise UserError for any input the measurements cannot be computed on."""
-    if z1.shape != z2.shape:
-        raise UserError(
-            f"z1 and z2 in {where} differ in shape: {tuple(z1.shape)} vs {tuple(z2.shape)}. Row i of each "
-            "must be the two views of the same instance, with the same dimension d."
-        )
-    n, d = z1.shape
-    if n < 2:
-        raise UserError(f"{where} has n = {n} instance(s); negative pairs need at least 2 rows.")
-    if d == 0:
-        raise UserError(f"{where} has d = 0: the embeddings have no dimensions.")
-    for key, tensor in (("z1", z1), ("z2", z2)):
-        finite = torch.isfinite(tensor).all(dim=1)
-        if not bool(finite.all()):
-            rows = torch.nonzero(~finite).flatten()[:5].tolist()
-            raise UserError(
-                f"'{key}' in {where} contains NaN or Inf (first bad rows: {rows}). Fix or drop those rows "
-                "before analysing; a diverged encoder is the usual cause."
-            )
-        zero = tensor.abs().amax(dim=1) == 0
-        if bool(zero.any()):
-            rows = torch.nonzero(zero).flatten()[:5].tolist()
-            raise UserError(
-                f"'{key}' in {where} has all-zero rows (first: {rows}); a zero vector has no direction, so its "
-                "cosine similarity is undefined. Drop those rows."
-            )
-    if labels is not None and labels.shape != (n,):
-        raise UserError(
-            f"'labels' in {where} has shape {tuple(labels.shape)}; it must hold one integer per row, shape ({n},)."
-        )
-
-
 def load_embeddings(path: str | Path, *, payload: dict | None = None) -> Embeddings:
-    """Read and validate an embeddings file; raise UserError on any problem.
+    """Read an embeddings file and check its format (z1 and z2 real 2-D arrays, labels
+    whole numbers); raise UserError on any problem. The values are checked where they are
+    normalised (:func:`cl_diag.measurement.inputs.normalise_views`).
 
     ``payload``: the dict already read from a ``.pt`` file (by
     :func:`cl_diag.io.checkpoints.read_checkpoint_file`), so the file is not loaded twice.
@@ -179,5 +144,4 @@ def load_embeddings(path: str | Path, *, payload: dict | None = None) -> Embeddi
         elif raw.dtype == torch.bool or raw.is_complex():
             raise UserError(f"'labels' in {path} have dtype {raw.dtype}; give integer class labels.")
         labels = raw.to(torch.int64)
-    validate_views(z1, z2, labels, str(path))
     return Embeddings(z1=z1.contiguous(), z2=z2.contiguous(), labels=labels, path=str(path), sha256=digest)

@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from cl_diag.errors import UserError
+from cl_diag.io.atomic import atomic_write_text
 
 
 def ensure_writable_parent(out: Path) -> Path:
@@ -129,4 +130,5 @@ def dumps_json(payload: dict) -> str:
 
 
 def write_json(path: Path, payload: dict) -> None:
-    Path(path).write_text(dumps_json(payload), encoding="utf-8")
+    """Write :func:`dumps_json` of ``payload`` to ``path`` atomically (UTF-8, "\\n" newlines)."""
+    atomic_write_text(path, dumps_json(payload))

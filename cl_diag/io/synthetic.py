@@ -7,13 +7,12 @@ negatives closer than different-class ones, and everything is seeded.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from cl_diag.errors import UserError
+from cl_diag.io.atomic import atomic_write
 
 
 def make_synthetic_pairs(
@@ -46,13 +45,6 @@ def save_npz_atomically(path: Path, arrays: dict[str, np.ndarray]) -> None:
     parent = path.parent if str(path.parent) else Path(".")
     try:
         parent.mkdir(parents=True, exist_ok=True)
-        handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".npz", dir=parent)
+        atomic_write(path, lambda stream: np.savez(stream, **arrays))
     except OSError as exc:
-        raise UserError(f"Cannot write {path}: {exc.strerror}. Choose a writable folder.") from None
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            np.savez(stream, **arrays)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+        raise UserError(f"Cannot write {path}: {exc.strerror or exc}. Choose a writable folder.") from None

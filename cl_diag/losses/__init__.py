@@ -1,30 +1,49 @@
-"""Contrastive losses as pure functions of two views of embeddings.
+"""Contrastive losses as ``torch.nn.Module`` s and as functions of two views of embeddings.
 
-``LOSSES[name](z1, z2, labels=None, **hparams)`` returns the mean loss as a
-0-dim fp32 tensor. Row i of ``z1`` and ``z2`` are the two views of
-instance i; the loss L2-normalises them itself, in fp32, even under autocast.
-Each entry reports ``.family`` ("info" = paper Def. 3.1, "ind-add" =
-Def. 3.2, None = outside the framework), ``.coefficients(**hparams)`` /
-``.c1`` / ``.c2`` (None outside the framework), ``.negatives`` ("cross",
-"within", "both", or "labels") and ``.hyperparameters`` (a tuple of
-:class:`HParam` with name, default, type, help, choices). An unknown or bad
-hyper-parameter raises ``ValueError``.
+Module form (hyper-parameters checked once, at construction)::
+
+    loss = SimCLRLoss(temperature=0.2)          # or build_loss("simclr", temperature=0.2)
+    loss(z1, z2, labels=None)                   # -> 0-dim fp32 tensor
+
+Functional form (checked on every call): ``LOSSES[name](z1, z2, labels=None,
+**hparams)``. Both return the mean loss as a 0-dim fp32 tensor, bit for bit
+the same. Row i of ``z1`` and ``z2`` are the two views of instance i; the loss
+L2-normalises them itself, in fp32, even under autocast. Each loss reports
+``.family`` ("info" = paper Def. 3.1, "ind-add" = Def. 3.2, None = outside the
+framework), ``.coefficients(**hparams)`` / ``.c1`` / ``.c2`` (None outside the
+framework), ``.negatives`` ("cross", "within", "both", or "labels"),
+``.hyperparameters`` (a tuple of :class:`HParam` with name, default, type,
+help, choices) and ``.hparams`` (the configured values). An unknown or bad
+hyper-parameter raises :class:`LossOptionError` (a ``ValueError`` and a
+:class:`~cl_diag.errors.UserError`) whose ``.option`` names it.
 
 The general families (Lee, Lim, Lee, Sohn, ICML 2025, Section 3) are
 :class:`InfoNCEFamily` and :class:`IndependentlyAdditive`; infonce, simclr,
-dcl, dhel, sigmoid and spectral are presets of them. Under DDP use
+dcl, dhel, sigmoid and spectral are presets of them. ``SigmoidLoss(learnable=True)``
+learns its temperature and bias (SigLIP). Under DDP use
 :func:`cl_diag.losses.distributed.global_loss`. See docs/losses.md.
 
 Example::
 
     >>> import torch
-    >>> from cl_diag.losses import LOSSES
+    >>> from cl_diag.losses import LOSSES, build_loss
     >>> g = torch.Generator().manual_seed(0)
     >>> z1, z2 = torch.randn(8, 16, generator=g), torch.randn(8, 16, generator=g)
     >>> sorted(LOSSES)
     ['contrastive', 'dcl', 'dhel', 'infonce', 'sigmoid', 'simclr', 'spectral', 'supcon', 'triplet', 'vrn']
     >>> total = LOSSES["simclr"](z1, z2, temperature=0.2) + 30 * LOSSES["vrn"](z1, z2, delta=-1/49999)
+    >>> simclr = build_loss("simclr", temperature=0.2)
+    >>> simclr
+    SimCLRLoss(temperature=0.2)
+    >>> bool(simclr(z1, z2) == LOSSES["simclr"](z1, z2, temperature=0.2))
+    True
 """
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import nn
 
 from . import (
     contrastive,
@@ -33,6 +52,7 @@ from . import (
     distributed,
     families,
     infonce,
+    pairs,
     sigmoid,
     simclr,
     spectral,
@@ -40,12 +60,32 @@ from . import (
     triplet,
     vrn,
 )
-from ._common import HParam, Loss
+from ._common import CallableLoss, HParam, Loss, LossOptionError
+from .contrastive import ContrastiveLoss
+from .dcl import DCLLoss
+from .dhel import DHELLoss
 from .distributed import gather_batch, gather_with_grad, global_indices, global_loss
 from .families import IndependentlyAdditive, InfoNCEFamily, ind_add, info_sym
+from .infonce import InfoNCELoss
+from .pairs import Pairs
+from .sigmoid import SigmoidLoss
+from .simclr import SimCLRLoss
+from .spectral import SpectralLoss
+from .supcon import SupConLoss
+from .triplet import (
+    MINERS,
+    AllTriplets,
+    BatchHardTriplets,
+    SemiHardTriplets,
+    TripletLoss,
+    TripletMiner,
+)
+from .vrn import VRNLoss
 
 # The package attributes simclr, dhel, ... stay the submodules; the loss
 # objects are reached through LOSSES (or e.g. cl_diag.losses.simclr.simclr).
+# Each entry is a module at the library defaults: called with hyper-parameters it
+# is the functional API, and build_loss() configures a copy of it.
 LOSSES: dict[str, Loss] = {
     loss.name: loss
     for loss in (
@@ -54,12 +94,49 @@ LOSSES: dict[str, Loss] = {
     )
 }
 
+
+def build_loss(name: str, **hparams: Any) -> nn.Module:
+    """The named loss as a module configured with ``hparams`` (the entry's
+    defaults for the rest), checked once here; call it as ``loss(z1, z2,
+    labels)``. :class:`LossOptionError` for an unknown name (option "loss"),
+    an unknown hyper-parameter or a bad value. ``build_loss("sigmoid",
+    learnable=True)`` learns t and b. An entry someone registered in ``LOSSES``
+    as a plain ``(z1, z2, labels, **hparams)`` callable comes back wrapped in a
+    module that passes it these hyper-parameters."""
+    if name not in LOSSES:
+        raise LossOptionError(
+            f"unknown loss {name!r}; choose one of: {', '.join(sorted(LOSSES))}", option="loss"
+        )
+    entry = LOSSES[name]
+    if isinstance(entry, Loss):
+        return entry.configure(**hparams)
+    return CallableLoss(entry, name, hparams)
+
+
 __all__ = [
     "LOSSES",
+    "build_loss",
     "Loss",
     "HParam",
+    "LossOptionError",
     "InfoNCEFamily",
     "IndependentlyAdditive",
+    "InfoNCELoss",
+    "SimCLRLoss",
+    "DCLLoss",
+    "DHELLoss",
+    "SigmoidLoss",
+    "SpectralLoss",
+    "TripletLoss",
+    "ContrastiveLoss",
+    "SupConLoss",
+    "VRNLoss",
+    "Pairs",
+    "TripletMiner",
+    "AllTriplets",
+    "SemiHardTriplets",
+    "BatchHardTriplets",
+    "MINERS",
     "info_sym",
     "ind_add",
     "gather_batch",

@@ -1,31 +1,62 @@
-"""Shared machinery of the loss library: hyper-parameter declarations, input
-validation, and the fp32 normalisation every loss starts from.
+"""Shared machinery of the loss library: hyper-parameter declarations, the
+structured option error, input validation, and the :class:`Loss` base module.
 
-Every named loss is an instance of a :class:`Loss` subclass. Calling it,
+Every named loss is a :class:`Loss`, a ``torch.nn.Module``. Its
+hyper-parameters are checked **once**, when it is built (or re-built with
+:meth:`Loss.configure`); the forward pass then uses the stored values:
 
-    loss(z1, z2, labels=None, **hparams) -> scalar tensor,
+    loss = SimCLRLoss(temperature=0.2)   # checked here
+    loss(z1, z2, labels=None)            # no option checks in the hot path
 
-1. rejects unknown hyper-parameters (``ValueError`` naming the accepted ones),
-   fills in defaults and checks each value;
-2. checks the inputs (2-D, same shape, batch of at least 2, labels length);
-3. casts to float32, L2-normalises each row and runs the formula with autocast
+A call may still pass hyper-parameters (the functional API,
+``LOSSES["simclr"](z1, z2, temperature=0.2)``); those are checked on that call
+and override the stored values for that call only. Either way a call
+
+1. checks the inputs (2-D, same shape, batch of at least 2, labels length);
+2. casts to float32, L2-normalises each row and runs the formula with autocast
    disabled, so a loss is computed in full fp32 even inside an AMP region;
-4. returns the mean loss as a 0-dim float32 tensor.
+3. returns the mean loss as a 0-dim float32 tensor.
 
 Row i of ``z1`` and row i of ``z2`` are the two views of instance i (a
 positive pair); every other pairing is a negative unless labels say otherwise
-(only supcon, triplet and contrastive read labels).
+(only supcon, triplet and contrastive read labels; see :mod:`.pairs`).
 """
 
 from __future__ import annotations
 
+import copy
 import math
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, Mapping, NamedTuple, TypeVar
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
-__all__ = ["HParam", "Loss", "normalise_pair", "check_inputs"]
+from cl_diag.errors import UserError
+
+__all__ = ["HParam", "Loss", "LossOptionError", "normalise_pair", "check_inputs"]
+
+_L = TypeVar("_L", bound="Loss")
+
+
+class LossOptionError(UserError, ValueError):
+    """A loss was given a hyper-parameter it does not take, or a bad value.
+
+    ``option`` names the offending hyper-parameter (e.g. ``"temperature"``) so
+    a caller can point at its own spelling of it (``--temperature``) without
+    parsing the message; ``loss`` names the loss (None for a family's
+    structural argument such as ``c1`` before it has a name). It is a
+    :class:`~cl_diag.errors.UserError` (the CLI prints it and exits 2) and a
+    ``ValueError`` (what the library raised before it had a type of its own).
+    """
+
+    def __init__(self, message: str, option: str, loss: str | None = None):
+        # All three in args, so the error pickles (sweep --parallel workers) intact.
+        super().__init__(message, option, loss)
+        self.message, self.option, self.loss = message, option, loss
+
+    def __str__(self) -> str:
+        return self.message
 
 
 class HParam(NamedTuple):
@@ -34,6 +65,8 @@ class HParam(NamedTuple):
     ``kind`` is the Python type (float, int, bool, str); ``choices`` lists
     the allowed values of a string option; ``check`` returns an error
     fragment (e.g. ``"must be > 0"``) or None when the value is valid.
+    ``default`` is the value a call uses when it passes none: the library
+    default on the class, the configured value on an instance.
     """
 
     name: str
@@ -59,29 +92,34 @@ def finite(x: float) -> str | None:
 def _coerce(hp: HParam, value: Any, loss_name: str) -> Any:
     """Accept the obvious spellings (an int for a float, a 0-dim tensor) and
     reject the rest with a message naming the loss and the option."""
+
+    def bad(message: str) -> LossOptionError:
+        return LossOptionError(f"{loss_name}: {hp.name} {message}", option=hp.name, loss=loss_name)
+
     if isinstance(value, torch.Tensor) and value.numel() == 1:
         value = value.item()
     if hp.kind is bool:
         if not isinstance(value, bool):
-            raise ValueError(f"{loss_name}: {hp.name} must be True or False, got {value!r}")
+            raise bad(f"must be True or False, got {value!r}")
     elif hp.kind is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ValueError(f"{loss_name}: {hp.name} must be a number, got {value!r}")
+            raise bad(f"must be a number, got {value!r}")
         value = float(value)
     elif hp.kind is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ValueError(f"{loss_name}: {hp.name} must be an integer, got {value!r}")
+            raise bad(f"must be an integer, got {value!r}")
     elif hp.kind is str:
         if not isinstance(value, str):
-            raise ValueError(f"{loss_name}: {hp.name} must be a string, got {value!r}")
+            raise bad(f"must be a string, got {value!r}")
     if hp.choices is not None and value not in hp.choices:
-        raise ValueError(
-            f"{loss_name}: {hp.name}={value!r} is not one of {', '.join(map(repr, hp.choices))}"
+        raise LossOptionError(
+            f"{loss_name}: {hp.name}={value!r} is not one of {', '.join(map(repr, hp.choices))}",
+            option=hp.name, loss=loss_name,
         )
     if hp.check is not None:
         problem = hp.check(value)
         if problem:
-            raise ValueError(f"{loss_name}: {hp.name} {problem}, got {value!r}")
+            raise bad(f"{problem}, got {value!r}")
     return value
 
 
@@ -128,12 +166,18 @@ def normalise_pair(z1: torch.Tensor, z2: torch.Tensor) -> tuple[torch.Tensor, to
     return F.normalize(z1.float(), dim=1), F.normalize(z2.float(), dim=1)
 
 
-class Loss:
-    """Base class of every named loss: validation, fp32, normalisation.
+class Loss(nn.Module):
+    """Base module of every named loss: options checked once, fp32, normalisation.
 
     Subclasses set ``name``, ``family`` ("info", "ind-add" or None),
-    ``negatives`` ("cross", "within", "both" or "labels"), ``hyperparameters``
-    and implement ``_compute(u, v, labels, **hp)`` on normalised fp32 rows.
+    ``negatives`` ("cross", "within", "both" or "labels") and the class-level
+    ``hyperparameters`` (with the library defaults), call
+    :meth:`_configure` with the given values at the end of ``__init__``, and
+    implement ``_compute(u, v, labels, **hp)`` on normalised fp32 rows.
+
+    On an instance, ``hyperparameters`` carries the configured values as
+    defaults, :attr:`hparams` (alias :attr:`defaults`) is the dict of them,
+    and :meth:`resolve` overlays a call's overrides on them.
     """
 
     name: str = "loss"
@@ -142,10 +186,77 @@ class Loss:
     uses_labels: bool = False
     hyperparameters: tuple[HParam, ...] = ()
 
-    # (c1, c2) of the paper's framework; None outside it.
-    def coefficients(self, **hparams) -> tuple[float, float] | None:
-        self.resolve(**hparams)
+    def __init__(self) -> None:
+        super().__init__()
+        self._hp: dict[str, Any] = {}
+
+    # ------------------------------------------------------------- options, checked once
+    def _configure(self, **given: Any) -> None:
+        """Check ``given`` against the class's declared hyper-parameters (the
+        library default for any not given) and store them. The one place an
+        instance's options are validated."""
+        declared = type(self).hyperparameters
+        self._reject_unknown(given, declared)
+        hp = {h.name: _coerce(h, given.get(h.name, h.default), self.name) for h in declared}
+        self._hp = hp
+        self.hyperparameters = tuple(h._replace(default=hp[h.name]) for h in declared)
+
+    def _reject_unknown(self, given: Mapping[str, Any], declared: tuple[HParam, ...]) -> None:
+        names = [h.name for h in declared]
+        unknown = sorted(set(given) - set(names))
+        if unknown:
+            accepted = ", ".join(names) if names else "none"
+            raise LossOptionError(
+                f"{self.name} does not take {', '.join(unknown)}; "
+                f"its hyper-parameters are: {accepted}",
+                option=unknown[0], loss=self.name,
+            )
+
+    def configure(self: _L, **hparams: Any) -> _L:
+        """A new module of the same loss with ``hparams`` overlaid on this one's
+        values, checked once here (the structure, e.g. (c1, c2) or phi/psi,
+        and any learned parameters are copied)."""
+        new = copy.deepcopy(self)
+        new._configure(**{**self.hparams, **hparams})
+        return new
+
+    @property
+    def hparams(self) -> dict[str, Any]:
+        """The configured hyper-parameters: what a call that passes none uses."""
+        return dict(self._hp)
+
+    @property
+    def defaults(self) -> dict[str, Any]:
+        """Same as :attr:`hparams` (the name of the functional API)."""
+        return self.hparams
+
+    @property
+    def hyperparameter_names(self) -> tuple[str, ...]:
+        return tuple(h.name for h in self.hyperparameters)
+
+    def resolve(self, **hparams: Any) -> dict[str, Any]:
+        """This module's values overlaid with ``hparams``, each checked;
+        :class:`LossOptionError` on an unknown name or a bad value."""
+        self._reject_unknown(hparams, self.hyperparameters)
+        out = dict(self._hp)
+        for h in self.hyperparameters:  # declared order: the first bad option is reported
+            if h.name in hparams:
+                out[h.name] = _coerce(h, hparams[h.name], self.name)
+        return out
+
+    def _hparams_for_call(self, overrides: dict[str, Any]) -> dict[str, Any]:
+        """The keyword arguments of ``_compute``: the stored dict when the call
+        passes no overrides (no checks), else the checked overlay."""
+        return self.resolve(**overrides) if overrides else self._hp
+
+    # ------------------------------------------------------------- paper framework
+    def _coefficients_for(self, hp: Mapping[str, Any]) -> tuple[float, float] | None:
         return None
+
+    def coefficients(self, **hparams: Any) -> tuple[float, float] | None:
+        """(c1, c2) of the paper's framework at these hyper-parameters; None
+        outside it. Checks ``hparams`` like a call does."""
+        return self._coefficients_for(self.resolve(**hparams) if hparams else self._hp)
 
     @property
     def c1(self) -> float | None:
@@ -157,53 +268,45 @@ class Loss:
         c = self.coefficients()
         return None if c is None else c[1]
 
-    @property
-    def defaults(self) -> dict[str, Any]:
-        return {h.name: h.default for h in self.hyperparameters}
-
-    @property
-    def hyperparameter_names(self) -> tuple[str, ...]:
-        return tuple(h.name for h in self.hyperparameters)
-
-    def resolve(self, **hparams) -> dict[str, Any]:
-        """Defaults overlaid with ``hparams``, each checked; ValueError on an
-        unknown name or a bad value."""
-        known = {h.name: h for h in self.hyperparameters}
-        unknown = sorted(set(hparams) - set(known))
-        if unknown:
-            accepted = ", ".join(known) if known else "none"
-            raise ValueError(
-                f"{self.name} does not take {', '.join(unknown)}; "
-                f"its hyper-parameters are: {accepted}"
-            )
-        out = {}
-        for name, hp in known.items():
-            out[name] = _coerce(hp, hparams.get(name, hp.default), self.name)
-        return out
-
-    def __call__(self, z1: torch.Tensor, z2: torch.Tensor, labels=None, **hparams) -> torch.Tensor:
-        hp = self.resolve(**hparams)
+    # ------------------------------------------------------------- the forward pass
+    def forward(
+        self, z1: torch.Tensor, z2: torch.Tensor, labels: Any = None, **hparams: Any
+    ) -> torch.Tensor:
+        """The mean loss of the batch as a 0-dim fp32 tensor. ``hparams``
+        (optional) override the configured values for this call only."""
+        hp = self._hparams_for_call(hparams)
         labels = check_inputs(z1, z2, labels, self.name)
-        device_type = z1.device.type
         # fp32 regardless of an enclosing autocast region: similarities near
         # delta(n) and exp(s/t) at small t do not survive half precision.
-        with torch.autocast(device_type=device_type, enabled=False):
+        with torch.autocast(device_type=z1.device.type, enabled=False):
             u, v = normalise_pair(z1, z2)
             return self._compute(u, v, labels, **hp)
 
     def _compute(self, u, v, labels, **hp) -> torch.Tensor:  # pragma: no cover
         raise NotImplementedError
 
-    def __repr__(self) -> str:
-        hp = ", ".join(f"{h.name}={h.default!r}" for h in self.hyperparameters)
-        return f"<loss {self.name}({hp}) family={self.family}>"
+    def extra_repr(self) -> str:
+        return ", ".join(f"{k}={v!r}" for k, v in self.hparams.items())
 
 
-def instance_labels(labels: torch.Tensor | None, batch: int, device) -> torch.Tensor:
-    """Labels if given, else the instance index (each pair its own class)."""
-    if labels is None:
-        return torch.arange(batch, device=device)
-    return labels
+class CallableLoss(nn.Module):
+    """A plain ``(z1, z2, labels=None, **hparams)`` callable registered in
+    ``LOSSES`` (not a :class:`Loss`), bound to fixed hyper-parameters so that
+    :func:`cl_diag.losses.build_loss` returns a module for every entry. The
+    hyper-parameters are checked once here when the callable has ``resolve``."""
+
+    def __init__(self, fn: Callable[..., torch.Tensor], name: str, hparams: dict[str, Any]):
+        super().__init__()
+        if hasattr(fn, "resolve"):
+            fn.resolve(**hparams)
+        self.fn, self.name, self._hp = fn, name, dict(hparams)
+
+    @property
+    def hparams(self) -> dict[str, Any]:
+        return dict(self._hp)
+
+    def forward(self, z1: torch.Tensor, z2: torch.Tensor, labels: Any = None) -> torch.Tensor:
+        return self.fn(z1, z2, labels, **self._hp)
 
 
 def zero_like_graph(z: torch.Tensor) -> torch.Tensor:

@@ -28,10 +28,31 @@ from __future__ import annotations
 
 import torch
 
-from ._common import HParam, Loss, instance_labels, non_negative, zero_like_graph
+from ._common import HParam, Loss, non_negative, zero_like_graph
+from .pairs import Pairs
 
 
 class ContrastiveLoss(Loss):
+    """The margin contrastive loss of this module's docstring as a module.
+
+    Args:
+        margin: push negatives to cosine distance >= margin, >= 0 (default 1.0).
+
+    ``forward(z1, z2, labels)``: labels (B,) integers; None makes the other
+    view the only positive.
+
+    Raises:
+        LossOptionError: for a negative or non-finite margin.
+
+    Example::
+
+        >>> import torch
+        >>> from cl_diag.losses import ContrastiveLoss
+        >>> z = torch.eye(3)
+        >>> float(ContrastiveLoss(margin=1.5)(z, z))   # negatives at d = 1: 0 + (1.5 - 1)
+        0.5
+    """
+
     name = "contrastive"
     family = None
     negatives = "labels"
@@ -41,14 +62,15 @@ class ContrastiveLoss(Loss):
                "push negatives to cosine distance >= margin (in [0, 2])", check=non_negative),
     )
 
+    def __init__(self, margin: float = 1.0):
+        super().__init__()
+        self._configure(margin=margin)
+
     def _compute(self, u, v, labels, *, margin):
-        b = u.shape[0]
-        y = instance_labels(labels, b, u.device).repeat(2)
+        pairs = Pairs.of_views(u.shape[0], labels, device=u.device)
         z = torch.cat([u, v])
         dist = 1.0 - z @ z.T
-        same = y[:, None] == y[None, :]
-        pos = same & ~torch.eye(2 * b, dtype=torch.bool, device=u.device)
-        neg = ~same
+        pos, neg = pairs.positive, pairs.negative
         loss = zero_like_graph(dist)
         if pos.any():
             loss = loss + dist[pos].mean()

@@ -20,6 +20,34 @@ Example::
     torch.Size([])
 """
 
+from __future__ import annotations
+
 from .families import InfoNCEFamily
 
-dcl = InfoNCEFamily(c1=1, c2=1, psi="log", temperature=0.2, name="dcl")
+
+class DCLLoss(InfoNCEFamily):
+    """The ``dcl`` loss of this module's docstring as a module: InfoNCEFamily
+    with (c1, c2) = (1, 1) and psi = log x.
+
+    Args:
+        temperature: t > 0 dividing the similarity (checked here, once).
+
+    Raises:
+        LossOptionError: for a bad temperature (``.option == "temperature"``).
+
+    Example::
+
+        >>> import torch
+        >>> from cl_diag.losses import LOSSES, DCLLoss
+        >>> g = torch.Generator().manual_seed(1)
+        >>> z1, z2 = torch.randn(6, 4, generator=g), torch.randn(6, 4, generator=g)
+        >>> loss = DCLLoss(temperature=0.3)
+        >>> bool(loss(z1, z2) == LOSSES["dcl"](z1, z2, temperature=0.3))
+        True
+    """
+
+    def __init__(self, temperature: float = 0.2):
+        super().__init__(c1=1, c2=1, psi="log", temperature=temperature, name="dcl")
+
+
+dcl = DCLLoss()

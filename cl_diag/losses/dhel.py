@@ -22,6 +22,34 @@ Example::
     (0.0, 1.0)
 """
 
+from __future__ import annotations
+
 from .families import InfoNCEFamily
 
-dhel = InfoNCEFamily(c1=0, c2=1, psi="log", temperature=0.2, name="dhel")
+
+class DHELLoss(InfoNCEFamily):
+    """The ``dhel`` loss of this module's docstring as a module: InfoNCEFamily
+    with (c1, c2) = (0, 1) and psi = log x.
+
+    Args:
+        temperature: t > 0 dividing the similarity (checked here, once).
+
+    Raises:
+        LossOptionError: for a bad temperature (``.option == "temperature"``).
+
+    Example::
+
+        >>> import torch
+        >>> from cl_diag.losses import LOSSES, DHELLoss
+        >>> g = torch.Generator().manual_seed(1)
+        >>> z1, z2 = torch.randn(6, 4, generator=g), torch.randn(6, 4, generator=g)
+        >>> loss = DHELLoss(temperature=0.3)
+        >>> bool(loss(z1, z2) == LOSSES["dhel"](z1, z2, temperature=0.3))
+        True
+    """
+
+    def __init__(self, temperature: float = 0.2):
+        super().__init__(c1=0, c2=1, psi="log", temperature=temperature, name="dhel")
+
+
+dhel = DHELLoss()

@@ -171,12 +171,15 @@ def gather_batch(z1: torch.Tensor, z2: torch.Tensor, labels=None) -> GatheredBat
 
 
 def global_loss(loss, z1: torch.Tensor, z2: torch.Tensor, labels=None, **hparams) -> torch.Tensor:
-    """``loss`` (an entry of LOSSES, or any ``(z1, z2, labels, **hp)``
+    """``loss`` (an entry of LOSSES, a configured loss module such as
+    ``build_loss("simclr", temperature=0.2)``, or any ``(z1, z2, labels, **hp)``
     callable) on the global batch gathered from all ranks; see the module
     docstring for the gradient guarantee. Collective: call on every rank,
     with the same hyper-parameters. Equals ``loss(z1, z2, labels, **hparams)``
-    when not distributed."""
-    if hasattr(loss, "resolve"):
+    when not distributed. A module with learnable parameters (the learnable
+    sigmoid) gets the same gradient on every rank, since every rank computes
+    the same global loss."""
+    if hparams and hasattr(loss, "resolve"):
         loss.resolve(**hparams)  # fail before the collective, on every rank alike
     g = gather_batch(z1, z2, labels)
     return loss(g.z1, g.z2, g.labels, **hparams)

@@ -31,30 +31,43 @@ Example::
     >>> spectral_like = IndependentlyAdditive(phi=lambda x: x, psi=lambda x: x**2, c1=1, c2=0)
     >>> spectral_like(z1, z2).shape
     torch.Size([])
+    >>> module = InfoNCEFamily(c1=1, c2=0.5, psi="log", temperature=0.3)  # checked once, here
+    >>> bool(module(z1, z2) == InfoNCEFamily(c1=1, c2=0.5, psi="log")(z1, z2, temperature=0.3))
+    True
 """
 
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 import torch
 
-from ._common import HParam, Loss, positive
+from ._common import HParam, Loss, LossOptionError, positive
 
 __all__ = ["InfoNCEFamily", "IndependentlyAdditive", "info_sym", "ind_add"]
 
 PSI_CHOICES = ("log1p", "log")
 
 
-def _check_coefficients(c1: float, c2: float) -> tuple[float, float]:
+def _check_coefficients(c1: float, c2: float, loss: str | None) -> tuple[float, float]:
+    """(c1, c2) as floats; :class:`LossOptionError` naming the first bad one."""
     c1, c2 = float(c1), float(c2)
-    if not (math.isfinite(c1) and math.isfinite(c2) and c1 >= 0 and c2 >= 0) or c1 + c2 == 0:
-        raise ValueError(
+    bad = [n for n, c in (("c1", c1), ("c2", c2)) if not (math.isfinite(c) and c >= 0)]
+    if bad or c1 + c2 == 0:
+        raise LossOptionError(
             f"(c1, c2) must be finite, >= 0 and not both 0 (the paper uses (1,0), (0,1), (1,1)); "
-            f"got ({c1}, {c2})"
+            f"got ({c1}, {c2})",
+            option=bad[0] if bad else "c1", loss=loss,
         )
     return c1, c2
+
+
+def _negatives(c: tuple[float, float]) -> str:
+    """Which negatives a family member sees: c1 > 0 cross-view, c2 > 0 within-view."""
+    return {(True, False): "cross", (False, True): "within", (True, True): "both"}[
+        (c[0] > 0, c[1] > 0)
+    ]
 
 
 def _info_direction(
@@ -107,29 +120,51 @@ def ind_add(
 
 
 class InfoNCEFamily(Loss):
-    """A Def. 3.1 (InfoNCE-based) loss with phi = exp(x/t), the given psi
-    ("log1p" for log(1+x), "log" for log x) and coefficients (c1, c2).
-    Hyper-parameter: ``temperature`` (t > 0)."""
+    """A Def. 3.1 (InfoNCE-based) loss with phi = exp(x/t), the given psi and
+    coefficients (c1, c2): the formula of this module's docstring.
+
+    Args:
+        c1: weight of the cross-view negatives, >= 0.
+        c2: weight of the within-view negatives, >= 0 (not both 0).
+        psi: ``"log1p"`` for log(1+x) (the positive stays in the denominator,
+            InfoNCE/SimCLR) or ``"log"`` for log x (decoupled: DCL/DHEL).
+        temperature: t > 0 in phi(x) = exp(x / t), the one hyper-parameter.
+        name: the loss's name in messages and reports.
+
+    Raises:
+        LossOptionError: at construction, for a bad psi, (c1, c2) or
+            temperature (``.option`` names which).
+
+    Example::
+
+        >>> import torch
+        >>> from cl_diag.losses import InfoNCEFamily
+        >>> loss = InfoNCEFamily(c1=1, c2=1, psi="log1p", temperature=0.5)
+        >>> z = torch.eye(3)
+        >>> round(float(loss(z, z)), 4)   # each anchor: -log(e^2 / (e^2 + 4 e^0))
+        0.4327
+    """
 
     family = "info"
+    hyperparameters = (
+        HParam("temperature", 0.2, float, "t > 0 in phi(x) = exp(x / t)", check=positive),
+    )
 
     def __init__(self, c1: float, c2: float, psi: str = "log1p", temperature: float = 0.2,
                  name: str | None = None):
+        super().__init__()
         if psi not in PSI_CHOICES:
-            raise ValueError(f"psi must be one of {PSI_CHOICES} (log(1+x) or log x), got {psi!r}")
-        self._c = _check_coefficients(c1, c2)
+            raise LossOptionError(
+                f"psi must be one of {PSI_CHOICES} (log(1+x) or log x), got {psi!r}",
+                option="psi", loss=name,
+            )
+        self._c = _check_coefficients(c1, c2, name)
         self.psi = psi
         self.name = name or f"info(c1={self._c[0]:g}, c2={self._c[1]:g}, psi={psi})"
-        self.negatives = {(True, False): "cross", (False, True): "within", (True, True): "both"}[
-            (self._c[0] > 0, self._c[1] > 0)
-        ]
-        self.hyperparameters = (
-            HParam("temperature", float(temperature), float,
-                   "t > 0 in phi(x) = exp(x / t)", check=positive),
-        )
+        self.negatives = _negatives(self._c)
+        self._configure(temperature=temperature)
 
-    def coefficients(self, **hparams) -> tuple[float, float]:
-        self.resolve(**hparams)
+    def _coefficients_for(self, hp: Mapping[str, Any]) -> tuple[float, float]:
         return self._c
 
     def _compute(self, u, v, labels, *, temperature):
@@ -137,34 +172,61 @@ class InfoNCEFamily(Loss):
 
 
 class IndependentlyAdditive(Loss):
-    """A Def. 3.2 (independently additive) loss with user-given elementwise
-    torch functions ``phi`` (applied to positive similarities, concave
-    increasing) and ``psi`` (applied to negative similarities, convex
-    increasing) and coefficients (c1, c2). No hyper-parameters: close over
-    them in phi and psi. Subclasses (the sigmoid loss) override
-    :meth:`phi_psi` when phi/psi depend on hyper-parameters or batch size."""
+    """A Def. 3.2 (independently additive) loss: the formula of this module's
+    docstring with user-given elementwise torch functions.
+
+    Args:
+        phi: applied to the positive similarities (concave, increasing).
+        psi: applied to the negative similarities (convex, increasing).
+        c1: weight of the cross-view negatives, >= 0.
+        c2: weight of the within-view negatives, >= 0 (not both 0).
+        name: the loss's name in messages and reports.
+
+    No hyper-parameters: close over them in phi and psi. Subclasses (the
+    sigmoid loss) override :meth:`phi_psi` when phi/psi depend on
+    hyper-parameters or the batch size, and then pass no phi/psi.
+
+    Raises:
+        LossOptionError: at construction, for a bad (c1, c2) or a missing or
+            non-callable phi/psi.
+
+    Example::
+
+        >>> import torch
+        >>> from cl_diag.losses import IndependentlyAdditive
+        >>> loss = IndependentlyAdditive(phi=lambda s: s, psi=lambda s: s**2, c1=1, c2=0)
+        >>> z = torch.eye(4)
+        >>> float(loss(z, z))   # -mean(s_pos) + mean(s_neg^2) = -1 + 0
+        -1.0
+    """
 
     family = "ind-add"
 
     def __init__(self, phi: Callable | None = None, psi: Callable | None = None,
                  c1: float = 1.0, c2: float = 0.0, name: str | None = None):
+        super().__init__()
+        if type(self).phi_psi is IndependentlyAdditive.phi_psi:  # phi/psi come from the caller
+            for what, fn in (("phi", phi), ("psi", psi)):
+                if not callable(fn):
+                    raise LossOptionError(
+                        f"{name or 'IndependentlyAdditive'}: IndependentlyAdditive needs both "
+                        f"phi and psi (elementwise torch functions); {what} is {fn!r}",
+                        option=what, loss=name,
+                    )
         self._phi, self._psi = phi, psi
-        self._c = _check_coefficients(c1, c2)
+        self._c = _check_coefficients(c1, c2, name)
         self.name = name or f"ind-add(c1={self._c[0]:g}, c2={self._c[1]:g})"
-        self.negatives = {(True, False): "cross", (False, True): "within", (True, True): "both"}[
-            (self._c[0] > 0, self._c[1] > 0)
-        ]
+        self.negatives = _negatives(self._c)
+        self._configure()
 
-    def coefficients(self, **hparams) -> tuple[float, float]:
-        self.resolve(**hparams)
+    def _coefficients_for(self, hp: Mapping[str, Any]) -> tuple[float, float]:
         return self._c
 
-    def phi_psi(self, batch: int, **hp) -> tuple[Callable, Callable]:
-        if self._phi is None or self._psi is None:
-            raise ValueError(f"{self.name}: IndependentlyAdditive needs both phi and psi")
+    def phi_psi(self, batch: int, **hp: Any) -> tuple[Callable, Callable]:
+        """(phi, psi) for a batch of ``batch`` pairs at hyper-parameters ``hp``."""
         return self._phi, self._psi
 
     def _compute(self, u, v, labels, **hp):
-        c1, c2 = self.coefficients(**hp)
+        c1, c2 = self._coefficients_for(hp)
         phi, psi = self.phi_psi(u.shape[0], **hp)
         return ind_add(u, v, phi=phi, psi=psi, c1=c1, c2=c2)

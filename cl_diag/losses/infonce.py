@@ -21,6 +21,34 @@ Example::
     (torch.Size([]), 'info', (1.0, 0.0))
 """
 
+from __future__ import annotations
+
 from .families import InfoNCEFamily
 
-infonce = InfoNCEFamily(c1=1, c2=0, psi="log1p", temperature=0.2, name="infonce")
+
+class InfoNCELoss(InfoNCEFamily):
+    """The ``infonce`` loss of this module's docstring as a module: InfoNCEFamily
+    with (c1, c2) = (1, 0) and psi = log(1+x).
+
+    Args:
+        temperature: t > 0 dividing the similarity (checked here, once).
+
+    Raises:
+        LossOptionError: for a bad temperature (``.option == "temperature"``).
+
+    Example::
+
+        >>> import torch
+        >>> from cl_diag.losses import LOSSES, InfoNCELoss
+        >>> g = torch.Generator().manual_seed(1)
+        >>> z1, z2 = torch.randn(6, 4, generator=g), torch.randn(6, 4, generator=g)
+        >>> loss = InfoNCELoss(temperature=0.3)
+        >>> bool(loss(z1, z2) == LOSSES["infonce"](z1, z2, temperature=0.3))
+        True
+    """
+
+    def __init__(self, temperature: float = 0.2):
+        super().__init__(c1=1, c2=0, psi="log1p", temperature=temperature, name="infonce")
+
+
+infonce = InfoNCELoss()

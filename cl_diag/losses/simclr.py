@@ -20,6 +20,34 @@ Example::
     1.6094
 """
 
+from __future__ import annotations
+
 from .families import InfoNCEFamily
 
-simclr = InfoNCEFamily(c1=1, c2=1, psi="log1p", temperature=0.2, name="simclr")
+
+class SimCLRLoss(InfoNCEFamily):
+    """The ``simclr`` loss of this module's docstring as a module: InfoNCEFamily
+    with (c1, c2) = (1, 1) and psi = log(1+x).
+
+    Args:
+        temperature: t > 0 dividing the similarity (checked here, once).
+
+    Raises:
+        LossOptionError: for a bad temperature (``.option == "temperature"``).
+
+    Example::
+
+        >>> import torch
+        >>> from cl_diag.losses import LOSSES, SimCLRLoss
+        >>> g = torch.Generator().manual_seed(1)
+        >>> z1, z2 = torch.randn(6, 4, generator=g), torch.randn(6, 4, generator=g)
+        >>> loss = SimCLRLoss(temperature=0.3)
+        >>> bool(loss(z1, z2) == LOSSES["simclr"](z1, z2, temperature=0.3))
+        True
+    """
+
+    def __init__(self, temperature: float = 0.2):
+        super().__init__(c1=1, c2=1, psi="log1p", temperature=temperature, name="simclr")
+
+
+simclr = SimCLRLoss()

@@ -32,4 +32,22 @@ def _square(x):
     return x * x
 
 
-spectral = IndependentlyAdditive(phi=_identity, psi=_square, c1=1, c2=0, name="spectral")
+class SpectralLoss(IndependentlyAdditive):
+    """The spectral contrastive loss of this module's docstring as a module:
+    IndependentlyAdditive with phi(x) = x, psi(x) = x^2, (c1, c2) = (1, 0).
+    It has no hyper-parameters.
+
+    Example::
+
+        >>> import torch
+        >>> from cl_diag.losses import SpectralLoss
+        >>> a = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+        >>> float(SpectralLoss()(a, a.flip(0)))   # s_pos = 0, s_neg = 1: -0 + 1
+        1.0
+    """
+
+    def __init__(self) -> None:
+        super().__init__(phi=_identity, psi=_square, c1=1, c2=0, name="spectral")
+
+
+spectral = SpectralLoss()

@@ -28,10 +28,36 @@ from __future__ import annotations
 
 import torch
 
-from ._common import HParam, Loss, instance_labels, positive
+from ._common import HParam, Loss, positive
+from .pairs import Pairs
 
 
 class SupConLoss(Loss):
+    """The SupCon loss (L_out) of this module's docstring as a module.
+
+    Args:
+        temperature: t > 0 dividing the similarity (default 0.1).
+
+    ``forward(z1, z2, labels)``: labels (B,) integers; None makes each
+    instance its own class (then equal to ``simclr``).
+
+    Raises:
+        LossOptionError: for a bad temperature.
+
+    Example::
+
+        >>> import torch
+        >>> from cl_diag.losses import SimCLRLoss, SupConLoss
+        >>> g = torch.Generator().manual_seed(0)
+        >>> z1, z2 = torch.randn(6, 4, generator=g), torch.randn(6, 4, generator=g)
+        >>> supcon = SupConLoss(temperature=0.5)
+        >>> y = torch.tensor([0, 0, 1, 1, 2, 2])
+        >>> bool(supcon(z1, z2, y) > 0)
+        True
+        >>> abs(float(supcon(z1, z2) - SimCLRLoss(temperature=0.5)(z1, z2))) < 1e-6
+        True
+    """
+
     name = "supcon"
     family = None
     negatives = "labels"
@@ -40,14 +66,16 @@ class SupConLoss(Loss):
         HParam("temperature", 0.1, float, "t > 0 dividing the similarity", check=positive),
     )
 
+    def __init__(self, temperature: float = 0.1):
+        super().__init__()
+        self._configure(temperature=temperature)
+
     def _compute(self, u, v, labels, *, temperature):
-        b = u.shape[0]
-        y = instance_labels(labels, b, u.device).repeat(2)
+        pairs = Pairs.of_views(u.shape[0], labels, device=u.device)
         z = torch.cat([u, v])
-        self_mask = torch.eye(2 * b, dtype=torch.bool, device=u.device)
-        logits = (z @ z.T / temperature).masked_fill(self_mask, float("-inf"))
+        logits = (z @ z.T / temperature).masked_fill(pairs.self_mask, float("-inf"))
         log_prob = logits - torch.logsumexp(logits, dim=1, keepdim=True)
-        pos = (y[:, None] == y[None, :]) & ~self_mask
+        pos = pairs.positive
         # where() rather than a product: log_prob is -inf on the diagonal.
         pos_sum = torch.where(pos, log_prob, torch.zeros_like(log_prob)).sum(dim=1)
         return (-pos_sum / pos.sum(dim=1)).mean()

@@ -47,6 +47,28 @@ def _power_ok(x: float) -> str | None:
 
 
 class VRNLoss(Loss):
+    """The VRN regulariser of this module's docstring as a module.
+
+    Args:
+        delta: the target similarity in [-1, 1]; -1/(n_train - 1) in the
+            paper (``cl_diag.measurement.theory.delta(n_train)``), default 0.0.
+        power: the exponent p >= 1 (2 in the paper).
+
+    Raises:
+        LossOptionError: for a bad delta or power (``.option`` names it).
+
+    Example::
+
+        >>> import torch
+        >>> from cl_diag.losses import LOSSES, SimCLRLoss, VRNLoss
+        >>> g = torch.Generator().manual_seed(0)
+        >>> z1, z2 = torch.randn(8, 16, generator=g), torch.randn(8, 16, generator=g)
+        >>> simclr, vrn = SimCLRLoss(temperature=0.2), VRNLoss(delta=-1 / 49_999)
+        >>> total = simclr(z1, z2) + 30 * vrn(z1, z2)        # the paper's lambda = 30
+        >>> bool(vrn(z1, z2) == LOSSES["vrn"](z1, z2, delta=-1 / 49_999))
+        True
+    """
+
     name = "vrn"
     family = None
     negatives = "cross"
@@ -55,6 +77,10 @@ class VRNLoss(Loss):
                "target similarity, -1/(n_train - 1) in the paper", check=_delta_ok),
         HParam("power", 2.0, float, "exponent p >= 1", check=_power_ok),
     )
+
+    def __init__(self, delta: float = 0.0, power: float = 2.0):
+        super().__init__()
+        self._configure(delta=delta, power=power)
 
     def _compute(self, u, v, labels, *, delta, power):
         b = u.shape[0]

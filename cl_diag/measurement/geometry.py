@@ -2,7 +2,7 @@
 and the two trade-off quantities of Lee et al. (ICML 2025) that the report shows.
 
 All quantities are computed on the L2-normalised float32 rows u_i, v_i that
-:func:`cl_diag.measurement.pairs.normalise_views` returns (the same rows as the
+:func:`cl_diag.measurement.inputs.normalise_views` returns (the same rows as the
 pair statistics), accumulated in float64:
 
 * ``alignment``  E_i ||u_i - v_i||^2  (Wang & Isola 2020, alpha = 2);
@@ -20,7 +20,8 @@ pair statistics), accumulated in float64:
   mean_neg - ((N - 2) mean_pos - N) / (2 (N - 1)) >= 0 for unit vectors, with
   mean_pos the mean positive and mean_neg the mean cross-view negative similarity;
   0 means the negatives are as separated as the achieved alignment allows.
-* ``alignment_ceiling`` (Thm 5.2): 1 + mean_neg + 1/(n_ref - 1), an upper bound on
+* ``alignment_ceiling`` (Thm 5.2, :func:`cl_diag.measurement.theory.alignment_ceiling`):
+  1 + mean_neg + 1/(n_ref - 1), an upper bound on
   the mean positive similarity of the full-batch problem of n_ref instances;
   ``below_one`` flags a ceiling below 1, i.e. negatives more separated on average
   than the simplex ETF, so perfect alignment is impossible (excessive separation).
@@ -41,9 +42,18 @@ import math
 
 import torch
 
-from cl_diag.measurement.pairs import _check_int, _check_n_ref, _UpperIndex, full_fp32_matmul, normalise_views
+from cl_diag.measurement.inputs import UnitViews, check_int, check_n_ref, normalise_views
+from cl_diag.measurement.pairs import _UpperIndex, full_fp32_matmul
+from cl_diag.measurement.theory import alignment_ceiling
 
-__all__ = ["geometry", "RANKME_EPSILON", "uniformity", "effective_rank", "covariance_spectrum"]
+__all__ = [
+    "geometry",
+    "geometry_of",
+    "RANKME_EPSILON",
+    "uniformity",
+    "effective_rank",
+    "covariance_spectrum",
+]
 
 #: epsilon of RankMe (Garrido et al. 2023)
 RANKME_EPSILON = 1e-7
@@ -113,7 +123,8 @@ def geometry(z1, z2, *, n_ref: int | None, cross_view_mean: float | None = None,
     Thm 5.2 alignment ceiling of two views (see the module docstring for every formula).
 
     Args:
-        z1, z2: (n, d) tensors or arrays, the two views (row i = instance i); normalised here.
+        z1, z2: (n, d) tensors or arrays, the two views (row i = instance i); normalised here
+            (:func:`cl_diag.measurement.inputs.normalise_views`).
         n_ref: instances of the threshold / ceiling 1/(n_ref - 1) (None: n).
         cross_view_mean: the mean cross-view negative similarity if already measured (e.g. by
             :func:`cl_diag.measurement.pairs.pair_statistics`); otherwise computed in O(nd) as
@@ -123,11 +134,24 @@ def geometry(z1, z2, *, n_ref: int | None, cross_view_mean: float | None = None,
     Returns:
         the ``geometry`` block of docs/result-schema.md as a plain dict.
     """
-    u, v = normalise_views(z1, z2)
-    n = u.shape[0]
-    n_ref = _check_n_ref(n_ref, n)
+    views = normalise_views(z1, z2)
+    return geometry_of(views, n_ref=n_ref, cross_view_mean=cross_view_mean, block_size=block_size)
+
+
+def geometry_of(
+    views: UnitViews,
+    *,
+    n_ref: int | None,
+    cross_view_mean: float | None = None,
+    block_size: int | None = None,
+) -> dict:
+    """:func:`geometry` of views already checked and normalised by
+    :func:`cl_diag.measurement.inputs.normalise_views` (the rows are used as they are)."""
+    u, v = views
+    n = views.n
+    n_ref = check_n_ref(n_ref, n)
     if block_size is not None:
-        block_size = _check_int(block_size, "block_size", 1)
+        block_size = check_int(block_size, "block_size", 1)
     u64, v64 = u.to(torch.float64), v.to(torch.float64)
     positives = (u64 * v64).sum(dim=1)
     mean_pos = float(positives.mean())
@@ -137,7 +161,7 @@ def geometry(z1, z2, *, n_ref: int | None, cross_view_mean: float | None = None,
         mean_neg = float(cross_view_mean)
         if not math.isfinite(mean_neg):
             raise ValueError(f"cross_view_mean must be a finite number, got {cross_view_mean!r}.")
-    ceiling = 1.0 + mean_neg + 1.0 / (n_ref - 1)
+    ceiling = alignment_ceiling(mean_neg, n_ref)
     return {
         "alignment": float((u64 - v64).pow(2).sum(dim=1).mean()),
         "uniformity": {"u": uniformity(u, block_size=block_size), "v": uniformity(v, block_size=block_size)},

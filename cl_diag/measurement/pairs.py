@@ -58,26 +58,34 @@ from __future__ import annotations
 
 import contextlib
 import math
-import operator
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
+from typing import NamedTuple
+
 import numpy as np
 import torch
 
+from cl_diag.measurement import theory
+from cl_diag.measurement.inputs import (
+    UnitViews,
+    check_int,
+    check_n_ref,
+    label_codes,
+    normalise_views,
+)
+from cl_diag.result import QUANTILES  # also imported from here by tests/test_pairs.py
+
 __all__ = [
-    "QUANTILES",
     "FINE_BINS_MIN",
     "pair_statistics",
-    "normalise_views",
+    "pair_statistics_of",
     "threshold",
     "threshold_float32",
     "fine_bins",
 ]
 
-#: quantile levels in percent, the keys of the ``quantiles`` block
-QUANTILES = (1, 5, 25, 50, 75, 95, 99)
 #: the fine histogram has at least this many bins on [-1, 1] (bin width <= 3.1e-5)
 FINE_BINS_MIN = 1 << 16
 #: largest accepted ``hist_bins``: keeps s * B/2 exact in float64 (24 + 21 bits < 53)
@@ -89,15 +97,14 @@ _BYTES_PER_SIMILARITY = 25
 #: a tile's one-pass M2 is kept when it is at least this fraction of its sum of squares
 _NAIVE_M2_MIN_FRACTION = 1e-3
 
-PAIR_TYPES = ("positive", "cross_view_negative", "within_view_negative")
-
 
 # --------------------------------------------------------------------------- inputs
 
 
 def threshold(n_ref: int) -> float:
-    """delta = -1/(n_ref - 1): the pairwise similarity of a simplex ETF of n_ref points (Thm 5.1)."""
-    return -1.0 / (n_ref - 1)
+    """delta = -1/(n_ref - 1): the pairwise similarity of a simplex ETF of n_ref points (Thm 5.1);
+    :func:`cl_diag.measurement.theory.delta`."""
+    return theory.delta(n_ref)
 
 
 def threshold_float32(n_ref: int) -> float:
@@ -119,115 +126,6 @@ def fine_bins(hist_bins: int) -> int:
     while hist_bins * m < FINE_BINS_MIN:
         m *= 2
     return hist_bins * m
-
-
-def _to_tensor(z, name: str) -> torch.Tensor:
-    if isinstance(z, torch.Tensor):
-        t = z.detach()
-        if not (t.is_floating_point() or t.dtype in _INT_DTYPES):
-            raise ValueError(f"{name} must hold real numbers (got dtype {t.dtype}); pass a float array.")
-        return t
-    try:
-        arr = np.asarray(z)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name} must be a numeric array of shape (n, d); could not convert it ({exc}).") from None
-    if arr.dtype.kind not in "iuf":
-        raise ValueError(f"{name} must hold real numbers (got dtype {arr.dtype}); pass a float array.")
-    return torch.from_numpy(np.ascontiguousarray(arr))
-
-
-_INT_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
-
-
-def normalise_views(z1, z2) -> tuple[torch.Tensor, torch.Tensor]:
-    """Validate two views and return their L2-normalised rows as float32 tensors.
-
-    Each row is divided by its Euclidean norm computed in float64 and the result
-    rounded once to float32, so every normalised entry is the correctly rounded
-    value (up to one float64 rounding). The tensors stay on the inputs' device.
-
-    Raises ValueError for: not 2-D, shapes that differ, n < 2, d = 0, NaN/Inf,
-    an all-zero row.
-    """
-    a, b = _to_tensor(z1, "z1"), _to_tensor(z2, "z2")
-    for name, t in (("z1", a), ("z2", b)):
-        if t.dim() != 2:
-            raise ValueError(f"{name} must be a 2-D array (n, d) of embeddings; got shape {tuple(t.shape)}.")
-    if a.shape != b.shape:
-        raise ValueError(
-            f"z1 and z2 must have the same shape (row i of each is instance i); got {tuple(a.shape)} "
-            f"and {tuple(b.shape)}."
-        )
-    n, d = a.shape
-    if n < 2:
-        raise ValueError(f"need at least 2 instances (rows) to form negative pairs; got n = {n}.")
-    if d == 0:
-        raise ValueError("the embeddings have dimension d = 0; each row must hold at least one number.")
-    if a.device != b.device:
-        raise ValueError(f"z1 and z2 are on different devices ({a.device} and {b.device}); move both to one device.")
-    out = []
-    chunk = max(1, (8 << 20) // (8 * d))  # rows per float64 chunk (~8 MiB): no full float64 copy
-    for name, t in (("z1", a), ("z2", b)):
-        unit = torch.empty(n, d, dtype=torch.float32, device=t.device)
-        for r0 in range(0, n, chunk):
-            t64 = t[r0 : r0 + chunk].to(torch.float64)
-            finite = torch.isfinite(t64).all(dim=1)
-            if not bool(finite.all()):
-                row = r0 + int(torch.nonzero(~finite)[0, 0])
-                raise ValueError(f"{name} contains NaN or Inf (first in row {row}); remove or fix those rows.")
-            norms = torch.linalg.vector_norm(t64, dim=1, keepdim=True)
-            zero = norms[:, 0] == 0
-            if bool(zero.any()):
-                row = r0 + int(torch.nonzero(zero)[0, 0])
-                raise ValueError(
-                    f"{name} row {row} is all zeros, so it has no direction and no cosine similarity; "
-                    "remove that instance from both views."
-                )
-            unit[r0 : r0 + chunk] = t64 / norms
-        out.append(unit)
-    return out[0], out[1]
-
-
-def _check_n_ref(n_ref, n: int) -> int:
-    if n_ref is None:
-        return n
-    if isinstance(n_ref, bool):
-        raise ValueError(f"n_ref must be an integer >= 2, got {n_ref!r}.")
-    try:
-        n_ref = operator.index(n_ref)
-    except TypeError:
-        raise ValueError(f"n_ref must be an integer >= 2 (the number of training instances), got {n_ref!r}.") from None
-    if n_ref < 2:
-        raise ValueError(f"n_ref = {n_ref} is too small: the threshold -1/(n_ref - 1) needs n_ref >= 2.")
-    return n_ref
-
-
-def _label_codes(labels, n: int, device) -> torch.Tensor | None:
-    """Class labels as int64 codes 0..C-1 on ``device`` (any 1-D array of n comparable values)."""
-    if labels is None:
-        return None
-    arr = labels.detach().cpu().numpy() if isinstance(labels, torch.Tensor) else np.asarray(labels)
-    if arr.ndim != 1 or arr.shape[0] != n:
-        raise ValueError(f"labels must be a 1-D array of n = {n} class labels; got shape {arr.shape}.")
-    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
-        raise ValueError("labels contain NaN or Inf; give one class label per instance.")
-    if arr.dtype.kind not in "biuf" and arr.dtype.kind not in "USO":
-        raise ValueError(f"labels must be integers (or strings); got dtype {arr.dtype}.")
-    _, codes = np.unique(arr, return_inverse=True)
-    return torch.as_tensor(codes.reshape(-1).astype(np.int64), device=device)
-
-
-def _check_int(value, name: str, least: int, most: int | None = None) -> int:
-    if isinstance(value, bool):
-        raise ValueError(f"{name} must be an integer, got {value!r}.")
-    try:
-        value = operator.index(value)
-    except TypeError:
-        raise ValueError(f"{name} must be an integer, got {value!r}.") from None
-    if value < least or (most is not None and value > most):
-        bound = f">= {least}" if most is None else f"in [{least}, {most}]"
-        raise ValueError(f"{name} must be {bound}, got {value}.")
-    return value
 
 
 @contextlib.contextmanager
@@ -726,8 +624,9 @@ def pair_statistics(
 
     Args:
         z1, z2: (n, d) float tensors or arrays, the two views (row i = instance i); need not be
-            normalised: rows are L2-normalised once (:func:`normalise_views`). Work runs on
-            the tensors' device (CPU or CUDA).
+            normalised: rows are L2-normalised once
+            (:func:`cl_diag.measurement.inputs.normalise_views`). Work runs on the tensors'
+            device (CPU or CUDA).
         n_ref: instances the threshold delta = -1/(n_ref - 1) refers to (default n).
         labels: optional (n,) class labels; adds ``by_class`` (same_class / different_class)
             to each negative type. Same-class "negatives" are instance discrimination's false
@@ -745,26 +644,67 @@ def pair_statistics(
         (ddof 0), std, min, max, quantiles, quantile_error, histogram, and for the negative
         types excessive_ratio, excessive_count (strictly below delta) and by_class.
     """
-    if mode not in ("exact", "sampled"):
-        raise ValueError(f"mode must be 'exact' or 'sampled', got {mode!r}.")
-    hist_bins = _check_int(hist_bins, "hist_bins", 1, MAX_HIST_BINS)
-    seed = _check_int(seed, "seed", 0)
-    if mode == "sampled":
-        num_pairs = _check_int(num_pairs, "num_pairs", 1)
-    if block_size is not None:
-        block_size = _check_int(block_size, "block_size", 1)
+    options = _Options.check(mode, num_pairs, seed, block_size, hist_bins)
     with _cpu_workers() as threads:
-        u, v = normalise_views(z1, z2)
-        n = u.shape[0]
-        n_ref = _check_n_ref(n_ref, n)
-        codes = _label_codes(labels, n, u.device)
-        t32 = threshold_float32(n_ref)
-        with torch.inference_mode(), full_fp32_matmul():
-            if mode == "sampled":
-                return _sampled(u, v, codes, t32=t32, hist_bins=hist_bins, num_pairs=num_pairs, seed=seed)
-            tile = min(block_size or _default_tile(n, u.device), n)
-            workers = 1 if u.device.type != "cpu" else min(threads, len(range(0, n, tile)) ** 2)
-            return _exact(u, v, codes, t32=t32, hist_bins=hist_bins, tile=tile, workers=workers)
+        views = normalise_views(z1, z2)
+        n_ref = check_n_ref(n_ref, views.n)
+        codes = label_codes(labels, views.n, views.u.device)
+        return _measure(views, n_ref, codes, options, threads)
+
+
+def pair_statistics_of(
+    views: UnitViews,
+    *,
+    n_ref: int | None = None,
+    codes: torch.Tensor | None = None,
+    mode: str = "exact",
+    num_pairs: int = 5000,
+    seed: int = 0,
+    block_size: int | None = None,
+    hist_bins: int = 100,
+) -> dict:
+    """:func:`pair_statistics` of views already checked and normalised by
+    :func:`cl_diag.measurement.inputs.normalise_views` (the rows are used as they are), with
+    class ``codes`` from :func:`cl_diag.measurement.inputs.label_codes`. Orchestration
+    normalises each layer once and passes the same rows here and to geometry."""
+    options = _Options.check(mode, num_pairs, seed, block_size, hist_bins)
+    with _cpu_workers() as threads:
+        return _measure(views, n_ref, codes, options, threads)
+
+
+class _Options(NamedTuple):
+    mode: str
+    num_pairs: int
+    seed: int
+    block_size: int | None
+    hist_bins: int
+
+    @classmethod
+    def check(cls, mode, num_pairs, seed, block_size, hist_bins) -> _Options:
+        if mode not in ("exact", "sampled"):
+            raise ValueError(f"mode must be 'exact' or 'sampled', got {mode!r}.")
+        hist_bins = check_int(hist_bins, "hist_bins", 1, MAX_HIST_BINS)
+        seed = check_int(seed, "seed", 0)
+        if mode == "sampled":
+            num_pairs = check_int(num_pairs, "num_pairs", 1)
+        if block_size is not None:
+            block_size = check_int(block_size, "block_size", 1)
+        return cls(mode, num_pairs, seed, block_size, hist_bins)
+
+
+def _measure(views: UnitViews, n_ref, codes, options: _Options, threads: int) -> dict:
+    u, v = views
+    n = views.n
+    n_ref = check_n_ref(n_ref, n)
+    t32 = threshold_float32(n_ref)
+    hist_bins = options.hist_bins
+    with torch.inference_mode(), full_fp32_matmul():
+        if options.mode == "sampled":
+            num_pairs, seed = options.num_pairs, options.seed
+            return _sampled(u, v, codes, t32=t32, hist_bins=hist_bins, num_pairs=num_pairs, seed=seed)
+        tile = min(options.block_size or _default_tile(n, u.device), n)
+        workers = 1 if u.device.type != "cpu" else min(threads, len(range(0, n, tile)) ** 2)
+        return _exact(u, v, codes, t32=t32, hist_bins=hist_bins, tile=tile, workers=workers)
 
 
 @contextlib.contextmanager

@@ -1,6 +1,6 @@
 """Closed forms from "On the Similarities of Embeddings in Contrastive
 Learning" (Lee, Lim, Lee, Sohn, ICML 2025) and the sigmoid-loss optimum of
-Lee, Chang, Sohn (2024), for the reports' theory panel. Pure Python/numpy.
+Lee, Chang, Sohn (2024), and the theory panel they make for a run.
 
 n is the number of training instances (full batch), m a mini-batch size.
 
@@ -13,6 +13,10 @@ n is the number of training instances (full batch), m a mini-batch size.
 - :func:`sigmoid_eq10`, :func:`sigmoid_eq10_lhs`: Example 5.4, Eq. 10.
 - :func:`sigmoid_optimum`: the constant-embedding-model (CCEM) optimum of the
   full-batch sigmoid loss: regime, x*, s_pos*, s_neg*.
+- :func:`validity`: whether a d-dimensional layer can hold the optima at all.
+- :func:`theory_panel`: which theorem applies to a run's loss and what it predicts, beside
+  the measured layers (the ``theory`` block of result.json). The closed forms above are
+  pure Python/numpy; the panel differentiates the loss library's phi and psi with torch.
 
 Example::
 
@@ -29,9 +33,12 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Callable, NamedTuple
+from collections.abc import Mapping
+from typing import Any, Callable, NamedTuple
 
 from scipy.optimize import brentq
+
+from cl_diag.result import Layer
 
 __all__ = [
     "delta",
@@ -43,6 +50,8 @@ __all__ = [
     "SigmoidOptimum",
     "sigmoid_optimum",
     "additive_optimum_x",
+    "validity",
+    "theory_panel",
 ]
 
 
@@ -63,11 +72,12 @@ def delta(n: int) -> float:
 def alignment_ceiling(mean_neg: float, n: int) -> float:
     """Thm 5.2, Eq. 7: the largest achievable mean positive similarity given
     the mean (cross-view) negative similarity over n instances,
-    1 + (E[s_neg] + 1/(n-1)). Below delta(n) this is < 1: perfect alignment
+    1 + E[s_neg] + 1/(n-1). Below delta(n) this is < 1: perfect alignment
     is impossible once negatives are excessively separated. (Values > 1 mean
-    the bound is not binding.)"""
+    the bound is not binding.) Evaluated left to right, (1 + E[s_neg]) + 1/(n-1):
+    the rounding every result.json has recorded in ``geometry.alignment_ceiling``."""
     n = _check_n(n)
-    return 1.0 + (float(mean_neg) + 1.0 / (n - 1))
+    return 1.0 + float(mean_neg) + 1.0 / (n - 1)
 
 
 def variance_band(n: int, m: int) -> tuple[float, float]:
@@ -210,3 +220,213 @@ def additive_optimum_x(
     # The bounded search never evaluates the end points; check them.
     best = min((res.x, -1.0, 1.0), key=h)
     return float(best)
+
+
+# --------------------------------------------------------------------------- the theory panel
+
+
+def _derivative(fn: Callable[[Any], Any], x: float) -> float:
+    """d fn / dx at x by autograd in float64 (the loss library's phi and psi are torch functions)."""
+    import torch
+
+    t = torch.tensor(float(x), dtype=torch.float64, requires_grad=True)
+    (grad,) = torch.autograd.grad(fn(t), t)
+    return float(grad)
+
+
+def _float_fn(fn: Callable[[Any], Any]) -> Callable[[float], float]:
+    import torch
+
+    return lambda x: float(fn(torch.tensor(float(x), dtype=torch.float64)))
+
+
+def theory_panel(training_config: Mapping[str, Any], n_ref: int, layers: Mapping[str, Any]) -> dict:
+    """Predictions of the paper's theorems for this run (paper-notes 5 and 11), beside the
+    measured layers.
+
+    * Which theorem applies follows from the loss's family and (c1, c2): Def. 3.1 (any
+      coefficients) -> Thm 5.1(i); Def. 3.2 with c2 = 1 -> 5.1(ii); Def. 3.2 with
+      (c1, c2) = (1, 0) -> 5.1(iii) if phi'(1) > ((N-2)/(2(N-1))) psi'(-1/(N-1)), else
+      Thm 5.3 (excessive separation), evaluated at the batch the loss sees, N = m.
+    * Thm 5.1 predicts s_pos = 1 and s_neg = -1/(n-1); with fixed mini-batches of size m
+      (Thm 5.5, Eq. 11) the negative-similarity variance lies in
+      [(n-m)/((m-1)(n-1)^2), n(n-m)/((m-1)(n-1)^2)] and each batch is its own simplex at
+      -1/(m-1).
+    * Sigmoid loss (Example 5.4): the Eq. 10 test and the double-constant optimum of
+      paper-notes 11.1, both at N = m.
+    * Per layer: the Thm 5.2 ceiling 1 + mean_neg + 1/(n-1) against the measured positive
+      mean, and the validity caveat when d < n - 1 (the optima need a simplex to fit).
+
+    ``layers`` maps a layer name to its :class:`cl_diag.result.Layer` (or the layer's JSON
+    form). Returns the ``theory`` block of result.json as a plain dict.
+    """
+    # imported here: the closed forms above (the reports use them) need neither losses nor torch
+    from cl_diag.losses import LOSSES
+
+    name = training_config.get("loss")
+    m = training_config.get("batch_size")
+    m = int(m) if isinstance(m, int) and not isinstance(m, bool) else None
+    loss = LOSSES.get(name) if isinstance(name, str) else None
+    panel: dict[str, Any] = {
+        "n_ref": n_ref,
+        "batch_size": m,
+        "loss": {"name": name, "family": None, "c1": None, "c2": None},
+        "theorem": None,
+        "statement": "",
+        "predicted": {"positive_mean": None, "negative_mean": None},
+        "variance_band": None,
+        "within_batch_optimum": None,
+        "sigmoid": None,
+        # The theorems are about the embedding the loss sees; the other layers are context.
+        "loss_layer": "projector" if "projector" in layers else ("embedding" if "embedding" in layers else None),
+    }
+    family = getattr(loss, "family", None) if loss is not None else None
+    hp: dict[str, Any] = {}
+    if loss is not None:
+        hp = {k: training_config[k] for k in loss.hyperparameter_names if training_config.get(k) is not None}
+        try:
+            hp = loss.resolve(**hp)
+        except ValueError:
+            hp = loss.defaults
+    if family not in ("info", "ind-add"):
+        if loss is None:
+            why = f"the run's loss {name!r} is unknown to cl-diag" if name else "the training config names no loss"
+        else:
+            why = f"{name} is not cast into the paper's framework (Def. 3.1 / 3.2)"
+        panel["statement"] = f"No optimum is predicted: {why}."
+        panel["layers"] = _layer_checks(layers, n_ref, m)
+        return panel
+
+    c1, c2 = loss.coefficients(**hp)
+    panel["loss"] = {
+        "name": name,
+        "family": "info_nce" if family == "info" else "independently_additive",
+        "c1": float(c1),
+        "c2": float(c2),
+    }
+    N = m if m is not None and m >= 3 else n_ref
+    statement: list[str] = []
+    excessive = False
+    psi_increasing = True
+    if family == "ind-add":
+        phi, psi = loss.phi_psi(N, **hp)
+        # Thms 5.1 (ii)/(iii) and 5.3 assume an increasing psi on [-1, 1]; spectral's psi = x^2 is not
+        # (its optimum has orthogonal negatives, s_neg = 0, not a simplex).
+        psi_increasing = all(_derivative(psi, x) >= 0 for x in (-1.0, -0.5, -1e-3, 0.5, 1.0))
+    if family == "info":
+        panel["theorem"] = "5.1(i)"
+    elif not psi_increasing:
+        panel["theorem"] = None
+        statement.append(
+            f"No optimum is predicted: psi of {name} is not increasing on [-1, 1], so Thms 5.1 and 5.3 do not apply."
+        )
+    elif (c1, c2) in ((0, 1), (1, 1)):
+        panel["theorem"] = "5.1(ii)"
+    elif c2 > 0:
+        panel["theorem"] = None
+        statement.append(f"No optimum is predicted: Thm 5.1 (ii) covers (c1, c2) = (0, 1) and (1, 1), not ({c1:g}, {c2:g}).")
+    else:
+        lhs, rhs_psi = _derivative(phi, 1.0), _derivative(psi, delta(N))
+        verdict = additive_cross_only_condition(lhs, rhs_psi, N)
+        panel["condition"] = {
+            "N": N,
+            "dphi_at_1": lhs,
+            "rhs": (N - 2) / (2 * (N - 1)) * rhs_psi,
+            "verdict": verdict,
+        }
+        if verdict == "excessive":
+            panel["theorem"] = "5.3"
+            excessive = True
+        elif verdict == "etf":
+            panel["theorem"] = "5.1(iii)"
+        else:
+            panel["theorem"] = None
+            statement.append("phi'(1) equals the bound of Thm 5.3 (8): neither theorem applies as stated.")
+    delta_n = delta(n_ref)
+    if panel["theorem"] and panel["theorem"].startswith("5.1"):
+        panel["predicted"] = {"positive_mean": 1.0, "negative_mean": delta_n}
+        statement.append(
+            f"Thm {panel['theorem']}: at the full-batch optimum positives align (s_pos = 1) and every negative "
+            f"sits at -1/(n-1) = {delta_n:.6g} (a simplex ETF)."
+        )
+        if m is not None and 2 <= m < n_ref:
+            lo, hi = variance_band(n_ref, m)
+            panel["variance_band"] = {"n": n_ref, "m": m, "lo": lo, "hi": hi}
+            panel["within_batch_optimum"] = delta(m)
+            statement.append(
+                f"With fixed mini-batches of m = {m} (Thm 5.5) each batch collapses to its own simplex at "
+                f"-1/(m-1) = {delta(m):.6g}, more separated than -1/(n-1), and the negative variance lies in "
+                f"[{lo:.4g}, {hi:.4g}] (Eq. 11)."
+            )
+    if excessive:
+        if name == "sigmoid":
+            opt = sigmoid_optimum(hp["temperature"], hp["bias"], N)
+            panel["predicted"] = {"positive_mean": opt.s_pos, "negative_mean": opt.s_neg}
+        else:
+            x = additive_optimum_x(_float_fn(phi), _float_fn(psi), N)
+            panel["predicted"] = {"positive_mean": x, "negative_mean": ((N - 2) * x - N) / (2 * (N - 1))}
+        statement.append(
+            f"Thm 5.3: the cross-view-only additive loss over N = {N} pairs separates negatives excessively at its "
+            f"optimum, s_pos < 1 and s_neg < -1/(N-1); adding within-view negatives (c2 = 1) removes this."
+        )
+    if name == "sigmoid" and c2 == 0 and N >= 3:
+        t, b = hp["temperature"], hp["bias"]
+        opt = sigmoid_optimum(t, b, N)
+        panel["sigmoid"] = {
+            "t": t,
+            "b": b,
+            "eq10": {"N": N, "lhs": sigmoid_eq10_lhs(t, b, N), "rhs": (N - 2) / 2, "holds": sigmoid_eq10(t, b, N)},
+            "ccem": {"N": N, "x_star": opt.x, "s_pos": opt.s_pos, "s_neg": opt.s_neg, "regime": opt.regime},
+        }
+    vrn = training_config.get("vrn")
+    if isinstance(vrn, (int, float)) and vrn > 0:
+        statement.append(
+            f"VRN (lambda = {vrn:g}) penalises the squared distance of cross-view negatives from -1/(n-1), "
+            "shrinking their variance (Def. 5.7)."
+        )
+    panel["statement"] = " ".join(statement)
+    panel["layers"] = _layer_checks(layers, n_ref, m)
+    return panel
+
+
+def validity(d: object, n_ref: object, m: object = None) -> tuple[bool, bool]:
+    """Whether a layer of dimension d is too narrow for the theorems' optima: (d < n_ref - 1,
+    d < m - 1). The full-batch simplex ETF of n_ref points needs d >= n_ref - 1 (Thm 5.1) and
+    each batch's own simplex d >= m - 1 (Thm 5.5); below that the predictions are
+    qualitative (paper-notes 11.4). Unknown values (None, not integers) flag nothing."""
+    d_ok = isinstance(d, int) and not isinstance(d, bool)
+    caveat = d_ok and isinstance(n_ref, int) and d < n_ref - 1  # type: ignore[operator]
+    below_m = d_ok and isinstance(m, int) and d < m - 1  # type: ignore[operator]
+    return bool(caveat), bool(below_m)
+
+
+def _layer_facts(layer: Any) -> tuple[Any, Any, Any]:
+    """(d, mean positive similarity, Thm 5.2 ceiling) of a measured layer: a
+    :class:`cl_diag.result.Layer`, or its JSON form (whose missing parts read as None)."""
+    if isinstance(layer, Layer):
+        positive = layer.pairs.get("positive")
+        mean = None if positive is None else positive.mean
+        return layer.d, mean, layer.geometry.alignment_ceiling.value
+    positive = (layer.get("pairs", {}).get("positive") or {}).get("mean")
+    ceiling = ((layer.get("geometry") or {}).get("alignment_ceiling") or {}).get("value")
+    return layer.get("d"), positive, ceiling
+
+
+def _layer_checks(layers: Mapping[str, Any], n_ref: int, m: int | None) -> dict:
+    """Thm 5.2 ceiling next to the measured positive mean, and the validity flags, per layer.
+
+    No pass/fail flag: Eq. 7 with n = the measured rows always holds, while the ceiling stored here uses
+    n_ref (the training set), so for a sample of n < n_ref rows it is an estimate, not a bound.
+    """
+    out = {}
+    for name, layer in layers.items():
+        d, pos, ceiling = _layer_facts(layer)
+        caveat, below_m = validity(d, n_ref, m)
+        out[name] = {
+            "d": d,
+            "alignment_ceiling": ceiling,
+            "positive_mean": pos,
+            "caveat": caveat,
+            "d_below_m_minus_1": below_m,
+        }
+    return out

@@ -1,9 +1,9 @@
 """``analyze``: an embeddings file or a trained encoder in, result.json and reports out.
 
-The one pivot of the project is the result dictionary built here (schema in
+The one pivot of the project is the :class:`cl_diag.result.Result` assembled here (schema in
 docs/result-schema.md); the reports are rendered from it alone.
 
-What the input is decides the work (:func:`cl_diag.io.checkpoints.read_checkpoint_file`):
+What the input is decides the work (:func:`cl_diag.models.checkpoints.read_checkpoint_file`):
 
 * an **embeddings file**: its two views are measured as the layer ``embedding``;
 * a **cl-diag checkpoint** (rebuilt from its stored config), a **solo-learn checkpoint** or a
@@ -18,7 +18,6 @@ What the input is decides the work (:func:`cl_diag.io.checkpoints.read_checkpoin
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,11 +28,27 @@ import torch
 
 import cl_diag
 from cl_diag.errors import UserError
-from cl_diag.io.embeddings import load_embeddings, validate_views
-from cl_diag.io.output import ensure_writable_parent, staged_output, write_json
+from cl_diag.io.embeddings import load_embeddings
+from cl_diag.io.output import ensure_writable_parent, staged_output
+from cl_diag.measurement.inputs import ViewsError, label_codes, normalise_views
+from cl_diag.measurement.theory import delta, theory_panel
+from cl_diag.models import CheckpointFile, Subject, open_subject, read_checkpoint_file
+from cl_diag.result import (
+    EMBEDDING_LAYER,
+    LAYERS,
+    PIXELS,
+    RESULT_NAME,
+    RETRIEVAL_KS,
+    SCHEMA,
+    Layer,
+    Probes,
+    Result,
+    Source,
+    Theory,
+    Tool,
+)
 
-SCHEMA = "cl-diag/result/1"
-
+#: what every number of a result means, written into it and printed in its report
 CONVENTIONS = {
     "similarity": "cosine similarity of L2-normalised rows (norms in float64, rows rounded once to float32)",
     "matmul": "float32 with TF32 disabled",
@@ -45,12 +60,11 @@ CONVENTIONS = {
     "variance": "population variance (ddof 0)",
 }
 
-LAYERS = ("projector", "backbone")
+#: the probes ``--probes`` can name
 PROBES = ("linear", "knn", "retrieval", "clustering")
 #: Neighbour counts and temperature of the kNN probe (solo-learn / InstDisc defaults).
 KNN_KS = (20, 200)
 KNN_TEMPERATURE = 0.07
-RETRIEVAL_KS = (1, 5, 10)
 
 #: (description, total or None) -> advance(n). The CLI passes a rich progress bar.
 ProgressFactory = Callable[[str, "int | None"], Callable[[int], None]]
@@ -87,7 +101,7 @@ class AnalyzeConfig:
 @dataclass
 class AnalyzeResult:
     out: Path
-    result: dict = field(repr=False)
+    result: Result = field(repr=False)
     files: list[Path] = field(default_factory=list)
 
 
@@ -133,17 +147,31 @@ def _check_config(config: AnalyzeConfig) -> None:
 
 
 def measure_layer(
-    z1: torch.Tensor, z2: torch.Tensor, labels: torch.Tensor | None, *, n_ref: int, config: AnalyzeConfig
-) -> dict:
-    """Pair statistics and geometry of one layer's two views."""
-    from cl_diag.measurement.geometry import geometry
-    from cl_diag.measurement.pairs import pair_statistics
+    z1: torch.Tensor,
+    z2: torch.Tensor,
+    labels: torch.Tensor | None,
+    *,
+    n_ref: int,
+    config: AnalyzeConfig,
+    where: str,
+) -> Layer:
+    """Pair statistics and geometry of one layer's two views, normalised once for both.
 
-    pairs = pair_statistics(
-        z1,
-        z2,
+    ``where`` names the views' origin (a file, a checkpoint's layer outputs) in the message
+    of a :class:`UserError` for views that cannot be measured (NaN, zero rows, ...).
+    """
+    from cl_diag.measurement.geometry import geometry_of
+    from cl_diag.measurement.pairs import pair_statistics_of
+
+    try:
+        views = normalise_views(z1, z2)
+        codes = label_codes(labels, views.n, views.u.device)
+    except ViewsError as exc:
+        raise UserError(exc.user_message(where)) from None
+    pairs = pair_statistics_of(
+        views,
         n_ref=n_ref,
-        labels=labels,
+        codes=codes,
         mode=config.pairs,
         num_pairs=config.num_pairs,
         seed=config.seed,
@@ -153,8 +181,8 @@ def measure_layer(
     # The exact cross-view mean is already known; a sampled one is an estimate, so let
     # geometry compute the exact mean itself (O(nd)).
     exact_mean = pairs["cross_view_negative"]["mean"] if config.pairs == "exact" else None
-    geo = geometry(z1, z2, n_ref=n_ref, cross_view_mean=exact_mean)
-    return {"n": int(z1.shape[0]), "d": int(z1.shape[1]), "pairs": pairs, "geometry": geo}
+    geo = geometry_of(views, n_ref=n_ref, cross_view_mean=exact_mean)
+    return Layer.from_dict({"n": views.n, "d": views.d, "pairs": pairs, "geometry": geo})
 
 
 def build_result(
@@ -162,36 +190,34 @@ def build_result(
     source: dict,
     n_ref: int,
     config: AnalyzeConfig,
-    layers: dict,
+    layers: dict[str, Layer],
     training_config: dict | None = None,
     probes: dict | None = None,
     theory: dict | None = None,
-) -> dict:
-    result = {
-        "schema": SCHEMA,
-        "tool": {"name": "cl-diag", "version": cl_diag.__version__},
-        "source": source,
-        "n_ref": n_ref,
-        "threshold": -1.0 / (n_ref - 1),
-        "mode": config.pairs,
-        "num_pairs": config.num_pairs if config.pairs == "sampled" else None,
-        "seed": config.seed,
-        "conventions": CONVENTIONS,
-        "config": training_config or {},
-        "layers": layers,
-    }
-    if probes is not None:
-        result["probes"] = probes
-    if theory is not None:
-        result["theory"] = theory
-    return result
+) -> Result:
+    """Assemble the typed result from the measured layers and the probe and theory blocks."""
+    return Result(
+        schema=SCHEMA,
+        tool=Tool(name="cl-diag", version=cl_diag.__version__),
+        source=Source.from_dict(source),
+        n_ref=n_ref,
+        threshold=delta(n_ref),
+        mode=config.pairs,
+        num_pairs=config.num_pairs if config.pairs == "sampled" else None,
+        seed=config.seed,
+        conventions=CONVENTIONS,
+        config=training_config or {},
+        layers=layers,
+        probes=None if probes is None else Probes.from_dict(probes),
+        theory=None if theory is None else Theory.from_dict(theory),
+    )
 
 
-def _write(config: AnalyzeConfig, result: dict) -> AnalyzeResult:
+def _write(config: AnalyzeConfig, result: Result) -> AnalyzeResult:
     from cl_diag.report import render_analysis
 
     with staged_output(config.out) as staging:
-        write_json(staging / "result.json", result)
+        result.save(staging / RESULT_NAME)
         render_analysis(result, staging)
         files = sorted(path.relative_to(staging) for path in staging.rglob("*") if path.is_file())
     return AnalyzeResult(out=Path(config.out), result=result, files=[Path(config.out) / f for f in files])
@@ -200,8 +226,6 @@ def _write(config: AnalyzeConfig, result: dict) -> AnalyzeResult:
 def analyze(config: AnalyzeConfig, *, progress: ProgressFactory | None = None) -> AnalyzeResult:
     """Measure ``config.input`` (embeddings file or checkpoint) and write result.json,
     report.md and report.html into ``config.out``."""
-    from cl_diag.io.checkpoints import read_checkpoint_file
-
     _check_config(config)
     if config.workers is None:
         from dataclasses import replace
@@ -216,15 +240,16 @@ def analyze(config: AnalyzeConfig, *, progress: ProgressFactory | None = None) -
     return _write(config, _analyze_checkpoint(config, file, progress or _no_progress))
 
 
-def _analyze_embeddings(config: AnalyzeConfig, payload: dict | None) -> dict:
+def _analyze_embeddings(config: AnalyzeConfig, payload: dict | None) -> Result:
     embeddings = load_embeddings(config.input, payload=payload)
     n_ref = config.n_ref if config.n_ref is not None else embeddings.n
-    layer = measure_layer(embeddings.z1, embeddings.z2, embeddings.labels, n_ref=n_ref, config=config)
+    z1, z2, labels = embeddings.z1, embeddings.z2, embeddings.labels
+    layer = measure_layer(z1, z2, labels, n_ref=n_ref, config=config, where=embeddings.path)
     return build_result(
         source={"kind": "embeddings", "path": str(config.input), "sha256": embeddings.sha256},
         n_ref=n_ref,
         config=config,
-        layers={"embedding": layer},
+        layers={EMBEDDING_LAYER: layer},
     )
 
 
@@ -235,42 +260,32 @@ def _no_progress(description: str, total: int | None) -> Callable[[int], None]:
 # --------------------------------------------------------------------------- checkpoints
 
 
-@dataclass
-class _Subject:
-    """A trained encoder made ready for measuring, whatever file it came from."""
+def _analyze_checkpoint(
+    config: AnalyzeConfig, file: CheckpointFile, progress: ProgressFactory
+) -> Result:
+    from cl_diag.orchestration.train import RESUME_FREE_FIELDS
 
-    source: dict
-    training_config: dict
-    n_train: int | None
-    dataset: str | None
-    backbone: torch.nn.Module | None = None
-    projector: torch.nn.Module | None = None
-    random_backbone: torch.nn.Module | None = None
-    random_projector: torch.nn.Module | None = None
-    two_views: Any = None  # TwoViews over the training set
-    eval_split: Callable[[str], Any] | None = None  # "train"/"test" -> (image, label) dataset
-    splits: dict[str, Any] = field(default_factory=dict)  # the opened evaluation splits
-    embeddings: tuple[torch.Tensor, torch.Tensor] | None = None  # toy: the learned vectors
-
-
-def _analyze_checkpoint(config: AnalyzeConfig, file, progress: ProgressFactory) -> dict:
-    if file.kind == "cl-diag":
-        subject = _cl_diag_subject(config, file)
-    else:
-        subject = _foreign_subject(config, file)
-    source = {"kind": "checkpoint", **subject.source}
-    from cl_diag.io.checkpoints import weights_sha256
-
-    source["weights_sha256"] = weights_sha256(file)
+    # The model home rebuilds the encoder and opens its data; from here on it is measuring.
+    subject = open_subject(
+        file,
+        arch=config.arch,
+        dataset=config.dataset,
+        cifar_stem_padding=config.cifar_stem_padding,
+        data_root=config.data_root,
+        val_root=config.val_root,
+        seed=config.seed,
+        run_record_fields=RESUME_FREE_FIELDS,
+    )
+    source = subject.source
 
     if subject.embeddings is not None:  # toy: the learned vectors are the two views
         z1, z2 = subject.embeddings
-        validate_views(z1, z2, None, str(file.path))
         n_ref = config.n_ref if config.n_ref is not None else (subject.n_train or z1.shape[0])
-        layers = {"embedding": measure_layer(z1, z2, None, n_ref=n_ref, config=config)}
+        layer = measure_layer(z1, z2, None, n_ref=n_ref, config=config, where=str(file.path))
+        layers = {EMBEDDING_LAYER: layer}
         probes = None
         if "retrieval" in config.probes:
-            probes = {"layer": "embedding", "retrieval": {"embedding": _retrieval(z1, z2)}}
+            probes = {"layer": EMBEDDING_LAYER, "retrieval": {EMBEDDING_LAYER: _retrieval(z1, z2)}}
         theory = theory_panel(subject.training_config, n_ref, layers)
         return build_result(
             source=source, n_ref=n_ref, config=config, layers=layers,
@@ -321,11 +336,11 @@ def _analyze_checkpoint(config: AnalyzeConfig, file, progress: ProgressFactory) 
         "mode": "eval (BatchNorm running statistics)",
         "amp": bool(config.amp and torch.cuda.is_available() and config.device != "cpu"),
     }
-    layers = {}
+    layers: dict[str, Layer] = {}
     for layer in layers_wanted:
         z1, z2 = views["trained"][layer]
-        validate_views(z1, z2, None, f"the {layer} outputs of {file.path}")
-        layers[layer] = measure_layer(z1, z2, view_labels, n_ref=n_ref, config=config)
+        where = f"the {layer} outputs of {file.path}"
+        layers[layer] = measure_layer(z1, z2, view_labels, n_ref=n_ref, config=config, where=where)
 
     probes = _probes(config, subject, views, layers_wanted, progress) if config.probes else None
     theory = theory_panel(subject.training_config, n_ref, layers)
@@ -333,186 +348,6 @@ def _analyze_checkpoint(config: AnalyzeConfig, file, progress: ProgressFactory) 
         source=source, n_ref=n_ref, config=config, layers=layers,
         training_config=subject.training_config, probes=probes, theory=theory,
     )
-
-
-def _cl_diag_subject(config: AnalyzeConfig, file) -> _Subject:
-    from cl_diag.training.checkpoint import load_checkpoint
-
-    for option, value in (("--arch", config.arch), ("--cifar-stem-padding", config.cifar_stem_padding)):
-        if value is not None:
-            raise UserError(
-                f"{option} applies to foreign checkpoints only; {file.path} is a cl-diag checkpoint, "
-                "which records its model. Drop the option."
-            )
-    ck = load_checkpoint(file.path)
-    cfg = dict(ck.get("config") or {})
-    # Where and how the run ran (paths, device, workers) is not what it computed; leaving it
-    # out keeps compare's run labels to the options that matter.
-    from cl_diag.orchestration.train import RESUME_FREE_FIELDS
-
-    recorded_roots = {"data_root": cfg.get("data_root"), "val_root": cfg.get("val_root")}
-    cfg = {k: v for k, v in cfg.items() if k not in RESUME_FREE_FIELDS}
-    dataset = str(ck.get("dataset") or cfg.get("dataset"))
-    if config.dataset is not None and config.dataset != dataset:
-        raise UserError(
-            f"{file.path} was trained on {dataset}; --dataset {config.dataset} cannot change that. Drop --dataset."
-        )
-    source = {
-        "format": "cl-diag",
-        "path": str(file.path),
-        "arch": cfg.get("arch"),
-        "dataset": dataset,
-        "n_train": ck.get("n_train"),
-        "epoch": ck.get("epoch"),
-        "step": ck.get("step"),
-        "complete": ck.get("complete"),
-        "versions": ck.get("versions"),
-    }
-    subject = _Subject(source=source, training_config=cfg, n_train=ck.get("n_train"), dataset=dataset)
-    if dataset == "toy":
-        emb = ck.get("embeddings")
-        if not isinstance(emb, dict) or "z1" not in emb or "z2" not in emb:
-            raise UserError(f"{file.path} is a toy-dataset checkpoint without its 'embeddings'; it is damaged.")
-        subject.embeddings = (emb["z1"].float(), emb["z2"].float())
-        return subject
-
-    from cl_diag.training.models import build_model
-
-    try:
-        model = build_model(cfg)
-        random_model = build_model(cfg, seed=config.seed)
-    except (ValueError, KeyError) as exc:
-        raise UserError(f"The config stored in {file.path} does not describe a model cl-diag can build: {exc}.") from None
-    try:
-        model.backbone.load_state_dict(ck["backbone"], strict=True)
-        model.projector.load_state_dict(ck["projector"], strict=True)
-    except RuntimeError as exc:
-        raise UserError(
-            f"The weights in {file.path} do not fit the model its config describes ({_first_line(exc)}); "
-            "the checkpoint is damaged or from an incompatible cl-diag version."
-        ) from None
-    subject.backbone, subject.projector = model.backbone.eval(), model.projector.eval()
-    subject.random_backbone, subject.random_projector = random_model.backbone.eval(), random_model.projector.eval()
-    source["arch"] = model.arch
-
-    data_root = str(config.data_root) if config.data_root is not None else recorded_roots["data_root"]
-    val_root = str(config.val_root) if config.val_root is not None else recorded_roots["val_root"]
-    _check_recorded_split(ck, dataset, file.path)
-    _attach_data(subject, config, dataset, data_root, val_root, cfg.get("image_size"), cfg.get("num_samples"))
-    recorded = ck.get("n_train")
-    if isinstance(recorded, int) and recorded != len(subject.two_views):
-        raise UserError(
-            f"{file.path} was trained on {recorded} images but the training set found now has "
-            f"{len(subject.two_views)}; point --data-root at the data it was trained on."
-        )
-    return subject
-
-
-def _check_recorded_split(ck: dict, dataset: str, path: Path) -> None:
-    """The digits split is fixed; a checkpoint whose recorded split differs from today's
-    (another scikit-learn, say) would be probed on its own training images."""
-    split = ck.get("split") or {}
-    if dataset != "digits" or "train_indices" not in split:
-        return
-    from cl_diag.training.data import digits_split
-
-    train, _ = digits_split()
-    recorded = torch.as_tensor(split["train_indices"])
-    if recorded.shape != train.shape or not bool((recorded == train).all()):
-        raise UserError(
-            f"{path} records a digits train/test split that differs from the one this installation makes; "
-            "its probes would mix training and test images. Analyse it with the scikit-learn version it was trained with."
-        )
-
-
-def _attach_data(
-    subject: _Subject,
-    config: AnalyzeConfig,
-    dataset: str,
-    data_root: str | None,
-    val_root: str | None,
-    image_size: int | None,
-    num_samples: int | None,
-) -> None:
-    from cl_diag.training.augment import eval_transform
-    from cl_diag.training.data import Transformed, load_dataset, training_data
-
-    data = training_data(
-        dataset, seed=config.seed, data_root=data_root, val_root=val_root,
-        num_samples=num_samples, image_size=image_size,
-    )
-    subject.two_views = data.train_set
-    if subject.n_train is None:
-        subject.n_train = data.n_train
-    transform = eval_transform(dataset, image_size)
-
-    def eval_split(split: str):
-        return Transformed(load_dataset(dataset, split, data_root=data_root, val_root=val_root), transform)
-
-    subject.eval_split = eval_split
-
-
-_FOREIGN_DATASETS = ("cifar10", "cifar100", "imagefolder")
-
-
-def _foreign_subject(config: AnalyzeConfig, file) -> _Subject:
-    from cl_diag.io.checkpoints import lightning_metadata, load_foreign_encoder
-
-    encoder = load_foreign_encoder(
-        file, arch=config.arch, dataset=config.dataset, cifar_stem_padding=config.cifar_stem_padding
-    )
-    dataset = encoder.dataset
-    if dataset is None:
-        raise UserError(
-            f"{file.path} does not record its dataset (no args.json beside it): give --dataset "
-            f"({', '.join(_FOREIGN_DATASETS)}) and --data-root."
-        )
-    note = None
-    if dataset not in _FOREIGN_DATASETS:
-        if config.dataset is not None:
-            raise UserError(f"--dataset {dataset!r} is not one of {', '.join(_FOREIGN_DATASETS)}.")
-        # solo-learn's imagenet, imagenet100, stl10 and custom runs read class folders.
-        note = f"args.json names dataset {dataset!r}; read as imagefolder from --data-root/--val-root"
-        dataset = "imagefolder"
-    if encoder.num_classes is not None and dataset in ("cifar10", "cifar100"):
-        expected = 10 if dataset == "cifar10" else 100
-        if encoder.num_classes != expected:
-            raise UserError(
-                f"The checkpoint's online classifier has {encoder.num_classes} classes but {dataset} has "
-                f"{expected}; give the --dataset it was trained on."
-            )
-    source = {
-        "format": encoder.kind,
-        "path": str(file.path),
-        "arch": encoder.arch,
-        "dataset": dataset,
-        "projector_layout": encoder.projector_layout,
-        "cifar_stem_padding": encoder.cifar_stem_padding,
-        "args_json": encoder.args_path,
-        "provenance": encoder.provenance,
-        "ignored_modules": encoder.ignored,
-        **lightning_metadata(file.payload),
-    }
-    if note:
-        source["note"] = note
-    cfg = dict(encoder.training_config)
-    random_backbone, random_projector = encoder.random_init(config.seed)
-    subject = _Subject(
-        source=source, training_config=cfg, n_train=None, dataset=dataset,
-        backbone=encoder.backbone, projector=encoder.projector,
-        random_backbone=random_backbone, random_projector=random_projector,
-    )
-    data_root = str(config.data_root) if config.data_root is not None else None
-    val_root = str(config.val_root) if config.val_root is not None else None
-    size = 32 if encoder.arch.endswith("-cifar") and dataset == "imagefolder" else None
-    _attach_data(subject, config, dataset, data_root, val_root, size, None)
-    source["n_train"] = subject.n_train
-    return subject
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 # --------------------------------------------------------------------------- probes
@@ -541,7 +376,7 @@ def _classification_probes(config: AnalyzeConfig, train, test) -> dict:
     return out
 
 
-def _probes(config: AnalyzeConfig, subject: _Subject, views: dict, layers: list[str], progress) -> dict:
+def _probes(config: AnalyzeConfig, subject: Subject, views: dict, layers: list[str], progress) -> dict:
     from cl_diag.measurement.views import Pixels, Taps, encode_images, sample_indices
 
     probes: dict[str, Any] = {"layer": "backbone"}
@@ -580,191 +415,11 @@ def _probes(config: AnalyzeConfig, subject: _Subject, views: dict, layers: list[
     if "retrieval" in config.probes:
         probes["retrieval"] = {layer: _retrieval(*views["trained"][layer]) for layer in layers}
         if with_baselines:
-            baselines.setdefault("raw_pixels", {})["retrieval"] = {"pixels": _retrieval(*views["raw_pixels"]["pixels"])}
+            pixels = _retrieval(*views["raw_pixels"][PIXELS])
+            baselines.setdefault("raw_pixels", {})["retrieval"] = {PIXELS: pixels}
             baselines.setdefault("random_init", {})["retrieval"] = {
                 layer: _retrieval(*views["random_init"][layer]) for layer in layers
             }
     if with_baselines:
         probes["baselines"] = baselines
     return probes
-
-
-# --------------------------------------------------------------------------- theory
-
-
-def _derivative(fn: Callable, x: float) -> float:
-    """d fn / dx at x by autograd in float64 (the loss library's phi and psi are torch functions)."""
-    t = torch.tensor(float(x), dtype=torch.float64, requires_grad=True)
-    (grad,) = torch.autograd.grad(fn(t), t)
-    return float(grad)
-
-
-def _float_fn(fn: Callable) -> Callable[[float], float]:
-    return lambda x: float(fn(torch.tensor(float(x), dtype=torch.float64)))
-
-
-def theory_panel(training_config: dict, n_ref: int, layers: dict) -> dict:
-    """Predictions of the paper's theorems for this run (paper-notes 5 and 11), beside the
-    measured layers.
-
-    * Which theorem applies follows from the loss's family and (c1, c2): Def. 3.1 (any
-      coefficients) -> Thm 5.1(i); Def. 3.2 with c2 = 1 -> 5.1(ii); Def. 3.2 with
-      (c1, c2) = (1, 0) -> 5.1(iii) if phi'(1) > ((N-2)/(2(N-1))) psi'(-1/(N-1)), else
-      Thm 5.3 (excessive separation), evaluated at the batch the loss sees, N = m.
-    * Thm 5.1 predicts s_pos = 1 and s_neg = -1/(n-1); with fixed mini-batches of size m
-      (Thm 5.5, Eq. 11) the negative-similarity variance lies in
-      [(n-m)/((m-1)(n-1)^2), n(n-m)/((m-1)(n-1)^2)] and each batch is its own simplex at
-      -1/(m-1).
-    * Sigmoid loss (Example 5.4): the Eq. 10 test and the double-constant optimum of
-      paper-notes 11.1, both at N = m.
-    * Per layer: the Thm 5.2 ceiling 1 + mean_neg + 1/(n-1) against the measured positive
-      mean, and the validity caveat when d < n - 1 (the optima need a simplex to fit).
-    """
-    from cl_diag.losses import LOSSES
-    from cl_diag.measurement import theory as th
-
-    name = training_config.get("loss")
-    m = training_config.get("batch_size")
-    m = int(m) if isinstance(m, int) and not isinstance(m, bool) else None
-    loss = LOSSES.get(name) if isinstance(name, str) else None
-    panel: dict[str, Any] = {
-        "n_ref": n_ref,
-        "batch_size": m,
-        "loss": {"name": name, "family": None, "c1": None, "c2": None},
-        "theorem": None,
-        "statement": "",
-        "predicted": {"positive_mean": None, "negative_mean": None},
-        "variance_band": None,
-        "within_batch_optimum": None,
-        "sigmoid": None,
-        # The theorems are about the embedding the loss sees; the other layers are context.
-        "loss_layer": "projector" if "projector" in layers else ("embedding" if "embedding" in layers else None),
-    }
-    family = getattr(loss, "family", None) if loss is not None else None
-    hp: dict[str, Any] = {}
-    if loss is not None:
-        hp = {k: training_config[k] for k in loss.hyperparameter_names if training_config.get(k) is not None}
-        try:
-            hp = loss.resolve(**hp)
-        except ValueError:
-            hp = loss.defaults
-    if family not in ("info", "ind-add"):
-        if loss is None:
-            why = f"the run's loss {name!r} is unknown to cl-diag" if name else "the training config names no loss"
-        else:
-            why = f"{name} is not cast into the paper's framework (Def. 3.1 / 3.2)"
-        panel["statement"] = f"No optimum is predicted: {why}."
-        panel["layers"] = _layer_checks(layers, n_ref, m)
-        return panel
-
-    c1, c2 = loss.coefficients(**hp)
-    panel["loss"] = {
-        "name": name,
-        "family": "info_nce" if family == "info" else "independently_additive",
-        "c1": float(c1),
-        "c2": float(c2),
-    }
-    N = m if m is not None and m >= 3 else n_ref
-    statement: list[str] = []
-    excessive = False
-    psi_increasing = True
-    if family == "ind-add":
-        phi, psi = loss.phi_psi(N, **hp)
-        # Thms 5.1 (ii)/(iii) and 5.3 assume an increasing psi on [-1, 1]; spectral's psi = x^2 is not
-        # (its optimum has orthogonal negatives, s_neg = 0, not a simplex).
-        psi_increasing = all(_derivative(psi, x) >= 0 for x in (-1.0, -0.5, -1e-3, 0.5, 1.0))
-    if family == "info":
-        panel["theorem"] = "5.1(i)"
-    elif not psi_increasing:
-        panel["theorem"] = None
-        statement.append(
-            f"No optimum is predicted: psi of {name} is not increasing on [-1, 1], so Thms 5.1 and 5.3 do not apply."
-        )
-    elif (c1, c2) in ((0, 1), (1, 1)):
-        panel["theorem"] = "5.1(ii)"
-    elif c2 > 0:
-        panel["theorem"] = None
-        statement.append(f"No optimum is predicted: Thm 5.1 (ii) covers (c1, c2) = (0, 1) and (1, 1), not ({c1:g}, {c2:g}).")
-    else:
-        lhs, rhs_psi = _derivative(phi, 1.0), _derivative(psi, th.delta(N))
-        verdict = th.additive_cross_only_condition(lhs, rhs_psi, N)
-        panel["condition"] = {
-            "N": N,
-            "dphi_at_1": lhs,
-            "rhs": (N - 2) / (2 * (N - 1)) * rhs_psi,
-            "verdict": verdict,
-        }
-        if verdict == "excessive":
-            panel["theorem"] = "5.3"
-            excessive = True
-        elif verdict == "etf":
-            panel["theorem"] = "5.1(iii)"
-        else:
-            panel["theorem"] = None
-            statement.append("phi'(1) equals the bound of Thm 5.3 (8): neither theorem applies as stated.")
-    delta_n = th.delta(n_ref)
-    if panel["theorem"] and panel["theorem"].startswith("5.1"):
-        panel["predicted"] = {"positive_mean": 1.0, "negative_mean": delta_n}
-        statement.append(
-            f"Thm {panel['theorem']}: at the full-batch optimum positives align (s_pos = 1) and every negative "
-            f"sits at -1/(n-1) = {delta_n:.6g} (a simplex ETF)."
-        )
-        if m is not None and 2 <= m < n_ref:
-            lo, hi = th.variance_band(n_ref, m)
-            panel["variance_band"] = {"n": n_ref, "m": m, "lo": lo, "hi": hi}
-            panel["within_batch_optimum"] = th.delta(m)
-            statement.append(
-                f"With fixed mini-batches of m = {m} (Thm 5.5) each batch collapses to its own simplex at "
-                f"-1/(m-1) = {th.delta(m):.6g}, more separated than -1/(n-1), and the negative variance lies in "
-                f"[{lo:.4g}, {hi:.4g}] (Eq. 11)."
-            )
-    if excessive:
-        if name == "sigmoid":
-            opt = th.sigmoid_optimum(hp["temperature"], hp["bias"], N)
-            panel["predicted"] = {"positive_mean": opt.s_pos, "negative_mean": opt.s_neg}
-        else:
-            x = th.additive_optimum_x(_float_fn(phi), _float_fn(psi), N)
-            panel["predicted"] = {"positive_mean": x, "negative_mean": ((N - 2) * x - N) / (2 * (N - 1))}
-        statement.append(
-            f"Thm 5.3: the cross-view-only additive loss over N = {N} pairs separates negatives excessively at its "
-            f"optimum, s_pos < 1 and s_neg < -1/(N-1); adding within-view negatives (c2 = 1) removes this."
-        )
-    if name == "sigmoid" and c2 == 0 and N >= 3:
-        t, b = hp["temperature"], hp["bias"]
-        opt = th.sigmoid_optimum(t, b, N)
-        panel["sigmoid"] = {
-            "t": t,
-            "b": b,
-            "eq10": {"N": N, "lhs": th.sigmoid_eq10_lhs(t, b, N), "rhs": (N - 2) / 2, "holds": th.sigmoid_eq10(t, b, N)},
-            "ccem": {"N": N, "x_star": opt.x, "s_pos": opt.s_pos, "s_neg": opt.s_neg, "regime": opt.regime},
-        }
-    vrn = training_config.get("vrn")
-    if isinstance(vrn, (int, float)) and vrn > 0:
-        statement.append(
-            f"VRN (lambda = {vrn:g}) penalises the squared distance of cross-view negatives from -1/(n-1), "
-            "shrinking their variance (Def. 5.7)."
-        )
-    panel["statement"] = " ".join(statement)
-    panel["layers"] = _layer_checks(layers, n_ref, m)
-    return panel
-
-
-def _layer_checks(layers: dict, n_ref: int, m: int | None) -> dict:
-    """Thm 5.2 ceiling next to the measured positive mean, and the validity flags, per layer.
-
-    No pass/fail flag: Eq. 7 with n = the measured rows always holds, while the ceiling stored here uses
-    n_ref (the training set), so for a sample of n < n_ref rows it is an estimate, not a bound.
-    """
-    out = {}
-    for name, layer in layers.items():
-        d = layer.get("d")
-        pos = (layer.get("pairs", {}).get("positive") or {}).get("mean")
-        ceiling = ((layer.get("geometry") or {}).get("alignment_ceiling") or {}).get("value")
-        out[name] = {
-            "d": d,
-            "alignment_ceiling": ceiling,
-            "positive_mean": pos,
-            "caveat": bool(isinstance(d, int) and d < n_ref - 1),
-            "d_below_m_minus_1": bool(isinstance(d, int) and m is not None and d < m - 1),
-        }
-    return out

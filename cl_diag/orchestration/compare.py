@@ -1,23 +1,23 @@
 """``compare``: several result.json files side by side, never recomputed.
 
-Reads the result files (or folders holding one), checks each is a readable
-result of the schema this version writes, and renders report.md, report.html,
-comparison.csv and the figures (``cl_diag.report.render_comparison``) into a
-staging folder beside ``--out`` that is moved into place only when complete.
+Reads the result files (or folders holding one) with :func:`cl_diag.result.load`,
+which checks each is a result of the schema this version reads, builds the one
+comparison frame (:class:`cl_diag.report.Comparison`) and renders report.md,
+report.html, comparison.csv and the figures from it into a staging folder beside
+``--out`` that is moved into place only when complete.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pandas as pd
+
 from cl_diag.errors import UserError
 from cl_diag.io.output import staged_output
-from cl_diag.report import comparison_warnings, render_comparison, run_labels
-
-SCHEMA = "cl-diag/result/1"
-RESULT_NAME = "result.json"
+from cl_diag.report import Comparison, comparison_warnings, render_comparison
+from cl_diag.result import RESULT_NAME, Result, load
 
 
 @dataclass
@@ -39,13 +39,15 @@ class CompareResult:
     labels: dict[str, str] = field(default_factory=dict)
     """run name (as given) -> label used in the report"""
     warnings: list[str] = field(default_factory=list)
+    frame: pd.DataFrame | None = field(default=None, repr=False)
+    """one row per run (display order): label, config facts and every compared metric"""
 
 
 @dataclass(frozen=True)
 class _Run:
     name: str
     path: Path
-    result: dict = field(repr=False)
+    result: Result = field(repr=False)
 
 
 def _result_path(given: Path) -> Path:
@@ -74,42 +76,9 @@ def _run_name(given: Path, result_path: Path) -> str:
     return name
 
 
-def load_result(path: Path) -> dict:
-    """Read and check one result file; every problem is a UserError naming the file and the fix."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise UserError(f"{path} is not a text file, so not a result.json. Pass the result.json `cl-diag analyze` wrote.") from None
-    except OSError as exc:
-        raise UserError(f"Cannot read {path}: {exc.strerror or exc}. Check the path and its permissions.") from None
-    try:
-        result = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UserError(
-            f"{path} is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}); it may be truncated "
-            "or not a result file. Re-run `cl-diag analyze` to write it again."
-        ) from None
-    if not isinstance(result, dict):
-        raise UserError(f"{path} holds JSON but not a result object. Pass the result.json `cl-diag analyze` wrote.")
-    schema = result.get("schema")
-    if schema != SCHEMA:
-        found = "no 'schema' key" if schema is None else f"schema {schema!r}"
-        raise UserError(
-            f"{path} has {found}; this cl-diag reads {SCHEMA!r}. Re-run `cl-diag analyze` with this version "
-            "to rewrite it (results are never converted silently)."
-        )
-    layers = result.get("layers")
-    if not isinstance(layers, dict) or not layers or not all(isinstance(v, dict) for v in layers.values()):
-        raise UserError(f"{path} has no measured layers ('layers' is missing or empty). Re-run `cl-diag analyze`.")
-    n_ref = result.get("n_ref")
-    if isinstance(n_ref, bool) or not isinstance(n_ref, int) or n_ref < 2 or not isinstance(result.get("threshold"), (int, float)):
-        raise UserError(f"{path} lacks a valid 'n_ref' (an integer >= 2) and 'threshold'. Re-run `cl-diag analyze`.")
-    return result
-
-
 def _load(given: Path) -> _Run:
     path = _result_path(given)
-    return _Run(name=_run_name(given, path), path=path.resolve(), result=load_result(path))
+    return _Run(name=_run_name(given, path), path=path.resolve(), result=load(path))
 
 
 def _check_out(out: Path, runs: list[_Run]) -> None:
@@ -157,11 +126,13 @@ def compare(config: CompareConfig) -> CompareResult:
     _check_out(config.out, runs)
 
     pairs = [(r.name, r.result) for r in runs]
+    # the CLI's warnings name the runs in the order given; the report's, in display order
     warnings = comparison_warnings(pairs)
-    labels = run_labels(pairs)
+    comparison = Comparison(pairs, baseline=baseline_name)
+    label_of = dict(zip(comparison.names, comparison.labels))
     out = Path(config.out)
     with staged_output(out) as staging:
-        written = render_comparison(pairs, staging, baseline=baseline_name)
+        written = render_comparison(comparison, staging)
         files = [out / p.relative_to(staging) for p in written]
     return CompareResult(
         out=out,
@@ -169,6 +140,7 @@ def compare(config: CompareConfig) -> CompareResult:
         report_html=out / "report.html",
         csv=out / "comparison.csv",
         files=files,
-        labels=dict(zip((r.name for r in runs), labels)),
+        labels={r.name: label_of[r.name] for r in runs},
         warnings=warnings,
+        frame=comparison.frame,
     )

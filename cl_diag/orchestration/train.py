@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import tempfile
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, fields, replace
@@ -248,9 +247,9 @@ def _opt(name: str) -> str:
 
 def _check_options(c: TrainConfig) -> TrainConfig:
     """Check names and ranges and fill the defaults that need no data; raise UserError."""
-    from cl_diag.losses import LOSSES
+    from cl_diag.losses import LOSSES, LossOptionError
     from cl_diag.training.data import DATASETS
-    from cl_diag.training.models import ARCHS, default_arch, default_projector_hidden
+    from cl_diag.models import ARCHS, default_arch, default_projector_hidden
 
     _choice("dataset", c.dataset, DATASETS)
     if c.loss == "vrn":
@@ -285,10 +284,8 @@ def _check_options(c: TrainConfig) -> TrainConfig:
         )
     try:
         resolved_hp = loss.resolve(**given)
-    except ValueError as exc:  # e.g. "simclr: temperature must be a finite number > 0, got -1.0"
-        name = re.match(r"\w+: (\w+)", str(exc))
-        hint = f" (option {_opt(name.group(1))})" if name else ""
-        raise UserError(f"{exc}{hint}.") from None
+    except LossOptionError as exc:  # e.g. "simclr: temperature must be a finite number > 0, got -1.0"
+        raise UserError(f"{exc} (option {_opt(exc.option)}).") from None
 
     _require(math.isfinite(c.vrn) and c.vrn >= 0, f"--vrn {c.vrn} must be a finite weight >= 0 (0 turns VRN off; the paper uses 30).")
     # >= 1 as the loss library requires (checked here so that a run cannot fail at its first step)
@@ -460,7 +457,7 @@ def train(options: TrainConfig, *, progress: FitProgress | None = None) -> Train
     """
     from cl_diag.training.data import training_data
     from cl_diag.training.loop import close_distributed, distributed_env, fit
-    from cl_diag.training.models import build_model
+    from cl_diag.models import build_model
 
     c = resolve_config(options)
     checkpoint = check_resume(c)

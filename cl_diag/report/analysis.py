@@ -1,4 +1,4 @@
-"""The content of one run's report, built from its result.json dict alone.
+"""The content of one run's report, built from its :class:`~cl_diag.result.Result` alone.
 
 Every number is printed next to its convention (normalisation, which pairs,
 n_ref and the threshold, exact or sampled, quantile error, epsilon), as the
@@ -8,6 +8,9 @@ foundation issue asks. Blocks that a result lacks (``by_class`` without labels,
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from cl_diag.measurement.theory import validity
 from cl_diag.report import figures
 from cl_diag.report.document import (
     MISSING,
@@ -20,12 +23,25 @@ from cl_diag.report.document import (
     flatten,
     fmt,
     fmt_setting,
-    get,
     pct,
 )
+from cl_diag.result import (
+    BASELINES,
+    NEGATIVE_TYPES,
+    PAIR_TYPES,
+    PIXELS,
+    QUANTILES,
+    Layer,
+    Metric,
+    PairStats,
+    Probes,
+    Result,
+    Source,
+    SplitSize,
+    VarianceBand,
+    probe_report_metrics,
+)
 
-PAIR_TYPES = ("positive", "cross_view_negative", "within_view_negative")
-NEGATIVE_TYPES = ("cross_view_negative", "within_view_negative")
 PAIR_TITLES = {
     "positive": "positive",
     "cross_view_negative": "cross-view negative",
@@ -36,69 +52,64 @@ PAIR_DEFINITIONS = {
     "cross_view_negative": "(u_i, v_j), i ≠ j, n(n−1) ordered",
     "within_view_negative": "(u_i, u_j) and (v_i, v_j), i < j, n(n−1)",
 }
-QUANTILES = ("1", "5", "25", "50", "75", "95", "99")
-
 SIMILARITY_CONVENTION = "cosine similarity of L2-normalised rows"
 
 
-def threshold_text(result: dict) -> str:
-    n_ref = result.get("n_ref")
-    return f"δ = −1/(n_ref − 1) = {fmt(result.get('threshold'))} with n_ref = {fmt(n_ref)}"
+def threshold_text(result: Result) -> str:
+    return f"δ = −1/(n_ref − 1) = {fmt(result.threshold)} with n_ref = {fmt(result.n_ref)}"
 
 
-def mode_text(result: dict) -> str:
-    if result.get("mode") == "sampled":
+def mode_text(result: Result) -> str:
+    if result.mode == "sampled":
         return (
-            f"sampled: {fmt(result.get('num_pairs'))} pairs of each type drawn uniformly with seed "
-            f"{fmt(result.get('seed'))} (estimates)"
+            f"sampled: {fmt(result.num_pairs)} pairs of each type drawn uniformly with seed "
+            f"{fmt(result.seed)} (estimates)"
         )
     return "exact: all pairs, streamed in row blocks"
 
 
-def _stat_rows(stats_by_column: list[dict | None], *, negatives: list[bool]) -> list[list[str]]:
+def _stat_rows(
+    stats_by_column: Sequence[PairStats | None], *, negatives: list[bool]
+) -> list[list[str]]:
     """Rows 'statistic | value per column' shared by the pair and by_class tables."""
 
-    def row(name: str, key: str, *, neg_only: bool = False, formatter=fmt) -> list[str]:
+    def row(name: str, read, *, neg_only: bool = False, formatter=fmt) -> list[str]:
         cells = []
         for stats, is_neg in zip(stats_by_column, negatives):
             if stats is None or (neg_only and not is_neg):
                 cells.append(MISSING)
             else:
-                cells.append(formatter(stats.get(key)))
+                cells.append(formatter(read(stats)))
         return [name, *cells]
 
-    def sampled(stats: dict | None) -> str:
+    def sampled(stats: PairStats | None) -> str:
         if stats is None:
             return MISSING
-        return "sampled estimate" if stats.get("estimate") else "exact"
+        return "sampled estimate" if stats.estimate else "exact"
 
     rows = [
-        row("count", "count"),
+        row("count", lambda s: s.count),
         ["exact / sampled", *[sampled(s) for s in stats_by_column]],
-        row("mean", "mean"),
-        row("var (population, ddof 0)", "var"),
-        row("std (ddof 0)", "std"),
-        row("min", "min"),
-        row("max", "max"),
+        row("mean", lambda s: s.mean),
+        row("var (population, ddof 0)", lambda s: s.var),
+        row("std (ddof 0)", lambda s: s.std),
+        row("min", lambda s: s.min),
+        row("max", lambda s: s.max),
     ]
     for q in QUANTILES:
-        rows.append(
-            [f"quantile {q} %", *[fmt(get(s, "quantiles", q)) if s is not None else MISSING for s in stats_by_column]]
-        )
-    rows.append(row("quantile error bound (|reported − exact|)", "quantile_error"))
-    rows.append(row("excessive count (s < δ)", "excessive_count", neg_only=True))
-    rows.append(row("excessive ratio (s < δ)", "excessive_ratio", neg_only=True))
+        rows.append(row(f"quantile {q} %", lambda s, q=q: s.quantile(q)))
+    rows.append(row("quantile error bound (|reported − exact|)", lambda s: s.quantile_error))
+    rows.append(row("excessive count (s < δ)", lambda s: s.excessive_count, neg_only=True))
+    rows.append(row("excessive ratio (s < δ)", lambda s: s.excessive_ratio, neg_only=True))
     return rows
 
 
-def pair_table(result: dict, layer: dict) -> Table:
-    pairs = layer.get("pairs", {})
-    kinds = [k for k in PAIR_TYPES if k in pairs]
-    stats = [pairs[k] for k in kinds]
+def pair_table(result: Result, layer: Layer) -> Table:
+    kinds = [k for k in PAIR_TYPES if k in layer.pairs]
+    stats = [layer.pairs[k] for k in kinds]
     rows = [["which pairs", *[PAIR_DEFINITIONS[k] for k in kinds]]]
     rows += _stat_rows(stats, negatives=[k in NEGATIVE_TYPES for k in kinds])
-    bins = [get(pairs[k], "histogram", "bins") for k in kinds]
-    rows.append(["histogram bins on [−1, 1]", *[fmt(b) for b in bins]])
+    rows.append(["histogram bins on [−1, 1]", *[fmt(s.histogram.bins) for s in stats]])
     return Table(
         columns=["statistic", *[PAIR_TITLES[k] for k in kinds]],
         rows=rows,
@@ -108,16 +119,19 @@ def pair_table(result: dict, layer: dict) -> Table:
     )
 
 
-def by_class_table(result: dict, layer: dict) -> Table | None:
-    pairs = layer.get("pairs", {})
+def by_class_table(result: Result, layer: Layer) -> Table | None:
     columns, stats = [], []
     for kind in NEGATIVE_TYPES:
-        split = get(pairs, kind, "by_class")
-        if not isinstance(split, dict):
+        pair = layer.pairs.get(kind)
+        if pair is None or pair.by_class is None:
             continue
-        for part, title in (("same_class", "same class"), ("different_class", "different class")):
+        split = pair.by_class
+        for part, title in (
+            (split.same_class, "same class"),
+            (split.different_class, "different class"),
+        ):
             columns.append(f"{PAIR_TITLES[kind]}, {title}")
-            stats.append(split.get(part))
+            stats.append(part)
     if not columns:
         return None
     return Table(
@@ -130,32 +144,34 @@ def by_class_table(result: dict, layer: dict) -> Table | None:
     )
 
 
-def geometry_table(result: dict, layer: dict) -> tuple[Table, list[Note]]:
-    geo = layer.get("geometry", {})
-    eps = get(geo, "effective_rank", "epsilon")
-    ceiling = geo.get("alignment_ceiling", {}) or {}
+def geometry_table(result: Result, layer: Layer) -> tuple[Table, list[Note]]:
+    geo = layer.geometry
+    eps = geo.effective_rank.epsilon
+    ceiling = geo.alignment_ceiling
     rows = [
-        ["alignment", fmt(geo.get("alignment")), "E ||u_i − v_i||² over positives (Wang & Isola, α = 2), normalised rows"],
+        [
+            "alignment",
+            fmt(geo.alignment),
+            "E ||u_i − v_i||² over positives (Wang & Isola, α = 2), normalised rows",
+        ],
     ]
-    for view in ("u", "v"):
+    for view, value in (("u", geo.uniformity.u), ("v", geo.uniformity.v)):
         rows.append(
             [
                 f"uniformity, view {view}",
-                fmt(get(geo, "uniformity", view)),
+                fmt(value),
                 "log E_{i<j} exp(−2 ||x_i − x_j||²) within the view (t = 2), log-sum-exp",
             ]
         )
-    for view in ("u", "v"):
+    for view, value in (("u", geo.effective_rank.u), ("v", geo.effective_rank.v)):
         rows.append(
             [
                 f"effective rank, view {view}",
-                fmt(get(geo, "effective_rank", view)),
+                fmt(value),
                 f"RankMe: exp(entropy of normalised singular values + ε) of the uncentred normalised matrix, ε = {fmt(eps)}",
             ]
         )
-    spec = geo.get("spectrum", {}) or {}
-    for view in ("u", "v"):
-        values = spec.get(view) or []
+    for view, values in (("u", geo.spectrum.u), ("v", geo.spectrum.v)):
         if values:
             head = ", ".join(fmt(x, 4) for x in values[:5])
             rows.append(
@@ -168,20 +184,20 @@ def geometry_table(result: dict, layer: dict) -> tuple[Table, list[Note]]:
     rows.append(
         [
             "frontier gap",
-            fmt(geo.get("frontier_gap")),
+            fmt(geo.frontier_gap),
             "mean_xneg − ((N−2)·mean_pos − N)/(2(N−1)), N = n pairs, ≥ 0 (paper-notes 11.2); 0 = as separated as the alignment allows",
         ]
     )
     rows.append(
         [
             "alignment ceiling",
-            fmt(ceiling.get("value")),
-            f"Thm 5.2: 1 + mean cross-view negative + 1/(n_ref − 1), n_ref = {fmt(result.get('n_ref'))}; "
-            f"below 1: {fmt(ceiling.get('below_one'))}",
+            fmt(ceiling.value),
+            f"Thm 5.2: 1 + mean cross-view negative + 1/(n_ref − 1), n_ref = {fmt(result.n_ref)}; "
+            f"below 1: {fmt(ceiling.below_one)}",
         ]
     )
     notes = []
-    if ceiling.get("below_one"):
+    if ceiling.below_one:
         notes.append(
             Note(
                 "The Theorem 5.2 alignment ceiling is below 1: the mean cross-view negative similarity is below "
@@ -191,12 +207,23 @@ def geometry_table(result: dict, layer: dict) -> tuple[Table, list[Note]]:
     return Table(columns=["quantity", "value", "convention"], rows=rows, caption="Geometry."), notes
 
 
-def validity_caveat(d: object, result: dict, batch_size: object = None) -> Note | None:
-    n_ref = result.get("n_ref")
-    if not isinstance(d, int) or not isinstance(n_ref, int) or d >= n_ref - 1:
+def validity_caveat(result: Result, name: str) -> Note | None:
+    """The validity note of a layer too narrow for the optima: the theory panel's checks
+    (``theory.layers``), or for a result without them the same test
+    (:func:`cl_diag.measurement.theory.validity`)."""
+    layer = result.layers[name]
+    theory = result.theory
+    batch_size = theory.batch_size if theory is not None else None
+    check = (theory.layers or {}).get(name) if theory is not None else None
+    if check is not None:
+        caveat, below_m = check.caveat, check.d_below_m_minus_1
+    else:
+        caveat, below_m = validity(layer.d, result.n_ref, batch_size)
+    if not caveat:
         return None
+    n_ref, d = result.n_ref, layer.d
     extra = ""
-    if isinstance(batch_size, int) and d < batch_size - 1:
+    if below_m and batch_size is not None:
         extra = f" Here d < m − 1 = {batch_size - 1} as well, below what Theorem 5.5 assumes."
     return Note(
         f"Validity: d = {d} < n_ref − 1 = {n_ref - 1}. The optimum predictions (Thm 5.1, 5.3, 5.5) assume a "
@@ -205,124 +232,163 @@ def validity_caveat(d: object, result: dict, batch_size: object = None) -> Note 
     )
 
 
-def _band_text(band: object) -> str:
-    if not isinstance(band, dict):
+def _band_text(band: VarianceBand | None) -> str:
+    if band is None:
         return MISSING
-    return f"[{fmt(band.get('lo'))}, {fmt(band.get('hi'))}]"
+    return f"[{fmt(band.lo)}, {fmt(band.hi)}]"
 
 
-def theory_blocks(result: dict) -> list:
-    theory = result.get("theory")
-    if not isinstance(theory, dict) or not theory:
+def _stat(layer: Layer, kind: str, read) -> object:
+    """One statistic of one pair type of a layer; None when the layer lacks the pair type."""
+    stats = layer.pairs.get(kind)
+    return None if stats is None else read(stats)
+
+
+def _inverse_d(layer: Layer) -> str:
+    """1/d, the variance of the similarity of uniformly random unit vectors (paper-notes 11.4)."""
+    return fmt(1.0 / layer.d) if layer.d > 0 else MISSING
+
+
+def theory_blocks(result: Result) -> list:
+    theory = result.theory
+    if theory is None:
         return []
-    loss = theory.get("loss", {}) or {}
-    m = theory.get("batch_size")
+    loss = theory.loss
+    m = theory.batch_size
+    n_ref = theory.n_ref if theory.n_ref is not None else result.n_ref
     blocks: list = [Heading(2, "Theory panel: predicted next to measured")]
     blocks.append(
         Paragraph(
-            f"Loss {fmt(loss.get('name'))}, family {fmt(loss.get('family'))}, (c1, c2) = "
-            f"({fmt(loss.get('c1'))}, {fmt(loss.get('c2'))}); applicable theorem: {fmt(theory.get('theorem'))}. "
-            f"{theory.get('statement') or ''}".rstrip()
-            + f" Training batch size m = {fmt(m)}; n = n_ref = {fmt(theory.get('n_ref', result.get('n_ref')))}."
+            f"Loss {fmt(loss.name)}, family {fmt(loss.family)}, (c1, c2) = "
+            f"({fmt(loss.c1)}, {fmt(loss.c2)}); applicable theorem: {fmt(theory.theorem)}. "
+            f"{theory.statement or ''}".rstrip()
+            + f" Training batch size m = {fmt(m)}; n = n_ref = {fmt(n_ref)}."
         )
     )
-    sig = theory.get("sigmoid")
-    if isinstance(sig, dict):
-        eq10 = sig.get("eq10", {}) or {}
-        ccem = sig.get("ccem", {}) or {}
+    sig = theory.sigmoid
+    if sig is not None:
+        eq10, ccem = sig.eq10, sig.ccem
+        verdict = "holds, excessive separation predicted (Thm 5.3)" if eq10.holds else "does not hold"
         blocks.append(
             Paragraph(
-                f"Sigmoid loss, t = {fmt(sig.get('t'))}, b = {fmt(sig.get('b'))} (paper convention, b = −b_SigLIP). "
-                f"Eq. 10: (1 + exp(t/(n−1) + b)) / (1 + exp(t − b)) = {fmt(eq10.get('lhs'))} vs (n−2)/2 = "
-                f"{fmt(eq10.get('rhs'))}: {'holds, excessive separation predicted (Thm 5.3)' if eq10.get('holds') else 'does not hold'}. "
-                f"Double-constant (CCEM) optimum at N = {fmt(ccem.get('N'))}: regime {fmt(ccem.get('regime'))}, "
-                f"x* = {fmt(ccem.get('x_star'))} (paper-notes 11.1)."
+                f"Sigmoid loss, t = {fmt(sig.t)}, b = {fmt(sig.b)} (paper convention, b = −b_SigLIP). "
+                f"Eq. 10: (1 + exp(t/(n−1) + b)) / (1 + exp(t − b)) = {fmt(eq10.lhs)} vs (n−2)/2 = "
+                f"{fmt(eq10.rhs)}: {verdict}. "
+                f"Double-constant (CCEM) optimum at N = {fmt(ccem.N)}: regime {fmt(ccem.regime)}, "
+                f"x* = {fmt(ccem.x_star)} (paper-notes 11.1)."
             )
         )
-    predicted = theory.get("predicted", {}) or {}
-    band = theory.get("variance_band")
-    layers = result.get("layers") or {}
-    loss_layer = theory.get("loss_layer")
+    predicted = theory.predicted
+    band = theory.variance_band
+    layers = result.layers
+    loss_layer = theory.loss_layer
     # The theorems describe the embedding the loss is computed on; other layers are context.
     # (Results without loss_layer get the predictions beside every layer, as before.)
     main = [loss_layer] if loss_layer in layers else list(layers)
     for name in main:
         layer = layers[name]
-        pairs = layer.get("pairs", {})
-        pos_mean = get(pairs, "positive", "mean")
-        xneg_mean = get(pairs, "cross_view_negative", "mean")
-        xneg_var = get(pairs, "cross_view_negative", "var")
-        d = layer.get("d")
+        pos_mean = _stat(layer, "positive", lambda s: s.mean)
+        xneg_mean = _stat(layer, "cross_view_negative", lambda s: s.mean)
+        xneg_var = _stat(layer, "cross_view_negative", lambda s: s.var)
+        d = layer.d
         rows = [
-            ["positive mean", fmt(predicted.get("positive_mean")), fmt(pos_mean), "full-batch optimum (Thm 5.1; Thm 5.5 per batch)"],
+            [
+                "positive mean",
+                fmt(predicted.positive_mean),
+                fmt(pos_mean),
+                "full-batch optimum (Thm 5.1; Thm 5.5 per batch)",
+            ],
             [
                 "positive mean, upper bound",
-                f"≤ {fmt(get(layer, 'geometry', 'alignment_ceiling', 'value'))}",
+                f"≤ {fmt(layer.geometry.alignment_ceiling.value)}",
                 fmt(pos_mean),
                 "Thm 5.2: 1 + mean cross-view negative + 1/(n_ref − 1), from this layer's measurement",
             ],
-            ["cross-view negative mean", fmt(predicted.get("negative_mean")), fmt(xneg_mean), "−1/(n_ref − 1) (Thm 5.1, 5.5)"],
+            [
+                "cross-view negative mean",
+                fmt(predicted.negative_mean),
+                fmt(xneg_mean),
+                "−1/(n_ref − 1) (Thm 5.1, 5.5)",
+            ],
             [
                 "cross-view negative variance",
                 _band_text(band),
                 fmt(xneg_var),
-                f"Thm 5.5 band (Eq. 11), n = {fmt(get(band, 'n'))}, m = {fmt(get(band, 'm'))}, fixed batches",
+                f"Thm 5.5 band (Eq. 11), n = {fmt(band.n if band else None)}, "
+                f"m = {fmt(band.m if band else None)}, fixed batches",
             ],
             [
                 "variance of random unit vectors",
-                fmt(1.0 / d) if isinstance(d, int) and d > 0 else MISSING,
+                _inverse_d(layer),
                 fmt(xneg_var),
                 f"1/d, d = {fmt(d)} (paper-notes 11.4 reference)",
             ],
         ]
-        if theory.get("within_batch_optimum") is not None:
+        if theory.within_batch_optimum is not None:
             rows.append(
                 [
                     "within-batch negative (per-batch simplex)",
-                    fmt(theory.get("within_batch_optimum")),
+                    fmt(theory.within_batch_optimum),
                     MISSING,
                     "−1/(m − 1): each batch's own simplex at the mini-batch optimum (Thm 5.5); not measurable from pairs",
                 ]
             )
-        if isinstance(sig, dict):
-            ccem = sig.get("ccem", {}) or {}
-            rows.append(["positive mean (CCEM, N = m)", fmt(ccem.get("s_pos")), fmt(pos_mean), "paper-notes 11.1"])
-            rows.append(["negative mean (CCEM, N = m)", fmt(ccem.get("s_neg")), fmt(xneg_mean), "paper-notes 11.1"])
+        if sig is not None:
+            rows.append(
+                [
+                    "positive mean (CCEM, N = m)",
+                    fmt(sig.ccem.s_pos),
+                    fmt(pos_mean),
+                    "paper-notes 11.1",
+                ]
+            )
+            rows.append(
+                [
+                    "negative mean (CCEM, N = m)",
+                    fmt(sig.ccem.s_neg),
+                    fmt(xneg_mean),
+                    "paper-notes 11.1",
+                ]
+            )
         blocks.append(
             Table(
                 columns=["quantity", "predicted", f"measured ({name})", "source"],
                 rows=rows,
                 caption=f"Layer '{name}' (d = {fmt(d)})"
-                + (": the layer the loss sees, which the theorems describe." if name == loss_layer else "."),
+                + (
+                    ": the layer the loss sees, which the theorems describe."
+                    if name == loss_layer
+                    else "."
+                ),
             )
         )
-        caveat = validity_caveat(d, result, m)
+        caveat = validity_caveat(result, name)
         if caveat is not None:
             blocks.append(caveat)
     context = [n for n in layers if n not in main]
-    if context:
+    if context and loss_layer is not None:
         blocks.append(_theory_context_table(result, loss_layer, context))
     return blocks
 
 
-def _theory_context_table(result: dict, loss_layer: str, names: list[str]) -> Table:
+def _theory_context_table(result: Result, loss_layer: str, names: list[str]) -> Table:
     """The other layers' measurements beside the loss layer's, without predictions."""
-    layers = result.get("layers") or {}
-    shown = [loss_layer, *names]
-
-    def measured(*path: str) -> list[str]:
-        return [fmt(get(layers[n], *path)) for n in shown]
-
-    def inverse_d(name: str) -> str:
-        d = layers[name].get("d")
-        return fmt(1.0 / d) if isinstance(d, int) and d > 0 else MISSING
-
+    shown = [result.layers[n] for n in (loss_layer, *names)]
     rows = [
-        ["positive mean", *measured("pairs", "positive", "mean")],
-        ["Thm 5.2 ceiling on the positive mean", *measured("geometry", "alignment_ceiling", "value")],
-        ["cross-view negative mean", *measured("pairs", "cross_view_negative", "mean")],
-        ["cross-view negative variance", *measured("pairs", "cross_view_negative", "var")],
-        ["1/d (random unit vectors)", *[inverse_d(n) for n in shown]],
+        ["positive mean", *[fmt(_stat(layer, "positive", lambda s: s.mean)) for layer in shown]],
+        [
+            "Thm 5.2 ceiling on the positive mean",
+            *[fmt(layer.geometry.alignment_ceiling.value) for layer in shown],
+        ],
+        [
+            "cross-view negative mean",
+            *[fmt(_stat(layer, "cross_view_negative", lambda s: s.mean)) for layer in shown],
+        ],
+        [
+            "cross-view negative variance",
+            *[fmt(_stat(layer, "cross_view_negative", lambda s: s.var)) for layer in shown],
+        ],
+        ["1/d (random unit vectors)", *[_inverse_d(layer) for layer in shown]],
     ]
     return Table(
         columns=["measured", f"{loss_layer} (loss layer)", *[f"{n} (context only)" for n in names]],
@@ -335,115 +401,120 @@ def _theory_context_table(result: dict, loss_layer: str, names: list[str]) -> Ta
     )
 
 
-PROBE_ROWS = (
-    ("linear probe top-1", ("linear", "top1"), "acc"),
-    ("linear probe top-5", ("linear", "top5"), "acc"),
-    ("kNN top-1, k = 20", ("knn", "k20", "top1"), "acc"),
-    ("kNN top-1, k = 200", ("knn", "k200", "top1"), "acc"),
-    ("k-means NMI", ("clustering", "nmi"), "score"),
-    ("k-means ARI", ("clustering", "ari"), "score"),
-)
-
-
-def probe_rows(probes: dict) -> list[tuple[str, tuple[str, ...], str]]:
-    rows = list(PROBE_ROWS[:4])
-    for layer in (probes.get("retrieval") or {}):
-        for k in (1, 5, 10):
-            rows.append((f"retrieval of the positive, {layer}, Recall@{k}", ("retrieval", layer, f"recall_at_{k}"), "acc"))
-    rows += PROBE_ROWS[4:]
-    return rows
-
-
-def _splits_text(splits: object) -> str:
-    if not isinstance(splits, dict) or not splits:
+def _splits_text(splits: dict[str, SplitSize] | None) -> str:
+    if not splits:
         return ""
     parts = [
-        f"{name} {fmt(get(split, 'images'))} of {fmt(get(split, 'of'))} images"
-        for name, split in splits.items()
-        if isinstance(split, dict)
+        f"{name} {fmt(split.images)} of {fmt(split.of)} images" for name, split in splits.items()
     ]
     return f" ({', '.join(parts)})" if parts else ""
 
 
-def _baseline_value(baselines: dict, name: str, path: tuple[str, ...]) -> object:
-    value = get(baselines, name, *path)
-    if value is None and name == "raw_pixels" and path[0] == "retrieval":
-        # raw pixels have no layers: their one retrieval ("pixels") is the baseline of every layer's
-        value = get(baselines, name, "retrieval", "pixels", path[-1])
+def _baseline_value(probes: Probes, name: str, metric: Metric) -> object:
+    base = probes.baseline(name)
+    if base is None:
+        return None
+    value = metric.read(base)
+    if value is None and name == "raw_pixels" and metric.k is not None:
+        # raw pixels have no layers: their one retrieval (PIXELS) is the baseline of every layer's
+        value = base.recall(PIXELS, metric.k)
     return value
 
 
-def probe_blocks(result: dict) -> list:
-    probes = result.get("probes")
-    if not isinstance(probes, dict) or not probes:
+def probe_blocks(result: Result) -> list:
+    probes = result.probes
+    if probes is None:
         return []
-    baselines = probes.get("baselines", {}) or {}
-    base_names = [b for b in ("raw_pixels", "random_init") if b in baselines]
-    columns = ["probe", "trained", *[{"raw_pixels": "raw pixels", "random_init": "random init"}[b] for b in base_names]]
+    base_names = [b for b in BASELINES if probes.baseline(b) is not None]
+    columns = [
+        "probe",
+        "trained",
+        *[{"raw_pixels": "raw pixels", "random_init": "random init"}[b] for b in base_names],
+    ]
     rows = []
-    for title, path, kind in probe_rows(probes):
-        show = pct if kind == "acc" else (lambda v: fmt(v, 4))
-        values = [get(probes, *path)] + [_baseline_value(baselines, b, path) for b in base_names]
+    for metric in probe_report_metrics(probes.retrieval or {}):
+        show = pct if metric.accuracy else (lambda v: fmt(v, 4))
+        values = [metric.read(probes)] + [_baseline_value(probes, b, metric) for b in base_names]
         if all(v is None for v in values):
             continue
-        rows.append([title, *[show(v) for v in values]])
+        rows.append([metric.report_title, *[show(v) for v in values]])
+    raw = probes.baseline("raw_pixels")
+    pixel_retrieval = raw is not None and PIXELS in (raw.retrieval or {})
     blocks: list = [
         Heading(2, "Probes"),
         Table(
             columns=columns,
             rows=rows,
             caption=(
-                f"Linear, kNN and k-means probes on {probes.get('layer', 'backbone')} features"
-                + (" (projector dropped)" if probes.get("layer", "backbone") == "backbone" else "")
-                + f", L2-normalised, un-augmented train/test splits{_splits_text(probes.get('splits'))}; retrieval: "
+                f"Linear, kNN and k-means probes on {probes.layer} features"
+                + (" (projector dropped)" if probes.layer == "backbone" else "")
+                + f", L2-normalised, un-augmented train/test splits{_splits_text(probes.splits)}; retrieval: "
                 "rank of v_i among all v for each u_i, on the two augmented views of the layer named. Accuracies in %, "
                 "NMI in [0, 1], ARI in [−1, 1]. "
                 "Baselines: the same probes on raw input pixels and on the architecture at random initialisation"
                 + (
                     "; raw-pixel retrieval compares the two views' pixels directly, one value for every layer."
-                    if get(baselines, "raw_pixels", "retrieval", "pixels") is not None
+                    if pixel_retrieval
                     else "."
                 )
             ),
         ),
     ]
     settings_rows = []
-    for probe in ("linear", "knn", "clustering"):
-        block = probes.get(probe)
-        if not isinstance(block, dict):
+    for probe, block in (
+        ("linear", probes.linear),
+        ("knn", probes.knn),
+        ("clustering", probes.clustering),
+    ):
+        if block is None:
             continue
-        if probe == "linear" and "weight_decay" in block:
-            settings_rows.append([probe, "weight_decay (chosen)", fmt_setting(block["weight_decay"])])
-        for key, value in flatten(block.get("settings", {})).items():
+        if (
+            probe == "linear"
+            and probes.linear is not None
+            and probes.linear.weight_decay is not None
+        ):
+            settings_rows.append(
+                [probe, "weight_decay (chosen)", fmt_setting(probes.linear.weight_decay)]
+            )
+        for key, value in flatten(block.settings or {}).items():
             settings_rows.append([probe, key, fmt_setting(value)])
     if settings_rows:
-        blocks.append(Table(columns=["probe", "setting", "value"], rows=settings_rows, caption="Probe settings."))
+        blocks.append(
+            Table(
+                columns=["probe", "setting", "value"], rows=settings_rows, caption="Probe settings."
+            )
+        )
     return blocks
 
 
-def config_blocks(result: dict) -> list:
-    config = result.get("config")
-    if not isinstance(config, dict) or not config:
+def config_blocks(result: Result) -> list:
+    if not result.config:
         return []
-    rows = [[key, fmt_setting(value)] for key, value in flatten(config).items()]
+    rows = [[key, fmt_setting(value)] for key, value in flatten(result.config).items()]
     return [
         Heading(2, "Training config"),
-        Table(columns=["option", "value"], rows=rows, caption="The training config stored in the checkpoint."),
+        Table(
+            columns=["option", "value"],
+            rows=rows,
+            caption="The training config stored in the checkpoint.",
+        ),
     ]
 
 
-def layer_blocks(result: dict, name: str, layer: dict) -> list:
-    thresholds = [(result.get("n_ref"), result.get("threshold"))]
+def layer_blocks(result: Result, name: str, layer: Layer) -> list:
+    thresholds = [(result.n_ref, result.threshold)]
     blocks: list = [
-        Heading(2, f"Layer '{name}' (n = {fmt(layer.get('n'))}, d = {fmt(layer.get('d'))})"),
+        Heading(2, f"Layer '{name}' (n = {fmt(layer.n)}, d = {fmt(layer.d)})"),
         pair_table(result, layer),
     ]
     split = by_class_table(result, layer)
     if split is not None:
         blocks.append(split)
-    svg = figures.similarity_distributions(layer.get("pairs", {}), thresholds, name)
+    svg = figures.similarity_distributions(
+        {k: s.histogram for k, s in layer.pairs.items()}, thresholds, name
+    )
     if svg is not None:
-        bins = sorted({get(p, "histogram", "bins") for p in layer.get("pairs", {}).values()} - {None})
+        bins = sorted({s.histogram.bins for s in layer.pairs.values()})
         blocks.append(
             Figure(
                 filename=f"similarities_{name}.svg",
@@ -455,7 +526,7 @@ def layer_blocks(result: dict, name: str, layer: dict) -> list:
                     f"Dashed line: {threshold_text(result)}; "
                     + (
                         "at this scale it sits visually at 0."
-                        if abs(result.get("threshold") or 0.0) < 0.01
+                        if abs(result.threshold) < 0.01
                         else "the ratios above count similarities strictly left of it."
                     )
                 ),
@@ -463,7 +534,7 @@ def layer_blocks(result: dict, name: str, layer: dict) -> list:
         )
     table, notes = geometry_table(result, layer)
     blocks += [Heading(3, f"Geometry of '{name}'"), table, *notes]
-    spec_svg = figures.spectrum(get(layer, "geometry", "spectrum", default={}) or {}, name)
+    spec_svg = figures.spectrum(layer.geometry.spectrum, name)
     if spec_svg is not None:
         blocks.append(
             Figure(
@@ -476,13 +547,6 @@ def layer_blocks(result: dict, name: str, layer: dict) -> list:
     return blocks
 
 
-# source keys rendered by source_rows under their own names; any other key is listed as is
-_SOURCE_KNOWN = frozenset(
-    {"kind", "path", "sha256", "weights_sha256", "format", "arch", "dataset", "n_train", "epoch", "step", "global_step", "complete",
-     "cifar_stem_padding", "views", "versions", "provenance"}
-)
-
-
 def _views_text(views: dict) -> str:
     parts = []
     if views.get("num_images") is not None:
@@ -493,86 +557,99 @@ def _views_text(views: dict) -> str:
             parts.append(str(views[key]))
     if "amp" in views:
         parts.append("mixed precision (AMP)" if views.get("amp") else "float32, no AMP")
-    parts += [f"{k} = {fmt_setting(v)}" for k, v in views.items() if k not in ("num_images", "pool", "sampling", "augmentation", "mode", "amp")]
+    parts += [
+        f"{k} = {fmt_setting(v)}"
+        for k, v in views.items()
+        if k not in ("num_images", "pool", "sampling", "augmentation", "mode", "amp")
+    ]
     return "; ".join(parts)
 
 
-def source_rows(source: dict) -> list[list[str]]:
+def source_rows(source: Source) -> list[list[str]]:
     """What was analysed and how its two views were made: the header rows from ``source``."""
-    provenance = source.get("provenance") if isinstance(source.get("provenance"), dict) else {}
+    provenance = source.provenance if isinstance(source.provenance, dict) else {}
 
-    def with_origin(key: str) -> str:
+    def with_origin(key: str, value: object) -> str:
         origin = provenance.get(key)
-        return fmt(source.get(key)) + (f" (from {origin})" if origin else "")
+        return fmt(value) + (f" (from {origin})" if origin else "")
 
-    rows = [["source", f"{source.get('kind', MISSING)}: {source.get('path', MISSING)}"]]
-    if source.get("format") is not None:
-        rows.append(["checkpoint format", fmt(source["format"])])
-    if source.get("arch") is not None:
-        rows.append(["architecture", with_origin("arch")])
-    if source.get("dataset") is not None:
-        n_train = f", {fmt(source['n_train'])} training images" if source.get("n_train") is not None else ""
-        rows.append(["dataset", with_origin("dataset") + n_train])
-    step = source.get("step", source.get("global_step"))
-    if source.get("epoch") is not None or step is not None:
-        trained = f"epoch {fmt(source.get('epoch'))}, step {fmt(step)}"
-        if source.get("complete") is not None:
-            trained += " (run complete)" if source.get("complete") else " (run not complete: an intermediate checkpoint)"
+    path = source.path if source.path is not None else MISSING
+    rows = [["source", f"{source.kind or MISSING}: {path}"]]
+    if source.format is not None:
+        rows.append(["checkpoint format", fmt(source.format)])
+    if source.arch is not None:
+        rows.append(["architecture", with_origin("arch", source.arch)])
+    if source.dataset is not None:
+        n_train = f", {fmt(source.n_train)} training images" if source.n_train is not None else ""
+        rows.append(["dataset", with_origin("dataset", source.dataset) + n_train])
+    step = source.step if source.step is not None else source.global_step
+    if source.epoch is not None or step is not None:
+        trained = f"epoch {fmt(source.epoch)}, step {fmt(step)}"
+        if source.complete is not None:
+            trained += (
+                " (run complete)"
+                if source.complete
+                else " (run not complete: an intermediate checkpoint)"
+            )
         rows.append(["checkpoint taken at", trained])
-    padding = source.get("cifar_stem_padding")
+    padding = source.cifar_stem_padding
     if isinstance(padding, dict):
-        rows.append(["CIFAR stem padding", f"{fmt(padding.get('value'))} ({padding.get('from', 'origin not recorded')})"])
+        rows.append(
+            [
+                "CIFAR stem padding",
+                f"{fmt(padding.get('value'))} ({padding.get('from', 'origin not recorded')})",
+            ]
+        )
     elif padding is not None:
         rows.append(["CIFAR stem padding", fmt(padding)])
-    views = source.get("views")
-    if isinstance(views, dict) and views:
-        rows.append(["two views", _views_text(views)])
-    if source.get("weights_sha256") is not None:
-        rows.append(["weights sha256", fmt(source["weights_sha256"])])
+    if isinstance(source.views, dict) and source.views:
+        rows.append(["two views", _views_text(source.views)])
+    if source.weights_sha256 is not None:
+        rows.append(["weights sha256", fmt(source.weights_sha256)])
     else:
-        rows.append(["source sha256", fmt(source.get("sha256"))])
-    versions = source.get("versions")
-    if isinstance(versions, dict) and versions:
-        rows.append(["trained with", ", ".join(f"{k} {fmt(v)}" for k, v in versions.items())])
-    for key, value in flatten({k: v for k, v in source.items() if k not in _SOURCE_KNOWN}).items():
+        rows.append(["source sha256", fmt(source.sha256)])
+    if isinstance(source.versions, dict) and source.versions:
+        rows.append(
+            ["trained with", ", ".join(f"{k} {fmt(v)}" for k, v in source.versions.items())]
+        )
+    for key, value in flatten(source.extra).items():
         if value is None or value == [] or value == {}:
             continue
         rows.append([key.replace("_", " "), fmt_setting(value)])
     return rows
 
 
-def build_analysis(result: dict) -> Document:
-    source = result.get("source", {}) or {}
-    layers = result.get("layers") or {}
-    tool = result.get("tool", {}) or {}
+def build_analysis(result: Result) -> Document:
+    source = result.source
+    layers = result.layers
+    tool = result.tool
     header_rows = [
         *source_rows(source),
-        *[[f"layer '{name}'", f"n = {fmt(l.get('n'))}, d = {fmt(l.get('d'))}"] for name, l in layers.items()],
-        ["n_ref", f"{fmt(result.get('n_ref'))} (training instances the threshold refers to)"],
+        *[[f"layer '{name}'", f"n = {fmt(l.n)}, d = {fmt(l.d)}"] for name, l in layers.items()],
+        ["n_ref", f"{fmt(result.n_ref)} (training instances the threshold refers to)"],
         ["threshold", threshold_text(result)],
         ["mode", mode_text(result)],
         [
             "seed",
-            fmt(result.get("seed"))
+            fmt(result.seed)
             + (
                 " (of this analysis: image sample, augmentations, sampled pairs, probes)"
-                if source.get("kind") == "checkpoint"
+                if source.kind == "checkpoint"
                 else " (of this analysis: sampled pairs)"
             ),
         ],
         ["similarity", SIMILARITY_CONVENTION],
-        ["schema / tool", f"{fmt(result.get('schema'))} / {tool.get('name', 'cl-diag')} {tool.get('version', '')}".rstrip()],
+        ["schema / tool", f"{fmt(result.schema)} / {tool.name} {tool.version}".rstrip()],
     ]
     blocks: list = [
         Heading(1, "cl-diag analysis"),
         Table(columns=["item", "value"], rows=header_rows, caption="Run."),
     ]
-    conventions = result.get("conventions")
-    if isinstance(conventions, dict) and conventions:
+    if result.conventions:
         blocks.append(
             Table(
                 columns=["convention", "value"],
-                rows=[[k, fmt_setting(v)] for k, v in conventions.items()],
+                rows=[[k, fmt_setting(v)] for k, v in result.conventions.items()],
                 caption="Conventions behind every number below.",
             )
         )
@@ -581,4 +658,4 @@ def build_analysis(result: dict) -> Document:
     blocks += probe_blocks(result)
     blocks += theory_blocks(result)
     blocks += config_blocks(result)
-    return Document(title=f"cl-diag analysis: {source.get('path', '')}".rstrip(": "), blocks=blocks)
+    return Document(title=f"cl-diag analysis: {source.path or ''}".rstrip(": "), blocks=blocks)

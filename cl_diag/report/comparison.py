@@ -1,10 +1,17 @@
-"""The content of a comparison report: several result.json dicts side by side.
+"""The content of a comparison report: several results side by side.
 
 Runs are labelled by what differs between their training configs (issue 6:
 "simclr b32 +VRN30"), not by paths; folder names are the fallback when configs
 are empty or identical. The tables hold, per layer, the positive mean, the
 cross-view and within-view negative mean/var/std/excessive ratio, the geometry,
 and the probe accuracies; with a baseline, each run's difference from it.
+
+Every number comes from one pandas frame, :attr:`Comparison.frame`: one row per run
+(display order), columns = the run's label, name, n_ref, threshold and mode, its
+config facts (``config:<key>``), its per-layer metrics (``<layer>/<metric>``) and its
+probe metrics (the keys of :data:`cl_diag.result.PROBE_METRICS` and
+``retrieval_<layer>_recall_at_<k>``). The tables, the differences from the baseline,
+the over-seed mean ± std, comparison.csv and comparison_by_seed.csv are read from it.
 
 The batch-size view reproduces the layout of the paper's Table 1 and Fig. 4
 (Lee et al., ICML 2025), with the Theorem 5.5 band (Eq. 11)
@@ -20,66 +27,78 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import PurePath
+from typing import TypeVar
 
 import numpy as np
 import pandas as pd
 
 from cl_diag.report import figures
 from cl_diag.report.analysis import SIMILARITY_CONVENTION
-from cl_diag.report.document import MISSING, Document, Figure, Heading, Note, Paragraph, Table, flatten, fmt, get, pct
-
-# Config keys that say where or how a run was executed, not what was trained.
-IGNORED_CONFIG_KEYS = frozenset(
-    {"out", "out_dir", "output", "resume", "device", "devices", "quiet", "num_workers", "data_root", "progress",
-     "log_every", "checkpoint", "checkpoint_every", "save_every", "parallel"}
+from cl_diag.report.document import (
+    MISSING,
+    Document,
+    Figure,
+    Heading,
+    Note,
+    Paragraph,
+    Table,
+    flatten,
+    fmt,
+    pct,
 )
-# Aliases of the four keys the labels and the study figures understand (flattened config keys).
+from cl_diag.result import (
+    GEOMETRY_METRICS,
+    NEGATIVE_TYPES,
+    PAIR_METRICS,
+    PROBE_METRICS,
+    RETRIEVAL_KS,
+    Histogram,
+    Metric,
+    Result,
+    retrieval_metric,
+)
+
+#: a run: its name (the folder or file the user gave, the label fallback) and its result
+Run = tuple[str, Result]
+R = TypeVar("R", Result, dict)
+
+# Config keys that say where a run was written, not what was trained (analyze already drops
+# the other run-environment options, orchestration.train.RESUME_FREE_FIELDS, from the
+# configs it records).
+IGNORED_CONFIG_KEYS = frozenset({"out"})
+# The config keys of the facts the labels and the study figures understand: the names cl-diag
+# writes (TrainConfig, and io.checkpoints.solo_training_config for solo-learn), plus the nested
+# spellings ``loss.name`` / ``vrn.lambda`` (and ``vrn.enabled``, below) that
+# tests/test_compare.py relies on.
 _ALIASES = {
-    "loss": ("loss", "loss.name", "method"),
-    "batch_size": ("batch_size", "batch-size"),
-    "temperature": ("temperature", "loss.temperature", "tau"),
-    "vrn": ("vrn", "vrn.lambda", "vrn_lambda", "vrn.weight", "vrn_weight"),
+    "loss": ("loss", "loss.name"),
+    "batch_size": ("batch_size",),
+    "temperature": ("temperature",),
+    "vrn": ("vrn", "vrn.lambda"),
     "seed": ("seed",),
 }
 LABEL_ORDER = ("loss", "batch_size", "vrn", "temperature")
 # the seed goes last in a label: "simclr +VRN3 seed1" reads as a member of the group "simclr +VRN3"
 SEED_KEY = "seed"
-
-PAIR_METRICS = (
-    ("positive_mean", ("pairs", "positive", "mean"), "positive mean"),
-    ("cross_view_negative_mean", ("pairs", "cross_view_negative", "mean"), "cross-view neg. mean"),
-    ("cross_view_negative_var", ("pairs", "cross_view_negative", "var"), "cross-view neg. var"),
-    ("cross_view_negative_std", ("pairs", "cross_view_negative", "std"), "cross-view neg. std"),
-    ("cross_view_negative_excessive_ratio", ("pairs", "cross_view_negative", "excessive_ratio"), "cross-view excessive ratio"),
-    ("within_view_negative_mean", ("pairs", "within_view_negative", "mean"), "within-view neg. mean"),
-    ("within_view_negative_var", ("pairs", "within_view_negative", "var"), "within-view neg. var"),
-    ("within_view_negative_std", ("pairs", "within_view_negative", "std"), "within-view neg. std"),
-    ("within_view_negative_excessive_ratio", ("pairs", "within_view_negative", "excessive_ratio"), "within-view excessive ratio"),
+#: the facts each run's row of comparison.csv repeats
+FACT_COLUMNS = ("loss", "batch_size", "temperature", "vrn")
+#: the per-layer metrics of comparison.csv and the layer tables
+LAYER_METRICS = PAIR_METRICS + GEOMETRY_METRICS
+# the pair metrics of the "over seeds" table of each layer
+_SEED_PAIR_KEYS = (
+    "positive_mean",
+    "cross_view_negative_mean",
+    "cross_view_negative_std",
+    "cross_view_negative_excessive_ratio",
+    "within_view_negative_mean",
+    "within_view_negative_std",
+    "within_view_negative_excessive_ratio",
 )
-GEOMETRY_METRICS = (
-    ("alignment", ("geometry", "alignment"), "alignment"),
-    ("uniformity_u", ("geometry", "uniformity", "u"), "uniformity u"),
-    ("uniformity_v", ("geometry", "uniformity", "v"), "uniformity v"),
-    ("effective_rank_u", ("geometry", "effective_rank", "u"), "effective rank u"),
-    ("effective_rank_v", ("geometry", "effective_rank", "v"), "effective rank v"),
-    ("frontier_gap", ("geometry", "frontier_gap"), "frontier gap"),
-    ("alignment_ceiling", ("geometry", "alignment_ceiling", "value"), "alignment ceiling"),
-)
-# (column, path inside result["probes"], title); retrieval is per layer and added separately
-PROBE_METRICS = (
-    ("linear_top1", ("linear", "top1"), "linear top-1"),
-    ("linear_top5", ("linear", "top5"), "linear top-5"),
-    ("knn_k20_top1", ("knn", "k20", "top1"), "kNN k=20 top-1"),
-    ("knn_k200_top1", ("knn", "k200", "top1"), "kNN k=200 top-1"),
-    ("clustering_nmi", ("clustering", "nmi"), "k-means NMI"),
-    ("clustering_ari", ("clustering", "ari"), "k-means ARI"),
-)
-RETRIEVAL_METRICS = tuple(
-    (f"retrieval_recall_at_{k}", f"recall_at_{k}", f"retrieval R@{k}") for k in (1, 5, 10)
-)
-_SCORES = {"clustering_nmi", "clustering_ari"}  # not accuracies: printed as numbers, not %
+SEED_STD_WORDS = "sample standard deviation (ddof 1) across seeds"
 
 
 def _number(value: object) -> float | None:
@@ -88,13 +107,31 @@ def _number(value: object) -> float | None:
     return float(value)
 
 
-def run_facts(result: dict) -> dict[str, object]:
+def _present(value: object) -> float | None:
+    """A frame cell as a number, NaN (absent) as None."""
+    number = _number(value)
+    return None if number is None or math.isnan(number) else number
+
+
+def _typed(runs: Sequence[tuple[str, Result | dict]]) -> list[Run]:
+    """Runs whose results may be JSON dicts (tests, notebooks) as typed results."""
+    return [
+        (name, r if isinstance(r, Result) else Result.from_dict(r, where=name)) for name, r in runs
+    ]
+
+
+# ---- labels and order ---------------------------------------------------------------------------
+
+
+def run_facts(result: Result | dict) -> dict[str, object]:
     """Flattened training config with the label keys under canonical names.
 
     ``vrn`` becomes the VRN weight (0 when off; ``vrn.enabled = false`` also means off) and
     ``batch_size`` falls back to ``theory.batch_size``.
     """
-    flat = {k: v for k, v in flatten(result.get("config") or {}).items() if k not in IGNORED_CONFIG_KEYS}
+    if not isinstance(result, Result):
+        result = Result.from_dict(result)
+    flat = {k: v for k, v in flatten(result.config).items() if k not in IGNORED_CONFIG_KEYS}
     facts: dict[str, object] = {}
     for canonical, aliases in _ALIASES.items():
         for alias in aliases:
@@ -109,16 +146,15 @@ def run_facts(result: dict) -> dict[str, object]:
             facts["vrn"] = 1.0 if enabled else 0.0
     if isinstance(facts.get("vrn"), bool):
         facts["vrn"] = 1.0 if facts["vrn"] else 0.0
-    if facts.get("batch_size") is None and get(result, "theory", "batch_size") is not None:
-        facts["batch_size"] = get(result, "theory", "batch_size")
+    if (
+        facts.get("batch_size") is None
+        and result.theory is not None
+        and result.theory.batch_size is not None
+    ):
+        facts["batch_size"] = result.theory.batch_size
     for key in sorted(flat):
         facts[key] = flat[key]
     return facts
-
-
-def _vrn_on(facts: dict) -> bool:
-    value = _number(facts.get("vrn"))
-    return value is not None and value > 0
 
 
 def _part(key: str, value: object) -> str:
@@ -176,10 +212,7 @@ def config_labels(facts: list[dict], *, exclude: tuple[str, ...] = ()) -> list[s
     return labels
 
 
-def run_labels(runs: list[tuple[str, dict]]) -> list[str]:
-    """One unique, human label per run: config differences, else folder names."""
-    names = [name for name, _ in runs]
-    facts = [run_facts(result) for _, result in runs]
+def _labels(names: list[str], facts: list[dict]) -> list[str]:
     labels = config_labels(facts)
     if not any(labels) or len(set(labels)) == 1 and len(labels) > 1:
         return _folder_names(names)
@@ -194,19 +227,29 @@ def run_labels(runs: list[tuple[str, dict]]) -> list[str]:
     return out
 
 
+def run_labels(runs: Sequence[tuple[str, Result | dict]]) -> list[str]:
+    """One unique, human label per run: config differences, else folder names."""
+    return _labels([name for name, _ in runs], [run_facts(result) for _, result in runs])
+
+
 def _natural_key(label: str) -> list:
     # "b32" before "b128": digit runs compare as numbers
-    return [(0, float(tok), "") if tok[:1].isdigit() else (1, 0.0, tok) for tok in re.findall(r"\d+(?:\.\d+)?|\D+", label)]
+    return [
+        (0, float(tok), "") if tok[:1].isdigit() else (1, 0.0, tok)
+        for tok in re.findall(r"\d+(?:\.\d+)?|\D+", label)
+    ]
 
 
-def ordered(runs: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
+def ordered(runs: Sequence[tuple[str, R]]) -> list[tuple[str, R]]:
     """Runs in display order: loss, batch size, temperature, VRN weight, then the label's natural
-    order (digit runs as numbers); input order breaks ties.
+    order (digit runs as numbers); input order breaks ties. The runs are returned as given
+    (typed results or dicts).
 
     The reports do not depend on the order the runs were given in (e.g. by a shell glob).
     """
-    labels = run_labels(runs)
-    facts = [run_facts(r) for _, r in runs]
+    typed = _typed(runs)
+    facts = [run_facts(r) for _, r in typed]
+    labels = _labels([name for name, _ in typed], facts)
 
     def num(value: object) -> tuple[int, float]:
         number = _number(value)
@@ -215,166 +258,65 @@ def ordered(runs: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
     def key(i: int) -> tuple:
         f = facts[i]
         # grouped like the paper's tables: by batch size, then temperature, without VRN before with
-        return (str(f.get("loss") or ""), num(f.get("batch_size")), num(f.get("temperature")), num(f.get("vrn")),
-                _natural_key(labels[i]))
+        return (
+            str(f.get("loss") or ""),
+            num(f.get("batch_size")),
+            num(f.get("temperature")),
+            num(f.get("vrn")),
+            _natural_key(labels[i]),
+        )
 
     return [runs[i] for i in sorted(range(len(runs)), key=key)]
 
 
-def _thresholds(runs: list[tuple[str, dict]]) -> list[tuple[int, float]]:
-    seen: dict[object, float] = {}
+def _thresholds(runs: Sequence[Run]) -> list[tuple[int, float]]:
+    seen: dict[int, float] = {}
     for _, result in runs:
-        seen.setdefault(result.get("n_ref"), result.get("threshold"))
+        seen.setdefault(result.n_ref, result.threshold)
     return list(seen.items())
 
 
-def comparison_warnings(runs: list[tuple[str, dict]]) -> list[str]:
+def comparison_warnings(runs: Sequence[tuple[str, Result | dict]]) -> list[str]:
     """What a reader must know before comparing these numbers (also printed by the CLI)."""
+    runs = _typed(runs)
     labels = run_labels(runs)
     warnings = []
     if len(_thresholds(runs)) > 1:
         detail = "; ".join(
-            f"{label}: n_ref = {fmt(r.get('n_ref'))}, δ = {fmt(r.get('threshold'))}" for label, (_, r) in zip(labels, runs)
+            f"{label}: n_ref = {fmt(r.n_ref)}, δ = {fmt(r.threshold)}"
+            for label, (_, r) in zip(labels, runs)
         )
         warnings.append(
             "The runs have different n_ref, so their excessive-separation thresholds δ = −1/(n_ref − 1) differ "
             f"and their ratios count against different lines ({detail}). Both thresholds are drawn; to compare ratios "
             "on one threshold, re-run `cl-diag analyze` with the same --n-ref."
         )
-    modes = {r.get("mode") for _, r in runs}
+    modes = {r.mode for _, r in runs}
     if len(modes) > 1:
-        detail = "; ".join(f"{label}: {r.get('mode')}" for label, (_, r) in zip(labels, runs))
+        detail = "; ".join(f"{label}: {r.mode}" for label, (_, r) in zip(labels, runs))
         warnings.append(
             f"The runs mix exact and sampled statistics ({detail}); sampled values are estimates."
         )
     return warnings
 
 
-def _layer_names(runs: list[tuple[str, dict]]) -> list[str]:
+def _layer_names(runs: Sequence[Run]) -> list[str]:
     names: list[str] = []
     for _, result in runs:
-        names += [n for n in (result.get("layers") or {}) if n not in names]
+        names += [n for n in result.layers if n not in names]
     return names
 
 
-def primary_layer(runs: list[tuple[str, dict]]) -> str | None:
+def primary_layer(runs: Sequence[tuple[str, Result | dict]]) -> str | None:
     """The paper measures the projector output; an embeddings file has one layer."""
-    names = _layer_names(runs)
+    names = _layer_names(_typed(runs))
     for preferred in ("projector", "embedding"):
         if preferred in names:
             return preferred
     return names[0] if names else None
 
 
-def _layer_values(result: dict, layer_name: str) -> dict[str, float | None]:
-    layer = get(result, "layers", layer_name)
-    out: dict[str, float | None] = {}
-    for column, path, _ in PAIR_METRICS + GEOMETRY_METRICS:
-        out[column] = _number(get(layer, *path)) if isinstance(layer, dict) else None
-    probes = result.get("probes") or {}
-    for column, path, _ in PROBE_METRICS:
-        out[column] = _number(get(probes, *path))
-    for column, key, _ in RETRIEVAL_METRICS:
-        out[column] = _number(get(probes, "retrieval", layer_name, key))
-    return out
-
-
-METRIC_COLUMNS = tuple(c for c, _, _ in PAIR_METRICS + GEOMETRY_METRICS + PROBE_METRICS) + tuple(
-    c for c, _, _ in RETRIEVAL_METRICS
-)
-
-
-def comparison_frame(runs: list[tuple[str, dict]], *, baseline: str | None = None) -> pd.DataFrame:
-    """One row per (run, layer): config facts, thresholds, every compared metric, and with a
-    baseline ``delta_<metric>`` = run − baseline for the same layer (fractions, not %)."""
-    runs = ordered(runs)
-    labels = run_labels(runs)
-    base_index = _baseline_index(runs, baseline)
-    records = []
-    for (name, result), label in zip(runs, labels):
-        facts = run_facts(result)
-        for layer_name in _layer_names(runs):
-            layer = get(result, "layers", layer_name)
-            if not isinstance(layer, dict):
-                continue
-            record: dict[str, object] = {
-                "label": label,
-                "run": name,
-                "layer": layer_name,
-                "loss": facts.get("loss"),
-                "batch_size": facts.get("batch_size"),
-                "temperature": facts.get("temperature"),
-                "vrn": facts.get("vrn"),
-                "n_ref": result.get("n_ref"),
-                "threshold": result.get("threshold"),
-                "mode": result.get("mode"),
-                "n": layer.get("n"),
-                "d": layer.get("d"),
-            }
-            record.update(_layer_values(result, layer_name))
-            if base_index is not None:
-                base = _layer_values(runs[base_index][1], layer_name)
-                for column in METRIC_COLUMNS:
-                    a, b = record[column], base[column]
-                    record[f"delta_{column}"] = a - b if a is not None and b is not None else None
-            records.append(record)
-    frame = pd.DataFrame.from_records(records)
-    return frame
-
-
-def _baseline_index(runs: list[tuple[str, dict]], baseline: str | None) -> int | None:
-    if baseline is None:
-        return None
-    names = [name for name, _ in runs]
-    if baseline not in names:
-        raise ValueError(f"baseline {baseline!r} is not one of the runs {names!r}")
-    return names.index(baseline)
-
-
-def _cell(column: str, value: float | None, *, delta: bool = False) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return MISSING
-    is_acc = column.startswith(("linear_", "knn_", "retrieval_"))
-    if delta:
-        return f"{100.0 * value:+.2f} pp" if is_acc else f"{value:+.6g}"
-    return pct(value) if is_acc else fmt(value)
-
-
-def _metric_table(
-    rows_by_run: list[tuple[str, dict]], metrics, *, caption: str, delta: bool = False
-) -> Table | None:
-    columns_present = [(c, t) for c, _, t in metrics if any(v.get(c) is not None for _, v in rows_by_run)]
-    if not columns_present:
-        return None
-    return Table(
-        columns=["run", *[t for _, t in columns_present]],
-        rows=[[label, *[_cell(c, values.get(c), delta=delta) for c, _ in columns_present]] for label, values in rows_by_run],
-        caption=caption,
-    )
-
-
-def _deltas(values: list[tuple[str, dict]], base: dict) -> list[tuple[str, dict]]:
-    out = []
-    for label, row in values:
-        out.append(
-            (label, {c: (row[c] - base[c] if row.get(c) is not None and base.get(c) is not None else None) for c in row})
-        )
-    return out
-
-
-# ---- seed groups ---------------------------------------------------------------------------------
-
-# (column, title) of the "over seeds" table of each layer
-SEED_PAIR_COLUMNS = (
-    ("positive_mean", "positive mean"),
-    ("cross_view_negative_mean", "cross-view neg. mean"),
-    ("cross_view_negative_std", "cross-view neg. std"),
-    ("cross_view_negative_excessive_ratio", "cross-view excessive ratio"),
-    ("within_view_negative_mean", "within-view neg. mean"),
-    ("within_view_negative_std", "within-view neg. std"),
-    ("within_view_negative_excessive_ratio", "within-view excessive ratio"),
-)
-SEED_STD_WORDS = "sample standard deviation (ddof 1) across seeds"
+# ---- seed groups --------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -387,23 +329,18 @@ class SeedGroup:
 
     @property
     def seeds_text(self) -> str:
-        """"1–5" for a run of consecutive integer seeds, else the seeds comma-separated."""
+        """ "1–5" for a run of consecutive integer seeds, else the seeds comma-separated."""
         ints = [s for s in self.seeds if isinstance(s, int) and not isinstance(s, bool)]
-        if len(ints) == len(self.seeds) > 2 and sorted(ints) == list(range(min(ints), max(ints) + 1)):
+        if len(ints) == len(self.seeds) > 2 and sorted(ints) == list(
+            range(min(ints), max(ints) + 1)
+        ):
             return f"{min(ints)}–{max(ints)}"
         return ", ".join(fmt(s) for s in self.seeds)
 
 
-def seed_groups(runs: list[tuple[str, dict]]) -> list[SeedGroup]:
-    """Groups of >= 2 runs whose training configs are equal but for the seed (and whose
-    n_ref and statistics mode agree, so that their ratios and estimates are comparable).
-
-    ``runs`` in display order (:func:`ordered`); groups in the order of their first run,
-    members in display order. A group with a repeated seed is not a seed group.
-    """
-    facts = [run_facts(r) for _, r in runs]
+def _seed_groups(runs: Sequence[Run], facts: list[dict]) -> list[SeedGroup]:
     keys = [
-        repr((sorted((k, repr(v)) for k, v in f.items() if k != SEED_KEY), r.get("n_ref"), r.get("mode")))
+        repr((sorted((k, repr(v)) for k, v in f.items() if k != SEED_KEY), r.n_ref, r.mode))
         for f, (_, r) in zip(facts, runs)
     ]
     members: dict[str, list[int]] = {}
@@ -416,14 +353,17 @@ def seed_groups(runs: list[tuple[str, dict]]) -> list[SeedGroup]:
         seeds = [facts[i][SEED_KEY] for i in idx]
         if len(idx) < 2 or len({repr(s) for s in seeds}) < len(seeds):
             continue
-        groups.append(SeedGroup(label=labels[idx[0]] or "runs", members=tuple(idx), seeds=tuple(seeds)))
+        groups.append(
+            SeedGroup(label=labels[idx[0]] or "runs", members=tuple(idx), seeds=tuple(seeds))
+        )
     counts = Counter(g.label for g in groups)
     if any(c > 1 for c in counts.values()):
         # same config label but different n_ref or mode: say which
         groups = [
             SeedGroup(
-                f"{g.label} (n_ref = {fmt(runs[g.members[0]][1].get('n_ref'))}, {runs[g.members[0]][1].get('mode')})"
-                if counts[g.label] > 1 else g.label,
+                f"{g.label} (n_ref = {fmt(runs[g.members[0]][1].n_ref)}, {runs[g.members[0]][1].mode})"
+                if counts[g.label] > 1
+                else g.label,
                 g.members,
                 g.seeds,
             )
@@ -432,95 +372,331 @@ def seed_groups(runs: list[tuple[str, dict]]) -> list[SeedGroup]:
     return groups
 
 
-def seed_statistics(values: list[float | None]) -> tuple[float, float] | None:
+def seed_groups(runs: Sequence[tuple[str, Result | dict]]) -> list[SeedGroup]:
+    """Groups of >= 2 runs whose training configs are equal but for the seed (and whose
+    n_ref and statistics mode agree, so that their ratios and estimates are comparable).
+
+    ``runs`` in display order (:func:`ordered`); groups in the order of their first run,
+    members in display order. A group with a repeated seed is not a seed group.
+    """
+    typed = _typed(runs)
+    return _seed_groups(typed, [run_facts(r) for _, r in typed])
+
+
+def _mean_std(values: np.ndarray) -> tuple[float, float] | None:
     """(mean, sample std with ddof 1) of one metric over a group's seeds; None unless every
     seed has the metric (a mean over a subset would pass for the group's)."""
-    if len(values) < 2 or any(v is None for v in values):
+    if len(values) < 2 or bool(np.isnan(values).any()):
         return None
-    array = np.asarray(values, dtype=np.float64)
-    return float(array.mean()), float(array.std(ddof=1))
+    return float(values.mean()), float(values.std(ddof=1))
 
 
-def _group_values(runs, group: SeedGroup, values_of) -> dict[str, tuple[float, float] | None]:
-    per_run = [values_of(runs[i][1]) for i in group.members]
-    columns = list(per_run[0])
-    return {c: seed_statistics([v.get(c) for v in per_run]) for c in columns}
+def _pooled_histograms(
+    runs: Sequence[Run], group: SeedGroup, layer: str
+) -> dict[str, Histogram] | None:
+    """The group's negative histograms summed over its seeds (None when their binnings differ)."""
+    pooled: dict[str, Histogram] = {}
+    for kind in NEGATIVE_TYPES:
+        stats = [
+            runs[i][1].layers[layer].pairs.get(kind) if layer in runs[i][1].layers else None
+            for i in group.members
+        ]
+        if any(s is None for s in stats):
+            continue
+        hists = [s.histogram for s in stats]  # type: ignore[union-attr]
+        shapes = {(tuple(h.range), h.bins, len(h.counts)) for h in hists}
+        if len(shapes) != 1:
+            return None
+        counts = np.sum([np.asarray(h.counts, dtype=np.int64) for h in hists], axis=0)
+        pooled[kind] = Histogram(
+            range=list(hists[0].range), bins=hists[0].bins, counts=counts.tolist()
+        )
+    return pooled or None
 
 
-def _seed_cell(column: str, stats: tuple[float, float] | None) -> str:
+def _pooled_pairs(
+    runs: Sequence[tuple[str, Result | dict]], group: SeedGroup, layer: str
+) -> dict | None:
+    """:func:`_pooled_histograms` as JSON pair blocks (pair type -> {"histogram": ...})."""
+    pooled = _pooled_histograms(_typed(runs), group, layer)
+    return (
+        None if pooled is None else {kind: {"histogram": h.to_dict()} for kind, h in pooled.items()}
+    )
+
+
+# ---- the one frame ------------------------------------------------------------------------------
+
+
+def _col(layer: str, key: str) -> str:
+    """The frame column of a per-layer metric."""
+    return f"{layer}/{key}"
+
+
+def _fact_col(key: str) -> str:
+    return f"config:{key}"
+
+
+class Comparison:
+    """Runs side by side, in display order, with the one frame every number is read from."""
+
+    def __init__(self, runs: Sequence[tuple[str, Result | dict]], *, baseline: str | None = None):
+        self.runs = ordered(_typed(runs))
+        self.names = [name for name, _ in self.runs]
+        self.results = [result for _, result in self.runs]
+        self.facts = [run_facts(r) for r in self.results]
+        self.labels = _labels(self.names, self.facts)
+        self.layers = _layer_names(self.runs)
+        self.groups = _seed_groups(self.runs, self.facts)
+        self.baseline: int | None = None
+        if baseline is not None:
+            if baseline not in self.names:
+                raise ValueError(f"baseline {baseline!r} is not one of the runs {self.names!r}")
+            self.baseline = self.names.index(baseline)
+        #: probe metrics: the classification and clustering probes, then retrieval per layer
+        self.probe_metrics: tuple[Metric, ...] = PROBE_METRICS + tuple(
+            retrieval_metric(layer, k) for layer in self.layers for k in RETRIEVAL_KS
+        )
+        self.frame = self._frame()
+
+    # -- building
+
+    def _frame(self) -> pd.DataFrame:
+        group_of = {i: g for g, group in enumerate(self.groups) for i in group.members}
+        records = []
+        for i, (name, result) in enumerate(self.runs):
+            record: dict[str, object] = {
+                "label": self.labels[i],
+                "run": name,
+                "n_ref": result.n_ref,
+                "threshold": result.threshold,
+                "mode": result.mode,
+                "seed_group": group_of.get(i),
+            }
+            record.update({_fact_col(k): v for k, v in self.facts[i].items()})
+            for layer_name in self.layers:
+                layer = result.layers.get(layer_name)
+                record[_col(layer_name, "n")] = None if layer is None else layer.n
+                record[_col(layer_name, "d")] = None if layer is None else layer.d
+                for metric in LAYER_METRICS:
+                    record[_col(layer_name, metric.key)] = (
+                        None if layer is None else _number(metric.read(layer))
+                    )
+            for metric in self.probe_metrics:
+                record[metric.key] = (
+                    None if result.probes is None else _number(metric.read(result.probes))
+                )
+            records.append(record)
+        frame = pd.DataFrame(records, dtype=object)
+        # keys some runs' configs lack: None like every other absent value, not NaN
+        return frame.astype(object).where(frame.notna(), None)
+
+    @cached_property
+    def _numbers(self) -> pd.DataFrame:
+        """The metric columns as float64, absent values NaN."""
+        columns = [_col(layer, m.key) for layer in self.layers for m in LAYER_METRICS]
+        columns += [m.key for m in self.probe_metrics]
+        return self.frame[columns].astype(np.float64)
+
+    @cached_property
+    def deltas(self) -> pd.DataFrame | None:
+        """Every metric minus the baseline's (NaN where either is absent); None without one."""
+        if self.baseline is None:
+            return None
+        return self._numbers - self._numbers.iloc[self.baseline]
+
+    @cached_property
+    def over_seeds(self) -> dict[int, dict[str, tuple[float, float] | None]]:
+        """Per seed group (its index): every metric's (mean, sample std) over its seeds, or
+        None unless every seed has it. The one aggregation of the report and the CSVs."""
+        numbers = self._numbers[self.frame["seed_group"].notna()]
+        grouped = numbers.groupby(self.frame["seed_group"][numbers.index].astype(int), sort=False)
+        out: dict[int, dict[str, tuple[float, float] | None]] = {}
+        for g, part in grouped:
+            out[int(g)] = {c: _mean_std(part[c].to_numpy(dtype=np.float64)) for c in part.columns}
+        return out
+
+    # -- reading
+
+    def has_layer(self, i: int, layer: str) -> bool:
+        return layer in self.results[i].layers
+
+    def value(self, i: int, column: str) -> float | None:
+        return _present(self.frame.at[i, column])
+
+    def delta(self, i: int, column: str) -> float | None:
+        assert self.deltas is not None
+        return _present(self.deltas.at[i, column])
+
+    def fact(self, i: int, key: str) -> object:
+        return self.facts[i].get(key)
+
+    def row(
+        self, i: int, metrics: Sequence[Metric], layer: str | None = None, *, delta: bool = False
+    ) -> dict[str, float | None]:
+        """Run i's ``metrics`` (of ``layer``, for per-layer metrics), or their differences from
+        the baseline: metric key -> value, None where absent."""
+        read = self.delta if delta else self.value
+        return {m.key: read(i, m.key if layer is None else _col(layer, m.key)) for m in metrics}
+
+    def layer_values(self, i: int, layer: str, *, delta: bool = False) -> dict[str, float | None]:
+        """The metrics of comparison.csv's row (run i, layer): the layer's metrics, the probes,
+        and the retrieval of that layer (``retrieval_recall_at_<k>``)."""
+        read = self.delta if delta else self.value
+        out = {m.key: read(i, _col(layer, m.key)) for m in LAYER_METRICS}
+        out.update({m.key: read(i, m.key) for m in PROBE_METRICS})
+        for k in RETRIEVAL_KS:
+            out[retrieval_metric(layer, k, row=True).key] = read(i, retrieval_metric(layer, k).key)
+        return out
+
+    def seed_values(
+        self, group: int, layer: str | None = None
+    ) -> dict[str, tuple[float, float] | None]:
+        """A group's over-seed statistics: of one layer's comparison.csv row metrics, or (layer
+        None) of the probe metrics."""
+        stats = self.over_seeds[group]
+        if layer is None:
+            return {m.key: stats[m.key] for m in self.probe_metrics}
+        out = {m.key: stats[_col(layer, m.key)] for m in LAYER_METRICS}
+        out.update({m.key: stats[m.key] for m in PROBE_METRICS})
+        for k in RETRIEVAL_KS:
+            out[retrieval_metric(layer, k, row=True).key] = stats[retrieval_metric(layer, k).key]
+        return out
+
+    # -- the CSVs
+
+    def csv_frame(self) -> pd.DataFrame:
+        """comparison.csv: one row per (run, layer): config facts, thresholds, every compared
+        metric, and with a baseline ``delta_<metric>`` = run − baseline for the same layer
+        (fractions, not %)."""
+        records = []
+        for i, (name, result) in enumerate(self.runs):
+            for layer_name in self.layers:
+                if not self.has_layer(i, layer_name):
+                    continue
+                record: dict[str, object] = {
+                    "label": self.labels[i],
+                    "run": name,
+                    "layer": layer_name,
+                }
+                record.update({key: self.fact(i, key) for key in FACT_COLUMNS})
+                record.update(
+                    {key: self.frame.at[i, key] for key in ("n_ref", "threshold", "mode")}
+                )
+                record.update({key: self.frame.at[i, _col(layer_name, key)] for key in ("n", "d")})
+                record.update(self.layer_values(i, layer_name))
+                if self.baseline is not None:
+                    deltas = self.layer_values(i, layer_name, delta=True)
+                    record.update({f"delta_{key}": value for key, value in deltas.items()})
+                records.append(record)
+        return pd.DataFrame.from_records(records)
+
+    def seed_csv_frame(self) -> pd.DataFrame | None:
+        """comparison_by_seed.csv: one row per (seed group, layer): the group's facts, its seeds
+        and, for every compared metric, ``<metric>_mean`` and ``<metric>_std`` (ddof 1) over
+        the seeds. None when no runs form a seed group."""
+        if not self.groups:
+            return None
+        records = []
+        for g, group in enumerate(self.groups):
+            first = group.members[0]
+            for layer_name in self.layers:
+                if not all(self.has_layer(i, layer_name) for i in group.members):
+                    continue
+                record: dict[str, object] = {
+                    "group": group.label,
+                    "layer": layer_name,
+                    "n_seeds": len(group.members),
+                    "seeds": " ".join(fmt(s) for s in group.seeds),
+                    "runs": ";".join(self.names[i] for i in group.members),
+                }
+                record.update({key: self.fact(first, key) for key in FACT_COLUMNS})
+                record.update(
+                    {key: self.frame.at[first, key] for key in ("n_ref", "threshold", "mode")}
+                )
+                for key, stats in self.seed_values(g, layer_name).items():
+                    record[f"{key}_mean"] = None if stats is None else stats[0]
+                    record[f"{key}_std"] = None if stats is None else stats[1]
+                records.append(record)
+        return pd.DataFrame.from_records(records)
+
+
+def comparison_frame(
+    runs: Sequence[tuple[str, Result | dict]], *, baseline: str | None = None
+) -> pd.DataFrame:
+    """comparison.csv's frame (:meth:`Comparison.csv_frame`)."""
+    return Comparison(runs, baseline=baseline).csv_frame()
+
+
+def seed_frame(runs: Sequence[tuple[str, Result | dict]]) -> pd.DataFrame | None:
+    """comparison_by_seed.csv's frame (:meth:`Comparison.seed_csv_frame`)."""
+    return Comparison(runs).seed_csv_frame()
+
+
+# ---- tables -------------------------------------------------------------------------------------
+
+
+def _cell(metric: Metric, value: float | None, *, delta: bool = False) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return MISSING
+    if delta:
+        return f"{100.0 * value:+.2f} pp" if metric.accuracy else f"{value:+.6g}"
+    return pct(value) if metric.accuracy else fmt(value)
+
+
+def _metric_table(
+    rows: list[tuple[str, dict[str, float | None]]],
+    metrics: Sequence[Metric],
+    *,
+    caption: str,
+    delta: bool = False,
+) -> Table | None:
+    """Runs x metrics: ``rows`` = [(label, metric key -> value)]; columns no run has are left out."""
+    present = [m for m in metrics if any(values.get(m.key) is not None for _, values in rows)]
+    if not present:
+        return None
+    return Table(
+        columns=["run", *[m.title for m in present]],
+        rows=[
+            [label, *[_cell(m, values.get(m.key), delta=delta) for m in present]]
+            for label, values in rows
+        ],
+        caption=caption,
+    )
+
+
+def _seed_cell(metric: Metric, stats: tuple[float, float] | None) -> str:
     if stats is None:
         return MISSING
     mean, std = stats
-    if column.startswith(("linear_", "knn_", "retrieval_")):
+    if metric.accuracy:
         return f"{100.0 * mean:.2f} ± {100.0 * std:.2f} %"
     return f"{fmt(mean, 4)} ± {fmt(std, 2)}"
 
 
-def _seed_table(rows: list[tuple[SeedGroup, dict]], columns, *, caption: str) -> Table | None:
-    present = [(c, t) for c, t in columns if any(stats.get(c) is not None for _, stats in rows)]
+def _seed_table(
+    rows: list[tuple[SeedGroup, dict[str, tuple[float, float] | None]]],
+    metrics: Sequence[Metric],
+    *,
+    caption: str,
+) -> Table | None:
+    present = [m for m in metrics if any(stats.get(m.key) is not None for _, stats in rows)]
     if not rows or not present:
         return None
     return Table(
-        columns=["group", "seeds", *[t for _, t in present]],
+        columns=["group", "seeds", *[m.title for m in present]],
         rows=[
-            [g.label, f"{len(g.members)}: {g.seeds_text}", *[_seed_cell(c, stats.get(c)) for c, _ in present]]
+            [
+                g.label,
+                f"{len(g.members)}: {g.seeds_text}",
+                *[_seed_cell(m, stats.get(m.key)) for m in present],
+            ]
             for g, stats in rows
         ],
         caption=caption,
     )
 
 
-def seed_frame(runs: list[tuple[str, dict]]) -> pd.DataFrame | None:
-    """comparison_by_seed.csv: one row per (seed group, layer): the group's facts, its seeds and,
-    for every compared metric, ``<metric>_mean`` and ``<metric>_std`` (ddof 1) over the seeds.
-    None when no runs form a seed group."""
-    runs = ordered(runs)
-    groups = seed_groups(runs)
-    if not groups:
-        return None
-    records = []
-    for group in groups:
-        first = runs[group.members[0]][1]
-        facts = run_facts(first)
-        for layer_name in _layer_names(runs):
-            if not all(layer_name in (runs[i][1].get("layers") or {}) for i in group.members):
-                continue
-            record: dict[str, object] = {
-                "group": group.label,
-                "layer": layer_name,
-                "n_seeds": len(group.members),
-                "seeds": " ".join(fmt(s) for s in group.seeds),
-                "runs": ";".join(runs[i][0] for i in group.members),
-                "loss": facts.get("loss"),
-                "batch_size": facts.get("batch_size"),
-                "temperature": facts.get("temperature"),
-                "vrn": facts.get("vrn"),
-                "n_ref": first.get("n_ref"),
-                "threshold": first.get("threshold"),
-                "mode": first.get("mode"),
-            }
-            stats = _group_values(runs, group, lambda r, layer_name=layer_name: _layer_values(r, layer_name))
-            for column in METRIC_COLUMNS:
-                pair = stats.get(column)
-                record[f"{column}_mean"] = None if pair is None else pair[0]
-                record[f"{column}_std"] = None if pair is None else pair[1]
-            records.append(record)
-    return pd.DataFrame.from_records(records)
-
-
-def _pooled_pairs(runs, group: SeedGroup, layer: str) -> dict | None:
-    """The group's negative histograms summed over its seeds (None when their binnings differ)."""
-    pooled: dict = {}
-    for kind in ("cross_view_negative", "within_view_negative"):
-        hists = [get(runs[i][1], "layers", layer, "pairs", kind, "histogram") for i in group.members]
-        if any(not isinstance(h, dict) for h in hists):
-            continue
-        shapes = {(tuple(h.get("range", (-1.0, 1.0))), h.get("bins"), len(h.get("counts", []))) for h in hists}
-        if len(shapes) != 1:
-            return None
-        counts = np.sum([np.asarray(h["counts"], dtype=np.int64) for h in hists], axis=0)
-        pooled[kind] = {"histogram": {"range": list(hists[0].get("range", (-1.0, 1.0))), "bins": hists[0].get("bins"), "counts": counts.tolist()}}
-    return pooled or None
+# ---- studies ------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -530,17 +706,22 @@ class _Study:
     series: list[figures.Series]
 
     @classmethod
-    def collect(cls, runs, facts, x_key: str, y_of) -> _Study:
+    def collect(cls, facts: list[dict], x_key: str, ys: list[float | None]) -> _Study:
         series_labels = config_labels(facts, exclude=(x_key,))
         groups: dict[str, list[tuple[float, float]]] = {}
-        for (_, result), f, s_label in zip(runs, facts, series_labels):
-            x, y = _number(f.get(x_key)), y_of(result)
+        for f, y, s_label in zip(facts, ys, series_labels):
+            x = _number(f.get(x_key))
             if x is None or y is None:
                 continue
             groups.setdefault(s_label or "runs", []).append((x, y))
         # series with and without VRN side by side: without first, a stable order
         ordered = sorted(groups.items(), key=lambda kv: ("+VRN" in kv[0], _natural_key(kv[0])))
-        return cls([figures.Series(label, [p[0] for p in pts], [p[1] for p in pts]) for label, pts in ordered])
+        return cls(
+            [
+                figures.Series(label, [p[0] for p in pts], [p[1] for p in pts])
+                for label, pts in ordered
+            ]
+        )
 
     @property
     def points(self) -> int:
@@ -556,29 +737,32 @@ def _band(n_ref: object, ms: list[float]) -> tuple[list[float], list[float], lis
     lo_m, hi_m = max(2, int(min(ms))), min(int(max(ms)), n_ref)
     if hi_m < lo_m:
         return None
-    grid = sorted({int(round(m)) for m in np.geomspace(lo_m, hi_m, 48)} | {int(m) for m in ms if 2 <= m <= n_ref})
+    grid = sorted(
+        {int(round(m)) for m in np.geomspace(lo_m, hi_m, 48)}
+        | {int(m) for m in ms if 2 <= m <= n_ref}
+    )
     bands = [variance_band(n_ref, m) for m in grid]
     return [float(m) for m in grid], [b[0] for b in bands], [b[1] for b in bands]
 
 
-def _study_blocks(runs: list[tuple[str, dict]], labels: list[str], layer: str | None) -> list:
-    facts = [run_facts(r) for _, r in runs]
+def _study_blocks(cmp: Comparison, layer: str | None) -> list:
+    facts = cmp.facts
     blocks: list = []
 
     def distinct(key: str) -> list[float]:
         return sorted({v for v in (_number(f.get(key)) for f in facts) if v is not None})
 
-    def xneg_var(result: dict) -> float | None:
-        return _number(get(result, "layers", layer, "pairs", "cross_view_negative", "var"))
-
-    def top1(result: dict) -> float | None:
-        value = _number(get(result, "probes", "linear", "top1"))
-        return None if value is None else 100.0 * value
-
+    top1 = [
+        None if (v := cmp.value(i, "linear_top1")) is None else 100.0 * v
+        for i in range(len(cmp.runs))
+    ]
     batch_sizes = distinct("batch_size")
     if len(batch_sizes) > 1 and layer is not None:
         blocks.append(Heading(2, "Batch-size study"))
-        var_study = _Study.collect(runs, facts, "batch_size", xneg_var)
+        xneg_var = [
+            cmp.value(i, _col(layer, "cross_view_negative_var")) for i in range(len(cmp.runs))
+        ]
+        var_study = _Study.collect(facts, "batch_size", xneg_var)
         table_rows = []
         for m in batch_sizes:
             row = [fmt(int(m)) if float(m).is_integer() else fmt(m)]
@@ -596,9 +780,15 @@ def _study_blocks(runs: list[tuple[str, dict]], labels: list[str], layer: str | 
                 ),
             )
         )
-        thresholds = _thresholds(runs)
+        thresholds = _thresholds(cmp.runs)
         n_ref = thresholds[0][0]
-        ds = sorted({d for _, r in runs if isinstance(d := get(r, "layers", layer, "d"), int) and d > 0})
+        ds = sorted(
+            {
+                d
+                for i in range(len(cmp.runs))
+                if isinstance(d := cmp.frame.at[i, _col(layer, "d")], int) and d > 0
+            }
+        )
         band = _band(n_ref, batch_sizes)
         blocks.append(
             Figure(
@@ -617,11 +807,15 @@ def _study_blocks(runs: list[tuple[str, dict]], labels: list[str], layer: str | 
                     f"with n = n_ref = {fmt(n_ref)}, the optimum with fixed batches and d ≥ m − 1; dotted: 1/d, the "
                     "variance of uniformly random unit vectors. Real encoders (d ≪ n, reshuffled batches) sit far above "
                     "the band; only the ordering across m is predicted."
-                    + (f" Runs have several n_ref; the band uses the first, {fmt(n_ref)}." if len(thresholds) > 1 else "")
+                    + (
+                        f" Runs have several n_ref; the band uses the first, {fmt(n_ref)}."
+                        if len(thresholds) > 1
+                        else ""
+                    )
                 ),
             )
         )
-        acc_study = _Study.collect(runs, facts, "batch_size", top1)
+        acc_study = _Study.collect(facts, "batch_size", top1)
         if acc_study.points:
             blocks.append(
                 Figure(
@@ -638,11 +832,15 @@ def _study_blocks(runs: list[tuple[str, dict]], labels: list[str], layer: str | 
                 )
             )
         else:
-            blocks.append(Note("The runs differ in batch size but carry no linear-probe accuracy: no Fig. 4 view."))
+            blocks.append(
+                Note(
+                    "The runs differ in batch size but carry no linear-probe accuracy: no Fig. 4 view."
+                )
+            )
     temperatures = distinct("temperature")
     if len(temperatures) > 1:
         blocks.append(Heading(2, "Temperature study"))
-        acc_study = _Study.collect(runs, facts, "temperature", top1)
+        acc_study = _Study.collect(facts, "temperature", top1)
         if acc_study.points:
             blocks.append(
                 Figure(
@@ -659,15 +857,22 @@ def _study_blocks(runs: list[tuple[str, dict]], labels: list[str], layer: str | 
                 )
             )
         else:
-            blocks.append(Note("The runs differ in temperature but carry no linear-probe accuracy: no Fig. 3 view."))
+            blocks.append(
+                Note(
+                    "The runs differ in temperature but carry no linear-probe accuracy: no Fig. 3 view."
+                )
+            )
     return blocks
 
 
-def _probe_caption(runs: list[tuple[str, dict]]) -> str:
+def _probe_caption(runs: Sequence[Run]) -> str:
     """Say which features each probe saw: the classification probes one layer, retrieval every layer."""
-    probe_layers = sorted({str(get(r, "probes", "layer")) for _, r in runs if get(r, "probes", "layer") is not None})
-    classifiers = any(get(r, "probes", key) is not None for _, r in runs for key in ("linear", "knn", "clustering"))
-    retrieval = any(get(r, "probes", "retrieval") for _, r in runs)
+    probes = [r.probes for _, r in runs if r.probes is not None]
+    probe_layers = sorted({str(p.layer) for p in probes})
+    classifiers = any(
+        p.linear is not None or p.knn is not None or p.clustering is not None for p in probes
+    )
+    retrieval = any(p.retrieval for p in probes)
     parts = []
     if classifiers:
         where = " / ".join(probe_layers) if probe_layers else "backbone"
@@ -679,39 +884,57 @@ def _probe_caption(runs: list[tuple[str, dict]]) -> str:
     return text[0].upper() + text[1:] + "; accuracies in %."
 
 
-def build_comparison(runs: list[tuple[str, dict]], *, baseline: str | None = None) -> Document:
-    """The comparison report's content. ``runs`` = [(name, result)], name = the run's folder or file."""
-    if not runs:
-        raise ValueError("a comparison needs at least one run")
-    runs = ordered(runs)
-    labels = run_labels(runs)
-    base_index = _baseline_index(runs, baseline)
-    facts = [run_facts(r) for _, r in runs]
+# ---- the report ---------------------------------------------------------------------------------
+
+
+def build_comparison(
+    runs: Sequence[tuple[str, Result | dict]] | Comparison, *, baseline: str | None = None
+) -> Document:
+    """The comparison report's content. ``runs`` = [(name, result)], name = the run's folder or
+    file (or a :class:`Comparison` already made)."""
+    if isinstance(runs, Comparison):
+        cmp = runs
+    else:
+        if not runs:
+            raise ValueError("a comparison needs at least one run")
+        cmp = Comparison(runs, baseline=baseline)
+    labels, base_index, n_runs = cmp.labels, cmp.baseline, len(cmp.runs)
     blocks: list = [Heading(1, "cl-diag comparison")]
     blocks.append(
         Table(
-            columns=["run", "source", "loss", "batch size", "temperature", "VRN λ", "n_ref", "threshold δ", "mode", "layers"],
+            columns=[
+                "run",
+                "source",
+                "loss",
+                "batch size",
+                "temperature",
+                "VRN λ",
+                "n_ref",
+                "threshold δ",
+                "mode",
+                "layers",
+            ],
             rows=[
                 [
                     label + (" (baseline)" if i == base_index else ""),
                     name,
-                    fmt(f.get("loss")),
-                    fmt(f.get("batch_size")),
-                    fmt(f.get("temperature")),
-                    fmt(f.get("vrn")),
-                    fmt(r.get("n_ref")),
-                    fmt(r.get("threshold")),
-                    fmt(r.get("mode")),
-                    ", ".join(r.get("layers") or {}),
+                    fmt(cmp.fact(i, "loss")),
+                    fmt(cmp.fact(i, "batch_size")),
+                    fmt(cmp.fact(i, "temperature")),
+                    fmt(cmp.fact(i, "vrn")),
+                    fmt(r.n_ref),
+                    fmt(r.threshold),
+                    fmt(r.mode),
+                    ", ".join(r.layers),
                 ]
-                for i, ((name, r), label, f) in enumerate(zip(runs, labels, facts))
+                for i, ((name, r), label) in enumerate(zip(cmp.runs, labels))
             ],
             caption="Runs, labelled by what differs between their training configs.",
         )
     )
-    for warning in comparison_warnings(runs):
+    for warning in comparison_warnings(cmp.runs):
         blocks.append(Note(warning))
-    thresholds = _thresholds(runs)
+    thresholds = _thresholds(cmp.runs)
     threshold_words = "; ".join(f"n_ref = {fmt(n)}: δ = {fmt(t)}" for n, t in thresholds)
     blocks.append(
         Paragraph(
@@ -722,39 +945,46 @@ def build_comparison(runs: list[tuple[str, dict]], *, baseline: str | None = Non
             "same numbers as fractions, one row per run and layer."
         )
     )
-    groups = seed_groups(runs)
+    groups = cmp.groups
     if groups:
         blocks.append(
             Paragraph(
                 "Seed groups: runs whose training configs differ only in their seed are also summarised "
-                "\u201cover seeds\u201d, as mean ± " + SEED_STD_WORDS + " ("
+                "\u201cover seeds\u201d, as mean ± "
+                + SEED_STD_WORDS
+                + " ("
                 + "; ".join(f"{g.label}: seeds {g.seeds_text}" for g in groups)
                 + "). comparison_by_seed.csv holds those means and standard deviations for every metric."
             )
         )
     base_label = labels[base_index] if base_index is not None else None
-    for layer in _layer_names(runs):
-        in_layer = [(label, _layer_values(r, layer)) for label, (_, r) in zip(labels, runs) if layer in (r.get("layers") or {})]
+    seed_pair_metrics = [m for m in PAIR_METRICS if m.key in _SEED_PAIR_KEYS]
+    for layer in cmp.layers:
+        in_layer = [i for i in range(n_runs) if cmp.has_layer(i, layer)]
         blocks.append(Heading(2, f"Layer '{layer}'"))
         for metrics, what in ((PAIR_METRICS, "Pair similarities"), (GEOMETRY_METRICS, "Geometry")):
-            table = _metric_table(in_layer, metrics, caption=f"{what}, layer '{layer}'.")
+            rows = [(labels[i], cmp.row(i, metrics, layer)) for i in in_layer]
+            table = _metric_table(rows, metrics, caption=f"{what}, layer '{layer}'.")
             if table is not None:
                 blocks.append(table)
-            if base_index is not None and layer in (runs[base_index][1].get("layers") or {}):
-                base_values = _layer_values(runs[base_index][1], layer)
+            if base_index is not None and cmp.has_layer(base_index, layer):
+                rows = [(labels[i], cmp.row(i, metrics, layer, delta=True)) for i in in_layer]
                 diff = _metric_table(
-                    _deltas(in_layer, base_values), metrics, caption=f"{what}, layer '{layer}': run − baseline ({base_label}).", delta=True
+                    rows,
+                    metrics,
+                    caption=f"{what}, layer '{layer}': run − baseline ({base_label}).",
+                    delta=True,
                 )
                 if diff is not None:
                     blocks.append(diff)
         seed_rows = [
-            (g, _group_values(runs, g, lambda r, layer=layer: _layer_values(r, layer)))
-            for g in groups
-            if all(layer in (runs[i][1].get("layers") or {}) for i in g.members)
+            (g, cmp.seed_values(k, layer))
+            for k, g in enumerate(groups)
+            if all(cmp.has_layer(i, layer) for i in g.members)
         ]
         seed_table = _seed_table(
             seed_rows,
-            SEED_PAIR_COLUMNS,
+            seed_pair_metrics,
             caption=(
                 f"Over seeds, layer '{layer}': mean ± {SEED_STD_WORDS} of each run's statistic (a run's own std is "
                 "the population std of its pair similarities)."
@@ -764,19 +994,20 @@ def build_comparison(runs: list[tuple[str, dict]], *, baseline: str | None = Non
             blocks.append(seed_table)
         # one curve per seed group (its seeds' histograms summed), one per ungrouped run:
         # ten overlaid runs of two configs would hide the difference between the configs
-        pooled_at: dict[int, tuple[SeedGroup, dict]] = {}
+        pooled_at: dict[int, tuple[SeedGroup, dict[str, Histogram]]] = {}
         for g in groups:
-            pooled = _pooled_pairs(runs, g, layer)
+            pooled = _pooled_histograms(cmp.runs, g, layer)
             if pooled is not None:
                 pooled_at[g.members[0]] = (g, pooled)
         skipped = {i for g, _ in pooled_at.values() for i in g.members[1:]}
-        curves = []
-        for i, (label, (_, r)) in enumerate(zip(labels, runs)):
+        curves: list[tuple[str, dict[str, Histogram]]] = []
+        for i, (label, r) in enumerate(zip(labels, cmp.results)):
             if i in pooled_at:
                 g, pooled = pooled_at[i]
                 curves.append((f"{g.label} ({len(g.members)} seeds pooled)", pooled))
             elif i not in skipped:
-                curves.append((label, get(r, "layers", layer, "pairs", default={}) or {}))
+                pairs = r.layers[layer].pairs if layer in r.layers else {}
+                curves.append((label, {kind: stats.histogram for kind, stats in pairs.items()}))
         pooled_any = bool(pooled_at)
         overlay = figures.negative_overlay(curves, thresholds, layer)
         if overlay is not None:
@@ -790,7 +1021,8 @@ def build_comparison(runs: list[tuple[str, dict]], *, baseline: str | None = Non
                         f"Negative-similarity densities (stored histograms), layer '{layer}', "
                         + (
                             "one curve per seed group (its seeds' histogram counts summed) and per ungrouped run. "
-                            if pooled_any else "one curve per run. "
+                            if pooled_any
+                            else "one curve per run. "
                         )
                         + f"Dashed threshold line(s): {threshold_words}"
                         + (
@@ -801,38 +1033,25 @@ def build_comparison(runs: list[tuple[str, dict]], *, baseline: str | None = Non
                     ),
                 )
             )
-    probe_rows = []
-    for label, (_, r) in zip(labels, runs):
-        values = {c: _number(get(r.get("probes") or {}, *p)) for c, p, _ in PROBE_METRICS}
-        for layer_name in (get(r, "probes", "retrieval", default={}) or {}):
-            for k in (1, 5, 10):
-                values[f"retrieval_{layer_name}_recall_at_{k}"] = _number(get(r, "probes", "retrieval", layer_name, f"recall_at_{k}"))
-        probe_rows.append((label, values))
-    retrieval_metrics = tuple(
-        (f"retrieval_{layer}_recall_at_{k}", None, f"retrieval {layer} R@{k}") for layer in _layer_names(runs) for k in (1, 5, 10)
-    )
-    probe_table = _metric_table(probe_rows, PROBE_METRICS + retrieval_metrics, caption=_probe_caption(runs))
+    probe_rows = [(labels[i], cmp.row(i, cmp.probe_metrics)) for i in range(n_runs)]
+    probe_table = _metric_table(probe_rows, cmp.probe_metrics, caption=_probe_caption(cmp.runs))
     if probe_table is not None:
         blocks += [Heading(2, "Probes"), probe_table]
-        by_label = dict(probe_rows)
         seed_probe = _seed_table(
-            [
-                (g, {c: seed_statistics([by_label[labels[i]].get(c) for i in g.members]) for c in by_label[labels[g.members[0]]]})
-                for g in groups
-            ],
-            [(c, t) for c, _, t in PROBE_METRICS + retrieval_metrics],
+            [(g, cmp.seed_values(k)) for k, g in enumerate(groups)],
+            cmp.probe_metrics,
             caption=f"Probes over seeds: mean ± {SEED_STD_WORDS}; accuracies in %.",
         )
         if seed_probe is not None:
             blocks.append(seed_probe)
         if base_index is not None:
             diff = _metric_table(
-                _deltas(probe_rows, probe_rows[base_index][1]),
-                PROBE_METRICS + retrieval_metrics,
+                [(labels[i], cmp.row(i, cmp.probe_metrics, delta=True)) for i in range(n_runs)],
+                cmp.probe_metrics,
                 caption=f"Probes: run − baseline ({base_label}); accuracies in percentage points.",
                 delta=True,
             )
             if diff is not None:
                 blocks.append(diff)
-    blocks += _study_blocks(runs, labels, primary_layer(runs))
+    blocks += _study_blocks(cmp, primary_layer(cmp.runs))
     return Document(title="cl-diag comparison: " + ", ".join(labels), blocks=blocks)

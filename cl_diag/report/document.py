@@ -108,13 +108,3 @@ def fmt_setting(value: object) -> str:
     if isinstance(value, float):
         return repr(value)
     return fmt(value)
-
-
-def get(mapping: object, *path: str, default: object = None) -> object:
-    """``mapping[p0][p1]...`` or ``default`` when any step is absent (result blocks are optional)."""
-    node = mapping
-    for key in path:
-        if not isinstance(node, dict) or key not in node:
-            return default
-        node = node[key]
-    return node

@@ -13,7 +13,7 @@ recomputed from embeddings.
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -21,6 +21,8 @@ import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
+
+from cl_diag.result import NEGATIVE_TYPES, Histogram, Spectrum
 
 _RC = {
     "svg.hashsalt": "cl-diag",  # ids derive from content + salt instead of a random uuid
@@ -93,11 +95,14 @@ class Density:
     density: np.ndarray
 
     @classmethod
-    def from_histogram(cls, histogram: object) -> Density | None:
-        if not isinstance(histogram, dict):
+    def from_histogram(cls, histogram: Histogram | dict | None) -> Density | None:
+        """The density of a stored histogram (or its JSON form); None when it has no counts."""
+        if isinstance(histogram, dict):
+            histogram = Histogram.from_dict(histogram)
+        if not isinstance(histogram, Histogram):
             return None
-        counts = np.asarray(histogram.get("counts", []), dtype=np.float64)
-        lo, hi = (float(x) for x in histogram.get("range", (-1.0, 1.0)))
+        counts = np.asarray(histogram.counts, dtype=np.float64)
+        lo, hi = (float(x) for x in histogram.range)
         if counts.size == 0 or counts.sum() <= 0 or not hi > lo:
             return None
         edges = np.linspace(lo, hi, counts.size + 1)
@@ -124,16 +129,18 @@ def _threshold_lines(ax, thresholds: Sequence[tuple[int, float]], *, label: bool
 
 
 def similarity_distributions(
-    pairs: dict, thresholds: Sequence[tuple[int, float]], layer: str
+    histograms: Mapping[str, Histogram], thresholds: Sequence[tuple[int, float]], layer: str
 ) -> bytes | None:
-    """Three stacked panels (positive, cross-view, within-view): densities from the stored histograms."""
-    kinds = [k for k in PAIR_NAMES if isinstance(pairs.get(k), dict) and Density.from_histogram(pairs[k].get("histogram"))]
+    """Three stacked panels (positive, cross-view, within-view): densities from the stored
+    histograms (pair type -> histogram)."""
+    densities = {k: d for k in PAIR_NAMES if (d := Density.from_histogram(histograms.get(k)))}
+    kinds = list(densities)
     if not kinds:
         return None
     with _fixed_style():
         fig, axes = _panels(7.0, len(kinds), panel_height=1.6, gap=0.15)
         for ax, kind in zip(axes, kinds):
-            dens = Density.from_histogram(pairs[kind]["histogram"])
+            dens = densities[kind]
             ax.stairs(dens.density, dens.edges, fill=True, alpha=0.35, color=PAIR_COLORS[kind])
             ax.stairs(dens.density, dens.edges, color=PAIR_COLORS[kind], linewidth=1.0, label=PAIR_NAMES[kind])
             _threshold_lines(ax, thresholds, label=True)
@@ -145,9 +152,10 @@ def similarity_distributions(
         return to_svg(fig)
 
 
-def spectrum(spectra: dict[str, Sequence[float]], layer: str) -> bytes | None:
+def spectrum(spectra: Spectrum, layer: str) -> bytes | None:
     """Eigenvalues of each view's embedding covariance, descending, on a log axis."""
-    series = {view: np.asarray(vals, dtype=np.float64) for view, vals in spectra.items() if len(vals)}
+    views = (("u", spectra.u), ("v", spectra.v))
+    series = {view: np.asarray(vals, dtype=np.float64) for view, vals in views if len(vals)}
     if not series:
         return None
     with _fixed_style():
@@ -165,19 +173,21 @@ def spectrum(spectra: dict[str, Sequence[float]], layer: str) -> bytes | None:
 
 
 def negative_overlay(
-    runs: Sequence[tuple[str, dict]], thresholds: Sequence[tuple[int, float]], layer: str
+    runs: Sequence[tuple[str, Mapping[str, Histogram]]],
+    thresholds: Sequence[tuple[int, float]],
+    layer: str,
 ) -> bytes | None:
-    """Cross-view and within-view negative densities of every run, overlaid, with the threshold line(s)."""
-    kinds = ("cross_view_negative", "within_view_negative")
-    present = [k for k in kinds if any(Density.from_histogram((p.get(k) or {}).get("histogram")) for _, p in runs)]
+    """Cross-view and within-view negative densities of every run (label, pair type ->
+    histogram), overlaid, with the threshold line(s)."""
+    present = [k for k in NEGATIVE_TYPES if any(Density.from_histogram(p.get(k)) for _, p in runs)]
     if not present:
         return None
     with _fixed_style():
         # the legend sits right of the axes: many runs would hide the curves
         fig, axes = _panels(9.5, len(present), panel_height=2.4, gap=0.45, right=3.1)
         for ax, kind in zip(axes, present):
-            for k, (label, pairs) in enumerate(runs):
-                dens = Density.from_histogram((pairs.get(kind) or {}).get("histogram"))
+            for k, (label, histograms) in enumerate(runs):
+                dens = Density.from_histogram(histograms.get(kind))
                 if dens is None:
                     continue
                 ax.stairs(

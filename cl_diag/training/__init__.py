@@ -1,8 +1,9 @@
-"""Training: datasets and two-view augmentation, encoders and projector, the loop, checkpoints.
+"""Training: datasets and two-view augmentation, the loop, checkpoints.
 
-The pieces other commands reuse::
+The models it trains come from :mod:`cl_diag.models`. The pieces other commands reuse::
 
-    from cl_diag.training import build_model, load_checkpoint
+    from cl_diag.models import build_model
+    from cl_diag.training import load_checkpoint
     from cl_diag.training.data import load_dataset, digits_split, TwoViews, Transformed
     from cl_diag.training.augment import train_transform, eval_transform
 
@@ -11,7 +12,7 @@ The pieces other commands reuse::
     model.backbone.load_state_dict(ck["backbone"]); model.projector.load_state_dict(ck["projector"])
 """
 
+from cl_diag.models import ContrastiveModel, build_model  # re-export: tests import them from here
 from cl_diag.training.checkpoint import load_checkpoint, save_checkpoint
-from cl_diag.training.models import ContrastiveModel, build_model
 
 __all__ = ["build_model", "load_checkpoint", "save_checkpoint", "ContrastiveModel"]

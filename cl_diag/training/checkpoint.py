@@ -17,19 +17,19 @@ None -- so loading a file never unpickles arbitrary objects::
     versions                    cl-diag, torch, torchvision, numpy, python
     embeddings                  toy dataset only: {"z1": (n, d), "z2": (n, d)}, the learned vectors
 
-:func:`save_checkpoint` writes to a temporary file in the same folder, fsyncs it and
-renames it over the target, so a crash (even SIGKILL) leaves either the old or the new
-file, never a torn one. :func:`load_checkpoint` turns every failure into a ``UserError``.
+:func:`save_checkpoint` writes through :func:`cl_diag.io.atomic.atomic_write` (a temporary
+file in the same folder, fsynced and renamed over the target), so a crash (even SIGKILL)
+leaves either the old or the new file, never a torn one. :func:`load_checkpoint` reads
+through the one safe loader, :func:`cl_diag.io.checkpoints.safe_torch_load`, and turns every
+failure into a ``UserError``.
 """
 
 from __future__ import annotations
 
 import os
 import platform
-from collections import OrderedDict
 import random
-import tempfile
-import warnings
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -37,13 +37,15 @@ import numpy as np
 import torch
 
 from cl_diag.errors import UserError
+from cl_diag.io.atomic import atomic_write
+from cl_diag.io.checkpoints import safe_torch_load
 
 __all__ = [
     "FORMAT",
     "FORMAT_VERSION",
     "save_checkpoint",
     "load_checkpoint",
-    "atomic_write_bytes",
+    "check_checkpoint",
     "capture_rng_state",
     "restore_rng_state",
     "library_versions",
@@ -75,71 +77,32 @@ def check_plain_types(obj: Any, where: str = "checkpoint") -> None:
     raise TypeError(f"{where} is a {type(obj).__name__}; checkpoints hold only tensors and plain values")
 
 
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:  # not supported on every platform/filesystem
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _atomic_write(path: Path, write) -> None:
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    _fsync_dir(path.parent)
-
-
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    """Write ``data`` to ``path`` via temp file + fsync + rename."""
-    _atomic_write(Path(path), lambda f: f.write(data))
-
-
 def save_checkpoint(path: str | os.PathLike, checkpoint: dict[str, Any]) -> None:
     """Atomically write ``checkpoint`` (which must hold only weights-only types)."""
     check_plain_types(checkpoint)
-    _atomic_write(Path(path), lambda f: torch.save(checkpoint, f))
+    atomic_write(path, lambda f: torch.save(checkpoint, f))
+
+
+#: What the user should do about a file that is not a readable cl-diag checkpoint.
+_GIVE_LAST_PT = "Give the path of a cl-diag checkpoint (the last.pt that cl-diag train wrote)."
 
 
 def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
     """Read a cl-diag checkpoint with ``torch.load(weights_only=True)``.
 
     Raises :class:`UserError` when the file is missing, unreadable, not a torch file,
-    refused by the weights-only unpickler, not a cl-diag checkpoint, or from a newer
-    format version.
+    damaged, carries pickled code, is not a cl-diag checkpoint, or is from a newer format
+    version (see :func:`cl_diag.io.checkpoints.safe_torch_load` and :func:`check_checkpoint`).
     """
     p = Path(path).expanduser()
-    if not p.is_file():
-        raise UserError(f"checkpoint {p} does not exist (or is not a file); give the path of a last.pt written by cl-diag train.")
-    try:
-        with warnings.catch_warnings():  # e.g. "pickle protocol 4": the message below says it all
-            warnings.simplefilter("ignore")
-            obj = torch.load(p, map_location=map_location, weights_only=True)
-    except Exception as exc:  # noqa: BLE001 -- pickle, zip and torch raise many types
-        # torch's weights-only message puts the useful line ("Unsupported global: ...") last.
-        lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-        useful = [ln for ln in lines if "error" in ln.lower() or "unsupported" in ln.lower()]
-        first = (useful or lines or [type(exc).__name__])[-1 if useful else 0]
-        raise UserError(
-            f"{p} is not a cl-diag checkpoint: it cannot be read as a weights-only torch file "
-            f"({first[:200]}). Give the last.pt that cl-diag train wrote."
-        ) from None
+    obj = safe_torch_load(p, what="cl-diag checkpoint", fix=_GIVE_LAST_PT, map_location=map_location)
+    return check_checkpoint(obj, p)
+
+
+def check_checkpoint(obj: Any, path: str | os.PathLike) -> dict[str, Any]:
+    """``obj`` (read from ``path``) if it is a cl-diag checkpoint this version can read;
+    UserError otherwise. For a payload that is already loaded, so the file is read once."""
+    p = Path(path)
     if not isinstance(obj, dict) or obj.get("format") != FORMAT:
         raise UserError(
             f"{p} is a torch file but not a cl-diag checkpoint (no format marker {FORMAT!r}). "

@@ -96,18 +96,14 @@ def digits_split(
     """The fixed stratified train/test split of the digits, as sorted index tensors.
 
     With the defaults: 1,347 train and 450 test images, every class in the same
-    proportion in both (scikit-learn ``train_test_split(stratify=labels)``).
+    proportion in both (scikit-learn ``train_test_split(stratify=labels)``, the
+    ``"sklearn"`` rule of the project's one stratified split).
     """
-    from sklearn.model_selection import train_test_split
+    from cl_diag.measurement.probes import stratified_split
 
     _, labels = digits_arrays()
-    train, test = train_test_split(
-        np.arange(len(labels)),
-        test_size=test_fraction,
-        stratify=labels.numpy(),
-        random_state=seed,
-    )
-    return torch.from_numpy(np.sort(train)), torch.from_numpy(np.sort(test))
+    train, test = stratified_split(labels, test_fraction, seed, method="sklearn")
+    return torch.from_numpy(train), torch.from_numpy(test)
 
 
 class _TensorImages(Dataset):

@@ -46,19 +46,19 @@ from torch import nn
 from torch.utils.data import DataLoader, Sampler
 
 from cl_diag.errors import UserError
-from cl_diag.losses import LOSSES
+from cl_diag.losses import LOSSES, build_loss
 from cl_diag.losses.distributed import gather_batch
+from cl_diag.io.atomic import atomic_write_bytes
+from cl_diag.models import ContrastiveModel, FreeEmbeddings, is_convolutional
 from cl_diag.training.checkpoint import (
     FORMAT,
     FORMAT_VERSION,
-    atomic_write_bytes,
     capture_rng_state,
     library_versions,
     restore_rng_state,
     save_checkpoint,
 )
 from cl_diag.training.data import TrainingData
-from cl_diag.training.models import ContrastiveModel, FreeEmbeddings, is_convolutional
 
 __all__ = [
     "DistEnv",
@@ -578,9 +578,9 @@ def fit(
         epoch, step = int(resume["epoch"]), int(resume["step"])
         history = list(resume.get("metrics", []))
 
-    loss_fn, vrn_fn = LOSSES[config.loss], LOSSES["vrn"]
-    hparams = _loss_hparams(config)
-    vrn_hparams = {"delta": config.vrn_delta, "power": float(config.vrn_power)}
+    # Built once: the hyper-parameters are checked here, not on every step.
+    loss_fn = build_loss(config.loss, **_loss_hparams(config)).to(device)
+    vrn_fn = build_loss("vrn", delta=config.vrn_delta, power=float(config.vrn_power))
     lam = float(config.vrn)
     # With p = 2 and no VRN in the loss, the logged VRN comes from the pair statistics
     # (var + (mean - delta)^2): no extra B x B product per step.
@@ -620,16 +620,16 @@ def fit(
                 z = parts.net(x)
             z1, z2 = z.float().chunk(2)
             g = gather_batch(z1, z2, labels.to(device, non_blocking=True) if supervised else None)
-            main = loss_fn(g.z1, g.z2, g.labels, **hparams)
+            main = loss_fn(g.z1, g.z2, g.labels)
             if lam:
-                vrn = vrn_fn(g.z1, g.z2, **vrn_hparams)
+                vrn = vrn_fn(g.z1, g.z2)
                 loss = main + lam * vrn
                 terms = [loss, main, vrn]
             else:
                 loss, terms = main, [main, main]
                 if not vrn_from_stats:
                     with torch.no_grad():  # logged only
-                        terms.append(vrn_fn(g.z1.detach(), g.z2.detach(), **vrn_hparams))
+                        terms.append(vrn_fn(g.z1.detach(), g.z2.detach()))
             optimizer.zero_grad(set_to_none=True)
             parts.scaler.scale(loss).backward()
             parts.scaler.step(optimizer)

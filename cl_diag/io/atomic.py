@@ -1,0 +1,102 @@
+"""The one atomic file writer: a crash leaves the old file or the new one, never a torn one.
+
+Every file cl-diag writes in place (checkpoints, metrics.csv, result.json, synthetic ``.npz``
+files, report texts) goes through :func:`atomic_write`:
+
+1. write into a temporary file ``.<name>.<random>.tmp`` in the *same* folder (so the rename
+   below stays on one file system and is atomic);
+2. flush and ``fsync`` it (the bytes are on disk before the name points at them);
+3. ``os.replace`` it over the target (atomic on POSIX and Windows);
+4. ``fsync`` the folder (the rename itself survives a power loss).
+
+If anything fails before the rename, the temporary file is removed and the exception
+propagates: the previous file, if any, is untouched. The new file gets the permissions
+``open()`` would have given it (``0o666`` less the umask), or keeps those of the file it
+replaces, rather than the ``0o600`` of :func:`tempfile.mkstemp`.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import BinaryIO
+
+__all__ = ["atomic_write", "atomic_write_bytes", "atomic_write_text", "temp_prefix", "TEMP_SUFFIX"]
+
+#: Suffix of the writer's temporary files; with :func:`temp_prefix` it names what a killed
+#: writer may have left behind (``.<name>.<random>.tmp``).
+TEMP_SUFFIX = ".tmp"
+
+_UMASK: int | None = None
+
+
+def temp_prefix(path: str | os.PathLike[str]) -> str:
+    """The name prefix of the temporary files written for ``path``."""
+    return f".{Path(path).name}."
+
+
+def _umask() -> int:
+    # os.umask can only be read by setting it; do it once per process, not per write, so
+    # no other thread ever sees the transient value for long.
+    global _UMASK
+    if _UMASK is None:
+        current = os.umask(0o022)
+        os.umask(current)
+        _UMASK = current
+    return _UMASK
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # not supported on every platform / file system (e.g. Windows)
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: str | os.PathLike[str], write: Callable[[BinaryIO], object]) -> None:
+    """Call ``write(handle)`` on a temporary file beside ``path``, then move it over ``path``.
+
+    ``write`` receives a binary file handle. On any exception (including KeyboardInterrupt)
+    the temporary file is removed and ``path`` keeps its previous content.
+    """
+    path = Path(path)
+    folder = path.parent
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+    except OSError:  # no file yet: what open() would create
+        mode = 0o666 & ~_umask()
+    fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path), suffix=TEMP_SUFFIX, dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    _fsync_dir(folder)
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (see :func:`atomic_write`)."""
+    atomic_write(path, lambda handle: handle.write(data))
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+    """Write ``text`` as UTF-8 to ``path`` atomically, byte for byte: no newline translation,
+    so the same text gives the same file on every platform."""
+    atomic_write_bytes(path, text.encode("utf-8"))

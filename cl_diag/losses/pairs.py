@@ -1,0 +1,91 @@
+"""Pair bookkeeping for the losses that read labels (supcon, triplet, contrastive).
+
+The V views of a batch of B instances are stacked view by view,
+z = [view_1; view_2; ...; view_V], so row a of the (VB) x (VB) similarity
+matrix z z^T is view a // B of instance a % B. Each row has an id: its label
+when labels are given, else its instance index (each instance its own class).
+Then, for rows a and k:
+
+- ``self_mask``: a == k (the same embedding; never a pair);
+- ``positive``: same id, a != k (every view of the same class or instance);
+- ``negative``: different id;
+- ``other_views``: the same *instance*, a != k (SimCLR's positives; with labels
+  these are a subset of ``positive``).
+
+This is the one place that decides who is whose positive; the masks are built
+on the rows it is given, so under DDP they are built on the gathered global
+batch (:mod:`cl_diag.losses.distributed`). ``views`` > 2 is the multi-view form
+(every other view of the same instance is a positive).
+
+Example::
+
+    >>> import torch
+    >>> p = Pairs.of_views(batch=3, labels=torch.tensor([0, 0, 1]))
+    >>> p.ids.tolist()
+    [0, 0, 1, 0, 0, 1]
+    >>> p.positive[0].tolist()   # row 0 = view 1 of instance 0, class 0: rows 1, 3, 4
+    [False, True, False, True, True, False]
+    >>> p.other_views[0].tolist()
+    [False, False, False, True, False, False]
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import torch
+
+__all__ = ["Pairs"]
+
+
+class Pairs:
+    """Positive / negative / self masks of the stacked views of one batch."""
+
+    def __init__(self, ids: torch.Tensor, instances: torch.Tensor):
+        if ids.shape != instances.shape or ids.dim() != 1:
+            raise ValueError(
+                f"Pairs: ids and instances must be 1-D of the same length, "
+                f"got {tuple(ids.shape)} and {tuple(instances.shape)}"
+            )
+        self.ids, self.instances = ids, instances
+
+    @classmethod
+    def of_views(
+        cls,
+        batch: int,
+        labels: torch.Tensor | None = None,
+        views: int = 2,
+        device: torch.device | str | None = None,
+    ) -> Pairs:
+        """The bookkeeping of ``views`` stacked views of ``batch`` instances;
+        ``labels`` (B,) give the classes, None makes each instance its own."""
+        if views < 1:
+            raise ValueError(f"Pairs: views must be >= 1, got {views}")
+        instances = torch.arange(batch, device=device if labels is None else labels.device)
+        ids = instances if labels is None else labels
+        return cls(ids.repeat(views), instances.repeat(views))
+
+    @property
+    def size(self) -> int:
+        """Rows of the stacked batch, V * B."""
+        return self.ids.shape[0]
+
+    @cached_property
+    def self_mask(self) -> torch.Tensor:
+        return torch.eye(self.size, dtype=torch.bool, device=self.ids.device)
+
+    @cached_property
+    def same_id(self) -> torch.Tensor:
+        return self.ids[:, None] == self.ids[None, :]
+
+    @cached_property
+    def positive(self) -> torch.Tensor:
+        return self.same_id & ~self.self_mask
+
+    @cached_property
+    def negative(self) -> torch.Tensor:
+        return ~self.same_id
+
+    @cached_property
+    def other_views(self) -> torch.Tensor:
+        return (self.instances[:, None] == self.instances[None, :]) & ~self.self_mask

@@ -1,0 +1,62 @@
+"""Label-free retrieval of the positive view: Recall@k and the median rank."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from cl_diag.measurement.probes.inputs import _features, _normalise, _positive_int
+
+
+def retrieval_ranks(u: Any, v: Any, *, block_size: int = 1024) -> np.ndarray:
+    """Rank of the positive v_i among all v for each query u_i, by cosine similarity.
+
+        rank_i = #{j : s_ij >= s_ii},   s_ij = <u_i, v_j> / (||u_i|| ||v_j||),
+
+    so rank 1 means v_i is strictly the most similar, and any other v_j tied with v_i
+    is counted ahead of it (pessimistic ties).  s_ii is taken from the same float32
+    block product as the s_ij it is compared with.  Streamed over blocks of
+    ``block_size`` queries: memory O(block_size * n), never n x n.
+    """
+    uu = _features(u, "u")
+    vv = _features(v, "v")
+    if uu.shape != vv.shape:
+        raise ValueError(
+            f"u has shape {tuple(uu.shape)} but v has {tuple(vv.shape)}; the two views must pair row by row"
+        )
+    block_size = _positive_int(block_size, "block_size")
+    uu, vv = _normalise(uu), _normalise(vv)
+    n = uu.shape[0]
+    ranks = np.empty(n, dtype=np.int64)
+    for start in range(0, n, block_size):
+        stop = min(start + block_size, n)
+        sims = uu[start:stop] @ vv.T
+        pos = sims[torch.arange(stop - start), torch.arange(start, stop)]
+        ranks[start:stop] = (sims >= pos[:, None]).sum(dim=1).numpy()
+    return ranks
+
+
+def retrieval(u: Any, v: Any, *, ks: Sequence[int] = (1, 5, 10), block_size: int = 1024) -> dict[str, Any]:
+    """Label-free retrieval of the positive: Recall@k and the median rank.
+
+    With rank_i from :func:`retrieval_ranks` (pessimistic ties),
+    ``recall_at_k = (1/n) #{i : rank_i <= k}`` and ``median_rank = median_i rank_i``.
+    For two augmented views U, V of the same n images, Recall@1 is the fraction of
+    images whose other view is their nearest neighbour among all n second views.
+    Returns ``{"recall_at_1", "recall_at_5", "recall_at_10", "median_rank", "settings"}``
+    (one ``recall_at_k`` per requested k).
+    """
+    ks = [_positive_int(k, "each k") for k in ks]
+    ranks = retrieval_ranks(u, v, block_size=block_size)
+    out: dict[str, Any] = {f"recall_at_{k}": float((ranks <= k).mean()) for k in ks}
+    out["median_rank"] = float(np.median(ranks))
+    out["settings"] = {
+        "normalisation": "l2 per row",
+        "similarity": "cosine, float32",
+        "rank": "1 + #{j != i : s_ij >= s_ii} (ties counted against the positive)",
+        "ks": ks,
+        "n": int(ranks.size),
+    }
+    return out

@@ -1,0 +1,85 @@
+"""Models: one architecture registry, one backbone/projector builder, and the rebuilding of a
+trained model from a checkpoint, cl-diag's own or a foreign one.
+
+At the layer of :mod:`cl_diag.training` (it imports :mod:`cl_diag.io` and
+:mod:`cl_diag.errors`; training and orchestration import it)::
+
+    registry     ArchSpec per name: builder, feature dim, projector width, CIFAR stem
+    backbones    the ResNet / CIFAR-stem builder, the digits CNN, the toy's free vectors
+    build        build_backbone, build_projector, build_model, ContrastiveModel
+    foreign      foreign layouts (solo-learn, plain state dict), projector rebuilt from keys
+    checkpoints  which kind a user's file is; the weights' fingerprint
+    subject      a checkpoint rebuilt for measuring, with the data it was trained on
+
+For example::
+
+    from cl_diag.models import build_model
+    from cl_diag.training.checkpoint import load_checkpoint
+
+    ck = load_checkpoint("runs/digits-simclr/last.pt")   # weights-only; UserError on a bad file
+    model = build_model(ck["config"])                      # same architecture, fresh weights
+    model.backbone.load_state_dict(ck["backbone"]); model.projector.load_state_dict(ck["projector"])
+"""
+
+from cl_diag.models.backbones import FreeEmbeddings, SmallCNN, build_resnet
+from cl_diag.models.build import (
+    ContrastiveModel,
+    build_backbone,
+    build_model,
+    build_projector,
+    fresh_like,
+    seeded,
+)
+from cl_diag.models.checkpoints import CheckpointFile, read_checkpoint_file, weights_sha256
+from cl_diag.models.foreign import (
+    FOREIGN_LAYOUTS,
+    ForeignEncoder,
+    load_foreign_encoder,
+    rebuild_projector,
+)
+from cl_diag.models.registry import (
+    ARCHS,
+    FOREIGN_ARCHS,
+    ArchSpec,
+    BackboneOptions,
+    arch_names,
+    default_arch,
+    default_projector_hidden,
+    get_arch,
+    is_convolutional,
+    register_arch,
+    register_arch_family,
+)
+from cl_diag.models.subject import Subject, open_subject
+
+__all__ = [
+    "ARCHS",
+    "FOREIGN_ARCHS",
+    "FOREIGN_LAYOUTS",
+    "ArchSpec",
+    "BackboneOptions",
+    "CheckpointFile",
+    "ContrastiveModel",
+    "ForeignEncoder",
+    "FreeEmbeddings",
+    "SmallCNN",
+    "Subject",
+    "arch_names",
+    "build_backbone",
+    "build_model",
+    "build_projector",
+    "build_resnet",
+    "default_arch",
+    "default_projector_hidden",
+    "fresh_like",
+    "get_arch",
+    "is_convolutional",
+    "load_foreign_encoder",
+    "open_subject",
+    "read_checkpoint_file",
+    "rebuild_projector",
+    "register_arch",
+    "register_arch_family",
+    "seeded",
+    "weights_sha256",
+]

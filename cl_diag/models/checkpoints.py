@@ -1,0 +1,124 @@
+"""What the file a user brings to ``cl-diag analyze`` is, and the fingerprint of its weights.
+
+Four kinds of file are told apart by their contents, not their names:
+
+* an **embeddings file** (``.npz``, or a torch file holding ``z1`` and ``z2``): see
+  :mod:`cl_diag.io.embeddings`;
+* a **cl-diag checkpoint** (written by ``cl-diag train``; see
+  :mod:`cl_diag.training.checkpoint`);
+* a **foreign checkpoint** of one of :data:`~cl_diag.models.foreign.FOREIGN_LAYOUTS`
+  (``solo-learn``, ``state-dict``).
+
+Every torch file is opened by :func:`cl_diag.io.checkpoints.safe_torch_load`: a file is
+data, never code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from cl_diag.errors import UserError
+from cl_diag.io.checkpoints import TorchFileError, check_input_file, safe_torch_load, sniff
+from cl_diag.models.foreign import SUPPORTED_LAYOUTS, recognise_layout
+
+__all__ = ["CheckpointFile", "read_checkpoint_file", "weights_sha256"]
+
+_GIVE = "Give the path of a checkpoint or embeddings file."
+
+
+@dataclass
+class CheckpointFile:
+    """What a file turned out to be: ``kind`` and the object read from it."""
+
+    path: Path
+    kind: str  # "embeddings" | "cl-diag" | a foreign layout ("solo-learn" | "state-dict")
+    payload: Any = field(repr=False)  # None for a .npz (read by load_embeddings)
+
+
+def _is_cl_diag(payload: Any) -> bool:
+    """A cl-diag checkpoint names its format (see cl_diag.training.checkpoint)."""
+    if not isinstance(payload, dict):
+        return False
+    fmt = payload.get("format")
+    return isinstance(fmt, str) and fmt.startswith("cl-diag")
+
+
+def _describe_keys(payload: Any) -> str:
+    if isinstance(payload, dict):
+        keys = [str(k) for k in payload]
+        more = f", ... ({len(keys)} in all)" if len(keys) > 12 else ""
+        shown = ", ".join(repr(k) for k in keys[:12]) + more
+        return f"top-level keys: {shown or 'none'}"
+    return f"a {type(payload).__name__}, not a dict"
+
+
+def read_checkpoint_file(path: str | Path) -> CheckpointFile:
+    """Open ``path`` safely and say which of the supported kinds it is (UserError otherwise)."""
+    path = Path(path)
+    if not path.exists():  # analyze's wording (its tests and users know it)
+        raise UserError(f"No such file: {path}. {_GIVE}")
+    path = check_input_file(path, fix=_GIVE)
+    try:
+        kind = sniff(path)
+    except OSError as exc:
+        raise TorchFileError(
+            f"Cannot read {path}: {exc.strerror}. Check the path and its permissions.", "unreadable"
+        ) from None
+    if kind == "npz":
+        return CheckpointFile(path, "embeddings", None)
+    if kind != "torch":
+        raise TorchFileError(
+            f"{path} is neither a .npz nor a .pt/.pth/.ckpt torch file "
+            f"(it is not a zip archive or a pickle). {SUPPORTED_LAYOUTS}",
+            "not-torch",
+        )
+    payload = safe_torch_load(path, fix="Copy or save it again.")
+    if isinstance(payload, dict) and "z1" in payload and "z2" in payload:
+        return CheckpointFile(path, "embeddings", payload)
+    if _is_cl_diag(payload):
+        return CheckpointFile(path, "cl-diag", payload)
+    layout = recognise_layout(payload)
+    if layout is not None:
+        return CheckpointFile(path, layout, payload)
+    raise UserError(
+        f"{path} is not a checkpoint layout cl-diag knows ({_describe_keys(payload)}). "
+        f"{SUPPORTED_LAYOUTS}"
+    )
+
+
+def weights_sha256(file: CheckpointFile) -> str:
+    """SHA-256 of the tensors that define the model (names, dtypes, shapes and bytes).
+
+    A checkpoint also carries run records (timings, optimiser and RNG states) that differ
+    between two runs with identical weights, so its file hash would make result.json differ
+    too; this fingerprint does not.
+    """
+    payload = file.payload
+    if file.kind == "cl-diag":
+        keys = ("backbone", "projector", "embeddings")
+        tree = {key: payload[key] for key in keys if key in payload}
+    elif file.kind == "solo-learn":
+        tree = payload.get("state_dict", payload)
+    else:
+        tree = payload
+    digest = hashlib.sha256()
+
+    def visit(prefix: str, node: Any) -> None:
+        if isinstance(node, torch.Tensor):
+            tensor = node.detach().cpu().contiguous()
+            digest.update(f"{prefix}|{tensor.dtype}|{tuple(tensor.shape)}\n".encode())
+            digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
+        elif isinstance(node, dict):
+            for key in sorted(node, key=str):
+                visit(f"{prefix}/{key}", node[key])
+        elif isinstance(node, (list, tuple)):
+            for index, item in enumerate(node):
+                visit(f"{prefix}[{index}]", item)
+
+    visit("", tree)
+    return digest.hexdigest()

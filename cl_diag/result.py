@@ -1,0 +1,1559 @@
+"""The typed result model: what ``cl-diag analyze`` measured, as dataclasses.
+
+result.json is the contract between measuring and reporting (docs/result-schema.md).
+This module is its one home: the schema version, the pair types, the quantile levels,
+the layer names, the metric tables that the reports, ``compare`` and the CLI summary
+print, and one validating :func:`load` and one :func:`save`. Nobody else spells a result
+key path; readers use the typed fields::
+
+    >>> from cl_diag.result import load                                   # doctest: +SKIP
+    >>> res = load("out/result.json")                                     # doctest: +SKIP
+    >>> res.layers["embedding"].pairs["cross_view_negative"].excessive_ratio  # doctest: +SKIP
+    0.5731
+    >>> res.to_frame().head()                                             # doctest: +SKIP
+
+Measurement produces the blocks as plain dicts (``pair_statistics``, ``geometry``,
+``theory_panel``, the probes); orchestration parses them into a :class:`Result`, whose
+:meth:`Result.to_json` writes the bytes the tool has always written for that content
+(keys in schema order, floats as Python's shortest repr, NaN/Inf as null).
+
+Reading accepts every result the tool writes under schema ``cl-diag/result/1``. Keys a
+newer writer may add inside a block are kept in that block's ``extra`` and written back
+after the known keys, so an older reader neither crashes on them nor drops them; a change
+of meaning bumps :data:`SCHEMA`, and a file of another schema is refused with a message
+saying what to do.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from cl_diag.errors import UserError
+from cl_diag.io.output import dumps_json
+
+if TYPE_CHECKING:  # pandas is imported by to_frame only
+    import pandas as pd
+
+__all__ = [
+    "SCHEMA",
+    "RESULT_NAME",
+    "PAIR_TYPES",
+    "NEGATIVE_TYPES",
+    "QUANTILES",
+    "LAYERS",
+    "EMBEDDING_LAYER",
+    "PIXELS",
+    "BASELINES",
+    "RETRIEVAL_KS",
+    "Metric",
+    "PAIR_METRICS",
+    "GEOMETRY_METRICS",
+    "PROBE_METRICS",
+    "retrieval_metric",
+    "probe_report_metrics",
+    "Histogram",
+    "PairStats",
+    "ClassSplit",
+    "ViewValues",
+    "EffectiveRank",
+    "Spectrum",
+    "Ceiling",
+    "Geometry",
+    "Layer",
+    "LinearProbe",
+    "KnnProbe",
+    "Retrieval",
+    "Clustering",
+    "ProbeSet",
+    "SplitSize",
+    "Probes",
+    "TheoryLoss",
+    "Predicted",
+    "VarianceBand",
+    "Eq10",
+    "Ccem",
+    "SigmoidPanel",
+    "Condition",
+    "LayerCheck",
+    "Theory",
+    "Tool",
+    "Source",
+    "Result",
+    "load",
+    "save",
+]
+
+#: the schema this version reads and writes; bumped whenever a key changes meaning
+SCHEMA = "cl-diag/result/1"
+#: the file name ``analyze`` writes into its output folder
+RESULT_NAME = "result.json"
+#: the three pair types of Lee et al. (ICML 2025), in the order of the result
+PAIR_TYPES = ("positive", "cross_view_negative", "within_view_negative")
+#: the pair types that carry the excessive-separation ratio and the by-class split
+NEGATIVE_TYPES = ("cross_view_negative", "within_view_negative")
+#: quantile levels in percent; a pair block's ``quantiles`` maps ``str(level)`` to the value
+QUANTILES = (1, 5, 25, 50, 75, 95, 99)
+#: the layers a checkpoint analysis can measure, in result order
+LAYERS = ("projector", "backbone")
+#: the one layer of an embeddings file (and of a toy checkpoint's learned vectors)
+EMBEDDING_LAYER = "embedding"
+#: the raw-pixel baseline's one retrieval "layer": the baseline of every layer's retrieval
+PIXELS = "pixels"
+#: the probe baselines, in report order: what training added over pixels and over the init
+BASELINES = ("raw_pixels", "random_init")
+#: the k of Recall@k that the retrieval probe reports
+RETRIEVAL_KS = (1, 5, 10)
+
+_FUTURE_SCHEMA = re.compile(r"cl-diag/result/(\d+)")
+
+
+# --------------------------------------------------------------------------- reading helpers
+
+
+@dataclass(frozen=True)
+class _At:
+    """Where a value sits (the file and the key path inside it), for error messages."""
+
+    where: str
+    path: str = ""
+
+    def __truediv__(self, key: object) -> _At:
+        return _At(self.where, f"{self.path}.{key}" if self.path else str(key))
+
+    def fail(self, problem: str) -> NoReturn:
+        raise UserError(
+            f"{self.where} is not a valid cl-diag result: '{self.path}' {problem}. "
+            "Re-run `cl-diag analyze` to write it again."
+        )
+
+    def obj(self, value: object) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            self.fail("is not an object")
+        return value
+
+    def req(self, block: Mapping[str, Any], key: str) -> Any:
+        if key not in block:
+            (self / key).fail("is missing")
+        return block[key]
+
+    def number(self, value: object, *, null: bool = True) -> Any:
+        # ints stay ints and floats floats: a value is written back exactly as it was read
+        if value is None and null:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            self.fail("is not a number")
+        return value
+
+    def integer(self, value: object, *, null: bool = True) -> Any:
+        if value is None and null:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.fail("is not an integer")
+        return value
+
+    def flag(self, value: object, *, null: bool = True) -> Any:
+        if value is None and null:
+            return None
+        if not isinstance(value, bool):
+            self.fail("is not true or false")
+        return value
+
+    def text(self, value: object, *, null: bool = True) -> Any:
+        if value is None and null:
+            return None
+        if not isinstance(value, str):
+            self.fail("is not a string")
+        return value
+
+    def numbers(self, value: object) -> list[Any]:
+        if not isinstance(value, (list, tuple)):
+            self.fail("is not a list")
+        return [self.number(v) for v in value]
+
+
+#: the context of a block parsed on its own (measurement output wrapped by orchestration)
+_HERE = _At("a result block")
+
+
+def _rest(block: Mapping[str, Any], known: Iterable[str]) -> dict[str, Any]:
+    """The keys of ``block`` this version does not know (kept and written back as they were)."""
+    known = set(known)
+    return {k: v for k, v in block.items() if k not in known}
+
+
+def _optional(
+    block: Mapping[str, Any], key: str, parse: Callable[[Any, _At], Any], at: _At = _HERE
+) -> Any:
+    value = block.get(key)
+    # an empty block reads as an absent one (the reports show neither)
+    return None if value is None or value == {} else parse(value, at / key)
+
+
+def _emit(out: dict[str, Any], key: str, value: object) -> None:
+    """Write a key the tool writes only when it has a value (absent and null read alike)."""
+    if value is not None:
+        out[key] = value
+
+
+# --------------------------------------------------------------------------- pair statistics
+
+
+@dataclass(frozen=True, kw_only=True)
+class Histogram:
+    """Counts of similarities in ``bins`` equal bins on ``range`` (always [-1, 1])."""
+
+    range: list[float]
+    bins: int
+    counts: list[int]
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], at: _At = _HERE) -> Histogram:
+        d = at.obj(d)
+        counts = at.req(d, "counts")
+        if not isinstance(counts, (list, tuple)):
+            (at / "counts").fail("is not a list")
+        return cls(
+            range=(at / "range").numbers(d.get("range", [-1.0, 1.0])),
+            bins=(at / "bins").integer(at.req(d, "bins"), null=False),
+            counts=list(counts),
+            extra=_rest(d, ("range", "bins", "counts")),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"range": self.range, "bins": self.bins, "counts": self.counts, **self.extra}
+
+
+_PAIR_KEYS = (
+    "count",
+    "estimate",
+    "mean",
+    "var",
+    "std",
+    "min",
+    "max",
+    "quantiles",
+    "quantile_error",
+    "histogram",
+    "excessive_ratio",
+    "excessive_count",
+    "by_class",
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PairStats:
+    """Statistics of one pair type's cosine similarities s (docs/result-schema.md).
+
+    ``mean``, ``var`` (population, ddof 0), ``std``, ``min``, ``max`` of s; ``quantiles``
+    maps the percent level (``"1"`` ... ``"99"``) to the value, within ``quantile_error``
+    of the exact quantile; ``estimate`` marks a sampled result. Negative types add the
+    excessive-separation ratio of Lee et al. (ICML 2025), #{s < delta} / count with
+    delta = -1/(n_ref - 1), and with labels the same statistics by class (``by_class``).
+    Statistics of an empty split (``count`` 0) are None.
+    """
+
+    count: int
+    estimate: bool
+    mean: float | None
+    var: float | None
+    std: float | None
+    min: float | None
+    max: float | None
+    quantiles: dict[str, float | None]
+    quantile_error: float | None
+    histogram: Histogram
+    excessive_ratio: float | None = None
+    #: None only for positives, which have no threshold: the key is then absent
+    excessive_count: int | None = None
+    by_class: ClassSplit | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def negative(self) -> bool:
+        """True for a negative pair type (it carries the excessive ratio)."""
+        return self.excessive_count is not None
+
+    def quantile(self, level: int) -> float | None:
+        """The ``level`` percent quantile (``level`` in :data:`QUANTILES`)."""
+        return self.quantiles.get(str(level))
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], at: _At = _HERE) -> PairStats:
+        d = at.obj(d)
+        quantiles = (at / "quantiles").obj(at.req(d, "quantiles"))
+        negative = "excessive_count" in d or "excessive_ratio" in d
+        return cls(
+            count=(at / "count").integer(at.req(d, "count"), null=False),
+            estimate=(at / "estimate").flag(at.req(d, "estimate"), null=False),
+            mean=(at / "mean").number(at.req(d, "mean")),
+            var=(at / "var").number(at.req(d, "var")),
+            std=(at / "std").number(at.req(d, "std")),
+            min=(at / "min").number(at.req(d, "min")),
+            max=(at / "max").number(at.req(d, "max")),
+            quantiles={str(k): (at / "quantiles" / k).number(v) for k, v in quantiles.items()},
+            quantile_error=(at / "quantile_error").number(at.req(d, "quantile_error")),
+            histogram=Histogram.from_dict(at.req(d, "histogram"), at / "histogram"),
+            excessive_ratio=(at / "excessive_ratio").number(d.get("excessive_ratio"))
+            if negative
+            else None,
+            excessive_count=(at / "excessive_count").integer(
+                at.req(d, "excessive_count"), null=False
+            )
+            if negative
+            else None,
+            by_class=_optional(d, "by_class", ClassSplit.from_dict, at),
+            extra=_rest(d, _PAIR_KEYS),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "count": self.count,
+            "estimate": self.estimate,
+            "mean": self.mean,
+            "var": self.var,
+            "std": self.std,
+            "min": self.min,
+            "max": self.max,
+            "quantiles": self.quantiles,
+            "quantile_error": self.quantile_error,
+            "histogram": self.histogram.to_dict(),
+        }
+        if self.negative:
+            out["excessive_ratio"] = self.excessive_ratio
+            out["excessive_count"] = self.excessive_count
+        if self.by_class is not None:
+            out["by_class"] = self.by_class.to_dict()
+        out.update(self.extra)
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClassSplit:
+    """A negative pair type split by label: same-class negatives are instance
+    discrimination's false negatives."""
+
+    same_class: PairStats
+    different_class: PairStats
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], at: _At = _HERE) -> ClassSplit:
+        d = at.obj(d)
+        return cls(
+            same_class=PairStats.from_dict(at.req(d, "same_class"), at / "same_class"),
+            different_class=PairStats.from_dict(
+                at.req(d, "different_class"), at / "different_class"
+            ),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "same_class": self.same_class.to_dict(),
+            "different_class": self.different_class.to_dict(),
+        }
+
+
+# --------------------------------------------------------------------------- geometry
+
+
+@dataclass(frozen=True, kw_only=True)
+class ViewValues:
+    """One number per view: u (first view) and v (second view)."""
+
+    u: float | None
+    v: float | None
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], at: _At = _HERE) -> ViewValues:
+        d = at.obj(d)
+        return cls(u=(at / "u").number(at.req(d, "u")), v=(at / "v").number(at.req(d, "v")))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"u": self.u, "v": self.v}
+
+
+@dataclass(frozen=True, kw_only=True)
+class EffectiveRank(ViewValues):
+    """RankMe (Garrido et al., ICML 2023) per view: exp(-sum_k p_k log p_k),
+    p_k = sigma_k / ||sigma||_1 + epsilon."""
+
+    epsilon: float | None
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], at: _At = _HERE) -> EffectiveRank:
+        views = ViewValues.from_dict(d, at)
+        return cls(u=views.u, v=views.v, epsilon=(at / "epsilon").number(d.get("epsilon")))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"u": self.u, "v": self.v, "epsilon": self.epsilon}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Spectrum:
+    """Eigenvalues of each view's population covariance, descending."""
+
+    u: list[float]
+    v: list[float]
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], at: _At = _HERE) -> Spectrum:
+        d = at.obj(d)
+        return cls(u=(at / "u").numbers(d.get("u", [])), v=(at / "v").numbers(d.get("v", [])))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"u": self.u, "v": self.v}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Ceiling:
+    """Thm 5.2 (Lee et al., ICML 2025): E[s_pos] <= 1 + E[s_neg] + 1/(n_ref - 1)."""
+
+    value: float | None
+    below_one: bool | None
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], at: _At = _HERE) -> Ceiling:
+        d = at.obj(d)
+        return cls(
+            value=(at / "value").number(d.get("value")),
+            below_one=(at / "below_one").flag(d.get("below_one")),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"value": self.value, "below_one": self.below_one}
+
+
+_GEOMETRY_KEYS = (
+    "alignment",
+    "uniformity",
+    "effective_rank",
+    "spectrum",
+    "frontier_gap",
+    "alignment_ceiling",
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Geometry:
+    """Geometry of a layer's two views (cl_diag.measurement.geometry has every formula):
+    alignment E||u_i - v_i||^2 and uniformity log E exp(-2||x_i - x_j||^2) (Wang & Isola
+    2020), RankMe effective rank, covariance spectrum, frontier gap (paper-notes 11.2) and
+    the Thm 5.2 alignment ceiling."""
+
+    alignment: float | None
+    uniformity: ViewValues
+    effective_rank: EffectiveRank
+    spectrum: Spectrum
+    frontier_gap: float | None
+    alignment_ceiling: Ceiling
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], at: _At = _HERE) -> Geometry:
+        d = at.obj(d)
+        return cls(
+            alignment=(at / "alignment").number(at.req(d, "alignment")),
+            uniformity=ViewValues.from_dict(at.req(d, "uniformity"), at / "uniformity"),
+            effective_rank=EffectiveRank.from_dict(
+                at.req(d, "effective_rank"), at / "effective_rank"
+            ),
+            spectrum=Spectrum.from_dict(at.req(d, "spectrum"), at / "spectrum"),
+            frontier_gap=(at / "frontier_gap").number(at.req(d, "frontier_gap")),
+            alignment_ceiling=Ceiling.from_dict(
+                at.req(d, "alignment_ceiling"), at / "alignment_ceiling"
+            ),
+            extra=_rest(d, _GEOMETRY_KEYS),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "alignment": self.alignment,
+            "uniformity": self.uniformity.to_dict(),
+            "effective_rank": self.effective_rank.to_dict(),
+            "spectrum": self.spectrum.to_dict(),
+            "frontier_gap": self.frontier_gap,
+            "alignment_ceiling": self.alignment_ceiling.to_dict(),
+            **self.extra,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class Layer:
+    """One measured layer: n instances of dimension d, its pair statistics by pair type
+    (:data:`PAIR_TYPES`) and its geometry."""
+
+    n: int
+    d: int
+    pairs: dict[str, PairStats]
+    geometry: Geometry
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], at: _At = _HERE) -> Layer:
+        d = at.obj(d)
+        pairs = (at / "pairs").obj(at.req(d, "pairs"))
+        return cls(
+            n=(at / "n").integer(at.req(d, "n"), null=False),
+            d=(at / "d").integer(at.req(d, "d"), null=False),
+            pairs={
+                kind: PairStats.from_dict(stats, at / "pairs" / kind)
+                for kind, stats in pairs.items()
+            },
+            geometry=Geometry.from_dict(at.req(d, "geometry"), at / "geometry"),
+            extra=_rest(d, ("n", "d", "pairs", "geometry")),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "n": self.n,
+            "d": self.d,
+            "pairs": {kind: stats.to_dict() for kind, stats in self.pairs.items()},
+            "geometry": self.geometry.to_dict(),
+            **self.extra,
+        }
+
+
+# --------------------------------------------------------------------------- probes
+
+
+def _settings(d: Mapping[str, Any], at: _At = _HERE) -> dict[str, Any] | None:
+    value = d.get("settings")
+    return None if value is None else (at / "settings").obj(value)
+
+
+@dataclass(frozen=True, kw_only=True)
+class LinearProbe:
+    """Multinomial logistic regression on L2-normalised features; test top-1 / top-5
+    accuracy (fractions) at the validation-chosen weight decay."""
+
+    top1: float | None
+    top5: float | None
+    weight_decay: float | None = None
+    settings: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], at: _At = _HERE) -> LinearProbe:
+        d = at.obj(d)
+        return cls(
+            top1=(at / "top1").number(d.get("top1")),
+            top5=(at / "top5").number(d.get("top5")),
+            weight_decay=(at / "weight_decay").number(d.get("weight_decay")),
+            settings=_settings(d, at),
+            extra=_rest(d, ("top1", "top5", "weight_decay", "settings")),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"top1": self.top1, "top5": self.top5}
+        _emit(out, "weight_decay", self.weight_decay)
+        _emit(out, "settings", self.settings)
+        out.update(self.extra)
+        return out
+
+
+_K_KEY = re.compile(r"k(\d+)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class KnnProbe:
+    """Weighted cosine kNN (InstDisc / solo-learn: votes sum exp(s / T)); test top-1 by k."""
+
+    top1: dict[int, float | None]
+    settings: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], at: _At = _HERE) -> KnnProbe:
+        d = at.obj(d)
+        top1 = {}
+        for key, block in d.items():
+            match = _K_KEY.fullmatch(key)
+            if match and isinstance(block, dict):
+                top1[int(match.group(1))] = (at / key / "top1").number(block.get("top1"))
+        known = [f"k{k}" for k in top1] + ["settings"]
+        return cls(top1=top1, settings=_settings(d, at), extra=_rest(d, known))
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {f"k{k}": {"top1": value} for k, value in self.top1.items()}
+        _emit(out, "settings", self.settings)
+        out.update(self.extra)
+        return out
+
+
+_RECALL_KEY = re.compile(r"recall_at_(\d+)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Retrieval:
+    """Retrieval of the positive: rank_i = 1 + #{j != i : s_ij >= s_ii} of v_i among all v
+    for u_i; Recall@k = (1/n) #{i : rank_i <= k} and the median rank."""
+
+    recall: dict[int, float | None]
+    median_rank: float | None = None
+    settings: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], at: _At = _HERE) -> Retrieval:
+        d = at.obj(d)
+        recall = {}
+        for key, value in d.items():
+            match = _RECALL_KEY.fullmatch(key)
+            if match:
+                recall[int(match.group(1))] = (at / key).number(value)
+        known = [f"recall_at_{k}" for k in recall] + ["median_rank", "settings"]
+        return cls(
+            recall=recall,
+            median_rank=(at / "median_rank").number(d.get("median_rank")),
+            settings=_settings(d, at),
+            extra=_rest(d, known),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {f"recall_at_{k}": value for k, value in self.recall.items()}
+        _emit(out, "median_rank", self.median_rank)
+        _emit(out, "settings", self.settings)
+        out.update(self.extra)
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class Clustering:
+    """k-means with k = the number of classes; NMI in [0, 1] and ARI in [-1, 1] against labels."""
+
+    nmi: float | None
+    ari: float | None
+    settings: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], at: _At = _HERE) -> Clustering:
+        d = at.obj(d)
+        return cls(
+            nmi=(at / "nmi").number(d.get("nmi")),
+            ari=(at / "ari").number(d.get("ari")),
+            settings=_settings(d, at),
+            extra=_rest(d, ("nmi", "ari", "settings")),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"nmi": self.nmi, "ari": self.ari}
+        _emit(out, "settings", self.settings)
+        out.update(self.extra)
+        return out
+
+
+_PROBE_SET_KEYS = ("linear", "knn", "clustering", "retrieval")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProbeSet:
+    """The probes of one representation (trained, or a baseline): each None when not run.
+    ``retrieval`` maps the layer (or :data:`PIXELS`) to its retrieval scores."""
+
+    linear: LinearProbe | None = None
+    knn: KnnProbe | None = None
+    clustering: Clustering | None = None
+    retrieval: dict[str, Retrieval] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def recall(self, layer: str, k: int) -> float | None:
+        """Recall@k of the retrieval probe on ``layer``; None when not measured."""
+        block = (self.retrieval or {}).get(layer)
+        return None if block is None else block.recall.get(k)
+
+    @staticmethod
+    def _parts(d: Mapping[str, Any], at: _At = _HERE) -> dict[str, Any]:
+        retrieval = d.get("retrieval")
+        if retrieval is not None:
+            retrieval = {
+                layer: Retrieval.from_dict(block, at / "retrieval" / layer)
+                for layer, block in (at / "retrieval").obj(retrieval).items()
+            }
+        return {
+            "linear": _optional(d, "linear", LinearProbe.from_dict, at),
+            "knn": _optional(d, "knn", KnnProbe.from_dict, at),
+            "clustering": _optional(d, "clustering", Clustering.from_dict, at),
+            "retrieval": retrieval,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], at: _At = _HERE) -> ProbeSet:
+        d = at.obj(d)
+        return cls(**cls._parts(d, at), extra=_rest(d, _PROBE_SET_KEYS))
+
+    def _emit_parts(self, out: dict[str, Any]) -> None:
+        if self.linear is not None:
+            out["linear"] = self.linear.to_dict()
+        if self.knn is not None:
+            out["knn"] = self.knn.to_dict()
+        if self.clustering is not None:
+            out["clustering"] = self.clustering.to_dict()
+        if self.retrieval is not None:
+            out["retrieval"] = {layer: block.to_dict() for layer, block in self.retrieval.items()}
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        self._emit_parts(out)
+        out.update(self.extra)
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class SplitSize:
+    """How many images of an evaluation split the probes used, of how many."""
+
+    images: int | None
+    of: int | None
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], at: _At = _HERE) -> SplitSize:
+        d = at.obj(d)
+        return cls(
+            images=(at / "images").integer(d.get("images")), of=(at / "of").integer(d.get("of"))
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"images": self.images, "of": self.of}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Probes(ProbeSet):
+    """The probes of the trained representation on ``layer`` features (retrieval on the
+    layers it names), the evaluation splits used, and the baselines by name
+    (:data:`BASELINES`)."""
+
+    layer: str = "backbone"
+    splits: dict[str, SplitSize] | None = None
+    baselines: dict[str, ProbeSet] | None = None
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], at: _At = _HERE) -> Probes:
+        d = at.obj(d)
+        splits = d.get("splits")
+        if splits is not None:
+            splits = {
+                k: SplitSize.from_dict(v, at / "splits" / k)
+                for k, v in (at / "splits").obj(splits).items()
+            }
+        baselines = d.get("baselines")
+        if baselines is not None:
+            baselines = {
+                k: ProbeSet.from_dict(v, at / "baselines" / k)
+                for k, v in (at / "baselines").obj(baselines).items()
+            }
+        return cls(
+            layer=(at / "layer").text(d.get("layer", "backbone"), null=False),
+            splits=splits,
+            baselines=baselines,
+            **cls._parts(d, at),
+            extra=_rest(d, ("layer", "splits", "baselines", *_PROBE_SET_KEYS)),
+        )
+
+    def baseline(self, name: str) -> ProbeSet | None:
+        return (self.baselines or {}).get(name)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"layer": self.layer}
+        if self.splits is not None:
+            out["splits"] = {k: v.to_dict() for k, v in self.splits.items()}
+        self._emit_parts(out)
+        if self.baselines is not None:
+            out["baselines"] = {k: v.to_dict() for k, v in self.baselines.items()}
+        out.update(self.extra)
+        return out
+
+
+# --------------------------------------------------------------------------- theory
+
+
+@dataclass(frozen=True, kw_only=True)
+class TheoryLoss:
+    """The training loss in the paper's framework: Def. 3.1 (``info_nce``) or Def. 3.2
+    (``independently_additive``) with coefficients (c1, c2)."""
+
+    name: str | None
+    family: str | None
+    c1: float | None
+    c2: float | None
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], at: _At = _HERE) -> TheoryLoss:
+        d = at.obj(d)
+        return cls(
+            name=(at / "name").text(d.get("name")),
+            family=(at / "family").text(d.get("family")),
+            c1=(at / "c1").number(d.get("c1")),
+            c2=(at / "c2").number(d.get("c2")),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "family": self.family, "c1": self.c1, "c2": self.c2}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Predicted:
+    """The full-batch optimum's mean positive and negative similarity (Thm 5.1: 1, -1/(n-1))."""
+
+    positive_mean: float | None
+    negative_mean: float | None
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], at: _At = _HERE) -> Predicted:
+        d = at.obj(d)
+        return cls(
+            positive_mean=(at / "positive_mean").number(d.get("positive_mean")),
+            negative_mean=(at / "negative_mean").number(d.get("negative_mean")),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"positive_mean": self.positive_mean, "negative_mean": self.negative_mean}
+
+
+@dataclass(frozen=True, kw_only=True)
+class VarianceBand:
+    """Thm 5.5, Eq. 11: Var[s_neg] in [(n-m)/((m-1)(n-1)^2), n(n-m)/((m-1)(n-1)^2)]."""
+
+    n: int | None
+    m: int | None
+    lo: float | None
+    hi: float | None
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], at: _At = _HERE) -> VarianceBand:
+        d = at.obj(d)
+        return cls(
+            n=(at / "n").integer(d.get("n")),
+            m=(at / "m").integer(d.get("m")),
+            lo=(at / "lo").number(d.get("lo")),
+            hi=(at / "hi").number(d.get("hi")),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"n": self.n, "m": self.m, "lo": self.lo, "hi": self.hi}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Eq10:
+    """Example 5.4, Eq. 10: (1 + e^{t/(N-1)+b}) / (1 + e^{t-b}) < (N-2)/2 predicts
+    excessive separation for the cross-view-only sigmoid loss."""
+
+    N: int | None
+    lhs: float | None
+    rhs: float | None
+    holds: bool | None
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], at: _At = _HERE) -> Eq10:
+        d = at.obj(d)
+        return cls(
+            N=(at / "N").integer(d.get("N")),
+            lhs=(at / "lhs").number(d.get("lhs")),
+            rhs=(at / "rhs").number(d.get("rhs")),
+            holds=(at / "holds").flag(d.get("holds")),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        _emit(out, "N", self.N)
+        out.update(lhs=self.lhs, rhs=self.rhs, holds=self.holds)
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class Ccem:
+    """The constant-embedding-model optimum of the sigmoid loss (paper-notes 11.1):
+    s_pos = 2x* - 1, s_neg = x* (N-2)/(N-1) - 1."""
+
+    N: int | None
+    x_star: float | None
+    s_pos: float | None
+    s_neg: float | None
+    regime: str | None
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], at: _At = _HERE) -> Ccem:
+        d = at.obj(d)
+        return cls(
+            N=(at / "N").integer(d.get("N")),
+            x_star=(at / "x_star").number(d.get("x_star")),
+            s_pos=(at / "s_pos").number(d.get("s_pos")),
+            s_neg=(at / "s_neg").number(d.get("s_neg")),
+            regime=(at / "regime").text(d.get("regime")),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "N": self.N,
+            "x_star": self.x_star,
+            "s_pos": self.s_pos,
+            "s_neg": self.s_neg,
+            "regime": self.regime,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class SigmoidPanel:
+    """The sigmoid loss's temperature t and bias b (paper sign, b = -b_SigLIP), Eq. 10 and
+    the CCEM optimum at N = m."""
+
+    t: float | None
+    b: float | None
+    eq10: Eq10
+    ccem: Ccem
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], at: _At = _HERE) -> SigmoidPanel:
+        d = at.obj(d)
+        return cls(
+            t=(at / "t").number(d.get("t")),
+            b=(at / "b").number(d.get("b")),
+            eq10=Eq10.from_dict(d.get("eq10") or {}, at / "eq10"),
+            ccem=Ccem.from_dict(d.get("ccem") or {}, at / "ccem"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"t": self.t, "b": self.b, "eq10": self.eq10.to_dict(), "ccem": self.ccem.to_dict()}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Condition:
+    """Thm 5.1 (iii) against Thm 5.3 (8) for a Def. 3.2 loss with (c1, c2) = (1, 0):
+    phi'(1) against rhs = ((N-2)/(2(N-1))) psi'(-1/(N-1))."""
+
+    N: int | None
+    dphi_at_1: float | None
+    rhs: float | None
+    verdict: str | None
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], at: _At = _HERE) -> Condition:
+        d = at.obj(d)
+        return cls(
+            N=(at / "N").integer(d.get("N")),
+            dphi_at_1=(at / "dphi_at_1").number(d.get("dphi_at_1")),
+            rhs=(at / "rhs").number(d.get("rhs")),
+            verdict=(at / "verdict").text(d.get("verdict")),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"N": self.N, "dphi_at_1": self.dphi_at_1, "rhs": self.rhs, "verdict": self.verdict}
+
+
+@dataclass(frozen=True, kw_only=True)
+class LayerCheck:
+    """Per layer: the Thm 5.2 ceiling beside the measured positive mean, and the validity
+    caveats: d < n_ref - 1 (no simplex fits) and d < m - 1 (not even per batch)."""
+
+    d: int | None
+    alignment_ceiling: float | None
+    positive_mean: float | None
+    caveat: bool
+    d_below_m_minus_1: bool
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], at: _At = _HERE) -> LayerCheck:
+        d = at.obj(d)
+        return cls(
+            d=(at / "d").integer(d.get("d")),
+            alignment_ceiling=(at / "alignment_ceiling").number(d.get("alignment_ceiling")),
+            positive_mean=(at / "positive_mean").number(d.get("positive_mean")),
+            caveat=(at / "caveat").flag(d.get("caveat", False), null=False),
+            d_below_m_minus_1=(at / "d_below_m_minus_1").flag(
+                d.get("d_below_m_minus_1", False), null=False
+            ),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "d": self.d,
+            "alignment_ceiling": self.alignment_ceiling,
+            "positive_mean": self.positive_mean,
+            "caveat": self.caveat,
+            "d_below_m_minus_1": self.d_below_m_minus_1,
+        }
+
+
+_THEORY_KEYS = (
+    "n_ref",
+    "batch_size",
+    "loss",
+    "theorem",
+    "statement",
+    "predicted",
+    "variance_band",
+    "within_batch_optimum",
+    "sigmoid",
+    "loss_layer",
+    "condition",
+    "layers",
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Theory:
+    """The theory panel (cl_diag.measurement.theory.theory_panel): which theorem of Lee et
+    al. (ICML 2025) applies to the run's loss and what it predicts, with per-layer checks."""
+
+    n_ref: int | None
+    batch_size: int | None
+    loss: TheoryLoss
+    theorem: str | None
+    statement: str
+    predicted: Predicted
+    variance_band: VarianceBand | None = None
+    within_batch_optimum: float | None = None
+    sigmoid: SigmoidPanel | None = None
+    #: the layer the loss is computed on, which the theorems describe (None: every layer)
+    loss_layer: str | None = None
+    condition: Condition | None = None
+    layers: dict[str, LayerCheck] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], at: _At = _HERE) -> Theory:
+        d = at.obj(d)
+        layers = d.get("layers")
+        if layers is not None:
+            layers = {
+                k: LayerCheck.from_dict(v, at / "layers" / k)
+                for k, v in (at / "layers").obj(layers).items()
+            }
+        return cls(
+            n_ref=(at / "n_ref").integer(d.get("n_ref")),
+            batch_size=(at / "batch_size").integer(d.get("batch_size")),
+            loss=TheoryLoss.from_dict(d.get("loss") or {}, at / "loss"),
+            theorem=(at / "theorem").text(d.get("theorem")),
+            statement=(at / "statement").text(d.get("statement", ""), null=False),
+            predicted=Predicted.from_dict(d.get("predicted") or {}, at / "predicted"),
+            variance_band=_optional(d, "variance_band", VarianceBand.from_dict, at),
+            within_batch_optimum=(at / "within_batch_optimum").number(
+                d.get("within_batch_optimum")
+            ),
+            sigmoid=_optional(d, "sigmoid", SigmoidPanel.from_dict, at),
+            loss_layer=(at / "loss_layer").text(d.get("loss_layer")),
+            condition=_optional(d, "condition", Condition.from_dict, at),
+            layers=layers,
+            extra=_rest(d, _THEORY_KEYS),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "n_ref": self.n_ref,
+            "batch_size": self.batch_size,
+            "loss": self.loss.to_dict(),
+            "theorem": self.theorem,
+            "statement": self.statement,
+            "predicted": self.predicted.to_dict(),
+            "variance_band": None if self.variance_band is None else self.variance_band.to_dict(),
+            "within_batch_optimum": self.within_batch_optimum,
+            "sigmoid": None if self.sigmoid is None else self.sigmoid.to_dict(),
+            "loss_layer": self.loss_layer,
+        }
+        if self.condition is not None:
+            out["condition"] = self.condition.to_dict()
+        if self.layers is not None:
+            out["layers"] = {k: v.to_dict() for k, v in self.layers.items()}
+        out.update(self.extra)
+        return out
+
+
+# --------------------------------------------------------------------------- source and result
+
+
+@dataclass(frozen=True, kw_only=True)
+class Tool:
+    name: str
+    version: str
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], at: _At = _HERE) -> Tool:
+        d = at.obj(d)
+        return cls(name=str(d.get("name", "cl-diag")), version=str(d.get("version", "")))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "version": self.version}
+
+
+_SOURCE_FIELDS = (
+    "kind",
+    "path",
+    "sha256",
+    "weights_sha256",
+    "format",
+    "arch",
+    "dataset",
+    "n_train",
+    "epoch",
+    "step",
+    "global_step",
+    "complete",
+    "cifar_stem_padding",
+    "views",
+    "versions",
+    "provenance",
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Source:
+    """What was analysed: ``kind`` "embeddings" (a file, with its ``sha256``) or
+    "checkpoint" (``weights_sha256`` of its tensors, its format, arch, dataset, where in
+    training it was taken, and how its two ``views`` were made). Other keys a checkpoint
+    reader records (projector layout, notes, ...) are in ``extra``."""
+
+    kind: str
+    path: str | None = None
+    sha256: str | None = None
+    weights_sha256: str | None = None
+    format: str | None = None
+    arch: str | None = None
+    dataset: str | None = None
+    n_train: int | None = None
+    epoch: int | None = None
+    step: int | None = None
+    global_step: int | None = None
+    complete: bool | None = None
+    cifar_stem_padding: Any = None  # {"value": int, "from": why}, or a bare int
+    views: dict[str, Any] | None = None
+    versions: dict[str, Any] | None = None
+    provenance: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    #: the keys as they were given, in order: the readers record null values and key order
+    #: (which differs between checkpoint formats) and both are written back as given
+    keys: tuple[str, ...] = field(default=(), compare=False, repr=False)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], at: _At = _HERE) -> Source:
+        d = at.obj(d)
+        known = {k: d[k] for k in _SOURCE_FIELDS if k in d}
+        known["kind"] = (at / "kind").text(d.get("kind", ""), null=False)
+        return cls(**known, extra=_rest(d, _SOURCE_FIELDS), keys=tuple(d))
+
+    def to_dict(self) -> dict[str, Any]:
+        values = {k: getattr(self, k) for k in _SOURCE_FIELDS}
+        if self.keys:
+            return {k: values[k] if k in values else self.extra[k] for k in self.keys}
+        out = {k: v for k, v in values.items() if v is not None or k == "kind"}
+        out.update(self.extra)
+        return out
+
+
+_RESULT_KEYS = (
+    "schema",
+    "tool",
+    "source",
+    "n_ref",
+    "threshold",
+    "mode",
+    "num_pairs",
+    "seed",
+    "conventions",
+    "config",
+    "layers",
+    "probes",
+    "theory",
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Result:
+    """One ``cl-diag analyze`` result (docs/result-schema.md).
+
+    ``threshold`` is delta = -1/(n_ref - 1), the simplex-ETF similarity of n_ref training
+    instances (Thm 5.1) that the excessive ratios count against; ``mode`` "exact" (all
+    pairs) or "sampled" (``num_pairs`` per type, estimates); ``config`` the training
+    config of a checkpoint ({} for embeddings). ``probes`` and ``theory`` are None for an
+    embeddings file.
+    """
+
+    schema: str
+    tool: Tool
+    source: Source
+    n_ref: int
+    threshold: float
+    mode: str
+    num_pairs: int | None
+    seed: int | None
+    conventions: dict[str, Any]
+    config: dict[str, Any]
+    layers: dict[str, Layer]
+    probes: Probes | None = None
+    theory: Theory | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    # ---- reading and writing
+
+    @classmethod
+    def from_dict(cls, d: object, *, where: str = "the result") -> Result:
+        """Check and type a result dict (as read from result.json, or built in memory);
+        a problem is a :class:`UserError` naming ``where`` and the fix."""
+        if not isinstance(d, dict):
+            raise UserError(
+                f"{where} holds JSON but not a result object. "
+                "Pass the result.json `cl-diag analyze` wrote."
+            )
+        _check_schema(d.get("schema"), where)
+        layers = d.get("layers")
+        if (
+            not isinstance(layers, dict)
+            or not layers
+            or not all(isinstance(v, dict) for v in layers.values())
+        ):
+            raise UserError(
+                f"{where} has no measured layers ('layers' is missing or empty). "
+                "Re-run `cl-diag analyze`."
+            )
+        n_ref = d.get("n_ref")
+        threshold = d.get("threshold")
+        if (
+            isinstance(n_ref, bool)
+            or not isinstance(n_ref, int)
+            or n_ref < 2
+            or isinstance(threshold, bool)
+            or (not isinstance(threshold, (int, float)))
+        ):
+            raise UserError(
+                f"{where} lacks a valid 'n_ref' (an integer >= 2) and 'threshold'. "
+                "Re-run `cl-diag analyze`."
+            )
+        at = _At(where)
+        conventions = d.get("conventions") or {}
+        config = d.get("config") or {}
+        return cls(
+            schema=d["schema"],
+            tool=Tool.from_dict(d.get("tool") or {}, at / "tool"),
+            source=Source.from_dict(d.get("source") or {}, at / "source"),
+            n_ref=n_ref,
+            threshold=threshold,
+            mode=(at / "mode").text(d.get("mode", "exact"), null=False),
+            num_pairs=(at / "num_pairs").integer(d.get("num_pairs")),
+            seed=(at / "seed").integer(d.get("seed")),
+            conventions=(at / "conventions").obj(conventions),
+            config=(at / "config").obj(config),
+            layers={
+                name: Layer.from_dict(layer, at / "layers" / name) for name, layer in layers.items()
+            },
+            probes=_optional(d, "probes", Probes.from_dict, at),
+            theory=_optional(d, "theory", Theory.from_dict, at),
+            extra=_rest(d, _RESULT_KEYS),
+        )
+
+    @classmethod
+    def load(cls, path: str | Path) -> Result:
+        """Read and check a result.json (:func:`load`)."""
+        return load(path)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The result as the JSON object result.json holds, keys in schema order."""
+        out: dict[str, Any] = {
+            "schema": self.schema,
+            "tool": self.tool.to_dict(),
+            "source": self.source.to_dict(),
+            "n_ref": self.n_ref,
+            "threshold": self.threshold,
+            "mode": self.mode,
+            "num_pairs": self.num_pairs,
+            "seed": self.seed,
+            "conventions": self.conventions,
+            "config": self.config,
+            "layers": {name: layer.to_dict() for name, layer in self.layers.items()},
+        }
+        if self.probes is not None:
+            out["probes"] = self.probes.to_dict()
+        if self.theory is not None:
+            out["theory"] = self.theory.to_dict()
+        out.update(self.extra)
+        return out
+
+    def to_json(self) -> str:
+        """result.json's text: schema key order, shortest float repr, NaN/Inf as null."""
+        return dumps_json(self.to_dict())
+
+    def save(self, path: str | Path) -> Path:
+        """Write result.json to ``path`` (a folder gets result.json inside); returns the file."""
+        return save(self, path)
+
+    # ---- reading values
+
+    @property
+    def estimate(self) -> bool:
+        """True when the pair statistics are sampled estimates."""
+        return self.mode == "sampled"
+
+    def to_frame(self) -> pd.DataFrame:
+        """One tidy row per layer x pair type x statistic.
+
+        Columns ``layer``, ``pair_type``, ``split`` ("all", or "same_class" /
+        "different_class" for the by-class statistics of a labelled result),
+        ``statistic`` and ``value`` (float; None statistics, e.g. of an empty split, are
+        NaN). Statistics: count, mean, var, std, min, max, ``quantile_<level>`` for each
+        of :data:`QUANTILES`, quantile_error and, for negative types, excessive_ratio and
+        excessive_count.
+        """
+        import pandas as pd
+
+        rows = []
+        for layer_name, layer in self.layers.items():
+            for kind, stats in layer.pairs.items():
+                parts = [("all", stats)]
+                if stats.by_class is not None:
+                    parts += [
+                        ("same_class", stats.by_class.same_class),
+                        ("different_class", stats.by_class.different_class),
+                    ]
+                for split, part in parts:
+                    for statistic, value in _statistics(part):
+                        rows.append((layer_name, kind, split, statistic, _float(value)))
+        return pd.DataFrame(rows, columns=["layer", "pair_type", "split", "statistic", "value"])
+
+
+def _statistics(stats: PairStats) -> list[tuple[str, object]]:
+    out: list[tuple[str, object]] = [
+        ("count", stats.count),
+        ("mean", stats.mean),
+        ("var", stats.var),
+        ("std", stats.std),
+        ("min", stats.min),
+        ("max", stats.max),
+    ]
+    out += [(f"quantile_{level}", stats.quantile(level)) for level in QUANTILES]
+    out.append(("quantile_error", stats.quantile_error))
+    if stats.negative:
+        out += [
+            ("excessive_ratio", stats.excessive_ratio),
+            ("excessive_count", stats.excessive_count),
+        ]
+    return out
+
+
+def _float(value: object) -> float:
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return math.nan
+    return float(value)
+
+
+def _check_schema(schema: object, where: str) -> None:
+    if schema == SCHEMA:
+        return
+    newer = isinstance(schema, str) and _FUTURE_SCHEMA.fullmatch(schema)
+    if newer and int(newer.group(1)) > int(SCHEMA.rsplit("/", 1)[1]):
+        raise UserError(
+            f"{where} has schema {schema!r}, newer than this cl-diag reads ({SCHEMA!r}): "
+            "a newer cl-diag wrote it. Upgrade cl-diag to read it, or re-run `cl-diag analyze` "
+            "with this version to rewrite it."
+        )
+    found = "no 'schema' key" if schema is None else f"schema {schema!r}"
+    raise UserError(
+        f"{where} has {found}; this cl-diag reads {SCHEMA!r}. "
+        "Re-run `cl-diag analyze` with this version to rewrite it "
+        "(results are never converted silently)."
+    )
+
+
+def load(path: str | Path) -> Result:
+    """Read and check one result.json (or the folder holding it); every problem is a
+    :class:`UserError` naming the file and the fix."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / RESULT_NAME
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise UserError(
+            f"{path} is not a text file, so not a result.json. "
+            "Pass the result.json `cl-diag analyze` wrote."
+        ) from None
+    except OSError as exc:
+        raise UserError(
+            f"Cannot read {path}: {exc.strerror or exc}. Check the path and its permissions."
+        ) from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UserError(
+            f"{path} is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}); "
+            "it may be truncated or not a result file. "
+            "Re-run `cl-diag analyze` to write it again."
+        ) from None
+    return Result.from_dict(data, where=str(path))
+
+
+def save(result: Result, path: str | Path) -> Path:
+    """Write ``result`` as result.json to ``path`` (a folder gets ``result.json`` inside)."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / RESULT_NAME
+    with open(path, "w", encoding="utf-8", newline="\n") as handle:
+        handle.write(result.to_json())
+    return path
+
+
+# --------------------------------------------------------------------------- metric tables
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One number the reports, ``compare`` and the CLI summary print.
+
+    ``key`` names the comparison.csv column; ``title`` is the compact title (comparison
+    tables, CLI summary), ``report_title`` the single-run report's; ``unit`` is
+    "accuracy" (a fraction printed in %), "score" (NMI, ARI) or "value"; ``read`` takes
+    the block the metric lives in (a :class:`Layer` for pair and geometry metrics, a
+    :class:`ProbeSet` for probes) and returns the number or None.
+    """
+
+    key: str
+    title: str
+    read: Callable[[Any], Any] = field(repr=False, compare=False)
+    unit: str = "value"
+    report_title: str = ""
+    #: retrieval metrics only: the k of Recall@k
+    k: int | None = None
+
+    @property
+    def accuracy(self) -> bool:
+        return self.unit == "accuracy"
+
+
+def _pair(kind: str, statistic: str) -> Callable[[Layer], Any]:
+    def read(layer: Layer) -> Any:
+        stats = layer.pairs.get(kind)
+        return None if stats is None else getattr(stats, statistic)
+
+    return read
+
+
+#: per layer: the pair statistics compared across runs
+PAIR_METRICS = (
+    Metric("positive_mean", "positive mean", _pair("positive", "mean")),
+    Metric(
+        "cross_view_negative_mean", "cross-view neg. mean", _pair("cross_view_negative", "mean")
+    ),
+    Metric("cross_view_negative_var", "cross-view neg. var", _pair("cross_view_negative", "var")),
+    Metric("cross_view_negative_std", "cross-view neg. std", _pair("cross_view_negative", "std")),
+    Metric(
+        "cross_view_negative_excessive_ratio",
+        "cross-view excessive ratio",
+        _pair("cross_view_negative", "excessive_ratio"),
+    ),
+    Metric(
+        "within_view_negative_mean", "within-view neg. mean", _pair("within_view_negative", "mean")
+    ),
+    Metric(
+        "within_view_negative_var", "within-view neg. var", _pair("within_view_negative", "var")
+    ),
+    Metric(
+        "within_view_negative_std", "within-view neg. std", _pair("within_view_negative", "std")
+    ),
+    Metric(
+        "within_view_negative_excessive_ratio",
+        "within-view excessive ratio",
+        _pair("within_view_negative", "excessive_ratio"),
+    ),
+)
+
+#: per layer: the geometry compared across runs
+GEOMETRY_METRICS = (
+    Metric("alignment", "alignment", lambda layer: layer.geometry.alignment),
+    Metric("uniformity_u", "uniformity u", lambda layer: layer.geometry.uniformity.u),
+    Metric("uniformity_v", "uniformity v", lambda layer: layer.geometry.uniformity.v),
+    Metric("effective_rank_u", "effective rank u", lambda layer: layer.geometry.effective_rank.u),
+    Metric("effective_rank_v", "effective rank v", lambda layer: layer.geometry.effective_rank.v),
+    Metric("frontier_gap", "frontier gap", lambda layer: layer.geometry.frontier_gap),
+    Metric(
+        "alignment_ceiling",
+        "alignment ceiling",
+        lambda layer: layer.geometry.alignment_ceiling.value,
+    ),
+)
+
+
+def _block(name: str, read: Callable[[Any], Any]) -> Callable[[ProbeSet], Any]:
+    def value(probes: ProbeSet) -> Any:
+        block = getattr(probes, name)
+        return None if block is None else read(block)
+
+    return value
+
+
+#: the classification and clustering probes, in the comparison's order (retrieval is per
+#: layer: :func:`retrieval_metric`)
+PROBE_METRICS = (
+    Metric(
+        "linear_top1",
+        "linear top-1",
+        _block("linear", lambda b: b.top1),
+        "accuracy",
+        "linear probe top-1",
+    ),
+    Metric(
+        "linear_top5",
+        "linear top-5",
+        _block("linear", lambda b: b.top5),
+        "accuracy",
+        "linear probe top-5",
+    ),
+    Metric(
+        "knn_k20_top1",
+        "kNN k=20 top-1",
+        _block("knn", lambda b: b.top1.get(20)),
+        "accuracy",
+        "kNN top-1, k = 20",
+    ),
+    Metric(
+        "knn_k200_top1",
+        "kNN k=200 top-1",
+        _block("knn", lambda b: b.top1.get(200)),
+        "accuracy",
+        "kNN top-1, k = 200",
+    ),
+    Metric(
+        "clustering_nmi",
+        "k-means NMI",
+        _block("clustering", lambda b: b.nmi),
+        "score",
+        "k-means NMI",
+    ),
+    Metric(
+        "clustering_ari",
+        "k-means ARI",
+        _block("clustering", lambda b: b.ari),
+        "score",
+        "k-means ARI",
+    ),
+)
+
+
+def retrieval_metric(layer: str, k: int, *, row: bool = False) -> Metric:
+    """Recall@k of the retrieval probe on ``layer``. ``row``: keyed as comparison.csv's
+    ``retrieval_recall_at_<k>``, one column for every layer (the row names the layer)."""
+    if row:
+        key, title = f"retrieval_recall_at_{k}", f"retrieval R@{k}"
+    else:
+        key, title = f"retrieval_{layer}_recall_at_{k}", f"retrieval {layer} R@{k}"
+    return Metric(
+        key,
+        title,
+        lambda probes: probes.recall(layer, k),
+        "accuracy",
+        f"retrieval of the positive, {layer}, Recall@{k}",
+        k,
+    )
+
+
+def probe_report_metrics(retrieval_layers: Iterable[str]) -> tuple[Metric, ...]:
+    """The probe rows of a single run (report and CLI summary): linear, kNN, retrieval of
+    each layer named, then k-means."""
+    classification = tuple(m for m in PROBE_METRICS if m.unit == "accuracy")
+    scores = tuple(m for m in PROBE_METRICS if m.unit != "accuracy")
+    retrieval = tuple(
+        retrieval_metric(layer, k) for layer in retrieval_layers for k in RETRIEVAL_KS
+    )
+    return classification + retrieval + scores
