@@ -30,9 +30,9 @@ of this process instead of wall seconds, so that time spent waiting for a core i
 Measured with torch 2.14 on 2 CPU cores (small CNN, batch 128, 10 steps an epoch), as
 cl-diag / hand-written and the --vrn 30 overhead, whole loop | median step:
 
-    quiet machine, 2 threads, digits (the default data)     0.993 | 0.993,  +0.6 % | +1.0 %
+    quiet machine, 2 threads, digits (the default data)     0.986 | 1.009,  +0.4 % | +0.9 %
         python benchmarks/bench_train_loop.py --epochs 2 --repeats 5
-    quiet machine, OMP_NUM_THREADS=1, cached views          0.984 | 0.981,  +3.4 % | +2.8 %
+    quiet machine, OMP_NUM_THREADS=1, cached views          0.977 | 0.987,  +2.6 % | +2.0 %
         python benchmarks/bench_train_loop.py --data cached --epochs 4 --repeats 12
     busy machine (load ~2.5), OMP_NUM_THREADS=1, cached     1.009 | 0.979,  +1.3 % | +0.5 %
         ... --data cached --epochs 4 --repeats 20 --clock cpu
