@@ -14,14 +14,19 @@ wins over the option's default. Which options were given is asked of click
 (``ctx.get_parameter_source``), so passing an option with its default value still counts.
 
 Used by ``train`` (trainers/*.toml), ``analyze`` (probes/*.toml) and ``sweep``; nothing
-here knows about any one command.
+here knows about any one command. The options a recipe may set come from a click command
+(``ctx.command``) or, without click, from a config dataclass whose fields are the options
+(:class:`cl_diag.orchestration.train.TrainConfig`); either way the merge is one path,
+:func:`merge_layers`: defaults, then the recipe, then what the user set explicitly.
 
-    values, explicit = apply_recipe(ctx, recipe_path)   # inside a Typer command
-    recipe = read_recipe(path, command)                  # validate a file without running
+    values, explicit = apply_recipe(ctx, recipe_path)           # inside a Typer command
+    recipe = read_recipe(path, command_or_config_class)          # validate a file without running
+    values, given = merge_layers(defaults, recipe, overrides)    # the same merge, without click
 """
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import sys
 import types
@@ -43,6 +48,7 @@ __all__ = [
     "locate",
     "option_types",
     "read_recipe",
+    "merge_layers",
     "merge_recipe",
     "apply_recipe",
     "explicit_options",
@@ -111,8 +117,12 @@ def option_types(command: Any) -> dict[str, Any]:
 
     ``command`` is a click command (``ctx.command``, or one taken from
     ``typer.main.get_command(app)``); types come from the callback's annotations, with
-    ``Optional[X]`` read as ``X`` (``Any`` when unannotated).
+    ``Optional[X]`` read as ``X`` (``Any`` when unannotated). A dataclass *type* works too: its
+    fields are the options (how the sweep reads train recipes without click).
     """
+    if isinstance(command, type) and dataclasses.is_dataclass(command):
+        hints = typing.get_type_hints(command)
+        return {f.name: _strip_optional(hints[f.name]) for f in dataclasses.fields(command)}
     callback = getattr(command, "callback", None)
     try:
         hints = typing.get_type_hints(callback) if callback is not None else {}
@@ -202,18 +212,30 @@ def explicit_options(ctx: Any) -> set[str]:
     return names
 
 
+def merge_layers(
+    defaults: Mapping[str, Any], *layers: Mapping[str, Any]
+) -> tuple[dict[str, Any], set[str]]:
+    """``defaults`` overlaid with each layer in turn: a later layer wins over an earlier one.
+
+    Returns ``(values, given)``: the merged values and the names some layer set (a layer
+    holds only what was set explicitly: a recipe's keys, the options given on the command
+    line, a sweep cell's grid values).
+    """
+    values, given = dict(defaults), set()
+    for layer in layers:
+        values.update(layer)
+        given.update(layer)
+    return values, given
+
+
 def merge_recipe(ctx: Any, recipe: Mapping[str, Any]) -> tuple[dict[str, Any], set[str]]:
     """``ctx.params`` with ``recipe`` values filled in where the command line was silent.
 
     Returns ``(values, given)``: the merged option values and the names set explicitly by
     the command line or by the recipe.
     """
-    cli = explicit_options(ctx)
-    values = dict(ctx.params)
-    for name, value in recipe.items():
-        if name not in cli:
-            values[name] = value
-    return values, cli | set(recipe)
+    cli = {name: ctx.params[name] for name in explicit_options(ctx)}
+    return merge_layers(ctx.params, recipe, cli)
 
 
 def apply_recipe(ctx: Any, path: str | Path | None) -> tuple[dict[str, Any], set[str]]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Optional
 
@@ -10,6 +9,7 @@ import typer
 from rich.console import Console
 
 from cl_diag.cli import app
+from cl_diag.cli.progress import counter, progress_bar, use_bar
 from cl_diag.errors import UserError
 from cl_diag.orchestration.analyze import PROBES, AnalyzeConfig, analyze as run_analyze
 from cl_diag.recipes import apply_recipe
@@ -153,20 +153,9 @@ def analyze(
     )
     quiet = values["quiet"]
     console = Console()
-    show_progress = not quiet and sys.stdout.isatty()
-    if show_progress:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        with Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            console=console, transient=True,
-        ) as bar:
-
-            def factory(description: str, total: int | None):
-                task = bar.add_task(description, total=total)
-                return lambda n: bar.advance(task, n)
-
-            outcome = run_analyze(config, progress=factory)
+    if use_bar(quiet):
+        with progress_bar(console, transient=True) as bar:
+            outcome = run_analyze(config, progress=counter(bar))
     else:
         outcome = run_analyze(config)
     if not quiet:

@@ -2,15 +2,60 @@
 
 from __future__ import annotations
 
-import sys
+from dataclasses import fields
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, List, Optional
 
 import typer
 from rich.console import Console
 
 from cl_diag.cli import app
+from cl_diag.cli.progress import TrainDisplay, progress_bar, use_bar
+from cl_diag.errors import UserError
 from cl_diag.orchestration.sweep import SweepConfig, sweep as run_sweep
+from cl_diag.recipes import explicit_options, read_recipe
+
+
+def _train_overrides(args: list[str]) -> dict[str, Any]:
+    """The options after the recipe (e.g. ``--epochs 5``), parsed by the train command's own
+    option definitions, as typed values; only those given count."""
+    if not args:
+        return {}
+    command = typer.main.get_command(app).commands["train"]
+    try:
+        ctx = command.make_context("train", list(args))
+    except Exception as exc:
+        # click's usage errors (an unknown option, a value of the wrong type); matched by their
+        # format_message, as typer ships its own copy of click whose classes differ by version
+        if not callable(getattr(exc, "format_message", None)):
+            raise
+        message = exc.format_message()
+        raise UserError(f"The train options after the recipe are not valid: {message}") from None
+    given = explicit_options(ctx)
+    if ctx.params.get("recipe") is not None or "recipe_name" in given:
+        raise UserError("The sweep takes one recipe, its first argument; drop the second one.")
+    if "resume" in given:
+        raise UserError(
+            "--resume is the sweep's to set: each cell resumes its own last.pt. Drop --resume."
+        )
+    return {name: ctx.params[name] for name in given}
+
+
+def _analysis_fields(probe: str | None) -> dict[str, Any]:
+    """The AnalyzeConfig fields a probe suite sets, read as ``analyze --probe`` reads them."""
+    if probe is None:
+        return {}
+    from cl_diag.cli.analyze import _names
+    from cl_diag.orchestration.analyze import PROBES, AnalyzeConfig
+    from cl_diag.result import LAYERS
+
+    suite = read_recipe(probe, typer.main.get_command(app).commands["analyze"])
+    names = {f.name for f in fields(AnalyzeConfig)} - {"input", "out"}
+    values = {key: value for key, value in suite.items() if key in names}
+    for key, allowed in (("layers", LAYERS), ("probes", PROBES)):
+        if key in values:
+            values[key] = _names(values[key], allowed, f"--{key}")
+    return values
 
 
 @app.command(
@@ -35,28 +80,33 @@ def sweep(
     Example: [bold]cl-diag sweep trainers/simclr.toml --grid batch-size=16,32,64 --grid vrn=0,30 --epochs 5 --out sweeps/bs[/]
     """
     config = SweepConfig(
-        recipe=recipe, grid=list(grid), out=out, train_args=list(ctx.args), probe=probe, parallel=parallel, quiet=quiet
+        recipe=recipe, grid=list(grid), out=out, overrides=_train_overrides(list(ctx.args)),
+        analysis=_analysis_fields(probe), parallel=parallel,
     )
     console = Console()
-    if quiet or not sys.stdout.isatty():
+    if use_bar(quiet):
+        with progress_bar(console) as bar:
+            task = bar.add_task("sweep", total=None, details="")
+            cells: list[TrainDisplay] = []
+
+            def report(name: str, done: int, total: int) -> None:
+                for display in cells:  # the finished cell's training bar goes
+                    display.finish()
+                cells.clear()
+                bar.update(task, completed=done, total=total, details=name)
+
+            def display(name: str) -> TrainDisplay:
+                cells.append(TrainDisplay(bar, label=name))
+                return cells[-1]
+
+            outcome = run_sweep(config, on_progress=report, train_progress=display)
+    else:
         def report(name: str, done: int, total: int) -> None:
             if name:
                 console.print(f"[{done}/{total}] {name} done", highlight=False, markup=False)
 
-        outcome = run_sweep(config, on_progress=report)
-    else:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        with Progress(
-            TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("{task.description}"),
-            console=console,
-        ) as progress:
-            task = progress.add_task("", total=None)
-
-            def report(name: str, done: int, total: int) -> None:
-                progress.update(task, completed=done, total=total, description=name)
-
-            outcome = run_sweep(config, on_progress=report)
+        # each cell's training prints one plain line per metrics row, as `cl-diag train --quiet`
+        outcome = run_sweep(config, on_progress=report, train_progress=lambda name: TrainDisplay())
     if outcome.skipped:
         console.print(f"skipped {len(outcome.skipped)} complete cell(s): {', '.join(outcome.skipped)}", highlight=False)
     console.print(f"report: {outcome.comparison}", highlight=False)

@@ -5,11 +5,13 @@ from __future__ import annotations
 from typing import Optional
 
 import typer
+from rich.console import Console
 
 from cl_diag.cli import app
+from cl_diag.cli.progress import train_display
 from cl_diag.errors import UserError
-from cl_diag.orchestration.train import TrainConfig, train as run_train
-from cl_diag.recipes import apply_recipe
+from cl_diag.orchestration.train import TrainConfig, train as run_train, train_options
+from cl_diag.recipes import merge_recipe, read_recipe
 
 _D = TrainConfig()  # one source of truth for the defaults
 
@@ -97,6 +99,12 @@ def train_command(
         None, help="Output folder for last.pt and metrics.csv (default runs/DATASET-LOSS, or the --resume folder).", rich_help_panel=_REC
     ),
     save_every: int = typer.Option(_D.save_every, help="Also keep epoch_NNNN.pt every N epochs (0: only last.pt).", rich_help_panel=_REC),
+    log_every: int = typer.Option(
+        _D.log_every,
+        help="Read the loss and the in-batch statistics from the device every N steps, one "
+        "metrics.csv row each (0: once per epoch). Steps in between never wait for the host.",
+        rich_help_panel=_REC,
+    ),
     resume: Optional[str] = typer.Option(None, help="Continue the run saved in this last.pt exactly.", rich_help_panel=_REC),
     overwrite: bool = typer.Option(_D.overwrite, help="Replace a run already in --out.", rich_help_panel=_REC),
     quiet: bool = typer.Option(_D.quiet, "--quiet", "-q", help="Plain per-epoch lines instead of the progress bar.", rich_help_panel=_REC),
@@ -117,22 +125,12 @@ def train_command(
     """
     if recipe is not None and recipe_name is not None:
         raise UserError(f"Two recipes given ({recipe} and --recipe {recipe_name}); give one.")
-    values, given = apply_recipe(ctx, recipe if recipe is not None else recipe_name)
-    names = TrainConfig.option_names()
-    if values.get("resume"):
-        overrides = {k: values[k] for k in given if k in names and k != "resume"}
-        config = TrainConfig.from_checkpoint(values["resume"], **overrides)
-    else:
-        config = TrainConfig(**{k: values[k] for k in names})
-    result = run_train(config)
+    path = recipe if recipe is not None else recipe_name
+    # A recipe's keys are TrainConfig's fields (= these options); the command line wins over it.
+    values, given = merge_recipe(ctx, read_recipe(path, TrainConfig) if path is not None else {})
+    options = train_options(values, given)
+    with train_display(Console(), quiet=options.quiet) as display:
+        result = run_train(options, progress=display)
     if result.out_dir is None:  # a non-zero rank under torchrun
         return
-    if result.steps_this_run == 0:
-        typer.echo(f"{result.checkpoint or config.resume}: the run is already complete ({result.steps} steps); nothing to do.")
-        return
-    last = result.history[-1]
-    typer.echo(
-        f"trained {result.steps} steps ({result.epochs} epochs) on {result.n_train} {result.config['dataset']} instances: "
-        f"loss {last['loss']:.4f}, vrn {last['vrn']:.4g}, {last['images_per_s']:.0f} img/s\n"
-        f"checkpoint: {result.checkpoint}\nmetrics:    {result.metrics_csv}"
-    )
+    typer.echo(result.summary())

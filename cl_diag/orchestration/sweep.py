@@ -1,32 +1,47 @@
-"""``sweep``: train then analyze every cell of a grid over recipe keys, then compare them all.
+"""``sweep``: train then analyze every cell of a grid over training options, then compare them all.
 
 A cell is one assignment of the grid's values; it lives in ``OUT/<key=value_...>/`` with the
-training run (``last.pt``, ``metrics.csv``) and its ``analysis/``. A cell whose
-``analysis/result.json`` exists is complete and skipped, and a cell whose training was cut short
-is resumed from its ``last.pt``, so re-running an interrupted sweep finishes it. Every cell runs
-the ``train`` and ``analyze`` commands with exactly the arguments a user would type, so a sweep
-cell and a hand-made run are the same thing. The sweep ends with ``compare`` over all cells into
-``OUT/comparison/``.
+training run (``last.pt``, ``metrics.csv``) and its ``analysis/``. A cell's options are built
+the way ``cl-diag train`` builds a run's, through the same functions: option defaults < the
+recipe < the overrides shared by every cell < the cell's grid values
+(:func:`cl_diag.recipes.merge_layers`), then
+:func:`~cl_diag.orchestration.train.train_options` and
+:func:`~cl_diag.orchestration.train.resolve_config`. So a sweep cell and a hand-made run with
+the same options are the same run, and every cell is checked before the first one trains.
+
+A cell whose ``analysis/result.json`` exists is complete and skipped, and a cell whose training
+was cut short is resumed from its ``last.pt``, so re-running an interrupted sweep finishes it;
+a rerun whose options differ from those a cell was trained with is refused, naming the option.
+Cells run in this process, or with ``parallel > 1`` each in a process of its own on its own GPU
+(``python -m cl_diag.orchestration.sweep``, the cell's options on stdin). The sweep ends with
+``compare`` over all cells into ``OUT/comparison/``.
 """
 
 from __future__ import annotations
 
-import importlib
 import itertools
+import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+import typing
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cl_diag.errors import UserError
-from cl_diag.recipes import read_recipe
+from cl_diag.recipes import merge_layers, option_types, read_recipe
 
-#: train options a grid may not vary: the sweep owns where and how each cell runs.
-RESERVED_KEYS = frozenset({"out", "resume", "overwrite", "quiet", "recipe_name"})
+if TYPE_CHECKING:
+    from cl_diag.orchestration.analyze import AnalyzeConfig
+    from cl_diag.orchestration.train import TrainConfig
+    from cl_diag.training.loop import FitProgress
+
+#: Train options the sweep sets for each cell itself (its folder, its resume, no display), so a
+#: grid may not vary them.
+CELL_OWNED = frozenset({"out", "resume", "overwrite", "quiet"})
 
 
 @dataclass(frozen=True)
@@ -53,12 +68,12 @@ class SweepConfig:
     recipe: str | Path | None
     grid: list[str]
     out: Path
-    train_args: list[str] = field(default_factory=list)
-    """Options after the recipe (e.g. ``--epochs 5``): they override it for every cell."""
-    probe: str | Path | None = None
-    """Probe suite for each cell's analysis: a path (probes/*.toml) or a bundled name."""
+    overrides: dict[str, Any] = field(default_factory=dict)
+    """Train options for every cell, as typed values (``--epochs 5`` -> ``{"epochs": 5}``);
+    they override the recipe, and the grid overrides them."""
+    analysis: dict[str, Any] = field(default_factory=dict)
+    """AnalyzeConfig fields for every cell's analysis (a probe suite's), besides input and out."""
     parallel: int = 1
-    quiet: bool = False
 
 
 @dataclass
@@ -69,17 +84,16 @@ class SweepResult:
     comparison: Path
 
 
-def _train_command() -> Any:
-    import typer
-
-    from cl_diag.cli import app
-
-    group = typer.main.get_command(app)
-    return group.commands["train"]
+@dataclass(frozen=True)
+class _Plan:
+    cell: Cell
+    folder: Path
+    options: TrainConfig
 
 
-def parse_grid(specs: Sequence[str], train_options: dict[str, type]) -> list[GridAxis]:
-    """``["batch-size=16,32", "vrn=0,30"]`` -> axes; every key must be a train option."""
+def parse_grid(specs: Sequence[str], train_options: Mapping[str, Any]) -> list[GridAxis]:
+    """``["batch-size=16,32", "vrn=0,30"]`` -> axes; every key must be one of ``train_options``
+    (``{option: type}``, the options a grid may vary)."""
     if not specs:
         raise UserError("The grid is empty: give at least one --grid KEY=V1,V2 (e.g. --grid batch-size=16,32,64).")
     axes: list[GridAxis] = []
@@ -89,8 +103,8 @@ def parse_grid(specs: Sequence[str], train_options: dict[str, type]) -> list[Gri
         values = tuple(v.strip() for v in raw.split(",") if v.strip())
         if not sep or not key or not values:
             raise UserError(f"--grid {spec!r} is not KEY=V1,V2,...; e.g. --grid batch-size=16,32,64.")
-        if key in RESERVED_KEYS or key not in train_options:
-            valid = ", ".join(sorted(k.replace("_", "-") for k in train_options if k not in RESERVED_KEYS))
+        if key not in train_options:
+            valid = ", ".join(sorted(k.replace("_", "-") for k in train_options))
             raise UserError(f"--grid {spec!r}: {key.replace('_', '-')!r} is not a recipe option. Valid keys: {valid}.")
         if any(axis.key == key for axis in axes):
             raise UserError(f"--grid gives {key.replace('_', '-')!r} twice; list all its values in one --grid.")
@@ -111,140 +125,169 @@ def cells_of(axes: Sequence[GridAxis]) -> list[Cell]:
     ]
 
 
-def _cell_train_args(config: SweepConfig, cell: Cell, train_options: dict[str, type], cell_dir: Path) -> list[str]:
-    args = [str(config.recipe)] if config.recipe is not None else []
-    args += list(config.train_args)
-    for key, value in cell.assignment:  # after the shared overrides, so the grid wins
-        flag = "--" + key.replace("_", "-")
-        if train_options[key] is bool:
-            args.append(flag if value.lower() == "true" else "--no-" + key.replace("_", "-"))
-        else:
-            args += [flag, value]
-    last = cell_dir / "last.pt"
+def _typed(key: str, text: str, kind: Any) -> Any:
+    """A grid value as its option's type: ``"16"`` -> 16 for ``--batch-size``."""
+    flag = "--" + key.replace("_", "-")
+    if kind is bool:
+        return text.lower() == "true"  # parse_grid allowed only true and false
+    for typ, noun in ((int, "an integer"), (float, "a number")):
+        if kind is typ:
+            try:
+                return typ(text)
+            except ValueError:
+                raise UserError(f"{flag} {text!r} is not {noun}.") from None
+    return text
+
+
+def _plan(
+    config: SweepConfig,
+    recipe: Mapping[str, Any],
+    cell: Cell,
+    folder: Path,
+    kinds: Mapping[str, Any],
+) -> _Plan:
+    """A cell's options, checked as ``train`` checks them; nothing is trained or written."""
+    from cl_diag.orchestration.train import TrainConfig, check_resume, resolve_config, train_options
+
+    try:
+        grid = {key: _typed(key, value, kinds[key]) for key, value in cell.assignment}
+    except UserError as exc:
+        raise UserError(f"Sweep cell {cell.name}: the train options are not valid: {exc}") from None
+    last = folder / "last.pt"
+    owned: dict[str, Any] = {"out": str(folder), "quiet": True}
     if last.exists():
-        args += ["--resume", str(last)]
-    args += ["--out", str(cell_dir), "--quiet"]
-    return args
-
-
-def _cell_analyze_args(config: SweepConfig, cell_dir: Path) -> list[str]:
-    args = [str(cell_dir / "last.pt"), "--out", str(cell_dir / "analysis"), "--quiet"]
-    if config.probe is not None:
-        args += ["--probe", str(config.probe)]
-    return args
-
-
-def _click_errors() -> tuple[type[Exception], ...]:
-    # Typer >= 0.2x parses with its own vendored copy of click, whose ClickException is not
-    # click.ClickException: catch both, or a bad value escapes as typer's usage screen.
-    errors: list[type[Exception]] = []
-    for module in ("typer._click.exceptions", "click.exceptions"):
-        try:
-            errors.append(importlib.import_module(module).ClickException)
-        except ImportError:
-            pass
-    return tuple(errors)
-
-
-def _check_train_args(command: Any, args: list[str], cell: str) -> None:
-    """Parse and range-check a cell's train arguments without running, so a bad cell fails before any training."""
-    from cl_diag.orchestration.train import TrainConfig, _check_resume, resolve_config
-    from cl_diag.training.checkpoint import load_checkpoint
-    from cl_diag.recipes import merge_recipe
-
+        owned["resume"] = str(last)
+    values, given = merge_layers(TrainConfig.defaults(), recipe, config.overrides, grid, owned)
     try:
-        ctx = command.make_context("train", list(args), resilient_parsing=False)
-    except _click_errors() as exc:
-        raise UserError(f"Sweep cell {cell}: the train options are not valid: {exc.format_message()}") from None
-    recipe = ctx.params.get("recipe")
-    values, given = merge_recipe(ctx, read_recipe(recipe, command) if recipe is not None else {})
-    names = TrainConfig.option_names()
-    resume = values.get("resume")
-    try:
-        if resume:
-            # A cell trained before (complete or not): the options of this sweep must be those it was
-            # trained with, or its result -- skipped as complete -- would be reported under options it never had.
-            overrides = {k: values[k] for k in given if k in names and k != "resume"}
-            config = resolve_config(TrainConfig.from_checkpoint(resume, **overrides))
-            _check_resume(config, load_checkpoint(resume)["config"], resume)
-        else:
-            resolve_config(TrainConfig(**{k: values[k] for k in names}))
+        options = train_options(values, given)
+        # A cell trained before (complete or not): the options of this sweep must be those it was
+        # trained with, or its result -- skipped as complete -- would be reported under options
+        # it never had.
+        check_resume(resolve_config(options))
     except UserError as exc:
         raise UserError(
-            f"Sweep cell {cell}: {exc} Nothing was trained; fix the --grid values or the options, "
-            "or give another --out for a sweep with other options."
+            f"Sweep cell {cell.name}: {exc} Nothing was trained; fix the --grid values or the "
+            "options, or give another --out for a sweep with other options."
         ) from None
+    return _Plan(cell, folder, options)
 
 
-def _run_inprocess(argv: list[str]) -> None:
-    import typer
+def _analysis(folder: Path, fields_: Mapping[str, Any]) -> AnalyzeConfig:
+    from cl_diag.orchestration.analyze import AnalyzeConfig
 
-    from cl_diag.cli import app
-
-    group = typer.main.get_command(app)
-    try:
-        group.main(argv, prog_name="cl-diag", standalone_mode=False)
-    except _click_errors() as exc:
-        raise UserError(f"cl-diag {' '.join(argv[:1])} failed: {exc.format_message()}") from None
+    return AnalyzeConfig(input=folder / "last.pt", out=folder / "analysis", **fields_)
 
 
-def _run_subprocess(argv: list[str], device_index: int, log: Path) -> None:
+# ------------------------------------------------------------------ a cell in its own process
+
+
+def _analysis_from_json(values: Mapping[str, Any]) -> dict[str, Any]:
+    """JSON's lists and strings back into AnalyzeConfig's tuples and paths."""
+    from cl_diag.orchestration.analyze import AnalyzeConfig
+
+    hints = typing.get_type_hints(AnalyzeConfig)
+    out = dict(values)
+    for f in fields(AnalyzeConfig):
+        if out.get(f.name) is None:
+            continue
+        hint = hints[f.name]
+        if Path in (hint, *typing.get_args(hint)):
+            out[f.name] = Path(out[f.name])
+        elif typing.get_origin(hint) is tuple:
+            out[f.name] = tuple(out[f.name])
+    return out
+
+
+def _run_in_subprocess(plan: _Plan, analysis: Mapping[str, Any], device_index: int) -> None:
+    log = plan.folder / "sweep.log"
+    spec = json.dumps(
+        {"train": plan.options.options(), "folder": str(plan.folder), "analysis": dict(analysis)},
+        default=str,  # paths
+    )
     env = dict(os.environ)
     env["CUDA_VISIBLE_DEVICES"] = str(device_index)  # one device per concurrent cell
     with open(log, "a", encoding="utf-8") as stream:
-        code = subprocess.call([sys.executable, "-m", "cl_diag", *argv], env=env, stdout=stream, stderr=stream)
+        code = subprocess.run(
+            [sys.executable, "-m", "cl_diag.orchestration.sweep"],
+            input=spec, text=True, env=env, stdout=stream, stderr=stream,
+        ).returncode
     if code != 0:
         tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-3:]
-        raise UserError(f"cl-diag {argv[0]} failed for a sweep cell (exit {code}); see {log}: {' | '.join(tail)}")
+        raise UserError(
+            f"Sweep cell {plan.cell.name} failed (exit {code}); see {log}: {' | '.join(tail)}"
+        )
 
 
-def sweep(config: SweepConfig, on_progress: Callable[[str, int, int], None] | None = None) -> SweepResult:
-    """Run every cell of the grid (train, then analyze), skip complete ones, then compare them."""
+def _cell_main() -> int:
+    """One cell, trained and analysed in this process: the entry point behind ``parallel > 1``."""
+    from cl_diag.orchestration.analyze import analyze
+    from cl_diag.orchestration.train import TrainConfig, train
+
+    spec = json.loads(sys.stdin.read())
+    folder = Path(spec["folder"])
+    try:
+        print(train(TrainConfig(**spec["train"])).summary(), flush=True)
+        outcome = analyze(_analysis(folder, _analysis_from_json(spec["analysis"])))
+        print(f"report: {outcome.out / 'report.html'}", flush=True)
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr, flush=True)
+        return UserError.exit_code
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+# --------------------------------------------------------------------------- the sweep
+
+
+def sweep(
+    config: SweepConfig,
+    on_progress: Callable[[str, int, int], None] | None = None,
+    train_progress: Callable[[str], FitProgress] | None = None,
+) -> SweepResult:
+    """Run every cell of the grid (train, then analyze), skip complete ones, then compare them.
+
+    ``on_progress(cell name, done, total)`` follows the cells (first with an empty name);
+    ``train_progress(cell name)`` gives a progress callback for a cell trained in this process.
+    """
     from cl_diag.io.output import ensure_writable_parent
+    from cl_diag.orchestration.analyze import analyze
     from cl_diag.orchestration.compare import CompareConfig, compare
-    from cl_diag.recipes import option_types
+    from cl_diag.orchestration.train import TrainConfig, train
 
     if config.parallel < 1:
         raise UserError(f"--parallel must be at least 1 (got {config.parallel}).")
-    command = _train_command()
-    train_options = option_types(command)
-    if config.recipe is not None:
-        read_recipe(config.recipe, command)  # unknown keys and bad values fail here, before any work
-    axes = parse_grid(config.grid, train_options)
+    kinds = option_types(TrainConfig)
+    # unknown keys and bad values fail here, before any work
+    recipe = read_recipe(config.recipe, TrainConfig) if config.recipe is not None else {}
+    axes = parse_grid(config.grid, {k: t for k, t in kinds.items() if k not in CELL_OWNED})
     cells = cells_of(axes)
     out = Path(config.out)
     ensure_writable_parent(out)
-    plans = []
-    for cell in cells:
-        cell_dir = out / cell.name
-        train_args = _cell_train_args(config, cell, train_options, cell_dir)
-        _check_train_args(command, train_args, cell.name)
-        plans.append((cell, cell_dir, train_args))
+    plans = [_plan(config, recipe, cell, out / cell.name, kinds) for cell in cells]
 
     out.mkdir(parents=True, exist_ok=True)
-    todo = [plan for plan in plans if not (plan[1] / "analysis" / "result.json").is_file()]
-    skipped = [plan[0].name for plan in plans if plan not in todo]
+    todo = [plan for plan in plans if not (plan.folder / "analysis" / "result.json").is_file()]
+    skipped = [plan.cell.name for plan in plans if plan not in todo]
     done = len(skipped)
     if on_progress is not None:
         on_progress("", done, len(cells))
 
-    def run_cell(plan, slot: int) -> None:
-        cell, cell_dir, train_args = plan
-        cell_dir.mkdir(parents=True, exist_ok=True)
-        if config.parallel == 1:
-            _run_inprocess(["train", *train_args])
-            _run_inprocess(["analyze", *_cell_analyze_args(config, cell_dir)])
-        else:
-            log = cell_dir / "sweep.log"
-            _run_subprocess(["train", *train_args], slot, log)
-            _run_subprocess(["analyze", *_cell_analyze_args(config, cell_dir)], slot, log)
+    def run_cell(plan: _Plan, slot: int) -> None:
+        plan.folder.mkdir(parents=True, exist_ok=True)
+        if config.parallel > 1:
+            _run_in_subprocess(plan, config.analysis, slot)
+            return
+        display = train_progress(plan.cell.name) if train_progress is not None else None
+        train(plan.options, progress=display)
+        analyze(_analysis(plan.folder, config.analysis))
 
     if config.parallel == 1:
         for plan in todo:
             run_cell(plan, 0)
             done += 1
             if on_progress is not None:
-                on_progress(plan[0].name, done, len(cells))
+                on_progress(plan.cell.name, done, len(cells))
     else:
         with ThreadPoolExecutor(max_workers=config.parallel) as pool:
             futures = [pool.submit(run_cell, plan, i % config.parallel) for i, plan in enumerate(todo)]
@@ -252,7 +295,12 @@ def sweep(config: SweepConfig, on_progress: Callable[[str, int, int], None] | No
                 future.result()
                 done += 1
                 if on_progress is not None:
-                    on_progress(plan[0].name, done, len(cells))
+                    on_progress(plan.cell.name, done, len(cells))
 
-    comparison = compare(CompareConfig(inputs=[cell_dir / "analysis" for _, cell_dir, _ in plans], out=out / "comparison"))
+    inputs = [plan.folder / "analysis" for plan in plans]
+    comparison = compare(CompareConfig(inputs=inputs, out=out / "comparison"))
     return SweepResult(out=out, cells=cells, skipped=skipped, comparison=comparison.report_html)
+
+
+if __name__ == "__main__":
+    sys.exit(_cell_main())

@@ -1,11 +1,23 @@
-"""``train(config) -> TrainResult``: check a training config, build data and model, run the loop.
+"""``train(options) -> TrainResult``: resolve a training config, build data and model, run the loop.
 
-:class:`TrainConfig` has exactly one field per option of ``cl-diag train`` (same names,
-same defaults); its defaults are the embedded recipe: digits, SimCLR, the small CNN, CPU,
-a few minutes on two cores. Every user mistake is caught before anything is written:
-unknown names, hyper-parameters the loss does not take, batch sizes the data cannot
-fill, a ``--resume`` whose checkpoint contradicts the options, an output folder that
-cannot be written or already holds a run.
+Two config types, one way between them:
+
+* :class:`TrainConfig` has exactly one field per option of ``cl-diag train`` (same names, same
+  defaults); ``None``/``"auto"`` mean "the documented default". Its defaults are the embedded
+  recipe: digits, SimCLR, the small CNN, CPU, a few minutes on two cores.
+* :class:`ResolvedTrainConfig` is what a run actually uses: every option filled in and checked,
+  plus the values derived from them (training-set size, VRN delta, peak lr, total and warm-up
+  steps, device, autocast precision, workers). It is frozen and built by one function,
+  :func:`resolve_config`, which ``train`` and ``sweep`` both call: each option is parsed by
+  the CLI (or the sweep's grid) and range-checked here, once.
+
+Where the options come from is one path too: :func:`train_options` turns merged option values
+(default < recipe < command line, see :mod:`cl_diag.recipes`) into a ``TrainConfig``, or, with
+``--resume``, into the saved run's options with the explicitly given ones applied.
+
+Every user mistake is caught before anything is written: unknown names, hyper-parameters the
+loss does not take, batch sizes the data cannot fill, a ``--resume`` whose checkpoint
+contradicts the options, an output folder that cannot be written or already holds a run.
 """
 
 from __future__ import annotations
@@ -13,17 +25,24 @@ from __future__ import annotations
 import math
 import os
 import tempfile
-from dataclasses import asdict, dataclass, field, fields, replace
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cl_diag.errors import UserError
 
+if TYPE_CHECKING:  # the loop is imported lazily: resolving a config needs no torch model code
+    from cl_diag.training.loop import FitProgress
+
 __all__ = [
     "TrainConfig",
+    "ResolvedTrainConfig",
     "TrainResult",
     "train",
+    "train_options",
     "resolve_config",
+    "check_resume",
     "RESUME_FREE_FIELDS",
     "LOSS_HPARAM_FIELDS",
     "TRAINING_LOSSES",
@@ -39,7 +58,8 @@ PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 LOSS_HPARAM_FIELDS = ("temperature", "bias", "within_view", "margin", "mining")
 #: Fields a resumed run may change: where and how it runs, not what it computes.
 RESUME_FREE_FIELDS = frozenset(
-    {"resume", "out", "overwrite", "quiet", "workers", "device", "precision", "compile", "data_root", "val_root", "download", "save_every"}
+    {"resume", "out", "overwrite", "quiet", "workers", "device", "precision", "compile",
+     "data_root", "val_root", "download", "save_every", "log_every"}
 )
 
 
@@ -47,7 +67,7 @@ RESUME_FREE_FIELDS = frozenset(
 TRAINING_LOSSES = ("infonce", "simclr", "dcl", "dhel", "sigmoid", "spectral", "triplet", "contrastive", "supcon")
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrainConfig:
     """One field per ``cl-diag train`` option; ``None``/``"auto"`` mean "the documented default"."""
 
@@ -94,13 +114,23 @@ class TrainConfig:
     # records
     out: str | None = None
     save_every: int = 0
+    log_every: int = 0
     resume: str | None = None
     overwrite: bool = False
     quiet: bool = False
 
     @classmethod
     def option_names(cls) -> list[str]:
-        return [f.name for f in fields(cls)]
+        return [f.name for f in fields(TrainConfig)]
+
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
+        """``{option: default}``: the bottom layer a recipe and the command line go over."""
+        return {f.name: f.default for f in fields(TrainConfig)}
+
+    def options(self) -> dict[str, Any]:
+        """The option fields only, as a dict (what a checkpoint records as its ``config``)."""
+        return {name: getattr(self, name) for name in TrainConfig.option_names()}
 
     @classmethod
     def from_checkpoint(cls, path: str | os.PathLike, **overrides: Any) -> "TrainConfig":
@@ -112,11 +142,36 @@ class TrainConfig:
         from cl_diag.training.checkpoint import load_checkpoint
 
         saved = load_checkpoint(path)["config"]
-        known = {f.name for f in fields(cls)}
+        known = set(TrainConfig.option_names())
         base = {k: v for k, v in saved.items() if k in known}
         base.update(out=None, resume=str(path), workers=None, quiet=False, overwrite=False)
         base.update(overrides)
-        return cls(**base)
+        return TrainConfig(**base)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResolvedTrainConfig(TrainConfig):
+    """Every option of a run filled in and checked, and every value derived from them.
+
+    The option fields hold what the checkpoint records (``arch``, ``projector_hidden``,
+    ``lr_scaling``, ``num_samples``, the loss's hyper-parameters, ``vrn_delta``, ``workers`` and
+    ``out`` resolved; ``device`` and ``precision`` as given, so that a resumed run picks its
+    machine again). The fields below are derived; build one with :func:`resolve_config`.
+    """
+
+    n_train: int  # training instances (after --num-samples)
+    world: int  # processes (torchrun's WORLD_SIZE; 1 otherwise)
+    device_type: str  # "cpu" or "cuda"
+    autocast: str  # "fp32", "bf16" or "fp16": --precision with auto resolved for device_type
+    peak_lr: float  # lr after warm-up: --lr, times batch/256 under linear scaling
+    steps_per_epoch: int  # full batches per epoch (the last partial batch is dropped)
+    total_steps: int  # --steps, or --epochs x steps_per_epoch
+    run_epochs: int  # epochs the run spans (the last one may stop early under --steps)
+    warmup_steps: int  # --warmup-epochs x steps_per_epoch, rounded
+
+    def record(self) -> dict[str, Any]:
+        """The dict stored as a checkpoint's ``config``: the option fields only."""
+        return self.options()
 
 
 @dataclass
@@ -142,6 +197,36 @@ class TrainResult:
     def steps_per_second(self) -> float:
         return self.steps_this_run / self.train_seconds if self.train_seconds else float("nan")
 
+    def summary(self) -> str:
+        """What the run did, in the words ``cl-diag train`` prints at its end."""
+        if self.steps_this_run == 0:
+            where = self.checkpoint or self.config.get("resume")
+            return f"{where}: the run is already complete ({self.steps} steps); nothing to do."
+        last = self.history[-1]
+        return (
+            f"trained {self.steps} steps ({self.epochs} epochs) on {self.n_train} "
+            f"{self.config['dataset']} instances: "
+            f"loss {last['loss']:.4f}, vrn {last['vrn']:.4g}, {last['images_per_s']:.0f} img/s\n"
+            f"checkpoint: {self.checkpoint}\nmetrics:    {self.metrics_csv}"
+        )
+
+
+# --------------------------------------------------------------------------- options
+
+
+def train_options(values: Mapping[str, Any], given: Collection[str]) -> TrainConfig:
+    """The options of a run from merged option ``values`` (every option; extra keys ignored).
+
+    Without ``resume``: ``values`` as they are. With ``values["resume"]``: the saved run's
+    options, with only the ``given`` ones (set explicitly by the command line, a recipe or a
+    sweep cell) applied on top, so that defaults never pass for a change of the run.
+    """
+    names = TrainConfig.option_names()
+    if values.get("resume"):
+        overrides = {k: values[k] for k in given if k in names and k != "resume"}
+        return TrainConfig.from_checkpoint(values["resume"], **overrides)
+    return TrainConfig(**{k: values[k] for k in names if k in values})
+
 
 # --------------------------------------------------------------------------- checks
 
@@ -160,7 +245,7 @@ def _opt(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def resolve_config(c: TrainConfig) -> TrainConfig:
+def _check_options(c: TrainConfig) -> TrainConfig:
     """Check names and ranges and fill the defaults that need no data; raise UserError."""
     from cl_diag.losses import LOSSES, LossOptionError
     from cl_diag.training.data import DATASETS
@@ -203,7 +288,11 @@ def resolve_config(c: TrainConfig) -> TrainConfig:
         raise UserError(f"{exc} (option {_opt(exc.option)}).") from None
 
     _require(math.isfinite(c.vrn) and c.vrn >= 0, f"--vrn {c.vrn} must be a finite weight >= 0 (0 turns VRN off; the paper uses 30).")
-    _require(math.isfinite(c.vrn_power) and c.vrn_power > 0, f"--vrn-power {c.vrn_power} must be > 0 (the paper uses 2).")
+    # >= 1 as the loss library requires (checked here so that a run cannot fail at its first step)
+    _require(
+        math.isfinite(c.vrn_power) and c.vrn_power >= 1,
+        f"--vrn-power {c.vrn_power} must be >= 1 (the paper uses 2).",
+    )
     if c.vrn_delta is not None:
         _require(-1 <= c.vrn_delta <= 1, f"--vrn-delta {c.vrn_delta} must be a cosine similarity in [-1, 1].")
     _require(c.epochs >= 1, f"--epochs {c.epochs} must be at least 1.")
@@ -215,6 +304,7 @@ def resolve_config(c: TrainConfig) -> TrainConfig:
     _require(c.weight_decay >= 0, f"--weight-decay {c.weight_decay} must be >= 0.")
     _require(c.warmup_epochs >= 0, f"--warmup-epochs {c.warmup_epochs} must be >= 0.")
     _require(c.save_every >= 0, f"--save-every {c.save_every} must be >= 0 (0: only last.pt).")
+    _require(c.log_every >= 0, f"--log-every {c.log_every} must be >= 0 (0: once per epoch).")
     _require(c.workers is None or c.workers >= 0, f"--workers {c.workers} must be >= 0.")
     _require(c.projector_dim >= 1, f"--projector-dim {c.projector_dim} must be >= 1.")
     _require(c.projector_hidden is None or c.projector_hidden >= 1, f"--projector-hidden {c.projector_hidden} must be >= 1.")
@@ -239,12 +329,92 @@ def resolve_config(c: TrainConfig) -> TrainConfig:
     return replace(c, arch=arch, lr_scaling=lr_scaling, projector_hidden=hidden, out=out, num_samples=num_samples, **resolved_hp)
 
 
+def _device_type(device: str) -> str:
+    import torch
+
+    if device == "cuda" and not torch.cuda.is_available():
+        raise UserError(
+            "--device cuda was given but torch sees no CUDA device; use --device cpu (or auto)."
+        )
+    return "cuda" if device == "cuda" or (device == "auto" and torch.cuda.is_available()) else "cpu"
+
+
+def resolve_config(
+    options: TrainConfig, *, n_train: int | None = None, world: int | None = None
+) -> ResolvedTrainConfig:
+    """Check every option once and derive every value a run uses; raise UserError on a mistake.
+
+    ``n_train`` is the number of training instances (default: counted from the dataset without
+    loading its images, :func:`cl_diag.training.data.train_size`); ``world`` the number of
+    processes (default: torchrun's ``WORLD_SIZE``, else 1). Nothing is written.
+    """
+    import torch
+
+    from cl_diag.measurement.theory import delta
+    from cl_diag.training.data import train_size
+    from cl_diag.training.loop import amp_dtype
+
+    c = _check_options(options)
+    if n_train is None:
+        n_train = train_size(c.dataset, num_samples=c.num_samples, data_root=c.data_root)
+    if world is None:
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+    _require(
+        c.batch_size <= n_train,
+        f"--batch-size {c.batch_size} is larger than the {n_train} training instances of "
+        f"{c.dataset}; use at most {n_train}.",
+    )
+    _require(
+        c.batch_size % world == 0,
+        f"--batch-size {c.batch_size} (the global batch) must be divisible by the {world} "
+        "processes.",
+    )
+    device_type = _device_type(c.device)
+    if c.sync_bn and world > 1:
+        _require(
+            device_type == "cuda",
+            "--sync-bn needs CUDA (torch's SyncBatchNorm has no CPU kernel); drop it on CPU.",
+        )
+    workers = c.workers
+    if workers is None:
+        workers = min(8, os.cpu_count() or 1) if device_type == "cuda" else 0
+    dtype = amp_dtype(c.precision, torch.device(device_type))
+    autocast = {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
+
+    steps_per_epoch = n_train // c.batch_size
+    total_steps = c.steps if c.steps else c.epochs * steps_per_epoch
+    return ResolvedTrainConfig(
+        **{
+            **c.options(),
+            "vrn_delta": c.vrn_delta if c.vrn_delta is not None else delta(n_train),
+            "workers": workers,
+            "out": str(Path(c.out).expanduser()),
+        },
+        n_train=n_train,
+        world=world,
+        device_type=device_type,
+        autocast=autocast,
+        peak_lr=c.lr * (c.batch_size / 256 if c.lr_scaling == "linear" else 1.0),
+        steps_per_epoch=steps_per_epoch,
+        total_steps=total_steps,
+        run_epochs=math.ceil(total_steps / steps_per_epoch),
+        warmup_steps=round(c.warmup_epochs * steps_per_epoch),
+    )
+
+
 def _default_out(c: TrainConfig) -> str:
     name = f"{c.dataset}-{c.loss}" + (f"-vrn{c.vrn:g}" if c.vrn else "")
     return str(Path("runs") / name)
 
 
-def _check_resume(c: TrainConfig, saved: dict[str, Any], path: str) -> None:
+def check_resume(c: ResolvedTrainConfig) -> dict[str, Any] | None:
+    """With ``--resume``: the checkpoint, once its config agrees with ``c``; else None."""
+    from cl_diag.training.checkpoint import load_checkpoint
+
+    if not c.resume:
+        return None
+    checkpoint = load_checkpoint(c.resume)
+    saved = checkpoint["config"]
     diffs = []
     for f in fields(TrainConfig):
         if f.name in RESUME_FREE_FIELDS or f.name not in saved:
@@ -254,9 +424,11 @@ def _check_resume(c: TrainConfig, saved: dict[str, Any], path: str) -> None:
             diffs.append(f"{_opt(f.name)} {mine!r} (the checkpoint has {theirs!r})")
     if diffs:
         raise UserError(
-            f"--resume {path} continues a run, but these options contradict its config: {'; '.join(diffs)}. "
-            f"Drop them to continue that run, or start a new run with another --out."
+            f"--resume {c.resume} continues a run, but these options contradict its config: "
+            f"{'; '.join(diffs)}. Drop them to continue that run, or start a new run with another "
+            "--out."
         )
+    return checkpoint
 
 
 def _prepare_out(out: Path, *, resume_dir: Path | None, overwrite: bool) -> None:
@@ -277,18 +449,18 @@ def _prepare_out(out: Path, *, resume_dir: Path | None, overwrite: bool) -> None
 # --------------------------------------------------------------------------- train
 
 
-def train(config: TrainConfig) -> TrainResult:
-    """Train as ``config`` says; see the module docstring and ``cl-diag train --help``."""
-    from cl_diag.training.checkpoint import load_checkpoint
+def train(options: TrainConfig, *, progress: FitProgress | None = None) -> TrainResult:
+    """Train as ``options`` say; see the module docstring and ``cl-diag train --help``.
+
+    ``progress`` receives the loop's progress on the main process (the CLI passes a bar or
+    plain lines); None shows nothing.
+    """
     from cl_diag.training.data import training_data
     from cl_diag.training.loop import close_distributed, distributed_env, fit
     from cl_diag.models import build_model
 
-    c = resolve_config(config)
-    checkpoint = None
-    if c.resume:
-        checkpoint = load_checkpoint(c.resume)
-
+    c = resolve_config(options)
+    checkpoint = check_resume(c)
     data = training_data(
         c.dataset,
         seed=c.seed,
@@ -298,45 +470,24 @@ def train(config: TrainConfig) -> TrainResult:
         num_samples=c.num_samples,
         image_size=c.image_size,
     )
-    _require(
-        c.batch_size <= data.n_train,
-        f"--batch-size {c.batch_size} is larger than the {data.n_train} training instances of {c.dataset}; "
-        f"use at most {data.n_train}.",
-    )
-    delta = c.vrn_delta if c.vrn_delta is not None else -1.0 / (data.n_train - 1)
-    c = replace(c, vrn_delta=delta)
-    if checkpoint is not None:
-        _check_resume(c, checkpoint["config"], c.resume)
+    if data.n_train != c.n_train:  # train_size and training_data disagree: a bug, not a user error
+        raise RuntimeError(f"{c.dataset}: {data.n_train} instances loaded, {c.n_train} counted")
 
-    env = distributed_env(c.device)
+    env = distributed_env(c.device_type)
     try:
-        _require(
-            c.batch_size % env.world == 0,
-            f"--batch-size {c.batch_size} (the global batch) must be divisible by the {env.world} processes.",
-        )
-        if c.sync_bn and env.distributed:
-            _require(env.device.type == "cuda", "--sync-bn needs CUDA (torch's SyncBatchNorm has no CPU kernel); drop it on CPU.")
-        workers = c.workers
-        if workers is None:
-            workers = min(8, os.cpu_count() or 1) if env.device.type == "cuda" else 0
-        c = replace(c, workers=workers)
-
-        out = Path(c.out).expanduser()
+        out = Path(c.out)
         if env.is_main:
             _prepare_out(out, resume_dir=Path(c.resume).expanduser().parent if c.resume else None, overwrite=c.overwrite)
-
-        peak = c.lr * (c.batch_size / 256 if c.lr_scaling == "linear" else 1.0)
         model = build_model(c, seed=c.seed)
-        record = asdict(c)
-        record["out"] = str(out)
-        result = fit(c, model, data, out, env=env, resume=checkpoint, config_record=record, peak_lr=peak, delta=delta)
+        shown = progress if env.is_main else None
+        result = fit(c, model, data, out, env=env, resume=checkpoint, progress=shown)
     finally:
         close_distributed(env)
     return TrainResult(
         out_dir=out if env.is_main else None,
         checkpoint=result.checkpoint,
         metrics_csv=(out / "metrics.csv") if env.is_main else None,
-        config=record,
+        config=c.record(),
         n_train=data.n_train,
         epochs=result.epochs,
         steps=result.steps,

@@ -10,6 +10,7 @@ Public constructors (the analyze command reuses them):
   function of ``(seed, epoch, index)``; positives are defined by the instance index.
 * :class:`Transformed` -- ``(image, label)`` through one (eval) transform.
 * :func:`training_data` -- everything the trainer needs for a config in one call.
+* :func:`train_size` -- how many training instances that call will give, without loading images.
 
 The augmentation randomness of a sample is seeded from ``(seed, epoch, index)``, never
 from the order in which workers or ranks happen to see it. That is what makes a resumed
@@ -44,6 +45,7 @@ __all__ = [
     "load_dataset",
     "dataset_labels",
     "sample_seed",
+    "train_size",
     "training_data",
 ]
 
@@ -63,6 +65,8 @@ _CIFAR_FOLDERS = {
     ),
     "cifar100": ("cifar-100-python", "train, test and meta", "CIFAR-100"),
 }
+#: Images in the official train split of CIFAR-10 and CIFAR-100 (5 x 10,000; 50,000).
+CIFAR_TRAIN_SIZE = 50_000
 
 
 # --------------------------------------------------------------------------- digits
@@ -310,6 +314,27 @@ class ToyViews(Dataset):
 # --------------------------------------------------------------------------- for the trainer
 
 
+def train_size(
+    dataset: str, *, num_samples: int | None = None, data_root: str | None = None
+) -> int:
+    """The ``n_train`` that :func:`training_data` gives for these arguments, without loading images.
+
+    digits and CIFAR have fixed train splits (1,347 and 50,000 images), toy has ``num_samples``
+    instances (default 4); an ImageFolder's files are listed (not opened). ``num_samples``
+    keeps the first N. A missing ImageFolder raises the same UserError as loading it.
+    """
+    if dataset == "toy":
+        return 4 if num_samples is None else int(num_samples)
+    if dataset == "digits":
+        full = len(digits_split()[0])
+    elif dataset in _CIFAR_FOLDERS:
+        full = CIFAR_TRAIN_SIZE
+    else:
+        full = len(load_dataset(dataset, "train", data_root=data_root))
+    return full if num_samples is None else min(full, int(num_samples))
+
+
+
 @dataclass
 class TrainingData:
     """What the trainer needs from the data side of a config."""
@@ -340,7 +365,7 @@ def training_data(
     from cl_diag.training.augment import train_transform
 
     if dataset == "toy":
-        n = 4 if num_samples is None else int(num_samples)
+        n = train_size("toy", num_samples=num_samples)
         toy = ToyViews(n)
         return TrainingData("toy", toy, toy.targets.clone(), n, n, {"kind": "toy", "n": n})
 

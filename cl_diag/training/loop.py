@@ -7,9 +7,13 @@ Per step::
     g       = gather_batch(z1, z2)                  # the global batch under DDP (identity otherwise)
     loss    = LOSSES[loss](g.z1, g.z2) + lambda * LOSSES["vrn"](g.z1, g.z2, delta, power)
     backward, optimizer step
+    meter.add(loss terms, g.z1, g.z2)               # on the device: no wait for the host
 
-Per epoch: the in-batch pair statistics and the loss means go to ``metrics.csv``, and
-``last.pt`` is written atomically (plus ``epoch_NNNN.pt`` every ``save_every`` epochs).
+Every ``log_every`` steps and at each epoch end (one metrics *row*) the loop syncs with the
+device once: it reads the row's loss terms and in-batch pair statistics, stops if the loss
+stopped being finite (naming the step), appends the row to the history (``metrics.csv``) and
+hands it to the ``progress`` callback the caller supplied. At each epoch end ``last.pt`` is
+written atomically (plus ``epoch_NNNN.pt`` every ``save_every`` epochs).
 
 Reproducibility. The batches of epoch ``e`` are a permutation drawn from a generator
 seeded with ``(seed, e)`` and each sample's augmentation is seeded from ``(seed, e,
@@ -31,12 +35,10 @@ import io
 import math
 import os
 import random
-import sys
 import time
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Protocol
 
 import numpy as np
 import torch
@@ -62,6 +64,7 @@ __all__ = [
     "DistEnv",
     "EpochBatchSampler",
     "PairStats",
+    "FitProgress",
     "FitResult",
     "METRIC_COLUMNS",
     "distributed_env",
@@ -112,20 +115,19 @@ class DistEnv:
         return self.rank == 0
 
 
-def distributed_env(device: str) -> DistEnv:
+def distributed_env(device_type: str) -> DistEnv:
     """The device, and (under ``torchrun``) an initialised process group.
 
-    ``device`` is ``auto`` (CUDA when present), ``cpu`` or ``cuda``. torchrun's
-    ``WORLD_SIZE``/``RANK``/``LOCAL_RANK`` select DDP (env:// init; NCCL on CUDA, gloo on CPU).
+    ``device_type`` is ``cpu`` or ``cuda``, as the orchestration resolved ``--device``.
+    torchrun's ``WORLD_SIZE``/``RANK``/``LOCAL_RANK`` select DDP (env:// init; NCCL on CUDA,
+    gloo on CPU).
     """
-    if device not in ("auto", "cpu", "cuda"):
-        raise UserError(f"--device {device!r} is not one of auto, cpu, cuda")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise UserError("--device cuda was given but torch sees no CUDA device; use --device cpu (or auto).")
-    use_cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
+    if device_type not in ("cpu", "cuda"):
+        raise ValueError(f"device_type must be 'cpu' or 'cuda', got {device_type!r}")
+    use_cuda = device_type == "cuda"
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
-        return DistEnv(torch.device("cuda" if use_cuda else "cpu"))
+        return DistEnv(torch.device(device_type))
     import torch.distributed as dist
 
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -235,101 +237,178 @@ def make_optimizer(name: str, params, *, lr: float, momentum: float, weight_deca
 
 class PairStats:
     """Mean and variance (population) of positive, cross-view negative and within-view
-    negative cosine similarities over all batches of an epoch.
+    negative cosine similarities over all the batches given to :meth:`update`.
 
     Per batch of normalised ``u = z1/|z1|``, ``v = z2/|z2|``: positives ``u_i.v_i`` (B),
     cross-view negatives ``u_i.v_j, i != j`` (B(B-1)), within-view negatives ``u_i.u_j``
-    and ``v_i.v_j, i < j`` (B(B-1)). The epoch keeps, per kind, the count and the float64
-    sums of s and s^2 (read off the Gram matrices without extracting the pairs), on the
-    device, so no step waits for the host; then mean = S1/n and var = S2/n - mean^2.
-    Similarities lie in [-1, 1], so in float64 the cancellation in S2/n - mean^2 costs at
-    most ~1e-16 * E[s^2] / var relative error: negligible for any variance above 1e-12.
+    and ``v_i.v_j, i < j`` (B(B-1)). Then mean = S1/n and var = S2/n - mean^2 from the counts
+    and the float64 sums of s and s^2 per kind. Similarities lie in [-1, 1], so in float64 the
+    cancellation in S2/n - mean^2 costs at most ~1e-16 * E[s^2] / var relative error:
+    negligible for any variance above 1e-12.
+
+    What a step adds, on the device (no step waits for the host), is four 2 x 2 float64
+    matrices over the views (p_0, p_1) = (u, v): for each pair of views (k, l), the sums of
+    s = p_k,i . p_l,j and of s^2 over all B^2 pairs (i, j), and over the B pairs i = j. Each
+    kind is read off them once, in :meth:`result` (e.g. cross-view negatives = all (0, 1)
+    pairs minus the positives). The all-pairs sums never need a B x B matrix when d is small:
+    sum_ij u_i.v_j = (sum_i u_i).(sum_j v_j) and sum_ij (u_i.v_j)^2 = ||U V^T||_F^2 =
+    <U^T U, V^T V>_F, from d x d matrices (2 B d^2 multiply-adds instead of 3 B^2 d).
     """
 
     KINDS = ("pos", "cross_neg", "within_neg")
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.count = {k: 0 for k in self.KINDS}
-        self.sums: torch.Tensor | None = None  # (3 kinds, [sum s, sum s^2]) in float64
+        # float64 (4, 2, 2): [all-pairs sum s, all-pairs sum s^2, i = j sum s, i = j sum s^2]
+        self.sums: torch.Tensor | None = None
 
     @torch.no_grad()
     def update(self, z1: torch.Tensor, z2: torch.Tensor) -> None:
-        u = nn.functional.normalize(z1.float(), dim=1)
-        v = nn.functional.normalize(z2.float(), dim=1)
-        b = u.shape[0]
-        # Gram matrices (cross u.v, within u.u, within v.v) and, per matrix, the sums of
-        # s and s^2 over all entries and over the diagonal; off-diagonal = all - diagonal.
-        gram = torch.stack([u @ v.T, u @ u.T, v @ v.T]).double()
-        diag = gram.diagonal(dim1=1, dim2=2)
-        every = torch.stack([gram.sum((1, 2)), (gram * gram).sum((1, 2))], dim=1)  # (3, 2)
-        on_diag = torch.stack([diag.sum(1), (diag * diag).sum(1)], dim=1)
-        off_diag = every - on_diag
-        # within-view pairs i < j are half of each symmetric matrix's off-diagonal
-        batch = torch.stack([on_diag[0], off_diag[0], (off_diag[1] + off_diag[2]) / 2])
+        p = nn.functional.normalize(torch.stack([z1, z2]).float(), dim=2)  # (2, B, d): u, v
+        b, d = p.shape[1:]
+        if 2 * d <= 3 * b:
+            rows = torch.einsum("kbd,lbd->klb", p, p).double()  # (2, 2, B): p_k,i . p_l,i
+            total = p.sum(1).double()
+            grams = (p.transpose(1, 2) @ p).double().reshape(2, -1)  # U^T U and V^T V
+            every, every_sq = total @ total.T, grams @ grams.T
+        else:
+            gram = (p.unsqueeze(1) @ p.unsqueeze(0).transpose(2, 3)).double()  # (2, 2, B, B)
+            rows = gram.diagonal(dim1=2, dim2=3)
+            every, every_sq = gram.sum((2, 3)), (gram * gram).sum((2, 3))
+        batch = torch.stack([every, every_sq, rows.sum(2), (rows * rows).sum(2)])
         self.sums = batch if self.sums is None else self.sums + batch
         for k, n in zip(self.KINDS, (b, b * (b - 1), b * (b - 1))):
             self.count[k] += n
 
-    def result(self) -> dict[str, float]:
+    def _kind_sums(self) -> dict[str, tuple[float, float]]:
+        """``{kind: (sum s, sum s^2)}`` from the accumulated moments (one host sync)."""
+        every, every_sq, rows, rows_sq = self.sums.tolist()
+        return {
+            "pos": (rows[0][1], rows_sq[0][1]),
+            "cross_neg": (every[0][1] - rows[0][1], every_sq[0][1] - rows_sq[0][1]),
+            # pairs i < j: half of each view's off-diagonal (a symmetric matrix)
+            "within_neg": (
+                (every[0][0] - rows[0][0] + every[1][1] - rows[1][1]) / 2,
+                (every_sq[0][0] - rows_sq[0][0] + every_sq[1][1] - rows_sq[1][1]) / 2,
+            ),
+        }
+
+    def result(self, vrn_delta: float | None = None) -> dict[str, float]:
+        """``{kind_mean, kind_var}`` (one host sync); with ``vrn_delta`` also ``vrn``.
+
+        ``vrn`` is the VRN term with p = 2 (Lee et al., ICML 2025, Def. 5.7) over the cross-view
+        negatives seen: mean (s - delta)^2 = var + (mean - delta)^2. Over batches of one size
+        it equals the mean of the per-batch VRN values, so the trainer logs it without computing
+        the loss.
+        """
+        sums = self._kind_sums() if self.sums is not None else {}
         out = {}
-        sums = self.sums.tolist() if self.sums is not None else None
-        for i, k in enumerate(self.KINDS):
+        for k in self.KINDS:
             n = self.count[k]
             if not n:
                 out[f"{k}_mean"] = out[f"{k}_var"] = float("nan")
                 continue
-            mean = sums[i][0] / n
+            s1, s2 = sums[k]
+            mean = s1 / n
             out[f"{k}_mean"] = mean
-            out[f"{k}_var"] = max(0.0, sums[i][1] / n - mean * mean)
+            out[f"{k}_var"] = max(0.0, s2 / n - mean * mean)
+        if vrn_delta is not None:
+            n = self.count["cross_neg"]
+            out["vrn"] = float("nan")
+            if n:
+                s1, s2 = sums["cross_neg"]
+                out["vrn"] = (s2 - 2 * vrn_delta * s1) / n + vrn_delta**2
         return out
 
 
 # --------------------------------------------------------------------------- progress
 
 
-class _Progress:
-    """A rich bar on a TTY; otherwise (or with ``quiet``) one plain line per epoch."""
+class FitProgress(Protocol):
+    """What :func:`fit` reports as it runs (main process only). The CLI supplies one: a rich bar
+    or plain lines. Every call carries numbers the host already has, so showing progress never
+    makes a step wait for the device."""
 
-    def __init__(self, enabled: bool, rich: bool, total_steps: int, epochs: int, start_step: int):
-        self.enabled, self.epochs = enabled, epochs
-        self.bar = None
-        if enabled and rich:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    def start(self, *, total_steps: int, done_steps: int, epochs: int) -> None:
+        """Before the first step: the run's length and the steps done before (a resume)."""
 
-            self.bar = Progress(
-                TextColumn("epoch {task.fields[epoch]}/" + str(epochs)),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn(
-                    "loss {task.fields[loss]:.4f}  vrn {task.fields[vrn]:.4g}  "
-                    "lr {task.fields[lr]:.3g}  {task.fields[ips]:.0f} img/s"
-                ),
-                TimeRemainingColumn(),
-            )
-            self.task = self.bar.add_task(
-                "train", total=total_steps, completed=start_step, epoch=0, loss=float("nan"), vrn=float("nan"), lr=0.0, ips=0.0
-            )
+    def step(self, step: int, epoch: int) -> None:
+        """After each optimiser step (1-based ``step`` and ``epoch``)."""
 
-    def __enter__(self):
-        if self.bar is not None:
-            self.bar.__enter__()
-        return self
+    def row(self, row: dict[str, float]) -> None:
+        """Each metrics row (every ``log_every`` steps and at each epoch end), as in metrics.csv."""
 
-    def __exit__(self, *exc):
-        if self.bar is not None:
-            self.bar.__exit__(*exc)
 
-    def step(self, epoch: int, loss: float, vrn: float, lr: float, ips: float) -> None:
-        if self.bar is not None:
-            self.bar.update(self.task, advance=1, epoch=epoch + 1, loss=loss, vrn=vrn, lr=lr, ips=ips)
+class _Silent:
+    """No progress display (the library's default: only the CLI shows progress)."""
 
-    def epoch_end(self, row: dict[str, float]) -> None:
-        if self.enabled and self.bar is None:
-            print(
-                f"epoch {row['epoch']}/{self.epochs}  step {row['step']}  loss {row['loss']:.4f}  "
-                f"vrn {row['vrn']:.4g}  lr {row['lr']:.4g}  {row['images_per_s']:.0f} img/s",
-                flush=True,
-            )
+    def start(self, *, total_steps: int, done_steps: int, epochs: int) -> None:
+        pass
+
+    def step(self, step: int, epoch: int) -> None:
+        pass
+
+    def row(self, row: dict[str, float]) -> None:
+        pass
+
+
+class _RowMeter:
+    """The sums of one metrics row, kept on the device.
+
+    Per step the loss terms (loss, contrastive and, when computed, vrn) go into one row of a
+    small buffer and the embeddings into a :class:`PairStats`; :meth:`close` reads both with
+    one host sync and makes the metrics row. The per-step values are summed on the host in
+    float64 in step order, as they always were, so metrics.csv keeps its values.
+    """
+
+    def __init__(
+        self, capacity: int, device: torch.device, vrn_delta: float | None, last_path: Path | None
+    ) -> None:
+        self.values = torch.zeros(capacity, 3, device=device)
+        self.vrn_delta = vrn_delta  # not None: the vrn column comes from the pair statistics
+        self.last_path = last_path
+        self.reset(0)
+
+    def reset(self, step: int) -> None:
+        self.first_step, self.n, self.images, self.lr = step, 0, 0, 0.0
+        self.stats = PairStats()
+        self.t0 = time.perf_counter()
+
+    def add(
+        self, terms: list[torch.Tensor], z1: torch.Tensor, z2: torch.Tensor, *, images: int,
+        lr: float,
+    ) -> None:
+        self.values[self.n, : len(terms)] = torch.stack(terms).detach()
+        self.stats.update(z1.detach(), z2.detach())
+        self.n, self.images, self.lr = self.n + 1, self.images + images, lr
+
+    def close(self, epoch: int) -> dict[str, float]:
+        """The row of the steps since the last close (``epoch`` 1-based); starts the next row."""
+        values = self.values[: self.n].tolist()  # the host sync
+        stats = self.stats.result(vrn_delta=self.vrn_delta)
+        seconds = time.perf_counter() - self.t0
+        for i, (loss, _, _) in enumerate(values):
+            if not math.isfinite(loss):
+                last = self.last_path
+                kept = (
+                    f"the last good checkpoint {last} is kept" if last and last.exists()
+                    else "no checkpoint was written yet"
+                )
+                raise UserError(
+                    f"the loss became {loss} at step {self.first_step + i + 1} (epoch {epoch}); "
+                    f"training stopped and {kept}. Lower --lr, raise --temperature, or use "
+                    "--precision fp32."
+                )
+        sums = [0.0, 0.0, 0.0]
+        for step_values in values:
+            for k, value in enumerate(step_values):
+                sums[k] += value
+        row = {"epoch": epoch, "step": self.first_step + self.n, "lr": self.lr,
+               "images_per_s": self.images / seconds, "seconds": seconds}
+        row.update({k: s / max(1, self.n) for k, s in zip(("loss", "contrastive", "vrn"), sums)})
+        row.update(stats)
+        self.reset(self.first_step + self.n)
+        return row
 
 
 # --------------------------------------------------------------------------- the loop
@@ -361,28 +440,34 @@ def _write_metrics(path: Path, history: list[dict[str, float]]) -> None:
     atomic_write_bytes(path, buf.getvalue().encode())
 
 
-def fit(
+@dataclass
+class _Parts:
+    """What a run trains with: the model and the module to call, optimiser, AMP, batches."""
+
+    model: ContrastiveModel
+    net: nn.Module
+    optimizer: torch.optim.Optimizer
+    scaler: torch.amp.GradScaler
+    autocast: torch.dtype | None
+    channels_last: bool
+    sampler: EpochBatchSampler
+    loader: DataLoader
+    loader_gen: torch.Generator
+
+
+def _build(
     config: Any,
     model: ContrastiveModel,
     data: TrainingData,
-    out_dir: Path | None,
-    *,
     env: DistEnv,
-    resume: dict[str, Any] | None = None,
-    config_record: dict[str, Any] | None = None,
-    peak_lr: float,
-    delta: float,
-) -> FitResult:
-    """Train ``model`` on ``data`` as ``config`` (a resolved ``TrainConfig``) says.
-
-    ``out_dir`` receives ``last.pt``, ``metrics.csv`` (rank 0 only; None writes nothing).
-    ``resume`` is a loaded checkpoint to continue from; ``config_record`` the dict stored
-    as the checkpoint's ``config``; ``peak_lr`` the learning rate after warm-up (batch
-    scaling applied); ``delta`` the VRN target similarity.
-    """
+    resume: dict[str, Any] | None,
+) -> _Parts:
+    """Place ``model`` on its device (channels_last for CNNs on CUDA) with resumed weights, wrap
+    it (SyncBatchNorm, DDP, torch.compile as configured), and make the optimiser, the AMP scaler
+    and the batches; a resume restores the optimiser, scaler and loader-generator states."""
     device = env.device
-    channels_last = device.type == "cuda" and is_convolutional(model.arch)
     model.to(device)
+    channels_last = device.type == "cuda" and is_convolutional(model.arch)
     if channels_last:
         model.to(memory_format=torch.channels_last)
     if resume is not None:  # before DDP/compile wrap the module; every rank loads the same file
@@ -392,23 +477,20 @@ def fit(
         model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
     net: nn.Module = model
     if env.distributed:
-        net = nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+        ids = [device.index] if device.type == "cuda" else None
+        net = nn.parallel.DistributedDataParallel(model, device_ids=ids)
     if config.compile:
         net = torch.compile(net)
     if device.type == "cuda":
         torch.backends.cudnn.benchmark = True  # fixed input shapes; bit-exactness is a CPU promise
 
     optimizer = make_optimizer(
-        config.optimizer, model.parameters(), lr=peak_lr, momentum=config.momentum, weight_decay=config.weight_decay
+        config.optimizer, model.parameters(),
+        lr=config.peak_lr, momentum=config.momentum, weight_decay=config.weight_decay,
     )
-    autocast_dtype = amp_dtype(config.precision, device)
-    scaler = torch.amp.GradScaler(device.type, enabled=autocast_dtype == torch.float16)
-
+    autocast = amp_dtype(config.autocast, device)
+    scaler = torch.amp.GradScaler(device.type, enabled=autocast == torch.float16)
     sampler = EpochBatchSampler(data.n_train, config.batch_size, config.seed, env.rank, env.world)
-    steps_per_epoch = len(sampler)
-    total_steps = config.steps if config.steps else config.epochs * steps_per_epoch
-    epochs = math.ceil(total_steps / steps_per_epoch)
-    warmup_steps = round(config.warmup_epochs * steps_per_epoch)
     loader_gen = torch.Generator().manual_seed(config.seed)
     loader = DataLoader(
         data.train_set,
@@ -419,124 +501,154 @@ def fit(
         worker_init_fn=_seed_worker,
         persistent_workers=config.workers > 0,
     )
-
-    # Nothing below draws from the global RNGs (data randomness is per sample, the initial
+    # Nothing in the loop draws from the global RNGs (data randomness is per sample, the initial
     # weights come from build_model's seed); the checkpoint still records and restores
     # them so that an extension that does draw stays reproducible across a resume.
-    epoch, step, history = 0, 0, []
     if resume is not None:
         optimizer.load_state_dict(resume["optimizer"])
         if resume.get("scaler"):
             scaler.load_state_dict(resume["scaler"])
-        epoch, step, history = int(resume["epoch"]), int(resume["step"]), list(resume.get("metrics", []))
         restore_rng_state(resume["rng"], loader_gen)
+    return _Parts(
+        model, net, optimizer, scaler, autocast, channels_last, sampler, loader, loader_gen
+    )
+
+
+def _save(config: Any, data: TrainingData, parts: _Parts, out_dir: Path, epoch: int, step: int,
+          history: list[dict[str, float]]) -> None:
+    """``last.pt`` (and ``epoch_NNNN.pt`` every ``save_every`` epochs) and ``metrics.csv``."""
+    model = parts.model
+    ck = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "config": config.record(),
+        "dataset": data.dataset,
+        "n_train": data.n_train,
+        "split": data.split,
+        "backbone": model.backbone.state_dict(),
+        "projector": model.projector.state_dict(),
+        "optimizer": parts.optimizer.state_dict(),
+        "scheduler": {
+            "kind": f"warmup-{config.schedule}",
+            "step": step,
+            "peak_lr": config.peak_lr,
+            "warmup_steps": config.warmup_steps,
+            "total_steps": config.total_steps,
+        },
+        "scaler": parts.scaler.state_dict() if parts.scaler.is_enabled() else None,
+        "epoch": epoch,
+        "step": step,
+        "complete": step >= config.total_steps,
+        "rng": capture_rng_state(parts.loader_gen),
+        "metrics": history,
+        "versions": library_versions(),
+    }
+    if isinstance(model.backbone, FreeEmbeddings):
+        z1, z2 = model.backbone.views()
+        ck["embeddings"] = {"z1": z1, "z2": z2}
+    save_checkpoint(out_dir / "last.pt", ck)
+    if config.save_every and (epoch % config.save_every == 0):
+        save_checkpoint(out_dir / f"epoch_{epoch:04d}.pt", ck)
+    _write_metrics(out_dir / "metrics.csv", history)
+
+
+def fit(
+    config: Any,
+    model: ContrastiveModel,
+    data: TrainingData,
+    out_dir: Path | None,
+    *,
+    env: DistEnv,
+    resume: dict[str, Any] | None = None,
+    progress: FitProgress | None = None,
+) -> FitResult:
+    """Train ``model`` on ``data`` as ``config`` says.
+
+    ``config`` is a :class:`~cl_diag.orchestration.train.ResolvedTrainConfig` (its options,
+    ``peak_lr``, ``warmup_steps``, ``total_steps``, ``run_epochs``, ``autocast`` and
+    ``record()``, the dict stored as the checkpoint's ``config``). ``out_dir`` receives
+    ``last.pt`` and ``metrics.csv`` (rank 0 only; None writes nothing). ``resume`` is a loaded
+    checkpoint to continue from; ``progress`` is told about steps and rows.
+    """
+    device = env.device
+    parts = _build(config, model, data, env, resume)
+    optimizer, sampler = parts.optimizer, parts.sampler
+    epoch, step, history = 0, 0, []
+    if resume is not None:
+        epoch, step = int(resume["epoch"]), int(resume["step"])
+        history = list(resume.get("metrics", []))
 
     # Built once: the hyper-parameters are checked here, not on every step.
     loss_fn = build_loss(config.loss, **_loss_hparams(config)).to(device)
-    vrn_fn = build_loss("vrn", delta=delta, power=float(config.vrn_power))
+    vrn_fn = build_loss("vrn", delta=config.vrn_delta, power=float(config.vrn_power))
     lam = float(config.vrn)
+    # With p = 2 and no VRN in the loss, the logged VRN comes from the pair statistics
+    # (var + (mean - delta)^2): no extra B x B product per step.
+    vrn_from_stats = not lam and config.vrn_power == 2.0
     supervised = config.loss in SUPERVISED_LOSSES
     writes = out_dir is not None and env.is_main
     last_path = None if out_dir is None else Path(out_dir) / "last.pt"
+    # a row ends every log_every steps (0: none inside an epoch) and at each epoch end
+    every = config.log_every
+    capacity = min(every or len(sampler), len(sampler))
+    meter = _RowMeter(capacity, device, config.vrn_delta if vrn_from_stats else None, last_path)
 
-    def checkpoint() -> dict[str, Any]:
-        ck = {
-            "format": FORMAT,
-            "format_version": FORMAT_VERSION,
-            "config": dict(config_record or {}),
-            "dataset": data.dataset,
-            "n_train": data.n_train,
-            "split": data.split,
-            "backbone": model.backbone.state_dict(),
-            "projector": model.projector.state_dict(),
-            "optimizer": optimizer.state_dict(),
-            "scheduler": {
-                "kind": f"warmup-{config.schedule}",
-                "step": step,
-                "peak_lr": peak_lr,
-                "warmup_steps": warmup_steps,
-                "total_steps": total_steps,
-            },
-            "scaler": scaler.state_dict() if scaler.is_enabled() else None,
-            "epoch": epoch,
-            "step": step,
-            "complete": step >= total_steps,
-            "rng": capture_rng_state(loader_gen),
-            "metrics": history,
-            "versions": library_versions(),
-        }
-        if isinstance(model.backbone, FreeEmbeddings):
-            z1, z2 = model.backbone.views()
-            ck["embeddings"] = {"z1": z1, "z2": z2}
-        return ck
+    shown = progress if progress is not None else _Silent()
 
-    show = env.is_main and not config.quiet
-    progress = _Progress(env.is_main, show and sys.stdout.isatty(), total_steps, epochs, step)
+    def close_row() -> float:
+        row = meter.close(epoch + 1)
+        history.append(row)
+        shown.row(row)
+        return row["seconds"]
+
+    shown.start(total_steps=config.total_steps, done_steps=step, epochs=config.run_epochs)
     start_step, train_seconds, ckpt_seconds = step, 0.0, 0.0
-    net.train()
-    with progress:
-        while step < total_steps:
-            sampler.set_epoch(epoch)
-            stats = PairStats()
-            sums = {"loss": 0.0, "contrastive": 0.0, "vrn": 0.0}
-            n_steps, n_images, lr = 0, 0, 0.0
-            t0 = time.perf_counter()
-            for _, v1, v2, labels in loader:
-                lr = lr_at(step, peak=peak_lr, warmup_steps=warmup_steps, total_steps=total_steps, schedule=config.schedule)
-                for group in optimizer.param_groups:
-                    group["lr"] = lr
-                x = torch.cat([v1, v2]).to(device, non_blocking=True)
-                if channels_last:
-                    x = x.contiguous(memory_format=torch.channels_last)
-                with torch.autocast(device.type, dtype=autocast_dtype) if autocast_dtype else nullcontext():
-                    z = net(x)
-                z1, z2 = z.float().chunk(2)
-                g = gather_batch(z1, z2, labels.to(device, non_blocking=True) if supervised else None)
-                main = loss_fn(g.z1, g.z2, g.labels)
-                if lam:
-                    vrn = vrn_fn(g.z1, g.z2)
-                    loss = main + lam * vrn
-                else:
+    parts.net.train()
+    while step < config.total_steps:
+        sampler.set_epoch(epoch)
+        meter.reset(step)
+        for _, v1, v2, labels in parts.loader:
+            lr = lr_at(step, peak=config.peak_lr, warmup_steps=config.warmup_steps,
+                       total_steps=config.total_steps, schedule=config.schedule)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            x = torch.cat([v1, v2]).to(device, non_blocking=True)
+            if parts.channels_last:
+                x = x.contiguous(memory_format=torch.channels_last)
+            amp = parts.autocast
+            with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
+                z = parts.net(x)
+            z1, z2 = z.float().chunk(2)
+            g = gather_batch(z1, z2, labels.to(device, non_blocking=True) if supervised else None)
+            main = loss_fn(g.z1, g.z2, g.labels)
+            if lam:
+                vrn = vrn_fn(g.z1, g.z2)
+                loss = main + lam * vrn
+                terms = [loss, main, vrn]
+            else:
+                loss, terms = main, [main, main]
+                if not vrn_from_stats:
                     with torch.no_grad():  # logged only
-                        vrn = vrn_fn(g.z1.detach(), g.z2.detach())
-                    loss = main
-                value, main_value, vrn_value = torch.stack([loss.detach(), main.detach(), vrn.detach()]).tolist()
-                if not math.isfinite(value):
-                    kept = f"the last good checkpoint {last_path} is kept" if last_path and last_path.exists() else "no checkpoint was written yet"
-                    raise UserError(
-                        f"the loss became {value} at step {step + 1} (epoch {epoch + 1}); training stopped and "
-                        f"{kept}. Lower --lr, raise --temperature, or use --precision fp32."
-                    )
-                optimizer.zero_grad(set_to_none=True)
-                scaler.scale(loss).backward()
-                scaler.step(optimizer)
-                scaler.update()
-                stats.update(z1.detach(), z2.detach())
-                step += 1
-                n_steps += 1
-                n_images += v1.shape[0] * env.world
-                sums["loss"] += value
-                sums["contrastive"] += main_value
-                sums["vrn"] += vrn_value
-                progress.step(epoch, value, sums["vrn"] / n_steps, lr, n_images / (time.perf_counter() - t0))
-                if step >= total_steps:
-                    break
-            seconds = time.perf_counter() - t0
-            train_seconds += seconds
-            epoch += 1
-            row = {"epoch": epoch, "step": step, "lr": lr, "images_per_s": n_images / seconds, "seconds": seconds}
-            row.update({k: v / max(1, n_steps) for k, v in sums.items()})
-            row.update(stats.result())
-            history.append(row)
-            progress.epoch_end(row)
-            if writes:
-                t1 = time.perf_counter()
-                ck = checkpoint()
-                save_checkpoint(last_path, ck)
-                if config.save_every and (epoch % config.save_every == 0):
-                    save_checkpoint(Path(out_dir) / f"epoch_{epoch:04d}.pt", ck)
-                _write_metrics(Path(out_dir) / "metrics.csv", history)
-                ckpt_seconds += time.perf_counter() - t1
+                        terms.append(vrn_fn(g.z1.detach(), g.z2.detach()))
+            optimizer.zero_grad(set_to_none=True)
+            parts.scaler.scale(loss).backward()
+            parts.scaler.step(optimizer)
+            parts.scaler.update()
+            step += 1
+            # statistics of the gathered global batch under DDP: every rank logs the same row
+            meter.add(terms, g.z1, g.z2, images=v1.shape[0] * env.world, lr=lr)
+            shown.step(step, epoch + 1)
+            if every and step % every == 0:
+                train_seconds += close_row()
+            if step >= config.total_steps:
+                break
+        if meter.n:
+            train_seconds += close_row()
+        epoch += 1
+        if writes:
+            t1 = time.perf_counter()
+            _save(config, data, parts, Path(out_dir), epoch, step, history)
+            ckpt_seconds += time.perf_counter() - t1
     return FitResult(
         epochs=epoch,
         steps=step,
@@ -545,5 +657,5 @@ def fit(
         checkpoint_seconds=ckpt_seconds,
         history=history,
         checkpoint=last_path if writes else None,
-        complete=step >= total_steps,
+        complete=step >= config.total_steps,
     )

@@ -1,0 +1,133 @@
+"""The CLI's one progress display: a rich bar on a terminal, plain lines otherwise.
+
+``train``, ``analyze`` and ``sweep`` all show progress through this module, so their bars look
+alike and ``--quiet`` or a stdout that is not a terminal behave alike. The library below the CLI
+only calls back (``progress=`` arguments); it never prints progress itself.
+
+* :func:`use_bar` -- whether to draw a bar at all;
+* :func:`progress_bar` -- the bar: what | bar | done/total | elapsed | remaining | details;
+* :func:`counter` -- analyze's ``progress(description, total) -> advance(n)`` on a bar;
+* :class:`TrainDisplay` -- the training loop's callback
+  (:class:`~cl_diag.training.loop.FitProgress`): a bar task showing the latest metrics row, or
+  one plain line per row;
+* :func:`train_display` -- a :class:`TrainDisplay` for ``cl-diag train``, with its own bar.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.text import Text
+
+__all__ = ["use_bar", "progress_bar", "counter", "TrainDisplay", "train_display", "row_line"]
+
+
+def use_bar(quiet: bool) -> bool:
+    """A bar only on a terminal and without ``--quiet``; plain output otherwise (logs, pipes)."""
+    return not quiet and sys.stdout.isatty()
+
+
+class _Details(ProgressColumn):
+    """A task's ``details`` field, when it has one (analyze's tasks have none)."""
+
+    def render(self, task: Task) -> Text:
+        return Text(str(task.fields.get("details", "")))
+
+
+def progress_bar(console: Console, *, transient: bool = False) -> Progress:
+    """The one bar layout of the CLI; use it as a context manager and add tasks to it."""
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        _Details(),
+        console=console,
+        transient=transient,
+    )
+
+
+def counter(bar: Progress) -> Callable[[str, int | None], Callable[[int], None]]:
+    """``progress(description, total)`` -> ``advance(n)``, each call a new task on ``bar``."""
+
+    def factory(description: str, total: int | None) -> Callable[[int], None]:
+        task = bar.add_task(description, total=total)
+        return lambda n: bar.advance(task, n)
+
+    return factory
+
+
+def row_line(row: dict[str, float], epochs: int) -> str:
+    """One metrics row as the plain line ``train --quiet`` prints."""
+    return (
+        f"epoch {row['epoch']}/{epochs}  step {row['step']}  loss {row['loss']:.4f}  "
+        f"vrn {row['vrn']:.4g}  lr {row['lr']:.4g}  {row['images_per_s']:.0f} img/s"
+    )
+
+
+class TrainDisplay:
+    """The training loop's progress callback: a task on ``bar``, or plain lines without a bar.
+
+    The bar advances every step and shows the latest metrics row (loss, VRN, lr, images/s),
+    which the loop produces every ``--log-every`` steps; plain mode prints one line per row.
+    ``label`` prefixes the task (a sweep cell's name).
+    """
+
+    def __init__(self, bar: Progress | None = None, label: str = "") -> None:
+        self.bar, self.label = bar, label
+        self.task = None
+        self.epochs = 0
+
+    def _describe(self, epoch: int) -> str:
+        return f"{self.label + ' ' if self.label else ''}epoch {epoch}/{self.epochs}"
+
+    def start(self, *, total_steps: int, done_steps: int, epochs: int) -> None:
+        self.epochs = epochs
+        if self.bar is not None:
+            self.task = self.bar.add_task(
+                self._describe(0), total=total_steps, completed=done_steps, details=""
+            )
+
+    def step(self, step: int, epoch: int) -> None:
+        if self.task is not None:
+            self.bar.update(self.task, completed=step, description=self._describe(epoch))
+
+    def row(self, row: dict[str, float]) -> None:
+        if self.task is not None:
+            details = (
+                f"loss {row['loss']:.4f}  vrn {row['vrn']:.4g}  lr {row['lr']:.3g}  "
+                f"{row['images_per_s']:.0f} img/s"
+            )
+            self.bar.update(self.task, details=details)
+        elif self.bar is None:
+            print(row_line(row, self.epochs), flush=True)
+
+    def finish(self) -> None:
+        """Take the task off a shared bar (a sweep cell is done)."""
+        if self.task is not None:
+            self.bar.remove_task(self.task)
+            self.task = None
+
+
+@contextmanager
+def train_display(console: Console, *, quiet: bool) -> Iterator[TrainDisplay]:
+    """The display of ``cl-diag train``: its own bar on a terminal, plain lines otherwise."""
+    if not use_bar(quiet):
+        yield TrainDisplay()
+        return
+    with progress_bar(console) as bar:
+        yield TrainDisplay(bar)
