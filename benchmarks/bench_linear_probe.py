@@ -38,7 +38,8 @@ from __future__ import annotations
 import argparse
 import time
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -100,8 +101,12 @@ def _torch_lbfgs_fit(
     d = x.shape[1]
     param = theta.clone().requires_grad_(True)
     opt = torch.optim.LBFGS(
-        [param], lr=1.0, max_iter=max_iter, tolerance_grad=tol,
-        tolerance_change=float(torch.finfo(x.dtype).eps), history_size=history_size,
+        [param],
+        lr=1.0,
+        max_iter=max_iter,
+        tolerance_grad=tol,
+        tolerance_change=float(torch.finfo(x.dtype).eps),
+        history_size=history_size,
         line_search_fn="strong_wolfe",
     )
 
@@ -117,8 +122,9 @@ def _torch_lbfgs_fit(
     return param.detach(), int(state["n_iter"]), int(state["func_evals"])
 
 
-def torch_probe(x_tr, y_tr, x_te, y_te, *, grid, seed, tol, max_iter, patience, history_size,
-                **_: Any) -> dict[str, Any]:
+def torch_probe(
+    x_tr, y_tr, x_te, y_te, *, grid, seed, tol, max_iter, patience, history_size, **_: Any
+) -> dict[str, Any]:
     """linear_probe's protocol with each fit by torch.optim.LBFGS instead of the own solver."""
     classes = np.unique(y_tr)
     fit_idx, val_idx = stratified_split(y_tr, 0.1, seed)
@@ -152,12 +158,18 @@ def torch_probe(x_tr, y_tr, x_te, y_te, *, grid, seed, tol, max_iter, patience, 
     with torch.no_grad():
         scores = logits(theta, xt).numpy()
     top1, top5 = topk(scores, np.searchsorted(classes, y_te), min(5, n_cls))
-    return {"top1": top1, "top5": top5, "weight_decay": wd, "iterations": iters + it,
-            "evaluations": evals + ev}
+    return {
+        "top1": top1,
+        "top5": top5,
+        "weight_decay": wd,
+        "iterations": iters + it,
+        "evaluations": evals + ev,
+    }
 
 
-def sklearn_probe(x_tr, y_tr, x_te, y_te, *, grid, seed, tol, max_iter, patience, warm,
-                  **_: Any) -> dict[str, Any]:
+def sklearn_probe(
+    x_tr, y_tr, x_te, y_te, *, grid, seed, tol, max_iter, patience, warm, **_: Any
+) -> dict[str, Any]:
     """Weight decay chosen on the held-out split, then refit; features L2-normalised here.
 
     ``warm=False, patience=None`` is the plain loop; ``warm=True`` with cl_diag's patience
@@ -191,8 +203,13 @@ def sklearn_probe(x_tr, y_tr, x_te, y_te, *, grid, seed, tol, max_iter, patience
     iters += int(clf.n_iter_.sum())
     k = min(5, clf.classes_.size)
     top1, top5 = topk(clf.decision_function(x_te), np.searchsorted(clf.classes_, y_te), k)
-    return {"top1": top1, "top5": top5, "weight_decay": wd, "iterations": iters,
-            "evaluations": None}
+    return {
+        "top1": top1,
+        "top5": top5,
+        "weight_decay": wd,
+        "iterations": iters,
+        "evaluations": None,
+    }
 
 
 def timed(fn: Callable[[], dict[str, Any]], repeats: int) -> tuple[dict[str, Any], float, float]:
@@ -207,8 +224,9 @@ def timed(fn: Callable[[], dict[str, Any]], repeats: int) -> tuple[dict[str, Any
     return out, min(walls), min(cpus)
 
 
-def compare(name: str, data: Problem, *, repeats: int, with_path: bool, with_sklearn: bool,
-            seed: int) -> dict[str, Any]:
+def compare(
+    name: str, data: Problem, *, repeats: int, with_path: bool, with_sklearn: bool, seed: int
+) -> dict[str, Any]:
     """Fit the problem with every solver, print the table and the ratios; return the rows."""
     x_tr, y_tr, x_te, y_te = data
     grid = DEFAULT_WEIGHT_DECAYS
@@ -230,33 +248,50 @@ def compare(name: str, data: Problem, *, repeats: int, with_path: bool, with_skl
         if label == "cl_diag own L-BFGS":
             st = res["settings"]
             # the rivals get the own probe's tolerance, iteration cap, patience and memory
-            common.update(tol=st["tolerance"], max_iter=st["max_iter"], patience=st["patience"],
-                          history_size=st["history_size"])
-            print(f"settings: tol={st['tolerance']} max_iter={st['max_iter']} "
-                  f"grid={st['weight_decay_grid']} patience={st['patience']} "
-                  f"history={st['history_size']} val_fraction={st['val_fraction']} seed={seed}")
+            common.update(
+                tol=st["tolerance"],
+                max_iter=st["max_iter"],
+                patience=st["patience"],
+                history_size=st["history_size"],
+            )
+            print(
+                f"settings: tol={st['tolerance']} max_iter={st['max_iter']} "
+                f"grid={st['weight_decay_grid']} patience={st['patience']} "
+                f"history={st['history_size']} val_fraction={st['val_fraction']} seed={seed}"
+            )
             fits = st["fits"].items()
-            print("own fits (iterations/line trials/stop): " + ", ".join(
-                f"{k}: {v['iterations']}/{v['line_trials']}/{v['stop']}" for k, v in fits
-            ))
+            print(
+                "own fits (iterations/line trials/stop): "
+                + ", ".join(
+                    f"{k}: {v['iterations']}/{v['line_trials']}/{v['stop']}" for k, v in fits
+                )
+            )
         print(f"  done: {label} ({wall:.1f} s)", flush=True)
-    print(f"{'':24s} {'top1 %':>7s} {'top5 %':>7s} {'wd':>7s} {'wall s':>8s} {'cpu s':>8s} "
-          f"{'iters':>6s} {'evals':>6s}")
+    print(
+        f"{'':24s} {'top1 %':>7s} {'top5 %':>7s} {'wd':>7s} {'wall s':>8s} {'cpu s':>8s} "
+        f"{'iters':>6s} {'evals':>6s}"
+    )
     for label, r, w, c in rows:
         ev = "-" if r["evaluations"] is None else str(r["evaluations"])
-        print(f"{label:24s} {100 * r['top1']:7.2f} {100 * r['top5']:7.2f} {r['weight_decay']:7.0e} "
-              f"{w:8.2f} {c:8.2f} {r['iterations']:6d} {ev:>6s}")
+        print(
+            f"{label:24s} {100 * r['top1']:7.2f} {100 * r['top5']:7.2f} {r['weight_decay']:7.0e} "
+            f"{w:8.2f} {c:8.2f} {r['iterations']:6d} {ev:>6s}"
+        )
     _, own, w_own, c_own = rows[0]
     for label, r, w, c in rows[1:]:
-        print(f"{label} vs own: top1 {100 * (r['top1'] - own['top1']):+.2f} points, "
-              f"top5 {100 * (r['top5'] - own['top5']):+.2f} points; "
-              f"time ratio (theirs / own) wall {w / w_own:.2f}x, cpu {c / c_own:.2f}x")
+        print(
+            f"{label} vs own: top1 {100 * (r['top1'] - own['top1']):+.2f} points, "
+            f"top5 {100 * (r['top5'] - own['top5']):+.2f} points; "
+            f"time ratio (theirs / own) wall {w / w_own:.2f}x, cpu {c / c_own:.2f}x"
+        )
     _, tor, w_tor, _ = rows[1]
     keep = abs(tor["top1"] - own["top1"]) > 0.001 or w_tor > 1.5 * w_own
     verdict = "keep the own solver" if keep else "torch.optim.LBFGS would do"
-    print(f"issue-10 rule on this problem: {verdict} (replacing needs |d top1| <= 0.10 points, "
-          f"here {100 * abs(tor['top1'] - own['top1']):.2f}, and a wall ratio <= 1.5, "
-          f"here {w_tor / w_own:.2f})")
+    print(
+        f"issue-10 rule on this problem: {verdict} (replacing needs |d top1| <= 0.10 points, "
+        f"here {100 * abs(tor['top1'] - own['top1']):.2f}, and a wall ratio <= 1.5, "
+        f"here {w_tor / w_own:.2f})"
+    )
     return {"rows": rows, "keep": keep}
 
 
@@ -267,28 +302,53 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="small synthetic problem (smoke run)")
     ap.add_argument("--sigma", type=float, default=0.15, help="std of the synthetic class means")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--path", action="store_true",
-                    help="add the information-only 'cl_diag's path' run")
+    ap.add_argument(
+        "--path", action="store_true", help="add the information-only 'cl_diag's path' run"
+    )
     ap.add_argument("--skip-synthetic", action="store_true")
-    ap.add_argument("--threads", type=int, default=None,
-                    help="torch.set_num_threads(N) first (1: small problems steady on busy cores)")
-    ap.add_argument("--no-sklearn", action="store_true",
-                    help="skip the sklearn plain loop (minutes on the full synthetic problem)")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch.set_num_threads(N) first (1: small problems steady on busy cores)",
+    )
+    ap.add_argument(
+        "--no-sklearn",
+        action="store_true",
+        help="skip the sklearn plain loop (minutes on the full synthetic problem)",
+    )
     args = ap.parse_args()
     import sklearn
 
     if args.threads is not None:
         torch.set_num_threads(args.threads)
-    print(f"torch {torch.__version__} (threads {torch.get_num_threads()}), "
-          f"sklearn {sklearn.__version__}, numpy {np.__version__}")
-    verdicts = [compare("digits (raw pixels)", digits(args.seed), repeats=3, with_path=args.path,
-                        with_sklearn=not args.no_sklearn, seed=args.seed)["keep"]]
+    print(
+        f"torch {torch.__version__} (threads {torch.get_num_threads()}), "
+        f"sklearn {sklearn.__version__}, numpy {np.__version__}"
+    )
+    verdicts = [
+        compare(
+            "digits (raw pixels)",
+            digits(args.seed),
+            repeats=3,
+            with_path=args.path,
+            with_sklearn=not args.no_sklearn,
+            seed=args.seed,
+        )["keep"]
+    ]
     if not args.skip_synthetic:
         shape = (5_000, 1_000, 128, 20) if args.quick else (50_000, 10_000, 512, 100)
         data = synthetic(*shape, sigma=args.sigma, seed=args.seed)
-        verdicts.append(compare(f"synthetic Gaussian classes, sigma={args.sigma}", data, repeats=1,
-                                with_path=args.path, with_sklearn=not args.no_sklearn,
-                                seed=args.seed)["keep"])
+        verdicts.append(
+            compare(
+                f"synthetic Gaussian classes, sigma={args.sigma}",
+                data,
+                repeats=1,
+                with_path=args.path,
+                with_sklearn=not args.no_sklearn,
+                seed=args.seed,
+            )["keep"]
+        )
     final = "keep the own L-BFGS" if any(verdicts) else "replace it by torch.optim.LBFGS"
     print(f"\nverdict: {final}")
 

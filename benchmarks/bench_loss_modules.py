@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -20,8 +20,12 @@ from cl_diag.losses import LOSSES, build_loss
 CASES = {"simclr": {"temperature": 0.2}, "vrn": {"delta": -1 / 49_999, "power": 2.0}}
 
 
-def time_step(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-              z1: torch.Tensor, z2: torch.Tensor, reps: int) -> float:
+def time_step(
+    fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    z1: torch.Tensor,
+    z2: torch.Tensor,
+    reps: int,
+) -> float:
     """Median microseconds of fn(z1, z2).backward() over five blocks of reps // 5."""
     for _ in range(20):  # warm-up
         fn(z1, z2).backward()

@@ -28,9 +28,9 @@ from __future__ import annotations
 import argparse
 import ctypes
 import gc
-from concurrent.futures import ThreadPoolExecutor
 import platform
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
@@ -187,7 +187,9 @@ def run_size(n: int, d: int, repeats: int, with_peer: bool, block_size: int | No
         if n <= 20_000:
             t, m, _ = measure(lambda: full_mm(u, v))
             row["full"].append((t, m))
-    best = {k: min(row[k]) if row[k] else None for k in ("ours", "peer", "tiles", "workers", "full")}
+    best = {
+        k: min(row[k]) if row[k] else None for k in ("ours", "peer", "tiles", "workers", "full")
+    }
     row["gflops_ours"] = flops / best["ours"][0] / 1e9
     row["gflops_tiles"] = flops / best["tiles"][0] / 1e9 if best["tiles"] else None
     row["gflops_workers"] = flops / best["workers"][0] / 1e9
@@ -207,44 +209,66 @@ def report(row: dict) -> None:
         peer_t, peer_m = best["peer"]
         runs = ", ".join(f"{t:.2f}" for t, _ in row["peer"])
         print(f"  sklearn + numpy    {peer_t:8.2f} s   peak +{peer_m:8.1f} MiB   runs: {runs}")
-        print(f"  speed-up {peer_t / ours_t:6.1f}x   memory ratio (peer / cl-diag) {peer_m / max(ours_m, 1e-9):6.1f}x"
-              f"   max |diff| of mean/var/min/max {row['max_abs_diff']:.1e}")
+        print(
+            f"  speed-up {peer_t / ours_t:6.1f}x   memory ratio (peer / cl-diag) {peer_m / max(ours_m, 1e-9):6.1f}x"
+            f"   max |diff| of mean/var/min/max {row['max_abs_diff']:.1e}"
+        )
     workers_t, _ = best["workers"]
     print(f"  cl-diag            {row['gflops_ours']:6.1f} GFLOP/s")
     if best["tiles"]:
         tiles_t, _ = best["tiles"]
-        print(f"  plain tile GEMMs   {tiles_t:8.2f} s   {row['gflops_tiles']:6.1f} GFLOP/s (torch threads);"
-              f"  cl-diag = {100 * row['gflops_ours'] / row['gflops_tiles']:5.1f} % of it")
-    print(f"  same, cl-diag's workers {workers_t:5.2f} s   {row['gflops_workers']:6.1f} GFLOP/s;"
-          f"  cl-diag = {100 * row['gflops_ours'] / row['gflops_workers']:5.1f} % of it")
+        print(
+            f"  plain tile GEMMs   {tiles_t:8.2f} s   {row['gflops_tiles']:6.1f} GFLOP/s (torch threads);"
+            f"  cl-diag = {100 * row['gflops_ours'] / row['gflops_tiles']:5.1f} % of it"
+        )
+    print(
+        f"  same, cl-diag's workers {workers_t:5.2f} s   {row['gflops_workers']:6.1f} GFLOP/s;"
+        f"  cl-diag = {100 * row['gflops_ours'] / row['gflops_workers']:5.1f} % of it"
+    )
     if row["gflops_full"]:
         full_t, full_m = best["full"]
-        print(f"  one full n x n mm  {full_t:8.2f} s   {row['gflops_full']:6.1f} GFLOP/s (peak +{full_m:.0f} MiB);"
-              f"  cl-diag = {100 * row['gflops_ours'] / row['gflops_full']:5.1f} % of it")
+        print(
+            f"  one full n x n mm  {full_t:8.2f} s   {row['gflops_full']:6.1f} GFLOP/s (peak +{full_m:.0f} MiB);"
+            f"  cl-diag = {100 * row['gflops_ours'] / row['gflops_full']:5.1f} % of it"
+        )
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="2000,5000,10000,20000", help="comma-separated n (default %(default)s)")
+    parser.add_argument(
+        "--sizes", default="2000,5000,10000,20000", help="comma-separated n (default %(default)s)"
+    )
     parser.add_argument("--d", type=int, default=128)
-    parser.add_argument("--repeats", type=int, default=2, help="timed runs per size; the best is reported")
-    parser.add_argument("--block-size", type=int, default=None, help="tile side (default: cl-diag's)")
-    parser.add_argument("--skip-peer", action="store_true", help="only cl-diag and the plain matmuls")
+    parser.add_argument(
+        "--repeats", type=int, default=2, help="timed runs per size; the best is reported"
+    )
+    parser.add_argument(
+        "--block-size", type=int, default=None, help="tile side (default: cl-diag's)"
+    )
+    parser.add_argument(
+        "--skip-peer", action="store_true", help="only cl-diag and the plain matmuls"
+    )
     parser.add_argument("--skip-100k", action="store_true", help="skip the n = 100,000 run")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s]
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {platform.processor() or platform.machine()}")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, {platform.processor() or platform.machine()}"
+    )
     for n in sizes:
         report(run_size(n, args.d, args.repeats, not args.skip_peer, args.block_size))
     if not args.skip_100k:
         n = 100_000
         row = run_size(n, args.d, 1, False, args.block_size)
         report(row)
-        print(f"  (peer not run at n = {n:,}: its three {n:,} x {n:,} float32 matrices need "
-              f"{3 * 4 * n * n / 2**30:.0f} GiB)")
+        print(
+            f"  (peer not run at n = {n:,}: its three {n:,} x {n:,} float32 matrices need "
+            f"{3 * 4 * n * n / 2**30:.0f} GiB)"
+        )
     print("\npeak = extra resident memory (VmHWM after reset) over the RSS before the call")
-    print(f"cl-diag working set per CPU worker: ~25 bytes x tile^2 = "
-          f"{25 * _default_tile(10**6, torch.device('cpu')) ** 2 / 2**20:.0f} MiB at the default tile")
+    print(
+        f"cl-diag working set per CPU worker: ~25 bytes x tile^2 = "
+        f"{25 * _default_tile(10**6, torch.device('cpu')) ** 2 / 2**20:.0f} MiB at the default tile"
+    )
 
 
 if __name__ == "__main__":

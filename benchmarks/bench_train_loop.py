@@ -59,12 +59,12 @@ from pathlib import Path
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+import cl_diag.training.loop as loop_module
 from cl_diag.losses import LOSSES
+from cl_diag.models import build_model
 from cl_diag.orchestration.train import ResolvedTrainConfig, TrainConfig, resolve_config
 from cl_diag.training.data import TrainingData, training_data
-import cl_diag.training.loop as loop_module
 from cl_diag.training.loop import DistEnv, EpochBatchSampler, amp_dtype, fit
-from cl_diag.models import build_model
 
 
 class CachedViews(Dataset):
@@ -115,11 +115,18 @@ def hand_loop(
     channels_last = device.type == "cuda"
     if channels_last:
         model = model.to(memory_format=torch.channels_last)
-    opt = torch.optim.SGD(model.parameters(), lr=peak_lr, momentum=config.momentum, weight_decay=config.weight_decay)
+    opt = torch.optim.SGD(
+        model.parameters(), lr=peak_lr, momentum=config.momentum, weight_decay=config.weight_decay
+    )
     loss_fn = LOSSES[config.loss]
     dtype = amp_dtype(config.autocast, device)
     sampler = EpochBatchSampler(data.n_train, config.batch_size, config.seed)
-    loader = DataLoader(data.train_set, batch_sampler=sampler, num_workers=config.workers, pin_memory=device.type == "cuda")
+    loader = DataLoader(
+        data.train_set,
+        batch_sampler=sampler,
+        num_workers=config.workers,
+        pin_memory=device.type == "cuda",
+    )
     steps, seconds = 0, 0.0
     model.train()
     for epoch in range(config.run_epochs):
@@ -166,8 +173,12 @@ def main() -> None:
     ap.add_argument("--num-samples", type=int, default=None)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--workers", type=int, default=0)
-    ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
-                    help="wall seconds, or CPU seconds of this process (a busy shared CPU machine)")
+    ap.add_argument(
+        "--clock",
+        choices=["wall", "cpu"],
+        default="wall",
+        help="wall seconds, or CPU seconds of this process (a busy shared CPU machine)",
+    )
     args = ap.parse_args()
     global clock
     if args.clock == "cpu":
@@ -185,13 +196,22 @@ def main() -> None:
         views = CachedViews(n, shape)
         data = TrainingData(dataset, views, torch.zeros(n, dtype=torch.long), n, 1)
     # the same resolution as `cl-diag train` (peak lr, steps, VRN delta), on this data's size
-    options = TrainConfig(dataset=dataset, arch=args.arch, batch_size=args.batch_size,
-                          epochs=args.epochs, temperature=0.2, device=args.device,
-                          workers=args.workers, quiet=True)
+    options = TrainConfig(
+        dataset=dataset,
+        arch=args.arch,
+        batch_size=args.batch_size,
+        epochs=args.epochs,
+        temperature=0.2,
+        device=args.device,
+        workers=args.workers,
+        quiet=True,
+    )
     base = resolve_config(options, n_train=data.n_train)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {device}, arch {base.arch}, "
-          f"data {args.data} (n={data.n_train}), batch {base.batch_size}, {args.epochs} epochs x {args.repeats} repeats, "
-          f"precision {base.autocast}, {args.clock} clock")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {device}, arch {base.arch}, "
+        f"data {args.data} (n={data.n_train}), batch {base.batch_size}, {args.epochs} epochs x {args.repeats} repeats, "
+        f"precision {base.autocast}, {args.clock} clock"
+    )
 
     # warm-up (allocator, kernels, first-touch of the data)
     one_epoch = resolve_config(replace(options, epochs=1), n_train=data.n_train)
@@ -221,14 +241,20 @@ def main() -> None:
     step_rate = {k: 1 / statistics.median(clocks[k].durations) for k in names}  # steady state
     print(f"{'':18s} {'whole loop':>21s}   {'median step':>22s}")
     for k in names:
-        print(f"{k:18s} {rate[k]:8.2f} steps/s {rate[k] * base.batch_size:7.0f} img/s   "
-              f"{step_rate[k]:8.2f} steps/s {step_rate[k] * base.batch_size:7.0f} img/s")
+        print(
+            f"{k:18s} {rate[k]:8.2f} steps/s {rate[k] * base.batch_size:7.0f} img/s   "
+            f"{step_rate[k]:8.2f} steps/s {step_rate[k] * base.batch_size:7.0f} img/s"
+        )
     for title, r in (("whole loop", rate), ("median step", step_rate)):
         overhead = 100 * (r["cl-diag"] / r["cl-diag --vrn 30"] - 1)
-        print(f"{title + ':':13s} cl-diag / hand-written {r['cl-diag'] / r['hand']:.3f} "
-              f"(target >= 0.98), --vrn 30 overhead {overhead:+.1f} % (target < 3 %)")
+        print(
+            f"{title + ':':13s} cl-diag / hand-written {r['cl-diag'] / r['hand']:.3f} "
+            f"(target >= 0.98), --vrn 30 overhead {overhead:+.1f} % (target < 3 %)"
+        )
     per_epoch = ckpt["cl-diag"] / args.epochs
-    print(f"checkpoint write per epoch:  {1000 * per_epoch:.1f} ms (last.pt + metrics.csv, fsync'd)")
+    print(
+        f"checkpoint write per epoch:  {1000 * per_epoch:.1f} ms (last.pt + metrics.csv, fsync'd)"
+    )
 
 
 if __name__ == "__main__":

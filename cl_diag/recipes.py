@@ -31,9 +31,10 @@ import inspect
 import sys
 import types
 import typing
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from cl_diag.errors import UserError
 
@@ -44,14 +45,14 @@ else:  # Python 3.10: the same parser, as the tomli package (a declared dependen
 
 __all__ = [
     "BUNDLED",
+    "apply_recipe",
     "bundled",
+    "explicit_options",
     "locate",
-    "option_types",
-    "read_recipe",
     "merge_layers",
     "merge_recipe",
-    "apply_recipe",
-    "explicit_options",
+    "option_types",
+    "read_recipe",
 ]
 
 #: The bundled kinds of TOML file: kind -> (data package, the command that reads it, the folder of
@@ -92,13 +93,16 @@ def locate(value: str | Path, kind: str) -> Path:
         return path
     names = bundled(kind)
     name = path.name[: -len(".toml")] if path.name.endswith(".toml") else path.name
-    if name in names and (str(value) == path.name or path.parent.as_posix() == BUNDLED[kind][2].rstrip("/")):
+    if name in names and (
+        str(value) == path.name or path.parent.as_posix() == BUNDLED[kind][2].rstrip("/")
+    ):
         return names[name]
     folder = BUNDLED[kind][2]
     raise UserError(
         f"{kind} {value} is neither a file nor a bundled {kind}. Give the path of a .toml {kind} or one "
         f"of the bundled names: {', '.join(names)} (see {folder}); `cl-diag recipes` lists them."
     )
+
 
 # Parameter sources that mean "the user said so" (click's ParameterSource names).
 _EXPLICIT_SOURCES = ("COMMANDLINE", "ENVIRONMENT", "PROMPT")
@@ -126,7 +130,7 @@ def option_types(command: Any) -> dict[str, Any]:
     callback = getattr(command, "callback", None)
     try:
         hints = typing.get_type_hints(callback) if callback is not None else {}
-    except Exception:  # noqa: BLE001 -- unresolved forward refs: fall back to no types
+    except Exception:
         hints = {}
     signature = inspect.signature(callback) if callback is not None else None
     out: dict[str, Any] = {}
@@ -193,11 +197,17 @@ def read_recipe(path: str | Path, command: Any) -> dict[str, Any]:
     for key, value in raw.items():
         name = key.replace("-", "_")
         if isinstance(value, dict):
-            raise UserError(f"{kind} {p}: [{key}] is a table; a {kind} is a flat list of options. Valid keys: {valid}.")
+            raise UserError(
+                f"{kind} {p}: [{key}] is a table; a {kind} is a flat list of options. Valid keys: {valid}."
+            )
         if name not in kinds:
-            raise UserError(f"{kind} {p}: {key!r} is not an option of this command. Valid keys: {valid}.")
+            raise UserError(
+                f"{kind} {p}: {key!r} is not an option of this command. Valid keys: {valid}."
+            )
         if name in out:
-            raise UserError(f"{kind} {p}: {key!r} is given twice (as {name} and {name.replace('_', '-')}).")
+            raise UserError(
+                f"{kind} {p}: {key!r} is given twice (as {name} and {name.replace('_', '-')})."
+            )
         out[name] = _check_type(name, value, kinds[name], f"{kind} {p}")
     return out
 

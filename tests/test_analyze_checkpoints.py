@@ -4,10 +4,10 @@ state dicts; the probes, baselines and theory panel; and every way a checkpoint 
 from __future__ import annotations
 
 import hashlib
-import re
 import json
 import math
 import pickle
+import re
 from dataclasses import asdict
 from pathlib import Path
 
@@ -18,6 +18,7 @@ import torchvision
 from torch import nn
 
 from cl_diag.errors import UserError
+from cl_diag.measurement import theory as th
 from cl_diag.models.checkpoints import read_checkpoint_file
 from cl_diag.models.foreign import (
     infer_resnet_arch,
@@ -26,7 +27,6 @@ from cl_diag.models.foreign import (
     solo_training_config,
 )
 from cl_diag.models.foreign import rebuild_projector as build_projector
-from cl_diag.measurement import theory as th
 from cl_diag.orchestration.analyze import theory_panel
 
 PROBES_DIR = Path(__file__).resolve().parents[1] / "probes"
@@ -71,12 +71,22 @@ def _projector(with_bn: bool, seed: int) -> nn.Sequential:
     return proj.eval()
 
 
-def _solo_ckpt(path: Path, backbone: nn.Module, projector: nn.Module, *, num_classes=10, prefix="backbone.") -> Path:
+def _solo_ckpt(
+    path: Path, backbone: nn.Module, projector: nn.Module, *, num_classes=10, prefix="backbone."
+) -> Path:
     state = {f"{prefix}{k}": v for k, v in backbone.state_dict().items()}
     state.update({f"projector.{k}": v for k, v in projector.state_dict().items()})
     state["classifier.weight"] = torch.zeros(num_classes, 512)
     state["classifier.bias"] = torch.zeros(num_classes)
-    torch.save({"epoch": 199, "global_step": 1000, "pytorch-lightning_version": "2.0.0", "state_dict": state}, path)
+    torch.save(
+        {
+            "epoch": 199,
+            "global_step": 1000,
+            "pytorch-lightning_version": "2.0.0",
+            "state_dict": state,
+        },
+        path,
+    )
     return path
 
 
@@ -93,13 +103,23 @@ def _write_cifar10(root: Path, per_batch: int, test: int, seed: int = 0) -> Path
             rng.normal(25 * np.repeat(np.array(labels)[:, None], 3072, axis=1), 40.0), 0, 255
         ).astype(np.uint8)
         with open(folder / name, "wb") as f:
-            pickle.dump({"batch_label": name, "labels": labels, "data": data, "filenames": [f"{i}.png" for i in range(n)]}, f)
+            pickle.dump(
+                {
+                    "batch_label": name,
+                    "labels": labels,
+                    "data": data,
+                    "filenames": [f"{i}.png" for i in range(n)],
+                },
+                f,
+            )
 
     for i in range(1, 6):
         batch(f"data_batch_{i}", per_batch)
     batch("test_batch", test)
     with open(folder / "batches.meta", "wb") as f:
-        pickle.dump({"label_names": [f"class{i}" for i in range(10)], "num_cases_per_batch": per_batch}, f)
+        pickle.dump(
+            {"label_names": [f"class{i}" for i in range(10)], "num_cases_per_batch": per_batch}, f
+        )
     return root
 
 
@@ -114,21 +134,31 @@ def cifar_checksums(monkeypatch):
             return hashlib.md5((folder / name).read_bytes()).hexdigest()
 
         cls = torchvision.datasets.CIFAR10
-        monkeypatch.setattr(cls, "train_list", [[f"data_batch_{i}", md5(f"data_batch_{i}")] for i in range(1, 6)])
+        monkeypatch.setattr(
+            cls, "train_list", [[f"data_batch_{i}", md5(f"data_batch_{i}")] for i in range(1, 6)]
+        )
         monkeypatch.setattr(cls, "test_list", [["test_batch", md5("test_batch")]])
-        monkeypatch.setattr(cls, "meta", {"filename": "batches.meta", "key": "label_names", "md5": md5("batches.meta")})
+        monkeypatch.setattr(
+            cls,
+            "meta",
+            {"filename": "batches.meta", "key": "label_names", "md5": md5("batches.meta")},
+        )
 
     return patch
 
 
-def _cl_diag_ckpt(path: Path, *, dataset="digits", loss="simclr", batch_size=32, seed=3, **extra) -> Path:
+def _cl_diag_ckpt(
+    path: Path, *, dataset="digits", loss="simclr", batch_size=32, seed=3, **extra
+) -> Path:
     """A cl-diag checkpoint written with the trainer's own model builder and writer, untrained."""
+    from cl_diag.models import build_model
     from cl_diag.orchestration.train import TrainConfig
     from cl_diag.training.checkpoint import FORMAT, FORMAT_VERSION, save_checkpoint
     from cl_diag.training.data import training_data
-    from cl_diag.training.models import build_model
 
-    config = asdict(TrainConfig(dataset=dataset, loss=loss, batch_size=batch_size, temperature=0.2, **extra))
+    config = asdict(
+        TrainConfig(dataset=dataset, loss=loss, batch_size=batch_size, temperature=0.2, **extra)
+    )
     data = training_data(dataset, seed=0, num_samples=config.get("num_samples"))
     model = build_model(config, seed=seed)
     ck = {
@@ -154,7 +184,10 @@ def _cl_diag_ckpt(path: Path, *, dataset="digits", loss="simclr", batch_size=32,
 # --------------------------------------------------------------------------- foreign formats (units)
 
 
-@pytest.mark.parametrize("with_bn, layout", [(False, "Linear(512,64)-ReLU-Linear(64,32)"), (True, "Linear(512,64)-BN-ReLU-Linear(64,32)")])
+@pytest.mark.parametrize(
+    "with_bn, layout",
+    [(False, "Linear(512,64)-ReLU-Linear(64,32)"), (True, "Linear(512,64)-BN-ReLU-Linear(64,32)")],
+)
 def test_projector_rebuilt_from_keys_computes_the_same_function(with_bn, layout):
     original = _projector(with_bn, seed=1)
     rebuilt, described = build_projector(original.state_dict())
@@ -198,7 +231,9 @@ def test_solo_learn_checkpoint_loads_the_exact_weights(tmp_path, prefix):
     with torch.no_grad():
         assert torch.allclose(enc.projector(enc.backbone(x)), projector(backbone(x)), atol=1e-6)
         # the padding is not in the weights: the wrong one gives another function
-        other = load_foreign_encoder(file, arch="resnet18-cifar", dataset="cifar10", cifar_stem_padding=1)
+        other = load_foreign_encoder(
+            file, arch="resnet18-cifar", dataset="cifar10", cifar_stem_padding=1
+        )
         assert not torch.allclose(other.backbone(x), backbone(x), atol=1e-3)
 
 
@@ -219,10 +254,15 @@ def test_plain_torchvision_state_dict_with_module_prefix(tmp_path):
 
 def test_cifar_stem_padding_defaults_and_reasons():
     assert resolve_cifar_stem_padding(None, kind="solo-learn", fork_signs=[])["value"] == 2
-    fork = resolve_cifar_stem_padding(None, kind="solo-learn", fork_signs=["a BatchNorm in the projector"])
+    fork = resolve_cifar_stem_padding(
+        None, kind="solo-learn", fork_signs=["a BatchNorm in the projector"]
+    )
     assert fork["value"] == 1 and "fork" in fork["from"]
     assert resolve_cifar_stem_padding(None, kind="state-dict", fork_signs=[])["value"] == 1
-    assert resolve_cifar_stem_padding(2, kind="state-dict", fork_signs=[]) == {"value": 2, "from": "--cifar-stem-padding"}
+    assert resolve_cifar_stem_padding(2, kind="state-dict", fork_signs=[]) == {
+        "value": 2,
+        "from": "--cifar-stem-padding",
+    }
     with pytest.raises(UserError, match="--cifar-stem-padding"):
         resolve_cifar_stem_padding(7, kind="solo-learn", fork_signs=[])
 
@@ -240,26 +280,57 @@ def test_args_json_nested_and_flat_layouts():
         "seed": 5,
     }
     cfg = solo_training_config(nested)
-    assert cfg["loss"] == "simclr" and cfg["arch"] == "resnet18-cifar" and cfg["dataset"] == "cifar100"
+    assert (
+        cfg["loss"] == "simclr" and cfg["arch"] == "resnet18-cifar" and cfg["dataset"] == "cifar100"
+    )
     assert cfg["batch_size"] == 128 and cfg["batch_size_per_device"] == 64  # two devices, gathered
-    assert cfg["temperature"] == 0.2 and cfg["vrn"] == 30.0 and cfg["vrn_k"] == 50000 and cfg["epochs"] == 200
-    flat = {"method": "dcl", "encoder": "resnet50", "dataset": "imagenet100", "batch_size": 256, "temperature": 0.1}
+    assert (
+        cfg["temperature"] == 0.2
+        and cfg["vrn"] == 30.0
+        and cfg["vrn_k"] == 50000
+        and cfg["epochs"] == 200
+    )
+    flat = {
+        "method": "dcl",
+        "encoder": "resnet50",
+        "dataset": "imagenet100",
+        "batch_size": 256,
+        "temperature": 0.1,
+    }
     cfg = solo_training_config(flat)
-    assert cfg["arch"] == "resnet50" and cfg["batch_size"] == 256 and cfg["vrn"] == 0.0 and cfg["loss"] == "dcl"
+    assert (
+        cfg["arch"] == "resnet50"
+        and cfg["batch_size"] == 256
+        and cfg["vrn"] == 0.0
+        and cfg["loss"] == "dcl"
+    )
 
 
 def test_args_json_beside_the_checkpoint_names_arch_and_dataset(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
-    path = _solo_ckpt(run / "x-ep=9.ckpt", _cifar_resnet18(1, 0), _projector(True, 0), num_classes=100)
-    (run / "args.json").write_text(json.dumps({
-        "method": "simclr", "backbone": {"name": "resnet18"}, "data": {"dataset": "cifar100"},
-        "optimizer": {"batch_size": 128}, "add_vrn_loss_term": {"enabled": False, "weight": 30, "k": 50000},
-    }))
+    path = _solo_ckpt(
+        run / "x-ep=9.ckpt", _cifar_resnet18(1, 0), _projector(True, 0), num_classes=100
+    )
+    (run / "args.json").write_text(
+        json.dumps(
+            {
+                "method": "simclr",
+                "backbone": {"name": "resnet18"},
+                "data": {"dataset": "cifar100"},
+                "optimizer": {"batch_size": 128},
+                "add_vrn_loss_term": {"enabled": False, "weight": 30, "k": 50000},
+            }
+        )
+    )
     enc = load_foreign_encoder(read_checkpoint_file(path))
     assert (enc.arch, enc.dataset) == ("resnet18-cifar", "cifar100")
-    assert enc.provenance["arch"].startswith("args.json") and enc.provenance["dataset"] == "args.json"
-    assert enc.cifar_stem_padding["value"] == 1  # the fork: BN in the projector, add_vrn_loss_term present
+    assert (
+        enc.provenance["arch"].startswith("args.json") and enc.provenance["dataset"] == "args.json"
+    )
+    assert (
+        enc.cifar_stem_padding["value"] == 1
+    )  # the fork: BN in the projector, add_vrn_loss_term present
     assert enc.training_config["vrn"] == 0.0  # present but disabled
 
 
@@ -282,7 +353,9 @@ def test_pickled_payload_in_a_checkpoint_is_refused_without_running_it(run_cli, 
     state = {f"backbone.{k}": v for k, v in _cifar_resnet18(1, 0).state_dict().items()}
     torch.save({"state_dict": state, "hyper_parameters": _Marker(str(marker))}, path)
     out = tmp_path / "out"
-    result = run_cli("analyze", path, "--arch", "resnet18-cifar", "--dataset", "cifar10", "--out", out)
+    result = run_cli(
+        "analyze", path, "--arch", "resnet18-cifar", "--dataset", "cifar10", "--out", out
+    )
     _assert_refused(result, out, "refused", "pickled", "never pickled objects")
     assert not marker.exists()
 
@@ -291,14 +364,27 @@ def test_truncated_checkpoint(run_cli, tmp_path):
     path = _solo_ckpt(tmp_path / "x.ckpt", _cifar_resnet18(1, 0), _projector(False, 0))
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
     out = tmp_path / "out"
-    _assert_refused(run_cli("analyze", path, "--arch", "resnet18-cifar", "--out", out), out, "truncated", "weights_only=true")
+    _assert_refused(
+        run_cli("analyze", path, "--arch", "resnet18-cifar", "--out", out),
+        out,
+        "truncated",
+        "weights_only=true",
+    )
 
 
 def test_wrong_arch_lists_keys_and_suggests_the_right_one(run_cli, tmp_path):
     path = _solo_ckpt(tmp_path / "x.ckpt", _cifar_resnet18(1, 0), _projector(False, 0))
     out = tmp_path / "out"
     result = run_cli("analyze", path, "--arch", "resnet50", "--dataset", "cifar10", "--out", out)
-    _assert_refused(result, out, "missing keys", "layer1.0.conv3.weight", "wrong shapes", "conv1.weight", "--arch resnet18-cifar")
+    _assert_refused(
+        result,
+        out,
+        "missing keys",
+        "layer1.0.conv3.weight",
+        "wrong shapes",
+        "conv1.weight",
+        "--arch resnet18-cifar",
+    )
     result = run_cli("analyze", path, "--arch", "vgg16", "--out", out)
     _assert_refused(result, out, "not supported", "resnet18-cifar")
 
@@ -306,18 +392,35 @@ def test_wrong_arch_lists_keys_and_suggests_the_right_one(run_cli, tmp_path):
 def test_architecture_unknown_without_args_json(run_cli, tmp_path):
     path = _solo_ckpt(tmp_path / "x.ckpt", _cifar_resnet18(1, 0), _projector(False, 0))
     out = tmp_path / "out"
-    _assert_refused(run_cli("analyze", path, "--out", out), out, "give --arch", "look like resnet18-cifar")
+    _assert_refused(
+        run_cli("analyze", path, "--out", out), out, "give --arch", "look like resnet18-cifar"
+    )
 
 
 def test_missing_dataset(run_cli, tmp_path):
     path = _solo_ckpt(tmp_path / "x.ckpt", _cifar_resnet18(1, 0), _projector(False, 0))
     out = tmp_path / "out"
-    _assert_refused(run_cli("analyze", path, "--arch", "resnet18-cifar", "--out", out), out, "give --dataset")
-    result = run_cli("analyze", path, "--arch", "resnet18-cifar", "--dataset", "cifar10", "--out", out)
+    _assert_refused(
+        run_cli("analyze", path, "--arch", "resnet18-cifar", "--out", out), out, "give --dataset"
+    )
+    result = run_cli(
+        "analyze", path, "--arch", "resnet18-cifar", "--dataset", "cifar10", "--out", out
+    )
     _assert_refused(result, out, "--data-root")
     empty = tmp_path / "data"
     empty.mkdir()
-    result = run_cli("analyze", path, "--arch", "resnet18-cifar", "--dataset", "cifar10", "--data-root", empty, "--out", out)
+    result = run_cli(
+        "analyze",
+        path,
+        "--arch",
+        "resnet18-cifar",
+        "--dataset",
+        "cifar10",
+        "--data-root",
+        empty,
+        "--out",
+        out,
+    )
     _assert_refused(result, out, "not found", "cifar-10-batches-py")
 
 
@@ -326,14 +429,38 @@ def test_corrupt_cifar_folder_is_a_clear_error(run_cli, tmp_path):
     root = _write_cifar10(tmp_path / "data", per_batch=4, test=4)
     path = _solo_ckpt(tmp_path / "x.ckpt", _cifar_resnet18(1, 0), _projector(False, 0))
     out = tmp_path / "out"
-    result = run_cli("analyze", path, "--arch", "resnet18-cifar", "--dataset", "cifar10", "--data-root", root, "--out", out)
+    result = run_cli(
+        "analyze",
+        path,
+        "--arch",
+        "resnet18-cifar",
+        "--dataset",
+        "cifar10",
+        "--data-root",
+        root,
+        "--out",
+        out,
+    )
     _assert_refused(result, out, "could not read cifar-10")
 
 
 def test_classifier_width_contradicting_the_dataset(run_cli, tmp_path):
-    path = _solo_ckpt(tmp_path / "x.ckpt", _cifar_resnet18(1, 0), _projector(False, 0), num_classes=100)
+    path = _solo_ckpt(
+        tmp_path / "x.ckpt", _cifar_resnet18(1, 0), _projector(False, 0), num_classes=100
+    )
     out = tmp_path / "out"
-    result = run_cli("analyze", path, "--arch", "resnet18-cifar", "--dataset", "cifar10", "--data-root", tmp_path, "--out", out)
+    result = run_cli(
+        "analyze",
+        path,
+        "--arch",
+        "resnet18-cifar",
+        "--dataset",
+        "cifar10",
+        "--data-root",
+        tmp_path,
+        "--out",
+        out,
+    )
     _assert_refused(result, out, "100 classes", "cifar10 has 10")
 
 
@@ -341,19 +468,32 @@ def test_unknown_layout_lists_keys_and_supported_layouts(run_cli, tmp_path):
     path = tmp_path / "thing.pt"
     torch.save({"weights": {"a": torch.zeros(2)}, "step": 3}, path)
     out = tmp_path / "out"
-    _assert_refused(run_cli("analyze", path, "--out", out), out, "'weights', 'step'", "supported layouts", "solo-learn", "state dict")
+    _assert_refused(
+        run_cli("analyze", path, "--out", out),
+        out,
+        "'weights', 'step'",
+        "supported layouts",
+        "solo-learn",
+        "state dict",
+    )
 
 
 def test_foreign_options_on_a_cl_diag_checkpoint(run_cli, tmp_path):
     path = _cl_diag_ckpt(tmp_path / "last.pt")
     out = tmp_path / "out"
-    _assert_refused(run_cli("analyze", path, "--arch", "resnet18", "--out", out), out, "--arch applies to foreign checkpoints")
-    _assert_refused(run_cli("analyze", path, "--dataset", "cifar10", "--out", out), out, "trained on digits")
+    _assert_refused(
+        run_cli("analyze", path, "--arch", "resnet18", "--out", out),
+        out,
+        "--arch applies to foreign checkpoints",
+    )
+    _assert_refused(
+        run_cli("analyze", path, "--dataset", "cifar10", "--out", out), out, "trained on digits"
+    )
 
 
 def test_bad_probe_suite_key(run_cli, tmp_path):
     suite = tmp_path / "suite.toml"
-    suite.write_text('num-images = 10\nlearning-rate = 3\n')
+    suite.write_text("num-images = 10\nlearning-rate = 3\n")
     out = tmp_path / "out"
     result = run_cli("analyze", _cl_diag_ckpt(tmp_path / "last.pt"), "--probe", suite, "--out", out)
     _assert_refused(result, out, "'learning-rate' is not an option", "num-images")
@@ -370,7 +510,9 @@ def test_bad_probe_suite_key(run_cli, tmp_path):
 )
 def test_bad_checkpoint_options(run_cli, tmp_path, args, fragment):
     out = tmp_path / "out"
-    _assert_refused(run_cli("analyze", _cl_diag_ckpt(tmp_path / "last.pt"), *args, "--out", out), out, fragment)
+    _assert_refused(
+        run_cli("analyze", _cl_diag_ckpt(tmp_path / "last.pt"), *args, "--out", out), out, fragment
+    )
 
 
 # --------------------------------------------------------------------------- theory panel
@@ -384,7 +526,9 @@ def test_theory_info_nce_mini_batch_band_and_fixed_points():
     # Fig. 2 of the paper: n = 4, m = 2 gives [2/9, 8/9]
     band = panel["variance_band"]
     assert (band["n"], band["m"]) == (4, 2)
-    assert band["lo"] == pytest.approx(2 / 9, abs=1e-15) and band["hi"] == pytest.approx(8 / 9, abs=1e-15)
+    assert band["lo"] == pytest.approx(2 / 9, abs=1e-15) and band["hi"] == pytest.approx(
+        8 / 9, abs=1e-15
+    )
     assert panel["within_batch_optimum"] == -1.0
     assert panel["sigmoid"] is None
 
@@ -392,31 +536,52 @@ def test_theory_info_nce_mini_batch_band_and_fixed_points():
 def test_theory_family_and_coefficients_pick_the_theorem():
     assert theory_panel({"loss": "dhel", "batch_size": 32}, 1000, {})["loss"]["c1"] == 0.0
     assert theory_panel({"loss": "dhel", "batch_size": 32}, 1000, {})["theorem"] == "5.1(i)"
-    assert theory_panel({"loss": "sigmoid", "batch_size": 32, "within_view": True}, 1000, {})["theorem"] == "5.1(ii)"
+    assert (
+        theory_panel({"loss": "sigmoid", "batch_size": 32, "within_view": True}, 1000, {})[
+            "theorem"
+        ]
+        == "5.1(ii)"
+    )
     spectral = theory_panel({"loss": "spectral", "batch_size": 32}, 1000, {})
     # psi = x^2 is decreasing on [-1, 0): outside Thm 5.1/5.3, whose (8)-vs-(iii) test would wrongly say
     # "ETF" (psi'(-1/(N-1)) < 0); the true optimum (d >= n) has orthogonal negatives, s_neg = 0.
     assert spectral["theorem"] is None
     assert "condition" not in spectral
     outside = theory_panel({"loss": "triplet", "batch_size": 32}, 1000, {})
-    assert outside["theorem"] is None and outside["loss"]["family"] is None and "not cast" in outside["statement"]
+    assert (
+        outside["theorem"] is None
+        and outside["loss"]["family"] is None
+        and "not cast" in outside["statement"]
+    )
     assert theory_panel({}, 1000, {})["statement"].startswith("No optimum is predicted")
 
 
-@pytest.mark.parametrize("t, b, m", [(1.0, -1.0, 128), (10.0, 10.0, 32), (5.0, 0.0, 1024), (1.0, 1.0, 8), (2.0, 3.0, 64)])
+@pytest.mark.parametrize(
+    "t, b, m", [(1.0, -1.0, 128), (10.0, 10.0, 32), (5.0, 0.0, 1024), (1.0, 1.0, 8), (2.0, 3.0, 64)]
+)
 def test_theory_sigmoid_autograd_condition_agrees_with_eq10(t, b, m):
     """Thm 5.3's condition (8) from autograd derivatives of the loss's phi and psi must agree
     with Example 5.4's closed form, Eq. 10, evaluated at N = m."""
-    panel = theory_panel({"loss": "sigmoid", "batch_size": m, "temperature": t, "bias": b}, 50000, {})
+    panel = theory_panel(
+        {"loss": "sigmoid", "batch_size": m, "temperature": t, "bias": b}, 50000, {}
+    )
     holds = th.sigmoid_eq10(t, b, m)
     assert panel["theorem"] == ("5.3" if holds else "5.1(iii)")
     sig = panel["sigmoid"]
     assert sig["eq10"]["holds"] is holds and sig["eq10"]["rhs"] == (m - 2) / 2
-    assert sig["eq10"]["lhs"] == pytest.approx((1 + math.exp(t / (m - 1) + b)) / (1 + math.exp(t - b)), rel=1e-12)
+    assert sig["eq10"]["lhs"] == pytest.approx(
+        (1 + math.exp(t / (m - 1) + b)) / (1 + math.exp(t - b)), rel=1e-12
+    )
     # phi'(1) = t / (1 + e^{t - b}) by hand
     assert panel["condition"]["dphi_at_1"] == pytest.approx(t / (1 + math.exp(t - b)), rel=1e-12)
     opt = th.sigmoid_optimum(t, b, m)
-    assert sig["ccem"] == {"N": m, "x_star": opt.x, "s_pos": opt.s_pos, "s_neg": opt.s_neg, "regime": opt.regime}
+    assert sig["ccem"] == {
+        "N": m,
+        "x_star": opt.x,
+        "s_pos": opt.s_pos,
+        "s_neg": opt.s_neg,
+        "regime": opt.regime,
+    }
     if holds:
         assert panel["predicted"] == {"positive_mean": opt.s_pos, "negative_mean": opt.s_neg}
         assert panel["variance_band"] is None
@@ -426,15 +591,31 @@ def test_theory_sigmoid_autograd_condition_agrees_with_eq10(t, b, m):
 
 def test_theory_layer_checks():
     layers = {
-        "projector": {"d": 128, "pairs": {"positive": {"mean": 0.9}}, "geometry": {"alignment_ceiling": {"value": 0.95}}},
-        "backbone": {"d": 100000, "pairs": {"positive": {"mean": 0.99}}, "geometry": {"alignment_ceiling": {"value": 0.95}}},
+        "projector": {
+            "d": 128,
+            "pairs": {"positive": {"mean": 0.9}},
+            "geometry": {"alignment_ceiling": {"value": 0.95}},
+        },
+        "backbone": {
+            "d": 100000,
+            "pairs": {"positive": {"mean": 0.99}},
+            "geometry": {"alignment_ceiling": {"value": 0.95}},
+        },
     }
     checks = theory_panel({"loss": "simclr", "batch_size": 256}, 50000, layers)["layers"]
-    assert checks["projector"]["caveat"] is True and checks["projector"]["d_below_m_minus_1"] is True
+    assert (
+        checks["projector"]["caveat"] is True and checks["projector"]["d_below_m_minus_1"] is True
+    )
     assert checks["backbone"]["caveat"] is False
     # The ceiling uses n_ref, the measured mean a sample: shown side by side, with no pass/fail flag.
-    assert (checks["projector"]["alignment_ceiling"], checks["projector"]["positive_mean"]) == (0.95, 0.9)
-    assert (checks["backbone"]["alignment_ceiling"], checks["backbone"]["positive_mean"]) == (0.95, 0.99)
+    assert (checks["projector"]["alignment_ceiling"], checks["projector"]["positive_mean"]) == (
+        0.95,
+        0.9,
+    )
+    assert (checks["backbone"]["alignment_ceiling"], checks["backbone"]["positive_mean"]) == (
+        0.95,
+        0.99,
+    )
     assert "ceiling_respected" not in checks["projector"]
 
 
@@ -442,7 +623,10 @@ def test_theory_panel_predicts_nothing_for_a_psi_that_is_not_increasing():
     """Spectral's psi = x^2 breaks Thm 5.1/5.3's assumption: no simplex ETF, no Thm 5.5 band."""
     panel = theory_panel({"loss": "spectral", "batch_size": 128}, 50000, {})
     assert panel["theorem"] is None
-    assert panel["predicted"] == {"positive_mean": None, "negative_mean": None} and panel["variance_band"] is None
+    assert (
+        panel["predicted"] == {"positive_mean": None, "negative_mean": None}
+        and panel["variance_band"] is None
+    )
     assert "not increasing" in panel["statement"]
     sigmoid = theory_panel({"loss": "sigmoid", "batch_size": 128, "within_view": True}, 50000, {})
     assert sigmoid["theorem"] == "5.1(ii)"
@@ -450,11 +634,32 @@ def test_theory_panel_predicts_nothing_for_a_psi_that_is_not_increasing():
 
 # --------------------------------------------------------------------------- end to end
 
-TOP_LEVEL = ["schema", "tool", "source", "n_ref", "threshold", "mode", "num_pairs", "seed", "conventions", "config", "layers"]
+TOP_LEVEL = [
+    "schema",
+    "tool",
+    "source",
+    "n_ref",
+    "threshold",
+    "mode",
+    "num_pairs",
+    "seed",
+    "conventions",
+    "config",
+    "layers",
+]
 PAIR_TYPES = ["positive", "cross_view_negative", "within_view_negative"]
 THEORY_KEYS = [
-    "n_ref", "batch_size", "loss", "theorem", "statement", "predicted", "variance_band", "within_batch_optimum", "sigmoid",
-    "loss_layer", "layers",
+    "n_ref",
+    "batch_size",
+    "loss",
+    "theorem",
+    "statement",
+    "predicted",
+    "variance_band",
+    "within_batch_optimum",
+    "sigmoid",
+    "loss_layer",
+    "layers",
 ]
 
 
@@ -464,7 +669,11 @@ def _fraction(value, lo=0.0):
 
 
 def _check_classification(block: dict) -> None:
-    assert set(block) == {"linear", "knn", "clustering", "retrieval"} or set(block) >= {"linear", "knn", "clustering"}
+    assert set(block) == {"linear", "knn", "clustering", "retrieval"} or set(block) >= {
+        "linear",
+        "knn",
+        "clustering",
+    }
     _fraction(block["linear"]["top1"])
     _fraction(block["linear"]["top5"])
     assert block["linear"]["top5"] >= block["linear"]["top1"]
@@ -480,19 +689,26 @@ def _check_retrieval(block: dict, layers) -> None:
     assert sorted(block) == sorted(layers)
     for layer in layers:
         r = block[layer]
-        assert [_fraction(r[f"recall_at_{k}"]) for k in (1, 5, 10)] == sorted(r[f"recall_at_{k}"] for k in (1, 5, 10))
+        assert [_fraction(r[f"recall_at_{k}"]) for k in (1, 5, 10)] == sorted(
+            r[f"recall_at_{k}"] for k in (1, 5, 10)
+        )
 
 
 def _dims(path: Path) -> dict:
     """Layer widths of a cl-diag checkpoint's model, from its own config."""
-    from cl_diag.training.models import build_model
+    from cl_diag.models import build_model
 
     model = build_model(torch.load(path, weights_only=True)["config"])
     return {"projector": model.projector[-1].out_features, "backbone": model.feature_dim}
 
 
-def _check_checkpoint_result(result: dict, path: Path, layers: list[str], n_views: int, d: dict) -> None:
-    assert list(result)[: len(TOP_LEVEL)] == TOP_LEVEL and list(result)[len(TOP_LEVEL):] == ["probes", "theory"]
+def _check_checkpoint_result(
+    result: dict, path: Path, layers: list[str], n_views: int, d: dict
+) -> None:
+    assert list(result)[: len(TOP_LEVEL)] == TOP_LEVEL and list(result)[len(TOP_LEVEL) :] == [
+        "probes",
+        "theory",
+    ]
     assert result["schema"] == "cl-diag/result/1"
     assert result["source"]["kind"] == "checkpoint"
     assert re.fullmatch(r"[0-9a-f]{64}", result["source"]["weights_sha256"])
@@ -506,8 +722,12 @@ def _check_checkpoint_result(result: dict, path: Path, layers: list[str], n_view
         assert list(entry["pairs"]) == PAIR_TYPES
         assert entry["pairs"]["positive"]["count"] == n_views
         assert entry["pairs"]["cross_view_negative"]["count"] == n_views * (n_views - 1)
-        assert "by_class" in entry["pairs"]["cross_view_negative"]  # the sampled images' labels were passed
-        assert {"alignment", "uniformity", "effective_rank", "alignment_ceiling"} <= set(entry["geometry"])
+        assert (
+            "by_class" in entry["pairs"]["cross_view_negative"]
+        )  # the sampled images' labels were passed
+        assert {"alignment", "uniformity", "effective_rank", "alignment_ceiling"} <= set(
+            entry["geometry"]
+        )
     probes = result["probes"]
     assert probes["layer"] == "backbone"
     _check_classification(probes)
@@ -524,26 +744,48 @@ def _check_checkpoint_result(result: dict, path: Path, layers: list[str], n_view
     for layer in layers:
         check = theory["layers"][layer]
         assert check["d"] == d[layer] and check["caveat"] == (d[layer] < result["n_ref"] - 1)
-        assert check["alignment_ceiling"] == result["layers"][layer]["geometry"]["alignment_ceiling"]["value"]
+        assert (
+            check["alignment_ceiling"]
+            == result["layers"][layer]["geometry"]["alignment_ceiling"]["value"]
+        )
 
 
 def test_cl_diag_checkpoint_end_to_end_quick_suite(run_cli, tmp_path):
     path = _cl_diag_ckpt(tmp_path / "last.pt", batch_size=64, vrn=30.0)
     out = tmp_path / "analysis"
     result = run_cli(
-        "analyze", path, "--probe", PROBES_DIR / "quick.toml", "--num-images", "120",
-        "--probe-train-images", "200", "--probe-test-images", "100", "--out", out,
+        "analyze",
+        path,
+        "--probe",
+        PROBES_DIR / "quick.toml",
+        "--num-images",
+        "120",
+        "--probe-train-images",
+        "200",
+        "--probe-test-images",
+        "100",
+        "--out",
+        out,
     )
     assert result.code == 0, result.err
     assert (out / "report.html").is_file() and (out / "report.md").is_file()
     data = json.loads((out / "result.json").read_text())
     # the command line's --num-images wins over the suite's 256; the suite's exact mode stays
     _check_checkpoint_result(data, path, ["projector", "backbone"], 120, _dims(path))
-    assert data["mode"] == "exact" and data["n_ref"] == 1347  # the digits training split recorded in the checkpoint
+    assert (
+        data["mode"] == "exact" and data["n_ref"] == 1347
+    )  # the digits training split recorded in the checkpoint
     assert data["source"]["format"] == "cl-diag" and data["source"]["arch"] == "small-cnn"
-    assert data["config"]["loss"] == "simclr" and data["config"]["vrn"] == 30.0 and data["config"]["batch_size"] == 64
+    assert (
+        data["config"]["loss"] == "simclr"
+        and data["config"]["vrn"] == 30.0
+        and data["config"]["batch_size"] == 64
+    )
     assert "out" not in data["config"] and "device" not in data["config"]
-    assert data["probes"]["splits"] == {"train": {"images": 200, "of": 1347}, "test": {"images": 100, "of": 450}}
+    assert data["probes"]["splits"] == {
+        "train": {"images": 200, "of": 1347},
+        "test": {"images": 100, "of": 450},
+    }
     assert data["probes"]["clustering"]["settings"]["split"] == "test"
     theory = data["theory"]
     assert theory["theorem"] == "5.1(i)" and theory["batch_size"] == 64
@@ -556,16 +798,33 @@ def test_cl_diag_checkpoint_end_to_end_quick_suite(run_cli, tmp_path):
 def test_paper_suite_measures_the_projector_with_sampled_pairs(run_cli, tmp_path):
     path = _cl_diag_ckpt(tmp_path / "last.pt")
     args = (
-        "--probe", PROBES_DIR / "paper.toml", "--num-images", "60", "--num-pairs", "500",
-        "--probe-train-images", "200", "--probe-test-images", "100", "-q",
+        "--probe",
+        PROBES_DIR / "paper.toml",
+        "--num-images",
+        "60",
+        "--num-pairs",
+        "500",
+        "--probe-train-images",
+        "200",
+        "--probe-test-images",
+        "100",
+        "-q",
     )
     out = tmp_path / "analysis"
     result = run_cli("analyze", path, *args, "--out", out)
     assert result.code == 0, result.err
     data = json.loads((out / "result.json").read_text())
-    assert list(data["layers"]) == ["projector"] and data["mode"] == "sampled" and data["num_pairs"] == 500
+    assert (
+        list(data["layers"]) == ["projector"]
+        and data["mode"] == "sampled"
+        and data["num_pairs"] == 500
+    )
     assert data["layers"]["projector"]["pairs"]["cross_view_negative"]["estimate"] is True
-    assert sorted(data["probes"]) == ["layer", "linear", "splits"]  # the paper's linear probe only, no baselines
+    assert sorted(data["probes"]) == [
+        "layer",
+        "linear",
+        "splits",
+    ]  # the paper's linear probe only, no baselines
     # same seed, same bytes
     again = tmp_path / "again"
     assert run_cli("analyze", path, *args, "--out", again).code == 0
@@ -580,10 +839,18 @@ def test_toy_checkpoint_analyses_its_learned_vectors(run_cli, tmp_path):
     ck = torch.load(path, weights_only=True)
     z1, z2 = ck["embeddings"]["z1"], ck["embeddings"]["z2"]
     layer = data["layers"]["embedding"]
-    assert list(data["layers"]) == ["embedding"] and (layer["n"], layer["d"]) == (4, 3) and data["n_ref"] == 4
+    assert (
+        list(data["layers"]) == ["embedding"]
+        and (layer["n"], layer["d"]) == (4, 3)
+        and data["n_ref"] == 4
+    )
     u, v = nn.functional.normalize(z1.double(), dim=1), nn.functional.normalize(z2.double(), dim=1)
-    assert layer["pairs"]["positive"]["mean"] == pytest.approx(float((u * v).sum(1).mean()), abs=1e-6)
-    assert data["theory"]["variance_band"]["lo"] == pytest.approx(2 / 9) and data["theory"]["variance_band"]["hi"] == pytest.approx(8 / 9)
+    assert layer["pairs"]["positive"]["mean"] == pytest.approx(
+        float((u * v).sum(1).mean()), abs=1e-6
+    )
+    assert data["theory"]["variance_band"]["lo"] == pytest.approx(2 / 9) and data["theory"][
+        "variance_band"
+    ]["hi"] == pytest.approx(8 / 9)
     assert data["theory"]["layers"]["embedding"]["caveat"] is False  # d = 3 = n - 1: a simplex fits
     assert data["theory"]["loss_layer"] == "embedding"
     assert list(data["probes"]) == ["layer", "retrieval"]
@@ -601,20 +868,53 @@ def test_solo_learn_checkpoint_on_cifar_format_end_to_end(run_cli, tmp_path, cif
     run.mkdir()
     backbone, projector = _cifar_resnet18(padding=2, seed=11), _projector(False, seed=12)
     path = _solo_ckpt(run / "simclr-abc-ep=199.ckpt", backbone, projector)
-    (run / "args.json").write_text(json.dumps({
-        "method": "simclr", "backbone": {"name": "resnet18"}, "data": {"dataset": "cifar10"},
-        "optimizer": {"batch_size": 32, "lr": 0.3}, "method_kwargs": {"temperature": 0.2}, "max_epochs": 200,
-    }))
+    (run / "args.json").write_text(
+        json.dumps(
+            {
+                "method": "simclr",
+                "backbone": {"name": "resnet18"},
+                "data": {"dataset": "cifar10"},
+                "optimizer": {"batch_size": 32, "lr": 0.3},
+                "method_kwargs": {"temperature": 0.2},
+                "max_epochs": 200,
+            }
+        )
+    )
     out = tmp_path / "analysis"
-    result = run_cli("analyze", path, "--data-root", root, "--probe", PROBES_DIR / "quick.toml", "--num-images", "12", "--out", out)
+    result = run_cli(
+        "analyze",
+        path,
+        "--data-root",
+        root,
+        "--probe",
+        PROBES_DIR / "quick.toml",
+        "--num-images",
+        "12",
+        "--out",
+        out,
+    )
     assert result.code == 0, result.err
     data = json.loads((out / "result.json").read_text())
-    _check_checkpoint_result(data, path, ["projector", "backbone"], 12, {"projector": 32, "backbone": 512})
+    _check_checkpoint_result(
+        data, path, ["projector", "backbone"], 12, {"projector": 32, "backbone": 512}
+    )
     src = data["source"]
-    assert (src["format"], src["arch"], src["dataset"], src["n_train"]) == ("solo-learn", "resnet18-cifar", "cifar10", 60)
-    assert src["cifar_stem_padding"]["value"] == 2 and src["projector_layout"] == "Linear(512,64)-ReLU-Linear(64,32)"
+    assert (src["format"], src["arch"], src["dataset"], src["n_train"]) == (
+        "solo-learn",
+        "resnet18-cifar",
+        "cifar10",
+        60,
+    )
+    assert (
+        src["cifar_stem_padding"]["value"] == 2
+        and src["projector_layout"] == "Linear(512,64)-ReLU-Linear(64,32)"
+    )
     assert src["epoch"] == 199 and src["ignored_modules"] == ["classifier"]
-    assert data["n_ref"] == 60 and data["config"]["loss"] == "simclr" and data["config"]["batch_size"] == 32
+    assert (
+        data["n_ref"] == 60
+        and data["config"]["loss"] == "simclr"
+        and data["config"]["batch_size"] == 32
+    )
     assert data["theory"]["variance_band"]["m"] == 32
     # The measured positive mean is that of the original modules on the same two views.
     base = load_dataset("cifar10", "train", data_root=str(root))
@@ -625,7 +925,9 @@ def test_solo_learn_checkpoint_on_cifar_format_end_to_end(run_cli, tmp_path, cif
     with torch.no_grad():
         z1, z2 = projector(backbone(x1)), projector(backbone(x2))
     expected = nn.functional.cosine_similarity(z1.double(), z2.double()).mean()
-    assert data["layers"]["projector"]["pairs"]["positive"]["mean"] == pytest.approx(float(expected), abs=1e-5)
+    assert data["layers"]["projector"]["pairs"]["positive"]["mean"] == pytest.approx(
+        float(expected), abs=1e-5
+    )
 
 
 @pytest.mark.slow
@@ -633,16 +935,46 @@ def test_trained_digits_encoder_beats_its_random_init_on_every_probe(run_cli, tm
     """Train briefly with the trainer's API, analyse, and check that training added something."""
     from cl_diag.orchestration.train import TrainConfig, train
 
-    run = train(TrainConfig(dataset="digits", epochs=5, batch_size=64, device="cpu", workers=0, quiet=True, out=str(tmp_path / "run")))
+    run = train(
+        TrainConfig(
+            dataset="digits",
+            epochs=5,
+            batch_size=64,
+            device="cpu",
+            workers=0,
+            quiet=True,
+            out=str(tmp_path / "run"),
+        )
+    )
     out = tmp_path / "analysis"
-    result = run_cli("analyze", run.checkpoint, "--probe", PROBES_DIR / "quick.toml", "--probe-train-images", "1347",
-                     "--probe-test-images", "450", "--out", out, "-q")
+    result = run_cli(
+        "analyze",
+        run.checkpoint,
+        "--probe",
+        PROBES_DIR / "quick.toml",
+        "--probe-train-images",
+        "1347",
+        "--probe-test-images",
+        "450",
+        "--out",
+        out,
+        "-q",
+    )
     assert result.code == 0, result.err
     data = json.loads((out / "result.json").read_text())
-    _check_checkpoint_result(data, Path(run.checkpoint), ["projector", "backbone"], 256, _dims(Path(run.checkpoint)))
+    _check_checkpoint_result(
+        data, Path(run.checkpoint), ["projector", "backbone"], 256, _dims(Path(run.checkpoint))
+    )
     probes, base = data["probes"], data["probes"]["baselines"]["random_init"]
-    for path in (("linear", "top1"), ("knn", "k20", "top1"), ("knn", "k200", "top1"), ("clustering", "nmi"), ("clustering", "ari"),
-                 ("retrieval", "projector", "recall_at_1"), ("retrieval", "backbone", "recall_at_1")):
+    for path in (
+        ("linear", "top1"),
+        ("knn", "k20", "top1"),
+        ("knn", "k200", "top1"),
+        ("clustering", "nmi"),
+        ("clustering", "ari"),
+        ("retrieval", "projector", "recall_at_1"),
+        ("retrieval", "backbone", "recall_at_1"),
+    ):
         trained, random_init = probes, base
         for key in path:
             trained, random_init = trained[key], random_init[key]
@@ -651,10 +983,16 @@ def test_trained_digits_encoder_beats_its_random_init_on_every_probe(run_cli, tm
 
 
 def test_views_do_not_depend_on_batching_and_match_direct_encoding():
-    from cl_diag.measurement.views import Pixels, Taps, encode_images, encode_two_views, sample_indices
+    from cl_diag.measurement.views import (
+        Pixels,
+        Taps,
+        encode_images,
+        encode_two_views,
+        sample_indices,
+    )
+    from cl_diag.models import build_model
     from cl_diag.training.augment import eval_transform, train_transform
     from cl_diag.training.data import Transformed, TwoViews, load_dataset
-    from cl_diag.training.models import build_model
 
     model = build_model({"dataset": "digits"}, seed=0).eval()
     base = load_dataset("digits", "train")
@@ -677,9 +1015,14 @@ def test_views_do_not_depend_on_batching_and_match_direct_encoding():
     # the un-augmented split, in dataset order
     test = Transformed(load_dataset("digits", "test"), eval_transform("digits"))
     feats, labels = encode_images({"m": Taps(model.backbone)}, test, batch_size=100, device="cpu")
-    assert list(feats["m"]) == ["backbone"] and feats["m"]["backbone"].shape == (450, model.feature_dim)
+    assert list(feats["m"]) == ["backbone"] and feats["m"]["backbone"].shape == (
+        450,
+        model.feature_dim,
+    )
     with torch.no_grad():
-        assert torch.allclose(feats["m"]["backbone"][449], model.backbone(test[449][0][None])[0], atol=1e-5)
+        assert torch.allclose(
+            feats["m"]["backbone"][449], model.backbone(test[449][0][None])[0], atol=1e-5
+        )
     assert labels[449] == test[449][1]
 
 
@@ -692,8 +1035,24 @@ def test_weights_fingerprint_ignores_run_records_but_not_weights(tmp_path):
     from cl_diag.cli import main
 
     try:
-        main(["train", "--dataset", "toy", "--num-samples", "4", "--dim", "3", "--batch-size", "2", "--steps", "3",
-              "--out", str(source), "--quiet"])
+        main(
+            [
+                "train",
+                "--dataset",
+                "toy",
+                "--num-samples",
+                "4",
+                "--dim",
+                "3",
+                "--batch-size",
+                "2",
+                "--steps",
+                "3",
+                "--out",
+                str(source),
+                "--quiet",
+            ]
+        )
     except SystemExit as exc:
         assert exc.code in (0, None)
     payload = load_checkpoint(source / "last.pt")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pickle
-
 import numpy as np
 import pytest
 import torch
@@ -16,7 +14,9 @@ def _save_npz(path, **arrays):
 
 def _good(n=5, d=3, seed=0):
     rng = np.random.default_rng(seed)
-    return rng.standard_normal((n, d)).astype(np.float32), rng.standard_normal((n, d)).astype(np.float32)
+    return rng.standard_normal((n, d)).astype(np.float32), rng.standard_normal((n, d)).astype(
+        np.float32
+    )
 
 
 def _assert_refused(result, out, *fragments):
@@ -111,7 +111,9 @@ def test_shapes_differ(run_cli, tmp_path):
     _, z2 = _good(5, 4)
     path = _save_npz(tmp_path / "pairs.npz", z1=z1, z2=z2)
     out = tmp_path / "out"
-    _assert_refused(run_cli("analyze", path, "--out", out), out, "differ in shape", "(5, 3)", "(5, 4)")
+    _assert_refused(
+        run_cli("analyze", path, "--out", out), out, "differ in shape", "(5, 3)", "(5, 4)"
+    )
 
 
 def test_not_two_dimensional(run_cli, tmp_path):
@@ -128,7 +130,9 @@ def test_single_instance(run_cli, tmp_path):
 
 
 def test_zero_dimensions(run_cli, tmp_path):
-    path = _save_npz(tmp_path / "pairs.npz", z1=np.zeros((4, 0), np.float32), z2=np.zeros((4, 0), np.float32))
+    path = _save_npz(
+        tmp_path / "pairs.npz", z1=np.zeros((4, 0), np.float32), z2=np.zeros((4, 0), np.float32)
+    )
     out = tmp_path / "out"
     _assert_refused(run_cli("analyze", path, "--out", out), out, "d = 0")
 
@@ -167,13 +171,20 @@ def test_labels_not_integers(run_cli, tmp_path):
 @pytest.mark.parametrize("n_ref", ["1", "0", "-5"])
 def test_n_ref_too_small(run_cli, pairs_file, tmp_path, n_ref):
     out = tmp_path / "out"
-    _assert_refused(run_cli("analyze", pairs_file, "--out", out, "--n-ref", n_ref), out, "--n-ref", "n_ref >= 2")
+    _assert_refused(
+        run_cli("analyze", pairs_file, "--out", out, "--n-ref", n_ref), out, "--n-ref", "n_ref >= 2"
+    )
 
 
 @pytest.mark.parametrize("mode", ["exact", "sampled"])
 def test_negative_seed(run_cli, pairs_file, tmp_path, mode):
     out = tmp_path / "out"
-    _assert_refused(run_cli("analyze", pairs_file, "--out", out, "--seed", "-1", "--pairs", mode), out, "--seed", "0 or more")
+    _assert_refused(
+        run_cli("analyze", pairs_file, "--out", out, "--seed", "-1", "--pairs", mode),
+        out,
+        "--seed",
+        "0 or more",
+    )
 
 
 def test_out_under_a_file(run_cli, pairs_file, tmp_path):
@@ -193,7 +204,12 @@ def test_staging_folder_that_cannot_be_created(run_cli, pairs_file, tmp_path, mo
 
     monkeypatch.setattr(tempfile, "mkdtemp", refuse)
     out = tmp_path / "out"
-    _assert_refused(run_cli("analyze", pairs_file, "--out", out), out, "Cannot write to", "Read-only file system")
+    _assert_refused(
+        run_cli("analyze", pairs_file, "--out", out),
+        out,
+        "Cannot write to",
+        "Read-only file system",
+    )
 
 
 def test_unknown_pairs_mode(run_cli, pairs_file, tmp_path):
@@ -259,4 +275,9 @@ def test_synth_bad_options(run_cli, tmp_path, args, fragment):
 
 def test_missing_probe_suite_is_named_as_such(run_cli, pairs_file, tmp_path):
     out = tmp_path / "out"
-    _assert_refused(run_cli("analyze", pairs_file, "--out", out, "--probe", tmp_path / "none.toml"), out, "probe suite", "(see probes/)")
+    _assert_refused(
+        run_cli("analyze", pairs_file, "--out", out, "--probe", tmp_path / "none.toml"),
+        out,
+        "probe suite",
+        "(see probes/)",
+    )

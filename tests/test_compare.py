@@ -12,11 +12,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from test_report import make_result, md_row
 
 from cl_diag.orchestration.compare import CompareConfig, compare
 from cl_diag.report.comparison import _band, run_labels
 from cl_diag.report.document import fmt, pct
-from test_report import make_result, md_row
 
 GRID = [(b, v) for b in (32, 64, 128) for v in (0.0, 30.0)]
 
@@ -33,11 +33,17 @@ def grid(tmp_path_factory):
     """The paper's batch-size study in miniature: 3 batch sizes x with/without VRN, compared once."""
     root = tmp_path_factory.mktemp("grid")
     runs = {
-        (b, v): write_run(root, f"runs/b{b}-vrn{int(v)}/analysis", make_result(n=40, n_ref=50000, batch_size=b, vrn=v))
+        (b, v): write_run(
+            root,
+            f"runs/b{b}-vrn{int(v)}/analysis",
+            make_result(n=40, n_ref=50000, batch_size=b, vrn=v),
+        )
         for b, v in GRID
     }
     baseline = runs[(128, 0.0)]
-    outcome = compare(CompareConfig(inputs=sorted(runs.values()), out=root / "cmp", baseline=baseline))
+    outcome = compare(
+        CompareConfig(inputs=sorted(runs.values()), out=root / "cmp", baseline=baseline)
+    )
     return root, runs, outcome
 
 
@@ -49,32 +55,66 @@ def _results(runs: dict) -> dict:
 
 
 def test_labels_name_what_differs():
-    runs = [(f"r{b}{v}", make_result(n=10, batch_size=b, vrn=v, probes=False, theory=False)) for b, v in GRID]
-    assert run_labels(runs) == [
-        "simclr b32", "simclr b32 +VRN30", "simclr b64", "simclr b64 +VRN30", "simclr b128", "simclr b128 +VRN30"
+    runs = [
+        (f"r{b}{v}", make_result(n=10, batch_size=b, vrn=v, probes=False, theory=False))
+        for b, v in GRID
     ]
-    temps = [(f"t{t}", make_result(n=10, temperature=t, probes=False, theory=False)) for t in (0.1, 0.5)]
+    assert run_labels(runs) == [
+        "simclr b32",
+        "simclr b32 +VRN30",
+        "simclr b64",
+        "simclr b64 +VRN30",
+        "simclr b128",
+        "simclr b128 +VRN30",
+    ]
+    temps = [
+        (f"t{t}", make_result(n=10, temperature=t, probes=False, theory=False)) for t in (0.1, 0.5)
+    ]
     assert run_labels(temps) == ["simclr t0.1", "simclr t0.5"]
-    other = [("a", make_result(n=10, config={"loss": "dcl", "epochs": 5})), ("b", make_result(n=10, config={"loss": "dcl", "epochs": 10}))]
+    other = [
+        ("a", make_result(n=10, config={"loss": "dcl", "epochs": 5})),
+        ("b", make_result(n=10, config={"loss": "dcl", "epochs": 10})),
+    ]
     assert run_labels(other) == ["dcl epochs=5", "dcl epochs=10"]
 
 
 def test_labels_from_nested_config_and_ignored_keys():
-    a = make_result(n=10, config={"loss": {"name": "dcl", "temperature": 0.5}, "vrn": {"enabled": True, "lambda": 3.0}, "out": "x"})
-    b = make_result(n=10, config={"loss": {"name": "dcl", "temperature": 0.5}, "vrn": {"enabled": False, "lambda": 3.0}, "out": "y"})
+    a = make_result(
+        n=10,
+        config={
+            "loss": {"name": "dcl", "temperature": 0.5},
+            "vrn": {"enabled": True, "lambda": 3.0},
+            "out": "x",
+        },
+    )
+    b = make_result(
+        n=10,
+        config={
+            "loss": {"name": "dcl", "temperature": 0.5},
+            "vrn": {"enabled": False, "lambda": 3.0},
+            "out": "y",
+        },
+    )
     # 'out' says where a run was written, not what was trained: it must not enter the label
     assert run_labels([("x", a), ("y", b)]) == ["dcl +VRN3", "dcl"]
 
 
 def test_labels_fall_back_to_folder_names():
     same = make_result(n=10)
-    assert run_labels([("runs/a/analysis", same), ("runs/b/analysis", same)]) == ["a/analysis", "b/analysis"]
+    assert run_labels([("runs/a/analysis", same), ("runs/b/analysis", same)]) == [
+        "a/analysis",
+        "b/analysis",
+    ]
     empty = make_result(n=10, config={})
     assert run_labels([("x/one", empty), ("x/two", empty)]) == ["one", "two"]
     assert run_labels([("x/one", empty), ("x/one", empty)]) == ["x/one #1", "x/one #2"]
     # two runs the configs cannot tell apart, a third they can
     b32, b64 = make_result(n=10, batch_size=32), make_result(n=10, batch_size=64)
-    assert run_labels([("s/a", b32), ("s/b", b32), ("s/c", b64)]) == ["simclr b32 [a]", "simclr b32 [b]", "simclr b64"]
+    assert run_labels([("s/a", b32), ("s/b", b32), ("s/c", b64)]) == [
+        "simclr b32 [a]",
+        "simclr b32 [b]",
+        "simclr b64",
+    ]
 
 
 # ---- the comparison of the grid ---------------------------------------------------------------
@@ -84,10 +124,20 @@ def test_outputs_and_returned_result(grid):
     root, runs, outcome = grid
     out = root / "cmp"
     assert outcome.report_html == out / "report.html" and outcome.csv == out / "comparison.csv"
-    assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in outcome.files) == [
-        ".cl-diag-owned", "accuracy_vs_batch.svg", "comparison.csv", "negatives_backbone.svg", "negatives_projector.svg",
-        "report.html", "report.md", "variance_vs_batch.svg",
-    ]
+    assert (
+        sorted(p.name for p in out.iterdir())
+        == sorted(p.name for p in outcome.files)
+        == [
+            ".cl-diag-owned",
+            "accuracy_vs_batch.svg",
+            "comparison.csv",
+            "negatives_backbone.svg",
+            "negatives_projector.svg",
+            "report.html",
+            "report.md",
+            "variance_vs_batch.svg",
+        ]
+    )
     assert outcome.warnings == []
     assert outcome.labels[runs[(32, 30.0)].as_posix()] == "simclr b32 +VRN30"
     # no staging folder left beside --out
@@ -114,7 +164,11 @@ def test_tables_hold_each_runs_numbers(grid):
     ]
     geo = r["layers"]["backbone"]["geometry"]
     row = md_row(md, "simclr b64 +VRN30", after="*Geometry, layer 'backbone'.*")
-    assert row[:3] == [fmt(geo["alignment"]), fmt(geo["uniformity"]["u"]), fmt(geo["uniformity"]["v"])]
+    assert row[:3] == [
+        fmt(geo["alignment"]),
+        fmt(geo["uniformity"]["u"]),
+        fmt(geo["uniformity"]["v"]),
+    ]
     row = md_row(md, "simclr b64 +VRN30", after="## Probes")
     assert row[0] == pct(r["probes"]["linear"]["top1"])
 
@@ -138,8 +192,25 @@ def test_runs_table_marks_the_baseline(grid):
     root, runs, _ = grid
     md = (root / "cmp" / "report.md").read_text(encoding="utf-8")
     row = md_row(md, "simclr b128 (baseline)")
-    assert row == [runs[(128, 0.0)].as_posix(), "simclr", "128", "0.2", "0", "50000", "-2.00004e-05", "exact", "projector, backbone"]
-    assert md_row(md, "simclr b32 +VRN30")[:6] == [runs[(32, 30.0)].as_posix(), "simclr", "32", "0.2", "30", "50000"]
+    assert row == [
+        runs[(128, 0.0)].as_posix(),
+        "simclr",
+        "128",
+        "0.2",
+        "0",
+        "50000",
+        "-2.00004e-05",
+        "exact",
+        "projector, backbone",
+    ]
+    assert md_row(md, "simclr b32 +VRN30")[:6] == [
+        runs[(32, 30.0)].as_posix(),
+        "simclr",
+        "32",
+        "0.2",
+        "30",
+        "50000",
+    ]
 
 
 def test_table1_view(grid):
@@ -147,10 +218,13 @@ def test_table1_view(grid):
     md = (root / "cmp" / "report.md").read_text(encoding="utf-8")
     results = _results(runs)
     after = "## Batch-size study"
-    header = next(l for l in md[md.index(after):].splitlines() if l.startswith("| batch size m"))
+    header = next(l for l in md[md.index(after) :].splitlines() if l.startswith("| batch size m"))
     assert header == "| batch size m | simclr | simclr +VRN30 |"
     for b in (32, 64, 128):
-        var = [results[(b, v)]["layers"]["projector"]["pairs"]["cross_view_negative"]["var"] for v in (0.0, 30.0)]
+        var = [
+            results[(b, v)]["layers"]["projector"]["pairs"]["cross_view_negative"]["var"]
+            for v in (0.0, 30.0)
+        ]
         assert md_row(md, str(b), after=after) == [fmt(var[0], 4), fmt(var[1], 4)]
     assert "Theorem 5.5 (Eq. 11)" in md and "n = n_ref = 50000" in md
 
@@ -171,27 +245,68 @@ def test_csv_columns_and_values(grid):
     frame = pd.read_csv(root / "cmp" / "comparison.csv")
     metrics = [
         "positive_mean",
-        *[f"{k}_{s}" for k in ("cross_view_negative", "within_view_negative") for s in ("mean", "var", "std", "excessive_ratio")],
-        "alignment", "uniformity_u", "uniformity_v", "effective_rank_u", "effective_rank_v", "frontier_gap", "alignment_ceiling",
-        "linear_top1", "linear_top5", "knn_k20_top1", "knn_k200_top1", "clustering_nmi", "clustering_ari",
-        "retrieval_recall_at_1", "retrieval_recall_at_5", "retrieval_recall_at_10",
+        *[
+            f"{k}_{s}"
+            for k in ("cross_view_negative", "within_view_negative")
+            for s in ("mean", "var", "std", "excessive_ratio")
+        ],
+        "alignment",
+        "uniformity_u",
+        "uniformity_v",
+        "effective_rank_u",
+        "effective_rank_v",
+        "frontier_gap",
+        "alignment_ceiling",
+        "linear_top1",
+        "linear_top5",
+        "knn_k20_top1",
+        "knn_k200_top1",
+        "clustering_nmi",
+        "clustering_ari",
+        "retrieval_recall_at_1",
+        "retrieval_recall_at_5",
+        "retrieval_recall_at_10",
     ]
-    ids = ["label", "run", "layer", "loss", "batch_size", "temperature", "vrn", "n_ref", "threshold", "mode", "n", "d"]
+    ids = [
+        "label",
+        "run",
+        "layer",
+        "loss",
+        "batch_size",
+        "temperature",
+        "vrn",
+        "n_ref",
+        "threshold",
+        "mode",
+        "n",
+        "d",
+    ]
     assert list(frame.columns) == ids + metrics + [f"delta_{m}" for m in metrics]
     assert len(frame) == len(GRID) * 2
     # natural order of the labels, projector before backbone
     assert list(frame["label"][::2]) == [
-        "simclr b32", "simclr b32 +VRN30", "simclr b64", "simclr b64 +VRN30", "simclr b128", "simclr b128 +VRN30"
+        "simclr b32",
+        "simclr b32 +VRN30",
+        "simclr b64",
+        "simclr b64 +VRN30",
+        "simclr b128",
+        "simclr b128 +VRN30",
     ]
     results = _results(runs)
     row = frame[(frame.label == "simclr b32 +VRN30") & (frame.layer == "backbone")].iloc[0]
     r = results[(32, 30.0)]
     # floats round-trip exactly through the CSV
-    assert row.cross_view_negative_var == r["layers"]["backbone"]["pairs"]["cross_view_negative"]["var"]
+    assert (
+        row.cross_view_negative_var
+        == r["layers"]["backbone"]["pairs"]["cross_view_negative"]["var"]
+    )
     assert row.linear_top1 == r["probes"]["linear"]["top1"]
     assert row.retrieval_recall_at_5 == 0.75
     base = results[(128, 0.0)]
-    expected = r["layers"]["backbone"]["geometry"]["alignment"] - base["layers"]["backbone"]["geometry"]["alignment"]
+    expected = (
+        r["layers"]["backbone"]["geometry"]["alignment"]
+        - base["layers"]["backbone"]["geometry"]["alignment"]
+    )
     assert row.delta_alignment == pytest.approx(expected, abs=1e-15)
     assert (frame[frame.label == "simclr b128"].delta_positive_mean == 0).all()
     assert (row.batch_size, row.vrn, row.n_ref, row.d) == (32, 30.0, 50000, 512)
@@ -200,17 +315,31 @@ def test_csv_columns_and_values(grid):
 def test_same_inputs_same_bytes_whatever_their_order(grid, tmp_path):
     root, runs, _ = grid
     again = compare(
-        CompareConfig(inputs=sorted(runs.values(), reverse=True), out=tmp_path / "again", baseline=runs[(128, 0.0)])
+        CompareConfig(
+            inputs=sorted(runs.values(), reverse=True),
+            out=tmp_path / "again",
+            baseline=runs[(128, 0.0)],
+        )
     )
     for path in again.files:
         assert path.read_bytes() == (root / "cmp" / path.name).read_bytes(), path.name
 
 
 def test_temperature_study_and_no_batch_study(tmp_path):
-    runs = [write_run(tmp_path, f"t{t}", make_result(n=20, temperature=t, layers=("embedding",))) for t in (0.1, 0.2, 0.5)]
+    runs = [
+        write_run(tmp_path, f"t{t}", make_result(n=20, temperature=t, layers=("embedding",)))
+        for t in (0.1, 0.2, 0.5)
+    ]
     outcome = compare(CompareConfig(inputs=runs, out=tmp_path / "cmp"))
     names = sorted(p.name for p in outcome.files)
-    assert names == [".cl-diag-owned", "accuracy_vs_temperature.svg", "comparison.csv", "negatives_embedding.svg", "report.html", "report.md"]
+    assert names == [
+        ".cl-diag-owned",
+        "accuracy_vs_temperature.svg",
+        "comparison.csv",
+        "negatives_embedding.svg",
+        "report.html",
+        "report.md",
+    ]
     md = outcome.report_md.read_text(encoding="utf-8")
     assert "Fig. 3 view" in md and "## Batch-size study" not in md
 
@@ -257,7 +386,10 @@ def _bad(tmp_path: Path, kind: str) -> tuple[list, str]:
     if kind == "schema":
         old = make_result(n=10, layers=("embedding",))
         old["schema"] = "cl-diag/result/0"
-        return [good, write_run(tmp_path, "old", old)], "has schema 'cl-diag/result/0'; this cl-diag reads 'cl-diag/result/1'"
+        return [
+            good,
+            write_run(tmp_path, "old", old),
+        ], "has schema 'cl-diag/result/0'; this cl-diag reads 'cl-diag/result/1'"
     if kind == "truncated":
         cut = write_run(tmp_path, "cut", make_result(n=10, layers=("embedding",)))
         text = (cut / "result.json").read_text()
@@ -278,7 +410,9 @@ def _bad(tmp_path: Path, kind: str) -> tuple[list, str]:
     raise AssertionError(kind)
 
 
-@pytest.mark.parametrize("kind", ["no_result", "schema", "truncated", "binary", "missing", "no_layers", "out_is_a_run"])
+@pytest.mark.parametrize(
+    "kind", ["no_result", "schema", "truncated", "binary", "missing", "no_layers", "out_is_a_run"]
+)
 def test_bad_input_exits_2_and_writes_nothing(tmp_path, run_cli, kind):
     inputs, message = _bad(tmp_path, kind)
     out = tmp_path / "good" if kind == "out_is_a_run" else tmp_path / "reports" / "cmp"
@@ -304,8 +438,15 @@ def test_missing_out_option_is_a_usage_error(tmp_path, run_cli):
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMIUM_FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
 ]
 # Injected into a copy of the page: records error events (a failed <img> fires one, captured on
 # window) and console.error calls, then, once everything has loaded, measures every figure and
@@ -341,7 +482,10 @@ def _chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     profile.mkdir()
     return subprocess.run(
         [CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args],
-        capture_output=True, text=True, timeout=120, check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
 
 
@@ -349,7 +493,12 @@ def _open_in_browser(page: Path, tmp_path: Path) -> dict:
     # 1. the page as written: no console message at all (the page has no script), and a screenshot
     shot = tmp_path / f"{page.parent.name}-screenshot.png"
     plain = _chromium(
-        tmp_path, "--enable-logging=stderr", "--v=0", "--window-size=1280,2400", f"--screenshot={shot}", page.as_uri()
+        tmp_path,
+        "--enable-logging=stderr",
+        "--v=0",
+        "--window-size=1280,2400",
+        f"--screenshot={shot}",
+        page.as_uri(),
     )
     assert plain.returncode == 0, plain.stderr[-2000:]
     console = [line for line in plain.stderr.splitlines() if ":CONSOLE" in line]
@@ -358,7 +507,12 @@ def _open_in_browser(page: Path, tmp_path: Path) -> dict:
     text = page.read_text(encoding="utf-8")
     probe = tmp_path / f"{page.parent.name}-probe" / "probe.html"
     probe.parent.mkdir()
-    probe.write_text(text.replace("<head>", "<head>\n" + PROBE_HEAD, 1).replace("</body>", PROBE_BODY + "\n</body>", 1), encoding="utf-8")
+    probe.write_text(
+        text.replace("<head>", "<head>\n" + PROBE_HEAD, 1).replace(
+            "</body>", PROBE_BODY + "\n</body>", 1
+        ),
+        encoding="utf-8",
+    )
     dumped = _chromium(tmp_path, "--virtual-time-budget=5000", "--dump-dom", probe.as_uri())
     assert dumped.returncode == 0, dumped.stderr[-2000:]
     found = re.search(r'<pre id="cl-diag-probe">(.*?)</pre>', dumped.stdout, re.S)
@@ -368,7 +522,10 @@ def _open_in_browser(page: Path, tmp_path: Path) -> dict:
     return report
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (Debian: apt-get install chromium); .ci/run installs it")
+@pytest.mark.skipif(
+    CHROMIUM is None,
+    reason="Chromium is not installed (Debian: apt-get install chromium); .ci/run installs it",
+)
 def test_reports_render_in_headless_chromium(grid, tmp_path):
     from PIL import Image
 
@@ -402,23 +559,53 @@ def _seed_runs(tmp_path: Path, seeds=(1, 2, 3), vrns=(0.0, 3.0)) -> dict:
     """The rebuttal's toy layout in miniature: n = n_ref = 4 instances, seeds x with/without VRN."""
     return {
         (s, v): write_run(
-            tmp_path, f"seed={s}_vrn={int(v)}/analysis",
-            make_result(n=4, n_ref=4, d=3, batch_size=2, vrn=v, temperature=0.5, seed=s, layers=("embedding",), labels=False, theory=False),
+            tmp_path,
+            f"seed={s}_vrn={int(v)}/analysis",
+            make_result(
+                n=4,
+                n_ref=4,
+                d=3,
+                batch_size=2,
+                vrn=v,
+                temperature=0.5,
+                seed=s,
+                layers=("embedding",),
+                labels=False,
+                theory=False,
+            ),
         )
-        for s in seeds for v in vrns
+        for s in seeds
+        for v in vrns
     }
 
 
 def test_seed_labels_and_groups(tmp_path):
     from cl_diag.report.comparison import ordered, seed_groups
 
-    runs = [(f"{s}-{v}", make_result(n=10, seed=s, vrn=v, probes=False, theory=False)) for v in (0.0, 3.0) for s in (2, 1)]
+    runs = [
+        (f"{s}-{v}", make_result(n=10, seed=s, vrn=v, probes=False, theory=False))
+        for v in (0.0, 3.0)
+        for s in (2, 1)
+    ]
     runs = ordered(runs)
-    assert run_labels(runs) == ["simclr seed1", "simclr seed2", "simclr +VRN3 seed1", "simclr +VRN3 seed2"]
+    assert run_labels(runs) == [
+        "simclr seed1",
+        "simclr seed2",
+        "simclr +VRN3 seed1",
+        "simclr +VRN3 seed2",
+    ]
     groups = seed_groups(runs)
-    assert [(g.label, g.members, g.seeds) for g in groups] == [("simclr", (0, 1), (1, 2)), ("simclr +VRN3", (2, 3), (1, 2))]
+    assert [(g.label, g.members, g.seeds) for g in groups] == [
+        ("simclr", (0, 1), (1, 2)),
+        ("simclr +VRN3", (2, 3), (1, 2)),
+    ]
     # differing in more than the seed, or a repeated seed: no group
-    mixed = ordered([("a", make_result(n=10, seed=1, batch_size=32)), ("b", make_result(n=10, seed=2, batch_size=64))])
+    mixed = ordered(
+        [
+            ("a", make_result(n=10, seed=1, batch_size=32)),
+            ("b", make_result(n=10, seed=2, batch_size=64)),
+        ]
+    )
     assert seed_groups(mixed) == []
     repeated = [(f"r{i}", make_result(n=10, seed=1)) for i in range(2)]
     assert seed_groups(repeated) == []
@@ -433,7 +620,9 @@ def test_over_seeds_table_and_csv_match_numpy(tmp_path):
     results = _results(runs)
 
     def values(vrn: float, kind: str, stat: str) -> np.ndarray:
-        return np.array([results[(s, vrn)]["layers"]["embedding"]["pairs"][kind][stat] for s in (1, 2, 3)])
+        return np.array(
+            [results[(s, vrn)]["layers"]["embedding"]["pairs"][kind][stat] for s in (1, 2, 3)]
+        )
 
     after = "Over seeds, layer 'embedding'"
     for vrn, label in ((0.0, "simclr"), (3.0, "simclr +VRN3")):
@@ -449,7 +638,9 @@ def test_over_seeds_table_and_csv_match_numpy(tmp_path):
     row = frame[frame.group == "simclr +VRN3"].iloc[0]
     ratio = values(3.0, "within_view_negative", "excessive_ratio")
     assert row.within_view_negative_excessive_ratio_mean == pytest.approx(ratio.mean(), rel=1e-15)
-    assert row.within_view_negative_excessive_ratio_std == pytest.approx(ratio.std(ddof=1), rel=1e-15)
+    assert row.within_view_negative_excessive_ratio_std == pytest.approx(
+        ratio.std(ddof=1), rel=1e-15
+    )
     xneg_mean = values(3.0, "cross_view_negative", "mean")
     assert row.cross_view_negative_mean_std == pytest.approx(xneg_mean.std(ddof=1), rel=1e-15)
     # accuracies over seeds: make_result's accuracy depends on VRN, not on the seed -> std 0
@@ -464,7 +655,7 @@ def test_seed_groups_pool_the_overlay_and_the_threshold_caption(tmp_path):
     runs = _seed_runs(tmp_path)
     outcome = compare(CompareConfig(inputs=sorted(runs.values()), out=tmp_path / "cmp"))
     md = outcome.report_md.read_text(encoding="utf-8")
-    caption = md[md.index("*Negative-similarity densities"):].splitlines()[0]
+    caption = md[md.index("*Negative-similarity densities") :].splitlines()[0]
     assert "one curve per seed group" in caption and "n_ref = 4: δ = -0.333333" in caption
     # δ = -1/3 is far from 0: the caption must not say it sits at 0
     assert "visually at 0" not in caption and "strictly left of it" in caption
@@ -473,7 +664,12 @@ def test_seed_groups_pool_the_overlay_and_the_threshold_caption(tmp_path):
     group = seed_groups(pairs)[1]
     pooled = _pooled_pairs(pairs, group, "embedding")
     expected = sum(
-        np.asarray(pairs[i][1]["layers"]["embedding"]["pairs"]["cross_view_negative"]["histogram"]["counts"]) for i in group.members
+        np.asarray(
+            pairs[i][1]["layers"]["embedding"]["pairs"]["cross_view_negative"]["histogram"][
+                "counts"
+            ]
+        )
+        for i in group.members
     )
     assert pooled["cross_view_negative"]["histogram"]["counts"] == expected.tolist()
     assert sum(expected) == 3 * 4 * 3  # three seeds of n(n-1) = 12 pairs
@@ -490,7 +686,10 @@ def test_no_seed_csv_without_seed_groups(grid):
 
 def test_rerender_removes_only_its_own_stale_files(tmp_path):
     two = [write_run(tmp_path, f"two/b{b}", make_result(n=20, batch_size=b)) for b in (32, 64)]
-    one = [write_run(tmp_path, f"one/b{b}", make_result(n=20, batch_size=b, layers=("embedding",))) for b in (32, 64)]
+    one = [
+        write_run(tmp_path, f"one/b{b}", make_result(n=20, batch_size=b, layers=("embedding",)))
+        for b in (32, 64)
+    ]
     out = tmp_path / "cmp"
     compare(CompareConfig(inputs=two, out=out))
     assert (out / "negatives_projector.svg").exists()
@@ -516,7 +715,9 @@ def test_staged_output_ignores_unsafe_listing_entries(tmp_path):
     with staged_output(out) as staging:
         (staging / "new.svg").write_text("new")
         (staging / OWNED_FILES).write_text("new.svg\n")
-    assert (tmp_path / "outside.txt").read_text() == "keep" and (out / "sub" / "x").read_text() == "keep"
+    assert (tmp_path / "outside.txt").read_text() == "keep" and (
+        out / "sub" / "x"
+    ).read_text() == "keep"
     assert (out / "folder.svg").is_dir()
     assert not (out / "old.svg").exists() and (out / "new.svg").read_text() == "new"
     # without a new listing nothing is pruned

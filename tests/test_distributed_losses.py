@@ -50,8 +50,9 @@ def worker(rank: int, world: int, init_file: str, out_dir: str):
         local = slice(lo, lo + SIZES[rank])
         results = {"index": global_indices(SIZES[rank]).tolist()}
         g = gather_batch(x1[local], x2[local], y[local])
-        results["gathered_equal"] = bool(torch.equal(g.z1, x1) and torch.equal(g.z2, x2)
-                                         and torch.equal(g.labels, y))
+        results["gathered_equal"] = bool(
+            torch.equal(g.z1, x1) and torch.equal(g.z2, x2) and torch.equal(g.labels, y)
+        )
         results["gather_index"] = g.index.tolist()
         for key, (name, hp, labelled) in CASES.items():
             model = torch.nn.parallel.DistributedDataParallel(make_model())

@@ -9,7 +9,13 @@ import numpy as np
 import pytest
 import torch
 
-from cl_diag.measurement.geometry import RANKME_EPSILON, covariance_spectrum, effective_rank, geometry, uniformity
+from cl_diag.measurement.geometry import (
+    RANKME_EPSILON,
+    covariance_spectrum,
+    effective_rank,
+    geometry,
+    uniformity,
+)
 from cl_diag.measurement.pairs import normalise_views
 
 U32 = 2.0**-24
@@ -40,7 +46,14 @@ def test_matches_brute_force(n, d, block):
     z2 = z1 + rng.standard_normal((n, d))
     g = geometry(z1, z2, n_ref=1000, block_size=block)
     u, v = rows(z1, z2)
-    assert list(g) == ["alignment", "uniformity", "effective_rank", "spectrum", "frontier_gap", "alignment_ceiling"]
+    assert list(g) == [
+        "alignment",
+        "uniformity",
+        "effective_rank",
+        "spectrum",
+        "frontier_gap",
+        "alignment_ceiling",
+    ]
     assert g["alignment"] == pytest.approx(np.mean(((u - v) ** 2).sum(1)), rel=1e-13)
     # uniformity: the exponent -2|x_i - x_j|^2 = 4 x_i.x_j - ... carries 4x the float32 dot error
     # (<= d u per pair), and a log-mean-exp moves by at most the largest exponent error
@@ -58,7 +71,9 @@ def test_matches_brute_force(n, d, block):
     mean_pos = np.mean((u * v).sum(1))
     cross = u @ v.T
     mean_neg = (cross.sum() - np.trace(cross)) / (n * (n - 1))
-    assert g["frontier_gap"] == pytest.approx(mean_neg - ((n - 2) * mean_pos - n) / (2 * (n - 1)), abs=1e-12)
+    assert g["frontier_gap"] == pytest.approx(
+        mean_neg - ((n - 2) * mean_pos - n) / (2 * (n - 1)), abs=1e-12
+    )
     assert g["alignment_ceiling"]["value"] == pytest.approx(1 + mean_neg + 1 / 999, abs=1e-12)
     assert g["alignment_ceiling"]["below_one"] is bool(1 + mean_neg + 1 / 999 < 1)
     json.dumps(g, allow_nan=False)
@@ -106,7 +121,9 @@ def test_antipodal_closed_forms():
     assert g["alignment"] == 4.0
     assert g["uniformity"] == {"u": 0.0, "v": 0.0}
     p1 = 1 + RANKME_EPSILON
-    assert g["effective_rank"]["u"] == pytest.approx(math.exp(-(p1 * math.log(p1) + 2 * 1e-7 * math.log(1e-7))), rel=1e-12)
+    assert g["effective_rank"]["u"] == pytest.approx(
+        math.exp(-(p1 * math.log(p1) + 2 * 1e-7 * math.log(1e-7))), rel=1e-12
+    )
     assert g["spectrum"]["u"] == [0.0, 0.0, 0.0]
     assert g["alignment_ceiling"]["value"] == pytest.approx(1 / 99, abs=1e-15)
     assert g["alignment_ceiling"]["below_one"] is True
@@ -127,7 +144,10 @@ def test_simplex_etf_closed_forms():
     assert g["uniformity"]["u"] == pytest.approx(-4 * n / (n - 1), abs=eps)
     assert g["alignment_ceiling"]["value"] == pytest.approx(1.0, abs=eps)
     assert g["effective_rank"]["u"] == pytest.approx(n - 1, rel=1e-4)  # n-1 equal singular values
-    assert np.allclose(g["spectrum"]["u"][: n - 1], 1 / (n - 1), atol=eps) and abs(g["spectrum"]["u"][-1]) <= eps
+    assert (
+        np.allclose(g["spectrum"]["u"][: n - 1], 1 / (n - 1), atol=eps)
+        and abs(g["spectrum"]["u"][-1]) <= eps
+    )
 
 
 def test_effective_rank_of_orthonormal_rows():

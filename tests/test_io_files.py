@@ -142,7 +142,9 @@ def test_every_reader_refuses_pickled_code_through_the_one_loader(tmp_path):
     views = {"z1": torch.ones(3, 2), "z2": torch.ones(3, 2), "x": _Payload(str(marker))}
     torch.save(views, embeddings)
     readers = (
-        (load_checkpoint, checkpoint), (read_checkpoint_file, checkpoint), (load_embeddings, embeddings)
+        (load_checkpoint, checkpoint),
+        (read_checkpoint_file, checkpoint),
+        (load_embeddings, embeddings),
     )
     for read, path in readers:
         with pytest.raises(TorchFileError, match="carries pickled code and was refused") as info:
@@ -204,6 +206,7 @@ def test_a_failed_fsync_or_rename_keeps_the_old_file(tmp_path, monkeypatch):
     atomic_write_text(path, "a,b\n1,2\n")
     for name in ("fsync", "replace"):
         with monkeypatch.context() as patch:
+
             def fail(*args, **kwargs):
                 raise OSError(5, "Input/output error")
 
@@ -218,7 +221,7 @@ def test_written_bytes_and_permissions(tmp_path):
     path = tmp_path / "report.md"
     atomic_write_text(path, "line one\nline two – é\n")
     # UTF-8 and no newline translation
-    assert path.read_bytes() == "line one\nline two – é\n".encode("utf-8")
+    assert path.read_bytes() == "line one\nline two – é\n".encode()
     umask = os.umask(0)
     os.umask(umask)
     # what open() gives a new file, not mkstemp's 0600

@@ -94,16 +94,20 @@ def test_families_as_modules_equal_their_functional_calls():
     add = IndependentlyAdditive(phi=lambda s: s, psi=torch.exp, c1=1, c2=1)
     u, v = F.normalize(z1, dim=1), F.normalize(z2, dim=1)
     off = ~torch.eye(6, dtype=torch.bool)
-    want = (-(u * v).sum(1).mean() + torch.exp((u @ v.T)[off]).sum() / 30
-            + (torch.exp((u @ u.T)[off]).sum() + torch.exp((v @ v.T)[off]).sum()) / 60)
+    want = (
+        -(u * v).sum(1).mean()
+        + torch.exp((u @ v.T)[off]).sum() / 30
+        + (torch.exp((u @ u.T)[off]).sum() + torch.exp((v @ v.T)[off]).sum()) / 60
+    )
     assert add(z1, z2).item() == pytest.approx(want.item(), rel=1e-6)
 
 
 def test_global_loss_takes_a_configured_module():
     z1, z2 = rand_pair(seed=5)
     module = build_loss("supcon", temperature=0.3)
-    assert torch.equal(global_loss(module, z1, z2, LABELS),
-                       LOSSES["supcon"](z1, z2, LABELS, temperature=0.3))
+    assert torch.equal(
+        global_loss(module, z1, z2, LABELS), LOSSES["supcon"](z1, z2, LABELS, temperature=0.3)
+    )
 
 
 def test_module_is_fp32_under_autocast():
@@ -147,40 +151,69 @@ def test_configure_leaves_the_registry_entry_alone():
 
 def test_build_loss_fills_the_defaults_of_what_is_not_given():
     assert build_loss("sigmoid", bias=2.0).hparams == {
-        "temperature": 1.0, "bias": 2.0, "within_view": False}
+        "temperature": 1.0,
+        "bias": 2.0,
+        "within_view": False,
+    }
     assert build_loss("triplet", mining="batch-hard").hparams == {
-        "margin": 0.2, "mining": "batch-hard"}
+        "margin": 0.2,
+        "mining": "batch-hard",
+    }
     assert build_loss("sigmoid", within_view=True).negatives == "both"
     assert LOSSES["sigmoid"].negatives == "cross"
 
 
 # --------------------------------------------------------------------------- structured errors
-@pytest.mark.parametrize(("build", "option", "message"), [
-    (lambda: SimCLRLoss(temperature=0.0), "temperature",
-     "simclr: temperature must be a finite number > 0, got 0.0"),
-    (lambda: build_loss("supcon", temperature=float("nan")), "temperature",
-     "supcon: temperature must be a finite"),
-    (lambda: TripletLoss(mining="hardest"), "mining",
-     "triplet: mining='hardest' is not one of 'all', 'semi-hard', 'batch-hard'"),
-    (lambda: ContrastiveLoss(margin=-0.1), "margin",
-     "contrastive: margin must be a finite number >= 0"),
-    (lambda: VRNLoss(power=0.5), "power", "vrn: power must be a finite number >= 1"),
-    (lambda: VRNLoss(delta=1.5), "delta", r"vrn: delta must lie in \[-1, 1\]"),
-    (lambda: SigmoidLoss(within_view="yes"), "within_view",
-     "sigmoid: within_view must be True or False"),
-    (lambda: SigmoidLoss(bias=float("inf")), "bias", "sigmoid: bias must be a finite number"),
-    (lambda: SigmoidLoss(learnable=1), "learnable", "sigmoid: learnable must be True or False"),
-    (lambda: build_loss("simclr", tau=0.1), "tau",
-     "simclr does not take tau; its hyper-parameters are: temperature"),
-    (lambda: build_loss("spectral", margin=1.0), "margin", "hyper-parameters are: none"),
-    (lambda: build_loss("ntxent"), "loss",
-     "unknown loss 'ntxent'; choose one of: contrastive, dcl"),
-    (lambda: InfoNCEFamily(1, 1, psi="exp"), "psi", "psi must be one of"),
-    (lambda: InfoNCEFamily(-1, 1), "c1", "must be finite, >= 0 and not both 0"),
-    (lambda: InfoNCEFamily(1, float("nan")), "c2", "must be finite, >= 0"),
-    (lambda: InfoNCEFamily(0, 0), "c1", "not both 0"),
-    (lambda: IndependentlyAdditive(phi=torch.sin), "psi", "needs both phi and psi"),
-])
+@pytest.mark.parametrize(
+    ("build", "option", "message"),
+    [
+        (
+            lambda: SimCLRLoss(temperature=0.0),
+            "temperature",
+            "simclr: temperature must be a finite number > 0, got 0.0",
+        ),
+        (
+            lambda: build_loss("supcon", temperature=float("nan")),
+            "temperature",
+            "supcon: temperature must be a finite",
+        ),
+        (
+            lambda: TripletLoss(mining="hardest"),
+            "mining",
+            "triplet: mining='hardest' is not one of 'all', 'semi-hard', 'batch-hard'",
+        ),
+        (
+            lambda: ContrastiveLoss(margin=-0.1),
+            "margin",
+            "contrastive: margin must be a finite number >= 0",
+        ),
+        (lambda: VRNLoss(power=0.5), "power", "vrn: power must be a finite number >= 1"),
+        (lambda: VRNLoss(delta=1.5), "delta", r"vrn: delta must lie in \[-1, 1\]"),
+        (
+            lambda: SigmoidLoss(within_view="yes"),
+            "within_view",
+            "sigmoid: within_view must be True or False",
+        ),
+        (lambda: SigmoidLoss(bias=float("inf")), "bias", "sigmoid: bias must be a finite number"),
+        (lambda: SigmoidLoss(learnable=1), "learnable", "sigmoid: learnable must be True or False"),
+        (
+            lambda: build_loss("simclr", tau=0.1),
+            "tau",
+            "simclr does not take tau; its hyper-parameters are: temperature",
+        ),
+        (lambda: build_loss("spectral", margin=1.0), "margin", "hyper-parameters are: none"),
+        (
+            lambda: build_loss("ntxent"),
+            "loss",
+            "unknown loss 'ntxent'; choose one of: contrastive, dcl",
+        ),
+        (lambda: InfoNCEFamily(1, 1, psi="exp"), "psi", "psi must be one of"),
+        (lambda: InfoNCEFamily(-1, 1), "c1", "must be finite, >= 0 and not both 0"),
+        (lambda: InfoNCEFamily(1, float("nan")), "c2", "must be finite, >= 0"),
+        (lambda: InfoNCEFamily(0, 0), "c1", "not both 0"),
+        (lambda: IndependentlyAdditive(phi=torch.sin), "psi", "needs both phi and psi"),
+    ],
+)
 def test_option_errors_are_structured_and_raised_at_construction(build, option, message):
     with pytest.raises(LossOptionError, match=message) as info:
         build()
@@ -211,8 +244,11 @@ def test_train_config_names_the_cli_option_from_the_error():
     want = r"^simclr: temperature must be a finite number > 0, got -1.0 \(option --temperature\)\.$"
     with pytest.raises(UserError, match=want):
         resolve_config(TrainConfig(dataset="toy", temperature=-1.0))
-    with pytest.raises(UserError, match=r"not one of 'all', 'semi-hard', 'batch-hard' "
-                                        r"\(option --mining\)\.$"):
+    with pytest.raises(
+        UserError,
+        match=r"not one of 'all', 'semi-hard', 'batch-hard' "
+        r"\(option --mining\)\.$",
+    ):
         resolve_config(TrainConfig(dataset="toy", loss="triplet", mining="hard"))
 
 
@@ -243,7 +279,7 @@ def test_learnable_sigmoid_gradients_match_the_hand_derivatives():
     z1, z2 = rand_pair(5, 4, seed=8)
     loss = SigmoidLoss(temperature=3.0, bias=0.5, learnable=True)
     loss(z1, z2).backward()
-    s = (F.normalize(z1.double(), dim=1) @ F.normalize(z2.double(), dim=1).T)
+    s = F.normalize(z1.double(), dim=1) @ F.normalize(z2.double(), dim=1).T
     t, b, n = 3.0, 0.5, 5
     pos, neg = s.diagonal(), s[~torch.eye(n, dtype=torch.bool)]
     d_b = (torch.sigmoid(b - t * pos).sum() - torch.sigmoid(t * neg - b).sum()) / n
@@ -294,8 +330,21 @@ def test_pairs_masks_by_hand():
     assert p.size == 6 and p.ids.tolist() == [5, 7, 5, 5, 7, 5]
     assert p.instances.tolist() == [0, 1, 2, 0, 1, 2]
     assert p.positive.nonzero().tolist() == [
-        [0, 2], [0, 3], [0, 5], [1, 4], [2, 0], [2, 3], [2, 5],
-        [3, 0], [3, 2], [3, 5], [4, 1], [5, 0], [5, 2], [5, 3]]
+        [0, 2],
+        [0, 3],
+        [0, 5],
+        [1, 4],
+        [2, 0],
+        [2, 3],
+        [2, 5],
+        [3, 0],
+        [3, 2],
+        [3, 5],
+        [4, 1],
+        [5, 0],
+        [5, 2],
+        [5, 3],
+    ]
     assert torch.equal(p.negative, ~(p.positive | p.self_mask))
     assert p.other_views.nonzero().tolist() == [[0, 3], [1, 4], [2, 5], [3, 0], [4, 1], [5, 2]]
     unlabelled = Pairs.of_views(batch=3)
@@ -312,12 +361,11 @@ def test_miners_are_the_mining_choices():
 
 
 def test_batch_hard_miner_picks_the_farthest_positive_and_nearest_negative():
-    dist = torch.tensor([[0.0, 0.3, 0.9, 0.5],
-                         [0.3, 0.0, 0.2, 0.8],
-                         [0.9, 0.2, 0.0, 0.4],
-                         [0.5, 0.8, 0.4, 0.0]])
+    dist = torch.tensor(
+        [[0.0, 0.3, 0.9, 0.5], [0.3, 0.0, 0.2, 0.8], [0.9, 0.2, 0.0, 0.4], [0.5, 0.8, 0.4, 0.0]]
+    )
     pairs = Pairs(torch.tensor([0, 0, 1, 1]), torch.arange(4))
-    (d_ap, d_an, chosen), = MINERS["batch-hard"].mine(dist, pairs, margin=0.1)
+    ((d_ap, d_an, chosen),) = MINERS["batch-hard"].mine(dist, pairs, margin=0.1)
     assert d_ap.tolist() == pytest.approx([0.3, 0.3, 0.4, 0.4])
     assert d_an.tolist() == pytest.approx([0.5, 0.2, 0.2, 0.5])
     assert chosen is None
@@ -343,7 +391,16 @@ def test_the_trainer_checks_the_loss_options_once_not_per_step(tmp_path, monkeyp
     counts = []
     for steps in (2, 8):
         calls["n"] = 0
-        train(TrainConfig(dataset="toy", num_samples=8, batch_size=4, steps=steps, vrn=1.0,
-                          out=str(tmp_path / str(steps)), quiet=True))
+        train(
+            TrainConfig(
+                dataset="toy",
+                num_samples=8,
+                batch_size=4,
+                steps=steps,
+                vrn=1.0,
+                out=str(tmp_path / str(steps)),
+                quiet=True,
+            )
+        )
         counts.append(calls["n"])
     assert counts[0] == counts[1] > 0

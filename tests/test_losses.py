@@ -60,8 +60,8 @@ def test_hand_infonce():
 def test_hand_simclr():
     # anchor: (positive, [negatives]) over the other 2B - 1 = 3 embeddings
     anchors = [
-        (0.5, [-1, 0]),     # u1: v1 | v2, u2
-        (0.0, [R3, 0]),     # u2: v2 | v1, u1
+        (0.5, [-1, 0]),  # u1: v1 | v2, u2
+        (0.0, [R3, 0]),  # u2: v2 | v1, u1
         (0.5, [R3, -0.5]),  # v1: u1 | u2, v2
         (0.0, [-1, -0.5]),  # v2: u2 | u1, v1
     ]
@@ -84,7 +84,7 @@ def test_hand_dcl_and_dhel():
 def test_hand_sigmoid():
     t, b = 2.0, 0.5
     pos = (sp(b - t * 0.5) + sp(b - t * 0.0)) / 2
-    cross = (sp(t * -1 - b) + sp(t * R3 - b)) / 2        # divided by B, not B(B-1)
+    cross = (sp(t * -1 - b) + sp(t * R3 - b)) / 2  # divided by B, not B(B-1)
     within = (2 * sp(t * 0 - b) + 2 * sp(t * -0.5 - b)) / (2 * 2)
     got = LOSSES["sigmoid"](U2, V2, temperature=t, bias=b)
     got_w = LOSSES["sigmoid"](U2, V2, temperature=t, bias=b, within_view=True)
@@ -96,9 +96,12 @@ def test_hand_spectral_and_vrn():
     spectral = -(0.5 + 0.0) / 2 + ((-1) ** 2 + R3**2) / 2
     assert LOSSES["spectral"](U2, V2).item() == pytest.approx(spectral, rel=1e-6)
     d = -0.25
-    assert LOSSES["vrn"](U2, V2, delta=d).item() == pytest.approx(((-1 - d) ** 2 + (R3 - d) ** 2) / 2, rel=1e-6)
+    assert LOSSES["vrn"](U2, V2, delta=d).item() == pytest.approx(
+        ((-1 - d) ** 2 + (R3 - d) ** 2) / 2, rel=1e-6
+    )
     assert LOSSES["vrn"](U2, V2, delta=d, power=3).item() == pytest.approx(
-        (abs(-1 - d) ** 3 + abs(R3 - d) ** 3) / 2, rel=1e-6)
+        (abs(-1 - d) ** 3 + abs(R3 - d) ** 3) / 2, rel=1e-6
+    )
 
 
 def test_hand_contrastive_and_triplet():
@@ -108,14 +111,23 @@ def test_hand_contrastive_and_triplet():
     want = (0.5 + 1) / 2 + (max(0, m - 1) + 0 + (m - (1 - R3)) + 0) / 4
     assert LOSSES["contrastive"](U2, V2, margin=m).item() == pytest.approx(want, rel=1e-6)
     # triplets: anchor -> (d_ap, [d_an]); each anchor has one positive, 2 negatives
-    trip = {"u1": (0.5, [1, 2]), "u2": (1, [1, 1 - R3]), "v1": (0.5, [1 - R3, 1.5]), "v2": (1, [2, 1.5])}
+    trip = {
+        "u1": (0.5, [1, 2]),
+        "u2": (1, [1, 1 - R3]),
+        "v1": (0.5, [1 - R3, 1.5]),
+        "v2": (1, [2, 1.5]),
+    }
     mg = 0.3
     viol = [max(0, ap - an + mg) for ap, ans in trip.values() for an in ans]
-    assert LOSSES["triplet"](U2, V2, margin=mg, mining="all").item() == pytest.approx(np.mean(viol), rel=1e-6)
+    assert LOSSES["triplet"](U2, V2, margin=mg, mining="all").item() == pytest.approx(
+        np.mean(viol), rel=1e-6
+    )
     # no triplet here is semi-hard for margin 0.3 (u2's d_ap = d_an = 1 is a tie, excluded by neither
     # rule robustly, so the semi-hard rule is checked on the tie-free example below)
     hard = [max(0, ap - min(ans) + mg) for ap, ans in trip.values()]
-    assert LOSSES["triplet"](U2, V2, margin=mg, mining="batch-hard").item() == pytest.approx(np.mean(hard), rel=1e-6)
+    assert LOSSES["triplet"](U2, V2, margin=mg, mining="batch-hard").item() == pytest.approx(
+        np.mean(hard), rel=1e-6
+    )
 
 
 def test_hand_semi_hard():
@@ -123,8 +135,12 @@ def test_hand_semi_hard():
     d = lambda deg: 1 - math.cos(math.radians(deg))  # noqa: E731
     u, v = angles(0, 70), angles(40, 180)
     # anchor: d_ap, {negative: d_an}
-    table = {"u1": (d(40), [d(70), d(180)]), "v1": (d(40), [d(30), d(140)]),
-             "u2": (d(110), [d(70), d(30)]), "v2": (d(110), [d(180), d(140)])}
+    table = {
+        "u1": (d(40), [d(70), d(180)]),
+        "v1": (d(40), [d(30), d(140)]),
+        "u2": (d(110), [d(70), d(30)]),
+        "v2": (d(110), [d(180), d(140)]),
+    }
     semi = [ap - an + 0.5 for ap, ans in table.values() for an in ans if ap < an < ap + 0.5]
     # exactly (u1, v1, u2) and (v2, u2, v1) qualify
     assert len(semi) == 2
@@ -167,10 +183,14 @@ def test_etf_helper_is_an_etf():
 def test_simclr_identical_views_log_2b_minus_1(b):
     z1, _ = rand_pair(b, 5, seed=b)
     # t -> infinity: all 2B-1 logits equal
-    assert LOSSES["simclr"](z1, z1, temperature=1e7).item() == pytest.approx(math.log(2 * b - 1), rel=1e-5)
+    assert LOSSES["simclr"](z1, z1, temperature=1e7).item() == pytest.approx(
+        math.log(2 * b - 1), rel=1e-5
+    )
     # collapsed embeddings: exactly log(2B-1) at any temperature
     same = torch.ones(b, 3)
-    assert LOSSES["simclr"](same, same, temperature=0.1).item() == pytest.approx(math.log(2 * b - 1), rel=1e-6)
+    assert LOSSES["simclr"](same, same, temperature=0.1).item() == pytest.approx(
+        math.log(2 * b - 1), rel=1e-6
+    )
 
 
 def test_closed_forms_on_etf():
@@ -182,17 +202,22 @@ def test_closed_forms_on_etf():
     t = 0.3  # fp32 arithmetic: rel 1e-5; a wrong formula is off by far more
     # SimCLR: each anchor, 2B-2 negatives at d, positive at 1
     assert LOSSES["simclr"](z, z, temperature=t).item() == pytest.approx(
-        math.log1p((2 * b - 2) * math.exp((d - 1) / t)), rel=1e-5)
+        math.log1p((2 * b - 2) * math.exp((d - 1) / t)), rel=1e-5
+    )
     assert LOSSES["infonce"](z, z, temperature=t).item() == pytest.approx(
-        math.log1p((b - 1) * math.exp((d - 1) / t)), rel=1e-5)
+        math.log1p((b - 1) * math.exp((d - 1) / t)), rel=1e-5
+    )
     assert LOSSES["dcl"](z, z, temperature=t).item() == pytest.approx(
-        math.log((2 * b - 2) * math.exp((d - 1) / t)), rel=1e-5)
+        math.log((2 * b - 2) * math.exp((d - 1) / t)), rel=1e-5
+    )
     assert LOSSES["dhel"](z, z, temperature=t).item() == pytest.approx(
-        math.log((b - 1) * math.exp((d - 1) / t)), rel=1e-5)
+        math.log((b - 1) * math.exp((d - 1) / t)), rel=1e-5
+    )
     assert LOSSES["spectral"](z, z).item() == pytest.approx(-1 + d**2, rel=1e-5)
     tt, bb = 3.0, 0.7
     assert LOSSES["sigmoid"](z, z, temperature=tt, bias=bb).item() == pytest.approx(
-        sp(bb - tt) + (b - 1) * sp(tt * d - bb), rel=1e-5)
+        sp(bb - tt) + (b - 1) * sp(tt * d - bb), rel=1e-5
+    )
 
 
 # --------------------------------------------------------------------------
@@ -251,7 +276,9 @@ def naive_triplet(u, v, labels, margin, mining):
         ns = [k for k in range(n) if y[k] != y[a]]
         if mining == "batch-hard":
             if ps and ns:
-                losses.append(max(0.0, max(d(a, p) for p in ps) - min(d(a, k) for k in ns) + margin))
+                losses.append(
+                    max(0.0, max(d(a, p) for p in ps) - min(d(a, k) for k in ns) + margin)
+                )
             continue
         for p in ps:
             for k in ns:
@@ -291,23 +318,43 @@ def test_against_naive(seed):
         "simclr": (LOSSES["simclr"](z1, z2, temperature=t), naive_info(u, v, 1, 1, "log1p", t)),
         "dcl": (LOSSES["dcl"](z1, z2, temperature=t), naive_info(u, v, 1, 1, "log", t)),
         "dhel": (LOSSES["dhel"](z1, z2, temperature=t), naive_info(u, v, 0, 1, "log", t)),
-        "sigmoid": (LOSSES["sigmoid"](z1, z2, temperature=4.0, bias=1.5),
-                    naive_additive(u, v, *_sig_phi_psi(4.0, 1.5, b), 1, 0)),
-        "sigmoid-w": (LOSSES["sigmoid"](z1, z2, temperature=4.0, bias=1.5, within_view=True),
-                      naive_additive(u, v, *_sig_phi_psi(4.0, 1.5, b), 1, 1)),
-        "spectral": (LOSSES["spectral"](z1, z2), naive_additive(u, v, lambda x: x, lambda x: x * x, 1, 0)),
+        "sigmoid": (
+            LOSSES["sigmoid"](z1, z2, temperature=4.0, bias=1.5),
+            naive_additive(u, v, *_sig_phi_psi(4.0, 1.5, b), 1, 0),
+        ),
+        "sigmoid-w": (
+            LOSSES["sigmoid"](z1, z2, temperature=4.0, bias=1.5, within_view=True),
+            naive_additive(u, v, *_sig_phi_psi(4.0, 1.5, b), 1, 1),
+        ),
+        "spectral": (
+            LOSSES["spectral"](z1, z2),
+            naive_additive(u, v, lambda x: x, lambda x: x * x, 1, 0),
+        ),
         "vrn": (LOSSES["vrn"](z1, z2, delta=-0.1, power=2), naive_vrn(u, v, -0.1, 2)),
         "vrn-p3": (LOSSES["vrn"](z1, z2, delta=0.05, power=3), naive_vrn(u, v, 0.05, 3)),
         "supcon": (LOSSES["supcon"](z1, z2, labels=yt, temperature=t), naive_supcon(u, v, y, t)),
-        "supcon-inst": (LOSSES["supcon"](z1, z2, temperature=t), naive_supcon(u, v, np.arange(b), t)),
-        "contrastive": (LOSSES["contrastive"](z1, z2, labels=yt, margin=0.9), naive_contrastive(u, v, y, 0.9)),
-        "contrastive-inst": (LOSSES["contrastive"](z1, z2, margin=1.1), naive_contrastive(u, v, np.arange(b), 1.1)),
+        "supcon-inst": (
+            LOSSES["supcon"](z1, z2, temperature=t),
+            naive_supcon(u, v, np.arange(b), t),
+        ),
+        "contrastive": (
+            LOSSES["contrastive"](z1, z2, labels=yt, margin=0.9),
+            naive_contrastive(u, v, y, 0.9),
+        ),
+        "contrastive-inst": (
+            LOSSES["contrastive"](z1, z2, margin=1.1),
+            naive_contrastive(u, v, np.arange(b), 1.1),
+        ),
     }
     for mining in ("all", "semi-hard", "batch-hard"):
-        cases[f"triplet-{mining}"] = (LOSSES["triplet"](z1, z2, labels=yt, margin=0.4, mining=mining),
-                                      naive_triplet(u, v, y, 0.4, mining))
-        cases[f"triplet-{mining}-inst"] = (LOSSES["triplet"](z1, z2, margin=0.4, mining=mining),
-                                           naive_triplet(u, v, np.arange(b), 0.4, mining))
+        cases[f"triplet-{mining}"] = (
+            LOSSES["triplet"](z1, z2, labels=yt, margin=0.4, mining=mining),
+            naive_triplet(u, v, y, 0.4, mining),
+        )
+        cases[f"triplet-{mining}-inst"] = (
+            LOSSES["triplet"](z1, z2, margin=0.4, mining=mining),
+            naive_triplet(u, v, np.arange(b), 0.4, mining),
+        )
     for name, (got, want) in cases.items():
         assert got.dtype == torch.float32 and got.dim() == 0, name
         assert got.item() == pytest.approx(want, rel=2e-5, abs=1e-6), name
@@ -340,13 +387,31 @@ def test_no_qualifying_triplet_gives_attached_zero():
 # --------------------------------------------------------------------------
 def test_family_metadata():
     fam = {k: LOSSES[k].family for k in ALL}
-    assert fam == {"infonce": "info", "simclr": "info", "dcl": "info", "dhel": "info",
-                   "sigmoid": "ind-add", "spectral": "ind-add", "triplet": None,
-                   "contrastive": None, "supcon": None, "vrn": None}
+    assert fam == {
+        "infonce": "info",
+        "simclr": "info",
+        "dcl": "info",
+        "dhel": "info",
+        "sigmoid": "ind-add",
+        "spectral": "ind-add",
+        "triplet": None,
+        "contrastive": None,
+        "supcon": None,
+        "vrn": None,
+    }
     coeffs = {k: LOSSES[k].coefficients() for k in ALL}
-    assert coeffs == {"infonce": (1.0, 0.0), "simclr": (1.0, 1.0), "dcl": (1.0, 1.0),
-                      "dhel": (0.0, 1.0), "sigmoid": (1.0, 0.0), "spectral": (1.0, 0.0),
-                      "triplet": None, "contrastive": None, "supcon": None, "vrn": None}
+    assert coeffs == {
+        "infonce": (1.0, 0.0),
+        "simclr": (1.0, 1.0),
+        "dcl": (1.0, 1.0),
+        "dhel": (0.0, 1.0),
+        "sigmoid": (1.0, 0.0),
+        "spectral": (1.0, 0.0),
+        "triplet": None,
+        "contrastive": None,
+        "supcon": None,
+        "vrn": None,
+    }
     assert LOSSES["sigmoid"].coefficients(within_view=True) == (1.0, 1.0)
     assert (LOSSES["dhel"].c1, LOSSES["dhel"].c2) == (0.0, 1.0)
     assert LOSSES["supcon"].c1 is None
@@ -354,11 +419,15 @@ def test_family_metadata():
     assert LOSSES["simclr"].psi == "log1p" and LOSSES["dcl"].psi == "log"
     hp = {k: LOSSES[k].defaults for k in ALL}
     assert hp == {
-        "infonce": {"temperature": 0.2}, "simclr": {"temperature": 0.2},
-        "dcl": {"temperature": 0.2}, "dhel": {"temperature": 0.2},
+        "infonce": {"temperature": 0.2},
+        "simclr": {"temperature": 0.2},
+        "dcl": {"temperature": 0.2},
+        "dhel": {"temperature": 0.2},
         "sigmoid": {"temperature": 1.0, "bias": -1.0, "within_view": False},
-        "spectral": {}, "triplet": {"margin": 0.2, "mining": "all"},
-        "contrastive": {"margin": 1.0}, "supcon": {"temperature": 0.1},
+        "spectral": {},
+        "triplet": {"margin": 0.2, "mining": "all"},
+        "contrastive": {"margin": 1.0},
+        "supcon": {"temperature": 0.1},
         "vrn": {"delta": 0.0, "power": 2.0},
     }
     assert LOSSES["triplet"].hyperparameters[1].choices == ("all", "semi-hard", "batch-hard")
@@ -375,15 +444,26 @@ def test_general_info_family_matches_naive():
 
 def test_presets_are_family_members():
     z1, z2 = rand_pair(5, 3, seed=4)
-    for name, (c1, c2, psi) in {"infonce": (1, 0, "log1p"), "simclr": (1, 1, "log1p"),
-                                "dcl": (1, 1, "log"), "dhel": (0, 1, "log")}.items():
-        assert torch.equal(LOSSES[name](z1, z2, temperature=0.4),
-                           InfoNCEFamily(c1, c2, psi)(z1, z2, temperature=0.4))
+    for name, (c1, c2, psi) in {
+        "infonce": (1, 0, "log1p"),
+        "simclr": (1, 1, "log1p"),
+        "dcl": (1, 1, "log"),
+        "dhel": (0, 1, "log"),
+    }.items():
+        assert torch.equal(
+            LOSSES[name](z1, z2, temperature=0.4),
+            InfoNCEFamily(c1, c2, psi)(z1, z2, temperature=0.4),
+        )
     t, b, n = 2.0, -0.5, 5
-    sig = IndependentlyAdditive(phi=lambda x: -torch.nn.functional.softplus(b - t * x),
-                                psi=lambda x: (n - 1) * torch.nn.functional.softplus(t * x - b), c1=1, c2=1)
+    sig = IndependentlyAdditive(
+        phi=lambda x: -torch.nn.functional.softplus(b - t * x),
+        psi=lambda x: (n - 1) * torch.nn.functional.softplus(t * x - b),
+        c1=1,
+        c2=1,
+    )
     assert sig(z1, z2).item() == pytest.approx(
-        LOSSES["sigmoid"](z1, z2, temperature=t, bias=b, within_view=True).item(), rel=1e-6)
+        LOSSES["sigmoid"](z1, z2, temperature=t, bias=b, within_view=True).item(), rel=1e-6
+    )
 
 
 def test_user_additive_family_matches_naive():
@@ -430,8 +510,11 @@ def test_shape_errors(name):
 
 
 def test_unknown_kwarg_message_names_accepted_ones():
-    with pytest.raises(ValueError, match=r"sigmoid does not take margin; its hyper-parameters are: "
-                                         r"temperature, bias, within_view"):
+    with pytest.raises(
+        ValueError,
+        match=r"sigmoid does not take margin; its hyper-parameters are: "
+        r"temperature, bias, within_view",
+    ):
         LOSSES["sigmoid"](*rand_pair(), margin=1.0)
     with pytest.raises(ValueError, match="hyper-parameters are: none"):
         LOSSES["spectral"](*rand_pair(), temperature=0.1)
@@ -459,16 +542,26 @@ def test_value_checks():
     with pytest.raises(ValueError, match="temperature must be a number"):
         LOSSES["simclr"](*z, temperature="0.1")
     # ints are accepted where floats are expected
-    assert LOSSES["simclr"](*z, temperature=1).item() == LOSSES["simclr"](*z, temperature=1.0).item()
+    assert (
+        LOSSES["simclr"](*z, temperature=1).item() == LOSSES["simclr"](*z, temperature=1.0).item()
+    )
 
 
 # --------------------------------------------------------------------------
 # Numerics
 # --------------------------------------------------------------------------
-HARD = {"infonce": {"temperature": 0.01}, "simclr": {"temperature": 0.01}, "dcl": {"temperature": 0.01},
-        "dhel": {"temperature": 0.01}, "supcon": {"temperature": 0.01},
-        "sigmoid": {"temperature": 100.0, "bias": 10.0, "within_view": True},
-        "spectral": {}, "vrn": {"delta": -0.01}, "triplet": {"mining": "batch-hard"}, "contrastive": {}}
+HARD = {
+    "infonce": {"temperature": 0.01},
+    "simclr": {"temperature": 0.01},
+    "dcl": {"temperature": 0.01},
+    "dhel": {"temperature": 0.01},
+    "supcon": {"temperature": 0.01},
+    "sigmoid": {"temperature": 100.0, "bias": 10.0, "within_view": True},
+    "spectral": {},
+    "vrn": {"delta": -0.01},
+    "triplet": {"mining": "batch-hard"},
+    "contrastive": {},
+}
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -519,7 +612,9 @@ def test_gradient_matches_float64_finite_difference(name):
         zp, zm = z1.clone(), z1.clone()
         zp[idx] += h
         zm[idx] -= h
-        fd = (LOSSES[name](zp, z2, labels=y, **hp) - LOSSES[name](zm, z2, labels=y, **hp)).item() / (2 * h)
+        fd = (
+            LOSSES[name](zp, z2, labels=y, **hp) - LOSSES[name](zm, z2, labels=y, **hp)
+        ).item() / (2 * h)
         assert x.grad[idx].item() == pytest.approx(fd, rel=2e-2, abs=2e-3), (name, idx)
 
 
@@ -541,7 +636,8 @@ def test_distributed_helpers_are_noops_single_process():
 
 
 MODULES = ["cl_diag.losses", "cl_diag.losses.families", "cl_diag.losses.distributed"] + [
-    f"cl_diag.losses.{n}" for n in ALL]
+    f"cl_diag.losses.{n}" for n in ALL
+]
 
 
 @pytest.mark.parametrize("module", MODULES)

@@ -59,8 +59,12 @@ def test_simclr_vs_ntxent(seed, t):
     # 2B positive pairs is our mean over the 2B anchors.
     z1, z2, _ = data(seed, labelled=False)
     theirs = pml_losses.NTXentLoss(temperature=t, reducer=MeanReducer())
-    compare(lambda a, b: LOSSES["simclr"](a, b, temperature=t),
-            lambda a, b: theirs(*union(a, b, None)), z1, z2)
+    compare(
+        lambda a, b: LOSSES["simclr"](a, b, temperature=t),
+        lambda a, b: theirs(*union(a, b, None)),
+        z1,
+        z2,
+    )
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -72,8 +76,12 @@ def test_supcon_vs_pml(seed, labelled):
     # self, its denominator every non-self pair: Khosla's L_out.
     z1, z2, y = data(seed, labelled)
     theirs = pml_losses.SupConLoss(temperature=0.2, reducer=MeanReducer())
-    compare(lambda a, b: LOSSES["supcon"](a, b, labels=y, temperature=0.2),
-            lambda a, b: theirs(*union(a, b, y)), z1, z2)
+    compare(
+        lambda a, b: LOSSES["supcon"](a, b, labels=y, temperature=0.2),
+        lambda a, b: theirs(*union(a, b, y)),
+        z1,
+        z2,
+    )
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -93,11 +101,14 @@ def test_triplet_vs_pml(seed, labelled, mining):
     #                 least similar positive and most similar negative.
     m = 0.3
     z1, z2, y = data(seed, labelled)
-    loss = pml_losses.TripletMarginLoss(margin=m, distance=CosineSimilarity(), reducer=MeanReducer())
+    loss = pml_losses.TripletMarginLoss(
+        margin=m, distance=CosineSimilarity(), reducer=MeanReducer()
+    )
     miner = {
         "all": None,
-        "semi-hard": pml_miners.TripletMarginMiner(margin=m, type_of_triplets="semihard",
-                                                   distance=CosineSimilarity()),
+        "semi-hard": pml_miners.TripletMarginMiner(
+            margin=m, type_of_triplets="semihard", distance=CosineSimilarity()
+        ),
         "batch-hard": pml_miners.BatchHardMiner(distance=CosineSimilarity()),
     }[mining]
 
@@ -118,7 +129,12 @@ def test_contrastive_vs_pml(seed, labelled, margin):
     # and its negative term relu(s - neg_margin) = relu(m - d); MeanReducer
     # averages positive and negative pairs separately and adds the two means.
     z1, z2, y = data(seed, labelled)
-    theirs = pml_losses.ContrastiveLoss(pos_margin=1.0, neg_margin=1.0 - margin,
-                                        distance=CosineSimilarity(), reducer=MeanReducer())
-    compare(lambda a, b: LOSSES["contrastive"](a, b, labels=y, margin=margin),
-            lambda a, b: theirs(*union(a, b, y)), z1, z2)
+    theirs = pml_losses.ContrastiveLoss(
+        pos_margin=1.0, neg_margin=1.0 - margin, distance=CosineSimilarity(), reducer=MeanReducer()
+    )
+    compare(
+        lambda a, b: LOSSES["contrastive"](a, b, labels=y, margin=margin),
+        lambda a, b: theirs(*union(a, b, y)),
+        z1,
+        z2,
+    )

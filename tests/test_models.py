@@ -24,8 +24,8 @@ from cl_diag.models import (
     open_subject,
     read_checkpoint_file,
     register_arch_family,
+    registry,
 )
-from cl_diag.models import registry
 
 #: (arch, input shape of one image, expected feature width)
 EVERY_ARCH = [
@@ -80,10 +80,19 @@ def test_names_offered_for_training_and_for_foreign_checkpoints():
     # the choices `train --arch` and `analyze --arch` list, in the order their messages give
     assert ARCHS == ("small-cnn", "resnet18-cifar", "resnet18", "resnet50", "embedding")
     assert FOREIGN_ARCHS == (
-        "resnet18-cifar", "resnet18", "resnet34-cifar", "resnet34", "resnet50-cifar", "resnet50"
+        "resnet18-cifar",
+        "resnet18",
+        "resnet34-cifar",
+        "resnet34",
+        "resnet50-cifar",
+        "resnet50",
     )
     assert [default_arch(d) for d in ("digits", "cifar10", "cifar100", "imagefolder", "toy")] == [
-        "small-cnn", "resnet18-cifar", "resnet18-cifar", "resnet18", "embedding"
+        "small-cnn",
+        "resnet18-cifar",
+        "resnet18-cifar",
+        "resnet18",
+        "embedding",
     ]
     assert default_projector_hidden("resnet50") == 2048
     assert default_projector_hidden("resnet18") == 512
@@ -110,8 +119,14 @@ def test_an_arch_family_resolves_prefixed_names(monkeypatch):
             return nn.Sequential(nn.Flatten(), nn.Linear(3 * 4 * 4, 5))
 
         return ArchSpec(
-            "test:tiny", build, 5, 16,
-            convolutional=False, cifar_stem=False, trainable=False, foreign=False,
+            "test:tiny",
+            build,
+            5,
+            16,
+            convolutional=False,
+            cifar_stem=False,
+            trainable=False,
+            foreign=False,
         )
 
     register_arch_family("test", resolve)
@@ -173,15 +188,31 @@ def _digits_checkpoint(path):
 
     data = training_data("digits", seed=0)
     config = {
-        "dataset": "digits", "arch": "small-cnn", "loss": "simclr", "batch_size": 32, "seed": 3,
-        "workers": 0, "device": "cpu",
+        "dataset": "digits",
+        "arch": "small-cnn",
+        "loss": "simclr",
+        "batch_size": 32,
+        "seed": 3,
+        "workers": 0,
+        "device": "cpu",
     }
     model = build_model(config, seed=3)
-    save_checkpoint(path, {
-        "format": FORMAT, "format_version": FORMAT_VERSION, "config": config, "dataset": "digits",
-        "n_train": data.n_train, "split": data.split, "backbone": model.backbone.state_dict(),
-        "projector": model.projector.state_dict(), "epoch": 1, "step": 5, "complete": True,
-    })
+    save_checkpoint(
+        path,
+        {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "config": config,
+            "dataset": "digits",
+            "n_train": data.n_train,
+            "split": data.split,
+            "backbone": model.backbone.state_dict(),
+            "projector": model.projector.state_dict(),
+            "epoch": 1,
+            "step": 5,
+            "complete": True,
+        },
+    )
     return model
 
 

@@ -20,7 +20,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _check_imports():
-    spec = importlib.util.spec_from_file_location("check_imports", ROOT / "tools" / "check_imports.py")
+    spec = importlib.util.spec_from_file_location(
+        "check_imports", ROOT / "tools" / "check_imports.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -35,7 +37,7 @@ def test_ci_runs_the_readme_test_command_verbatim():
     assert "pytest" in test_command and "\n" not in test_command
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert test_command in ci.splitlines()
-    assert "python_for 3.11)\" -m venv .venv-ci" in ci  # a venv of its own, not the machine's Python
+    assert 'python_for 3.11)" -m venv .venv-ci' in ci  # a venv of its own, not the machine's Python
 
 
 def test_every_import_is_declared():
@@ -66,12 +68,17 @@ def test_import_check_catches_what_a_fresh_machine_lacks(tmp_path):
     found = _check_imports().problems(tmp_path)
     assert len(found) == 3, found
     assert any("a.py:2: imports scipy (from scipy)" in p for p in found)
-    assert any("a.py:3: imports surely_not_installed_pkg, which no installed distribution" in p for p in found)
+    assert any(
+        "a.py:3: imports surely_not_installed_pkg, which no installed distribution" in p
+        for p in found
+    )
     assert any("a.py:4: imports pytest" in p and "optional extra" in p for p in found)
 
 
 def test_package_list_covers_every_subpackage_and_the_bundled_data():
-    tool = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    tool = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"][
+        "setuptools"
+    ]
     folders = {
         ".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "cl_diag").rglob("__init__.py")
     }
@@ -82,7 +89,9 @@ def test_package_list_covers_every_subpackage_and_the_bundled_data():
 def test_bundled_recipes_and_probe_suites_are_the_checkout_files():
     recipes = bundled("recipe")
     assert set(recipes) == {p.stem for p in (ROOT / "trainers").glob("*.toml")}
-    assert recipes["simclr-vrn"].read_bytes() == (ROOT / "trainers" / "simclr-vrn.toml").read_bytes()
+    assert (
+        recipes["simclr-vrn"].read_bytes() == (ROOT / "trainers" / "simclr-vrn.toml").read_bytes()
+    )
     assert set(bundled("probe suite")) == {"quick", "full", "paper", "digits-study"}
 
 
@@ -91,11 +100,15 @@ def test_recipe_names_resolve_from_any_folder(tmp_path, monkeypatch):
     expected = (ROOT / "trainers" / "dcl-vrn.toml").read_bytes()
     for spelling in ("dcl-vrn", "dcl-vrn.toml", "trainers/dcl-vrn.toml"):
         assert locate(spelling, "recipe").read_bytes() == expected
-    assert locate("quick", "probe suite").read_bytes() == (ROOT / "probes" / "quick.toml").read_bytes()
+    assert (
+        locate("quick", "probe suite").read_bytes() == (ROOT / "probes" / "quick.toml").read_bytes()
+    )
     own = tmp_path / "dcl-vrn"  # a file of the user's wins over the bundled name
     own.write_text("loss = 'simclr'\n")
     assert locate("dcl-vrn", "recipe").read_text() == "loss = 'simclr'\n"
-    with pytest.raises(UserError, match=r"neither a file nor a bundled recipe.*simclr-vrn.*cl-diag recipes"):
+    with pytest.raises(
+        UserError, match=r"neither a file nor a bundled recipe.*simclr-vrn.*cl-diag recipes"
+    ):
         locate("nosuch", "recipe")
     with pytest.raises(UserError, match="bundled probe suite"):
         locate("elsewhere/quick.toml", "probe suite")
@@ -106,7 +119,9 @@ def test_recipe_by_name_through_the_cli(run_cli, tmp_path):
     assert listing.code == 0
     for name in ("simclr-vrn", "rebuttal-toy", "quick", "digits-study"):
         assert name in listing.out
-    run = run_cli("train", "--recipe", "rebuttal-toy", "--steps", "3", "--out", tmp_path / "toy", "--quiet")
+    run = run_cli(
+        "train", "--recipe", "rebuttal-toy", "--steps", "3", "--out", tmp_path / "toy", "--quiet"
+    )
     assert run.code == 0, run.err
     assert (tmp_path / "toy" / "last.pt").is_file()
     both = run_cli("train", "rebuttal-toy", "--recipe", "simclr", "--out", tmp_path / "x")
@@ -128,21 +143,52 @@ def test_the_wheel_works_outside_the_checkout(tmp_path):
     dist = tmp_path / "dist"
     isolation = [] if importlib.util.find_spec("setuptools") is None else ["--no-build-isolation"]
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", *isolation, "-w", str(dist), "-q"],
-        check=True, cwd=tmp_path,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            str(ROOT),
+            "--no-deps",
+            *isolation,
+            "-w",
+            str(dist),
+            "-q",
+        ],
+        check=True,
+        cwd=tmp_path,
     )
     (wheel,) = dist.glob("cl_diag-*.whl")
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    inner = Path(subprocess.run(
-        [venv / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True, capture_output=True, text=True,
-    ).stdout.strip())
+    inner = Path(
+        subprocess.run(
+            [
+                venv / "bin" / "python",
+                "-c",
+                "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    )
     # torch & co. come from this environment as a plain path (its .pth files, the editable
     # install of cl-diag among them, are not processed there), cl-diag only from the wheel
     (inner / "borrowed.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "--no-deps", "--ignore-installed", "-q", str(wheel)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(venv / "bin" / "python"),
+            "install",
+            "--no-deps",
+            "--ignore-installed",
+            "-q",
+            str(wheel),
+        ],
         env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
         check=True,
     )
@@ -162,6 +208,15 @@ def test_the_wheel_works_outside_the_checkout(tmp_path):
     run("cl-diag", "train", "--recipe", "rebuttal-toy", "--out", "toy", "--quiet")
     run("cl-diag", "analyze", "toy/last.pt", "--out", "toy/analysis", "--quiet")
     run("cl-diag", "train", "--epochs", "1", "--out", "digits", "--quiet")
-    run("cl-diag", "analyze", "digits/last.pt", "--probe", "quick", "--out", "digits/analysis", "--quiet")
+    run(
+        "cl-diag",
+        "analyze",
+        "digits/last.pt",
+        "--probe",
+        "quick",
+        "--out",
+        "digits/analysis",
+        "--quiet",
+    )
     assert (work / "toy" / "analysis" / "report.html").stat().st_size > 0
     assert (work / "digits" / "analysis" / "result.json").stat().st_size > 0

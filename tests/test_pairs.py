@@ -30,7 +30,18 @@ from cl_diag.measurement.pairs import (
 )
 
 U32 = 2.0**-24
-SCHEMA_KEYS = ["count", "estimate", "mean", "var", "std", "min", "max", "quantiles", "quantile_error", "histogram"]
+SCHEMA_KEYS = [
+    "count",
+    "estimate",
+    "mean",
+    "var",
+    "std",
+    "min",
+    "max",
+    "quantiles",
+    "quantile_error",
+    "histogram",
+]
 NEG_KEYS = SCHEMA_KEYS + ["excessive_ratio", "excessive_count"]
 
 
@@ -67,7 +78,9 @@ def near(values: np.ndarray, edge: float, eps: float) -> int:
     return int(np.count_nonzero(np.abs(values - edge) <= eps))
 
 
-def check_against(stats: dict, ref: np.ndarray, *, eps: float, n_ref: int, negative: bool, hist_bins: int = 100):
+def check_against(
+    stats: dict, ref: np.ndarray, *, eps: float, n_ref: int, negative: bool, hist_bins: int = 100
+):
     """Every statistic of one block against the float64 reference values ``ref``."""
     count = ref.size
     assert stats["count"] == count
@@ -106,7 +119,14 @@ def check_against(stats: dict, ref: np.ndarray, *, eps: float, n_ref: int, negat
 
 @pytest.mark.parametrize(
     "n,d,block,hist_bins",
-    [(2, 3, None, 100), (7, 5, 3, 100), (61, 16, 8, 128), (101, 32, 13, 100), (150, 128, 64, 64), (257, 24, 100, 100)],
+    [
+        (2, 3, None, 100),
+        (7, 5, 3, 100),
+        (61, 16, 8, 128),
+        (101, 32, 13, 100),
+        (150, 128, 64, 64),
+        (257, 24, 100, 100),
+    ],
 )
 def test_every_statistic_matches_brute_force(n, d, block, hist_bins):
     rng = np.random.default_rng(n)
@@ -121,7 +141,14 @@ def test_every_statistic_matches_brute_force(n, d, block, hist_bins):
     assert stats["within_view_negative"]["count"] == n * (n - 1)
     assert stats["positive"]["quantile_error"] == 0.0  # n values: exact quantiles
     for kind in ("positive", "cross_view_negative", "within_view_negative"):
-        check_against(stats[kind], ref[kind], eps=eps, n_ref=n_ref, negative=kind != "positive", hist_bins=hist_bins)
+        check_against(
+            stats[kind],
+            ref[kind],
+            eps=eps,
+            n_ref=n_ref,
+            negative=kind != "positive",
+            hist_bins=hist_bins,
+        )
 
 
 def test_variance_of_nearly_constant_similarities():
@@ -182,7 +209,9 @@ def test_lattice_is_exact_including_edges_and_strict_threshold(block):
         # values on an edge belong to the bin above it (numpy's convention); 1.0 to the last bin
         assert s["histogram"]["counts"] == np.histogram(r, bins=100, range=(-1, 1))[0].tolist()
         for p in QUANTILES:
-            assert abs(s["quantiles"][str(p)] - np.quantile(r, p / 100)) <= (w / 2 if kind != "positive" else 1e-15)
+            assert abs(s["quantiles"][str(p)] - np.quantile(r, p / 100)) <= (
+                w / 2 if kind != "positive" else 1e-15
+            )
         if kind != "positive":
             assert np.count_nonzero(r == -0.125) > 0
             assert s["excessive_count"] == int(np.count_nonzero(r < -0.125))
@@ -241,8 +270,12 @@ def test_simplex_etf_every_negative_at_delta(n):
         torch.set_num_threads(threads)
     t32 = np.float32(threshold_float32(n))
     off = ~np.eye(n, dtype=bool)
-    assert one_tile["cross_view_negative"]["excessive_count"] == int(np.count_nonzero(sims[off] < t32))
-    assert one_tile["within_view_negative"]["excessive_count"] == 2 * int(np.count_nonzero(np.triu(sims < t32, 1)))
+    assert one_tile["cross_view_negative"]["excessive_count"] == int(
+        np.count_nonzero(sims[off] < t32)
+    )
+    assert one_tile["within_view_negative"]["excessive_count"] == 2 * int(
+        np.count_nonzero(np.triu(sims < t32, 1))
+    )
     assert 1.0 / ((n - 1) * (n - 2)) > eps and 1.0 / (n * (n - 1)) > eps
     below = pair_statistics(z, z, n_ref=n - 1)
     above = pair_statistics(z, z, n_ref=n + 1)
@@ -307,7 +340,12 @@ def test_antipodal_closed_forms(n, k, block):
         assert split["different_class"]["excessive_count"] == 0
     else:  # one class only: the different-class split is empty
         d = split["different_class"]
-        assert d["mean"] is None and d["var"] is None and d["min"] is None and d["excessive_ratio"] is None
+        assert (
+            d["mean"] is None
+            and d["var"] is None
+            and d["min"] is None
+            and d["excessive_ratio"] is None
+        )
         assert d["excessive_count"] == 0 and sum(d["histogram"]["counts"]) == 0
         assert all(q is None for q in d["quantiles"].values())
     # order statistics of a two-valued population: the sorted values are same_sign times -1, then
@@ -341,7 +379,9 @@ def test_labels_split_matches_brute_force(classes, block):
         split = stats[kind]["by_class"]
         assert list(split) == ["same_class", "different_class"]
         check_against(split["same_class"], ref[kind][same], eps=eps, n_ref=50_000, negative=True)
-        check_against(split["different_class"], ref[kind][~same], eps=eps, n_ref=50_000, negative=True)
+        check_against(
+            split["different_class"], ref[kind][~same], eps=eps, n_ref=50_000, negative=True
+        )
         assert split["same_class"]["count"] + split["different_class"]["count"] == n * (n - 1)
     assert "by_class" not in stats["positive"]
 
@@ -422,7 +462,9 @@ def test_sampled_labels_split():
         # same-class share of the n(n-1) pairs
         n1 = int(labels.sum())
         share = (n1 * (n1 - 1) + (50 - n1) * (49 - n1)) / (50 * 49)
-        assert abs(split["same_class"]["count"] / 4000 - share) <= 5 * math.sqrt(share * (1 - share) / 4000)
+        assert abs(split["same_class"]["count"] / 4000 - share) <= 5 * math.sqrt(
+            share * (1 - share) / 4000
+        )
 
 
 def test_deterministic_and_seeded():
@@ -492,11 +534,16 @@ def test_result_is_plain_json():
 @pytest.mark.parametrize("hist_bins", [1, 7, 64, 100, 128, 1000])
 def test_histogram_bins_and_fine_grid(hist_bins):
     assert fine_bins(hist_bins) % hist_bins == 0 and fine_bins(hist_bins) >= 65_536
-    assert (fine_bins(hist_bins) // hist_bins) & (fine_bins(hist_bins) // hist_bins - 1) == 0  # power of 2
+    assert (fine_bins(hist_bins) // hist_bins) & (
+        fine_bins(hist_bins) // hist_bins - 1
+    ) == 0  # power of 2
     z1, z2 = lattice_views(40, 1)
     stats = pair_statistics(z1, z2, hist_bins=hist_bins)
     ref = reference(z1, z2)["cross_view_negative"]
-    assert stats["cross_view_negative"]["histogram"]["counts"] == np.histogram(ref, hist_bins, (-1, 1))[0].tolist()
+    assert (
+        stats["cross_view_negative"]["histogram"]["counts"]
+        == np.histogram(ref, hist_bins, (-1, 1))[0].tolist()
+    )
 
 
 # --------------------------------------------------------------------------- bad input
@@ -554,7 +601,9 @@ def test_cuda_matches_cpu():
     z1, z2 = rng.standard_normal((500, 64)), rng.standard_normal((500, 64))
     labels = rng.integers(0, 4, 500)
     cpu = pair_statistics(torch.tensor(z1), torch.tensor(z2), labels=labels, block_size=96)
-    gpu = pair_statistics(torch.tensor(z1).cuda(), torch.tensor(z2).cuda(), labels=labels, block_size=96)
+    gpu = pair_statistics(
+        torch.tensor(z1).cuda(), torch.tensor(z2).cuda(), labels=labels, block_size=96
+    )
     eps = gamma(64)
     for kind in ("cross_view_negative", "within_view_negative"):
         assert gpu[kind]["count"] == cpu[kind]["count"]
@@ -562,6 +611,13 @@ def test_cuda_matches_cpu():
         assert abs(gpu[kind]["min"] - cpu[kind]["min"]) <= 2 * eps
         assert abs(gpu[kind]["excessive_count"] - cpu[kind]["excessive_count"]) <= 50
     sampled_cpu = pair_statistics(torch.tensor(z1), torch.tensor(z2), mode="sampled", num_pairs=300)
-    sampled_gpu = pair_statistics(torch.tensor(z1).cuda(), torch.tensor(z2).cuda(), mode="sampled", num_pairs=300)
-    assert sampled_gpu["cross_view_negative"]["count"] == sampled_cpu["cross_view_negative"]["count"]
-    assert abs(sampled_gpu["cross_view_negative"]["mean"] - sampled_cpu["cross_view_negative"]["mean"]) <= 1e-6
+    sampled_gpu = pair_statistics(
+        torch.tensor(z1).cuda(), torch.tensor(z2).cuda(), mode="sampled", num_pairs=300
+    )
+    assert (
+        sampled_gpu["cross_view_negative"]["count"] == sampled_cpu["cross_view_negative"]["count"]
+    )
+    assert (
+        abs(sampled_gpu["cross_view_negative"]["mean"] - sampled_cpu["cross_view_negative"]["mean"])
+        <= 1e-6
+    )

@@ -167,7 +167,9 @@ def test_digits_split_is_unchanged_by_the_move():
     _, labels = digits_arrays()
     train, test = digits_split()
     a, b = train_test_split(
-        np.arange(len(labels)), test_size=DIGITS_TEST_FRACTION, stratify=labels.numpy(),
+        np.arange(len(labels)),
+        test_size=DIGITS_TEST_FRACTION,
+        stratify=labels.numpy(),
         random_state=DIGITS_SPLIT_SEED,
     )
     assert torch.equal(train, torch.from_numpy(np.sort(a)))

@@ -55,8 +55,15 @@ def test_logreg_objective_matches_sklearn_coefficients(digits):
     x = torch.from_numpy(_unit(x_tr.astype(np.float64)))
     n, d = x.shape
     for wd in (1e-2, 1e-3):
-        theta, info, _ = _fit_logreg(x, torch.from_numpy(y_tr), wd, torch.zeros(d * 10 + 10, dtype=torch.float64),
-                                  2000, 1e-9, 20)
+        theta, info, _ = _fit_logreg(
+            x,
+            torch.from_numpy(y_tr),
+            wd,
+            torch.zeros(d * 10 + 10, dtype=torch.float64),
+            2000,
+            1e-9,
+            20,
+        )
         sk = LogisticRegression(C=1.0 / (wd * n), tol=1e-10, max_iter=10_000).fit(x.numpy(), y_tr)
         w = theta[: d * 10].view(d, 10).numpy().T
         b = theta[d * 10 :].numpy()
@@ -110,12 +117,17 @@ def test_memory_shift_penalty_is_exact():
         (g,) = torch.autograd.grad(loss, theta)
         return g
 
-    t0, t1 = torch.from_numpy(rng.normal(size=d * c + c)), torch.from_numpy(rng.normal(size=d * c + c))
+    t0, t1 = (
+        torch.from_numpy(rng.normal(size=d * c + c)),
+        torch.from_numpy(rng.normal(size=d * c + c)),
+    )
     mem = _Memory(3, d * c + c, t0)
     mem.push(t1 - t0, grad(t1, 1e-1) - grad(t0, 1e-1))
     mem.shift_penalty(1e-3 - 1e-1, d * c)
     assert torch.allclose(mem.y[mem.order[0]], grad(t1, 1e-3) - grad(t0, 1e-3), atol=1e-12)
-    assert mem.sty[mem.order[0], mem.order[0]] == pytest.approx(float((t1 - t0) @ mem.y[mem.order[0]]))
+    assert mem.sty[mem.order[0], mem.order[0]] == pytest.approx(
+        float((t1 - t0) @ mem.y[mem.order[0]])
+    )
 
 
 def test_linear_probe_single_weight_decay_matches_sklearn(digits):
@@ -142,13 +154,17 @@ def test_linear_probe_selection_matches_sklearn_loop(digits):
     fit, val = stratified_split(y_tr, 0.1, 3)
     accs = {}
     for wd in grid:
-        m = LogisticRegression(C=1.0 / (wd * fit.size), tol=1e-6, max_iter=5000).fit(xn_tr[fit], y_tr[fit])
+        m = LogisticRegression(C=1.0 / (wd * fit.size), tol=1e-6, max_iter=5000).fit(
+            xn_tr[fit], y_tr[fit]
+        )
         accs[wd] = m.score(xn_tr[val], y_tr[val])
     best = max(grid, key=lambda w: (accs[w], w))  # ties: larger weight decay
     sk = LogisticRegression(C=1.0 / (best * len(y_tr)), tol=1e-6, max_iter=5000).fit(xn_tr, y_tr)
     assert set(res["settings"]["val_top1"]) == {repr(w) for w in grid}
     for w in grid:
-        assert abs(res["settings"]["val_top1"][repr(w)] - accs[w]) <= 1.5 / val.size  # at most one sample
+        assert (
+            abs(res["settings"]["val_top1"][repr(w)] - accs[w]) <= 1.5 / val.size
+        )  # at most one sample
     assert abs(res["top1"] - sk.score(xn_te, y_te)) <= 0.005
     assert res["top1"] > 0.93
 
@@ -174,8 +190,18 @@ def test_linear_probe_reproducible_and_records_settings(digits):
     b = linear_probe(torch.from_numpy(x_tr[:400]), torch.from_numpy(y_tr[:400]), x_te, y_te, **kw)
     assert a == b
     st = a["settings"]
-    for key in ("normalisation", "optimiser", "max_iter", "tolerance", "weight_decay_grid", "val_fraction",
-                "seed", "n_train", "n_test", "classes"):
+    for key in (
+        "normalisation",
+        "optimiser",
+        "max_iter",
+        "tolerance",
+        "weight_decay_grid",
+        "val_fraction",
+        "seed",
+        "n_train",
+        "n_test",
+        "classes",
+    ):
         assert key in st
     assert st["n_train"] == 400 and st["n_fit"] + st["n_val"] == 400 and st["seed"] == 5
     assert 0.0 <= a["top1"] <= a["top5"] <= 1.0
@@ -185,7 +211,9 @@ def test_linear_probe_label_values_are_arbitrary(digits):
     """Class labels are names: shifting them changes nothing; unseen test labels count as errors."""
     x_tr, y_tr, x_te, y_te = digits
     a = linear_probe(x_tr[:300], y_tr[:300], x_te[:200], y_te[:200], weight_decays=(1e-3,))
-    b = linear_probe(x_tr[:300], y_tr[:300] * 7 + 100, x_te[:200], y_te[:200] * 7 + 100, weight_decays=(1e-3,))
+    b = linear_probe(
+        x_tr[:300], y_tr[:300] * 7 + 100, x_te[:200], y_te[:200] * 7 + 100, weight_decays=(1e-3,)
+    )
     assert a["top1"] == b["top1"] and a["top5"] == b["top5"]
     y_bad = y_te[:200].copy()
     y_bad[:10] = 99
@@ -257,7 +285,10 @@ def test_knn_matches_brute_force_with_ties():
     for temperature in (0.07, 1.0):
         preds = knn_predict(train, ty, test, ks=ks, temperature=temperature, block_size=16)
         for k in ks:
-            assert np.array_equal(preds[k], _knn_brute(train, ty, test, k, temperature)), (k, temperature)
+            assert np.array_equal(preds[k], _knn_brute(train, ty, test, k, temperature)), (
+                k,
+                temperature,
+            )
 
 
 def test_knn_tie_rules_explicit():
@@ -307,7 +338,9 @@ def test_retrieval_matches_brute_force():
     for k in (1, 5, 10):
         assert res[f"recall_at_{k}"] == float((brute <= k).mean())
     assert res["median_rank"] == float(np.median(brute))
-    assert 0.0 < res["recall_at_1"] < res["recall_at_10"] < 1.0  # the data are neither trivial nor hopeless
+    assert (
+        0.0 < res["recall_at_1"] < res["recall_at_10"] < 1.0
+    )  # the data are neither trivial nor hopeless
 
 
 def test_retrieval_with_ties_matches_brute_force():

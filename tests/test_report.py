@@ -84,10 +84,17 @@ def make_result(
         if labels:
             for kind, samples in (("cross_view_negative", xneg), ("within_view_negative", wneg)):
                 same = np.zeros(samples.size, dtype=bool)
-                same[:: 10] = True  # 10 classes: about a tenth of the negatives share the class
+                same[::10] = True  # 10 classes: about a tenth of the negatives share the class
                 pairs[kind]["by_class"] = {
-                    "same_class": _stats(samples[same] + 0.3 * (1 - samples[same]) * 0.5, threshold=threshold, bins=bins, estimate=estimate),
-                    "different_class": _stats(samples[~same], threshold=threshold, bins=bins, estimate=estimate),
+                    "same_class": _stats(
+                        samples[same] + 0.3 * (1 - samples[same]) * 0.5,
+                        threshold=threshold,
+                        bins=bins,
+                        estimate=estimate,
+                    ),
+                    "different_class": _stats(
+                        samples[~same], threshold=threshold, bins=bins, estimate=estimate
+                    ),
                 }
         pos_mean, xneg_mean = pairs["positive"]["mean"], pairs["cross_view_negative"]["mean"]
         width = d if k == 0 else 4 * d
@@ -99,7 +106,10 @@ def make_result(
             "pairs": pairs,
             "geometry": {
                 "alignment": 2.0 - 2.0 * pos_mean,
-                "uniformity": {"u": 2.0 * (xneg_mean + neg_std**2 - 1.0), "v": 2.0 * (xneg_mean + neg_std**2 - 1.0) - 0.01},
+                "uniformity": {
+                    "u": 2.0 * (xneg_mean + neg_std**2 - 1.0),
+                    "v": 2.0 * (xneg_mean + neg_std**2 - 1.0) - 0.01,
+                },
                 "effective_rank": {"u": 0.3 * width, "v": 0.31 * width, "epsilon": 1e-7},
                 "spectrum": {"u": spectrum, "v": spectrum},
                 "frontier_gap": xneg_mean - ((n - 2) * pos_mean - n) / (2 * (n - 1)),
@@ -109,17 +119,31 @@ def make_result(
     result = {
         "schema": "cl-diag/result/1",
         "tool": {"name": "cl-diag", "version": "0.1.0"},
-        "source": {"kind": "checkpoint", "path": f"runs/{loss}-b{batch_size}/last.pt", "sha256": "ab" * 32},
+        "source": {
+            "kind": "checkpoint",
+            "path": f"runs/{loss}-b{batch_size}/last.pt",
+            "sha256": "ab" * 32,
+        },
         "n_ref": n_ref,
         "threshold": threshold,
         "mode": mode,
         "num_pairs": 5000 if estimate else None,
         "seed": seed,
-        "conventions": {"similarity": "cosine similarity of L2-normalised rows", "variance": "population variance (ddof 0)"},
+        "conventions": {
+            "similarity": "cosine similarity of L2-normalised rows",
+            "variance": "population variance (ddof 0)",
+        },
         "config": (
             config
             if config is not None
-            else {"loss": loss, "batch_size": batch_size, "temperature": temperature, "vrn": vrn, "epochs": 5, "seed": seed}
+            else {
+                "loss": loss,
+                "batch_size": batch_size,
+                "temperature": temperature,
+                "vrn": vrn,
+                "epochs": 5,
+                "seed": seed,
+            }
         ),
         "layers": layer_dicts,
     }
@@ -132,9 +156,21 @@ def make_result(
         }
         result["probes"] = {
             "layer": "backbone",
-            "linear": {"top1": acc, "top5": min(1.0, acc + 0.12), "weight_decay": 1e-4, "settings": {"normalisation": "l2 per row", "weight_decay_grid": [0.01, 0.0001]}},
-            "knn": {"k20": {"top1": acc - 0.03}, "k200": {"top1": acc - 0.05}, "settings": {"temperature": 0.07}},
-            "retrieval": {name: {"recall_at_1": 0.5, "recall_at_5": 0.75, "recall_at_10": 0.875} for name in layers},
+            "linear": {
+                "top1": acc,
+                "top5": min(1.0, acc + 0.12),
+                "weight_decay": 1e-4,
+                "settings": {"normalisation": "l2 per row", "weight_decay_grid": [0.01, 0.0001]},
+            },
+            "knn": {
+                "k20": {"top1": acc - 0.03},
+                "k200": {"top1": acc - 0.05},
+                "settings": {"temperature": 0.07},
+            },
+            "retrieval": {
+                name: {"recall_at_1": 0.5, "recall_at_5": 0.75, "recall_at_10": 0.875}
+                for name in layers
+            },
             "clustering": {"nmi": 0.55, "ari": 0.4, "settings": {"k": 10}},
             "baselines": {"raw_pixels": copy.deepcopy(base), "random_init": copy.deepcopy(base)},
         }
@@ -180,7 +216,12 @@ def test_writes_reports_and_figures(rendered):
     names = [p.name for p in paths]
     assert names[:2] == ["report.md", "report.html"]
     assert names[-1] == ".cl-diag-owned"
-    figures = {"similarities_projector.svg", "similarities_backbone.svg", "spectrum_projector.svg", "spectrum_backbone.svg"}
+    figures = {
+        "similarities_projector.svg",
+        "similarities_backbone.svg",
+        "spectrum_projector.svg",
+        "spectrum_backbone.svg",
+    }
     assert set(names[2:-1]) == figures
     assert sorted(p.name for p in out.iterdir()) == sorted(names)
     md = (out / "report.md").read_text(encoding="utf-8")
@@ -205,14 +246,22 @@ def test_header_prints_threshold_and_conventions(rendered):
 
 
 def test_pair_table_holds_the_stored_numbers():
-    result = make_result(n=40, labels=False, probes=False, theory=False, layers=("embedding",), config={})
+    result = make_result(
+        n=40, labels=False, probes=False, theory=False, layers=("embedding",), config={}
+    )
     pairs = result["layers"]["embedding"]["pairs"]
     # hand-set values: the table must print exactly these
     pairs["positive"].update(mean=0.75, var=0.0625, std=0.25, min=-0.5, max=1.0, count=40)
-    pairs["cross_view_negative"].update(mean=-0.0125, var=0.1649, excessive_ratio=0.5731, excessive_count=894, count=1560)
+    pairs["cross_view_negative"].update(
+        mean=-0.0125, var=0.1649, excessive_ratio=0.5731, excessive_count=894, count=1560
+    )
     pairs["within_view_negative"]["quantiles"]["50"] = -0.03125
     out_md = _render_md(result)
-    assert md_row(out_md, "which pairs") == ["(u_i, v_i), n pairs", "(u_i, v_j), i ≠ j, n(n−1) ordered", "(u_i, u_j) and (v_i, v_j), i < j, n(n−1)"]
+    assert md_row(out_md, "which pairs") == [
+        "(u_i, v_i), n pairs",
+        "(u_i, v_j), i ≠ j, n(n−1) ordered",
+        "(u_i, u_j) and (v_i, v_j), i < j, n(n−1)",
+    ]
     assert md_row(out_md, "count") == ["40", "1560", str(pairs["within_view_negative"]["count"])]
     assert md_row(out_md, "mean")[:2] == ["0.75", "-0.0125"]
     assert md_row(out_md, "var (population, ddof 0)")[:2] == ["0.0625", "0.1649"]
@@ -230,9 +279,13 @@ def test_pair_table_holds_the_stored_numbers():
 
 
 def test_sampled_mode_is_labelled_an_estimate():
-    result = make_result(n=30, mode="sampled", labels=False, probes=False, theory=False, layers=("embedding",))
+    result = make_result(
+        n=30, mode="sampled", labels=False, probes=False, theory=False, layers=("embedding",)
+    )
     md = _render_md(result)
-    assert md_row(md, "mode") == ["sampled: 5000 pairs of each type drawn uniformly with seed 0 (estimates)"]
+    assert md_row(md, "mode") == [
+        "sampled: 5000 pairs of each type drawn uniformly with seed 0 (estimates)"
+    ]
     assert md_row(md, "exact / sampled") == ["sampled estimate"] * 3
     assert md_row(md, "quantile error bound (|reported − exact|)") == ["0", "0", "0"]
 
@@ -244,8 +297,15 @@ def test_by_class_split_when_labels_given(rendered):
     row = md_row(md, "mean", after="Negatives split by class label")
     assert row[0] == fmt(split["same_class"]["mean"])
     assert row[1] == fmt(split["different_class"]["mean"])
-    header = next(l for l in md[md.index("Negatives split by class label"):].splitlines() if l.startswith("| statistic"))
-    assert "cross-view negative, same class" in header and "within-view negative, different class" in header
+    header = next(
+        l
+        for l in md[md.index("Negatives split by class label") :].splitlines()
+        if l.startswith("| statistic")
+    )
+    assert (
+        "cross-view negative, same class" in header
+        and "within-view negative, different class" in header
+    )
 
 
 def test_geometry_block(rendered):
@@ -262,7 +322,10 @@ def test_geometry_block(rendered):
 
 def test_ceiling_below_one_is_flagged():
     result = make_result(n=30, labels=False, probes=False, theory=False, layers=("embedding",))
-    result["layers"]["embedding"]["geometry"]["alignment_ceiling"] = {"value": 0.97, "below_one": True}
+    result["layers"]["embedding"]["geometry"]["alignment_ceiling"] = {
+        "value": 0.97,
+        "below_one": True,
+    }
     md = _render_md(result)
     assert "alignment ceiling is below 1" in md
 
@@ -272,7 +335,11 @@ def test_probe_table_in_percent_with_baselines(rendered):
     md = (out / "report.md").read_text(encoding="utf-8")
     top1 = result["probes"]["linear"]["top1"]
     assert md_row(md, "linear probe top-1") == [pct(top1), "42.00 %", "42.00 %"]
-    assert md_row(md, "kNN top-1, k = 200") == [pct(result["probes"]["knn"]["k200"]["top1"]), "36.00 %", "36.00 %"]
+    assert md_row(md, "kNN top-1, k = 200") == [
+        pct(result["probes"]["knn"]["k200"]["top1"]),
+        "36.00 %",
+        "36.00 %",
+    ]
     assert md_row(md, "retrieval of the positive, projector, Recall@10") == ["87.50 %", "—", "—"]
     assert md_row(md, "k-means NMI") == ["0.55", "0.21", "0.21"]
     assert md_row(md, "linear", after="Probe settings") == ["weight_decay (chosen)", "0.0001"]
@@ -298,7 +365,9 @@ def test_theory_panel_predicted_next_to_measured(rendered):
 
 def test_theory_band_hand_values_and_no_caveat_when_simplex_fits():
     # Fig. 2 of the paper: n = 4, m = 2 gives the band [2/9, 8/9]; d = 3 >= n - 1
-    result = make_result(n=4, n_ref=4, d=3, batch_size=2, labels=False, probes=False, layers=("embedding",))
+    result = make_result(
+        n=4, n_ref=4, d=3, batch_size=2, labels=False, probes=False, layers=("embedding",)
+    )
     md = _render_md(result)
     assert md_row(md, "cross-view negative variance")[0] == "[0.222222, 0.888889]"
     assert "Validity:" not in md
@@ -328,7 +397,10 @@ def test_config_block(rendered):
 def test_distribution_caption_says_threshold_is_visually_at_zero(rendered):
     _, out, _ = rendered
     md = (out / "report.md").read_text(encoding="utf-8")
-    assert "δ = −1/(n_ref − 1) = -2.00004e-05 with n_ref = 50000; at this scale it sits visually at 0." in md
+    assert (
+        "δ = −1/(n_ref − 1) = -2.00004e-05 with n_ref = 50000; at this scale it sits visually at 0."
+        in md
+    )
 
 
 def test_html_is_self_contained(rendered):
@@ -336,7 +408,9 @@ def test_html_is_self_contained(rendered):
     html = (out / "report.html").read_text(encoding="utf-8")
     assert html.startswith("<!DOCTYPE html>")
     assert "<script" not in html and "@import" not in html and "url(" not in html
-    assert not re.search(r"""(src|href)\s*=\s*["'](?!data:)""", html), "every resource must be inline"
+    assert not re.search(r"""(src|href)\s*=\s*["'](?!data:)""", html), (
+        "every resource must be inline"
+    )
     images = re.findall(r'<img src="data:image/svg\+xml;base64,([A-Za-z0-9+/=]+)"', html)
     svgs = [p for p in paths if p.suffix == ".svg"]
     assert len(images) == len(svgs) == html.count("<img")
@@ -361,7 +435,9 @@ def test_byte_identical_reruns_and_isolated_from_global_style(tmp_path):
     first.mkdir()
     second.mkdir()
     render_analysis(result, first)
-    with matplotlib.rc_context({"font.size": 20, "svg.hashsalt": None, "axes.grid": False, "lines.linewidth": 4}):
+    with matplotlib.rc_context(
+        {"font.size": 20, "svg.hashsalt": None, "axes.grid": False, "lines.linewidth": 4}
+    ):
         render_analysis(copy.deepcopy(result), second)
     files = sorted(p.name for p in first.iterdir())
     assert files == sorted(p.name for p in second.iterdir())
@@ -396,7 +472,9 @@ def test_theory_predictions_only_for_the_loss_layer():
     result["theory"]["loss_layer"] = "projector"
     md = _render_md(result)
     assert "measured (projector)" in md and "measured (backbone)" not in md
-    assert "Layer 'projector' (d = 128): the layer the loss sees, which the theorems describe." in md
+    assert (
+        "Layer 'projector' (d = 128): the layer the loss sees, which the theorems describe." in md
+    )
     layers = result["layers"]
     after = "Context only: 'backbone' measured beside 'projector'"
     assert md_row(md, "cross-view negative variance", after) == [
@@ -405,7 +483,7 @@ def test_theory_predictions_only_for_the_loss_layer():
     ]
     # d = 128 and d = 512: 1/d
     assert md_row(md, "1/d (random unit vectors)", after) == ["0.0078125", "0.00195312"]
-    header = next(l for l in md[md.index(after):].splitlines() if l.startswith("| measured"))
+    header = next(l for l in md[md.index(after) :].splitlines() if l.startswith("| measured"))
     assert header == "| measured | projector (loss layer) | backbone (context only) |"
     # the validity caveat belongs to the loss layer only
     assert md.count("Validity:") == 1
@@ -420,8 +498,16 @@ def test_raw_pixel_retrieval_is_the_baseline_of_every_layer():
         "projector": {"recall_at_1": 0.03125, "recall_at_5": 0.1, "recall_at_10": 0.2}
     }
     md = _render_md(result)
-    assert md_row(md, "retrieval of the positive, projector, Recall@1") == ["50.00 %", "6.25 %", "3.12 %"]
-    assert md_row(md, "retrieval of the positive, backbone, Recall@10") == ["87.50 %", "25.00 %", "—"]
+    assert md_row(md, "retrieval of the positive, projector, Recall@1") == [
+        "50.00 %",
+        "6.25 %",
+        "3.12 %",
+    ]
+    assert md_row(md, "retrieval of the positive, backbone, Recall@10") == [
+        "87.50 %",
+        "25.00 %",
+        "—",
+    ]
     assert "raw-pixel retrieval compares the two views' pixels directly" in md
 
 
@@ -438,8 +524,14 @@ def test_header_renders_the_checkpoint_source():
         cifar_stem_padding={"value": 2, "from": "default for upstream solo-learn checkpoints"},
         provenance={"arch": "args.json"},
         versions={"torch": "2.4.0"},
-        views={"num_images": 256, "pool": 50000, "sampling": "uniform", "augmentation": "the training augmentation, twice",
-               "mode": "eval", "amp": False},
+        views={
+            "num_images": 256,
+            "pool": 50000,
+            "sampling": "uniform",
+            "augmentation": "the training augmentation, twice",
+            "mode": "eval",
+            "amp": False,
+        },
         note="read as cifar10",
     )
     md = _render_md(result)

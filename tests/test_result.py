@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from test_report import make_result
 
 from cl_diag.errors import UserError
 from cl_diag.measurement.inputs import ViewsError, normalise_views
@@ -25,7 +26,6 @@ from cl_diag.result import (
     retrieval_metric,
     save,
 )
-from test_report import make_result
 
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = sorted(REPO.glob("reports/*/*/analysis/result.json"))

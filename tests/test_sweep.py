@@ -17,12 +17,29 @@ def test_parse_grid_and_cells():
     axes = parse_grid(["batch-size=16,32", "--vrn=0,30"], {"batch_size": int, "vrn": float})
     assert axes == [GridAxis("batch_size", ("16", "32")), GridAxis("vrn", ("0", "30"))]
     names = [cell.name for cell in cells_of(axes)]
-    assert names == ["batch-size=16_vrn=0", "batch-size=16_vrn=30", "batch-size=32_vrn=0", "batch-size=32_vrn=30"]
+    assert names == [
+        "batch-size=16_vrn=0",
+        "batch-size=16_vrn=30",
+        "batch-size=32_vrn=0",
+        "batch-size=32_vrn=30",
+    ]
 
 
 def test_sweep_trains_analyses_compares_and_skips_complete_cells(run_cli, tmp_path):
     out = tmp_path / "sweep"
-    args = ["sweep", TOY, "--grid", "seed=1,2", "--grid", "vrn=0,3", "--steps", "20", "--out", out, "--quiet"]
+    args = [
+        "sweep",
+        TOY,
+        "--grid",
+        "seed=1,2",
+        "--grid",
+        "vrn=0,3",
+        "--steps",
+        "20",
+        "--out",
+        out,
+        "--quiet",
+    ]
     first = run_cli(*args)
     assert first.code == 0, first.err
     cells = ["seed=1_vrn=0", "seed=1_vrn=3", "seed=2_vrn=0", "seed=2_vrn=3"]
@@ -68,8 +85,14 @@ def test_sweep_trains_analyses_compares_and_skips_complete_cells(run_cli, tmp_pa
         (["--grid", "seed=1,1"], "repeats a value"),
         (["--grid", "seed=1", "--grid", "seed=2"], "twice"),
         # a value of the wrong type, or out of range in a later cell: refused before the first cell trains
-        (["--grid", "batch-size=abc"], "sweep cell batch-size=abc: the train options are not valid"),
-        (["--grid", "batch-size=2,1"], "sweep cell batch-size=1: --batch-size 1 leaves no negative pairs"),
+        (
+            ["--grid", "batch-size=abc"],
+            "sweep cell batch-size=abc: the train options are not valid",
+        ),
+        (
+            ["--grid", "batch-size=2,1"],
+            "sweep cell batch-size=1: --batch-size 1 leaves no negative pairs",
+        ),
         (["--grid", "lr=0.5,-1"], "sweep cell lr=-1: --lr -1.0 must be > 0. nothing was trained"),
     ],
 )
@@ -102,7 +125,19 @@ def test_recipe_with_unknown_key(run_cli, tmp_path):
 
 def test_parallel_cells_run_in_their_own_processes(run_cli, tmp_path):
     out = tmp_path / "sweep"
-    result = run_cli("sweep", TOY, "--grid", "vrn=0,3", "--steps", "10", "--parallel", "2", "--out", out, "--quiet")
+    result = run_cli(
+        "sweep",
+        TOY,
+        "--grid",
+        "vrn=0,3",
+        "--steps",
+        "10",
+        "--parallel",
+        "2",
+        "--out",
+        out,
+        "--quiet",
+    )
     assert result.code == 0, result.err
     for cell in ("vrn=0", "vrn=3"):
         assert (out / cell / "analysis" / "result.json").is_file()

@@ -44,8 +44,13 @@ def test_variance_band():
     assert (lo, hi) == (pytest.approx(2 / 9), pytest.approx(8 / 9))
     assert variance_band(10, 10) == (0.0, 0.0)  # m = n: the full-batch ETF
     # paper-notes 5.2 table, n = 50,000
-    table = {32: (6.45e-7, 0.032239), 64: (3.17e-7, 0.015853), 128: (1.57e-7, 0.007854),
-             256: (7.80e-8, 0.003902), 512: (3.87e-8, 0.001937)}
+    table = {
+        32: (6.45e-7, 0.032239),
+        64: (3.17e-7, 0.015853),
+        128: (1.57e-7, 0.007854),
+        256: (7.80e-8, 0.003902),
+        512: (3.87e-8, 0.001937),
+    }
     for m, (want_lo, want_hi) in table.items():
         lo, hi = variance_band(50_000, m)
         assert lo == pytest.approx(want_lo, rel=5e-3)
@@ -73,8 +78,17 @@ def test_sigmoid_eq10_values():
     assert sigmoid_eq10_lhs(5000.0, 5000.0, 100) == math.inf
 
 
-@pytest.mark.parametrize("t,b,n", [(1.0, -1.0, 50_000), (10.0, 10.0, 50_000), (1.0, 1.0, 8),
-                                   (10.0, 10.0, 1024), (2.0, 3.0, 6), (0.5, 4.0, 30)])
+@pytest.mark.parametrize(
+    "t,b,n",
+    [
+        (1.0, -1.0, 50_000),
+        (10.0, 10.0, 50_000),
+        (1.0, 1.0, 8),
+        (10.0, 10.0, 1024),
+        (2.0, 3.0, 6),
+        (0.5, 4.0, 30),
+    ],
+)
 def test_eq10_is_condition_8_for_sigmoid(t, b, n):
     # phi'(1) = t/(1+e^{t-b}); psi'(delta) = (n-1) t/(1+e^{t/(n-1)+b})
     dphi = t / (1 + math.exp(t - b))
@@ -87,8 +101,11 @@ def test_sigmoid_optimum_examples():
     # paper-notes 11.1
     o = sigmoid_optimum(1.0, 1.0, 8)
     assert o.regime == "interior"
-    assert (o.x, o.s_pos, o.s_neg) == (pytest.approx(0.759, abs=5e-4), pytest.approx(0.519, abs=5e-4),
-                                       pytest.approx(-0.349, abs=5e-4))
+    assert (o.x, o.s_pos, o.s_neg) == (
+        pytest.approx(0.759, abs=5e-4),
+        pytest.approx(0.519, abs=5e-4),
+        pytest.approx(-0.349, abs=5e-4),
+    )
     # x* solves 2 sigma(b + t - 2tx) = (N-2) sigma(tx(N-2)/(N-1) - t - b)
     sig = lambda x: 1 / (1 + math.exp(-x))  # noqa: E731
     assert 2 * sig(2 - 2 * o.x) == pytest.approx(6 * sig(o.x * 6 / 7 - 2), rel=1e-10)
@@ -98,14 +115,23 @@ def test_sigmoid_optimum_examples():
     assert e.s_neg == pytest.approx(delta(1024))
     # consistent with the general Def. 3.2 optimum of h(x) (paper-notes 5.1), x = E_pos
     t, b, n = 1.0, 1.0, 8
-    x = additive_optimum_x(lambda s: -math.log1p(math.exp(b - t * s)),
-                           lambda s: (n - 1) * math.log1p(math.exp(t * s - b)), n)
+    x = additive_optimum_x(
+        lambda s: -math.log1p(math.exp(b - t * s)),
+        lambda s: (n - 1) * math.log1p(math.exp(t * s - b)),
+        n,
+    )
     assert x == pytest.approx(o.s_pos, abs=1e-6)
 
 
 def test_sigmoid_optimum_is_the_ccem_minimum():
     # brute force over the one-parameter family x in [0, 1]
-    for t, b, n in [(1.0, 1.0, 8), (3.0, 0.5, 10), (5.0, 0.0, 1024), (10.0, 10.0, 1024), (2.0, 2.0, 5)]:
+    for t, b, n in [
+        (1.0, 1.0, 8),
+        (3.0, 0.5, 10),
+        (5.0, 0.0, 1024),
+        (10.0, 10.0, 1024),
+        (2.0, 2.0, 5),
+    ]:
         k = (n - 2) / (n - 1)
         sp = lambda x: np.logaddexp(0, x)  # noqa: E731
         xs = np.linspace(0, 1, 200_001)
@@ -126,7 +152,9 @@ def test_alignment_ceiling_and_exact_identity():
         assert e_pos <= alignment_ceiling(e_neg, n) + 1e-12  # Thm 5.2, Eq. 7
         # exact identity (paper-notes 5.1): (n-2) E_pos = n + 2(n-1) E_neg - (n/2) R
         diff = u - v
-        r = ((diff - diff.mean(0)) ** 2).sum(1).mean().item() + ((u.mean(0) + v.mean(0)) ** 2).sum().item()
+        r = ((diff - diff.mean(0)) ** 2).sum(1).mean().item() + (
+            (u.mean(0) + v.mean(0)) ** 2
+        ).sum().item()
         assert (n - 2) * e_pos == pytest.approx(n + 2 * (n - 1) * e_neg - n / 2 * r, abs=1e-10)
 
 
@@ -151,12 +179,17 @@ def optimise(loss_fn, n, d, steps, seed=0, batches=None, lr=0.05):
     u = F.normalize(p1.detach().double(), dim=1)
     v = F.normalize(p2.detach().double(), dim=1)
     off = ~torch.eye(n, dtype=torch.bool)
-    return {"pos": (u * v).sum(1), "cross": (u @ v.T)[off],
-            "within": torch.cat([(u @ u.T)[off], (v @ v.T)[off]])}
+    return {
+        "pos": (u * v).sum(1),
+        "cross": (u @ v.T)[off],
+        "within": torch.cat([(u @ u.T)[off], (v @ v.T)[off]]),
+    }
 
 
-@pytest.mark.parametrize("name,n,d", [("simclr", 4, 4), ("dcl", 5, 6), ("dhel", 6, 6),
-                                      ("infonce", 8, 9), ("simclr", 8, 8)])
+@pytest.mark.parametrize(
+    "name,n,d",
+    [("simclr", 4, 4), ("dcl", 5, 6), ("dhel", 6, 6), ("infonce", 8, 9), ("simclr", 8, 8)],
+)
 def test_thm51_full_batch_reaches_simplex_etf(name, n, d):
     s = optimise(lambda a, b: LOSSES[name](a, b, temperature=0.5), n, d, steps=600, seed=n)
     assert torch.allclose(s["pos"], torch.ones(n, dtype=torch.float64), atol=1e-4)
@@ -180,8 +213,12 @@ def test_ex54_sigmoid_cross_only_is_excessively_separated_and_matches_ccem():
 
 def test_ex54_within_view_negatives_restore_etf():
     n, t, b = 8, 1.0, 1.0
-    s = optimise(lambda p, q: LOSSES["sigmoid"](p, q, temperature=t, bias=b, within_view=True),
-                 n, n, steps=1000)
+    s = optimise(
+        lambda p, q: LOSSES["sigmoid"](p, q, temperature=t, bias=b, within_view=True),
+        n,
+        n,
+        steps=1000,
+    )
     assert torch.allclose(s["pos"], torch.ones(n, dtype=torch.float64), atol=1e-4)
     assert torch.allclose(s["cross"], torch.full_like(s["cross"], delta(n)), atol=1e-4)
 
@@ -199,14 +236,22 @@ def test_sigmoid_antipodal_regime():
 def test_thm55_fixed_minibatches_variance_band(name, seed):
     n, m = 4, 2
     lo, hi = variance_band(n, m)
-    s = optimise(lambda a, b: LOSSES[name](a, b, temperature=0.5), n, 3, steps=800,
-                 seed=seed, batches=[[0, 1], [2, 3]])
+    s = optimise(
+        lambda a, b: LOSSES[name](a, b, temperature=0.5),
+        n,
+        3,
+        steps=800,
+        seed=seed,
+        batches=[[0, 1], [2, 3]],
+    )
     assert torch.allclose(s["pos"], torch.ones(n, dtype=torch.float64), atol=1e-4)
     cross = s["cross"]  # the n(n-1) = 12 ordered pairs (u_i, v_j), i != j
     assert cross.mean().item() == pytest.approx(delta(n), abs=1e-4)
     # within-batch negatives sit at -1/(m-1) = -1, more separated than delta(n)
-    u_dot_v = {(i, j): x for (i, j), x in zip([(i, j) for i in range(4) for j in range(4) if i != j],
-                                              cross.tolist())}
+    u_dot_v = {
+        (i, j): x
+        for (i, j), x in zip([(i, j) for i in range(4) for j in range(4) if i != j], cross.tolist())
+    }
     for pair in [(0, 1), (1, 0), (2, 3), (3, 2)]:
         assert u_dot_v[pair] == pytest.approx(-1.0, abs=1e-4)
     var = cross.var(unbiased=False).item()

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from cl_diag.errors import UserError
+from cl_diag.models import build_model
 from cl_diag.training.checkpoint import (
     FORMAT,
     FORMAT_VERSION,
@@ -21,7 +22,6 @@ from cl_diag.training.checkpoint import (
     restore_rng_state,
     save_checkpoint,
 )
-from cl_diag.training.models import build_model
 
 
 def _checkpoint(model, **extra):
@@ -31,7 +31,13 @@ def _checkpoint(model, **extra):
     ck = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
-        "config": {"dataset": "digits", "arch": "small-cnn", "lr": 0.1, "temperature": None, "seed": 0},
+        "config": {
+            "dataset": "digits",
+            "arch": "small-cnn",
+            "lr": 0.1,
+            "temperature": None,
+            "seed": 0,
+        },
         "backbone": model.backbone.state_dict(),
         "projector": model.projector.state_dict(),
         "optimizer": opt.state_dict(),
@@ -59,14 +65,19 @@ def test_round_trip_rebuilds_the_same_model(tmp_path):
     again.projector.load_state_dict(back["projector"])
     for (k, a), b in zip(model.state_dict().items(), again.state_dict().values()):
         assert torch.equal(a, b), k
-    assert back["optimizer"]["state"][0]["momentum_buffer"].shape == model.backbone.features[0].weight.shape
+    assert (
+        back["optimizer"]["state"][0]["momentum_buffer"].shape
+        == model.backbone.features[0].weight.shape
+    )
     assert back["versions"]["torch"] == str(torch.__version__)
     assert type(back["versions"]["torch"]) is str
     assert list(tmp_path.iterdir()) == [path]  # no temporary file left
 
 
 def test_plain_type_check_names_the_offender():
-    check_plain_types({"a": [1, 2.0, "x", None, True, torch.zeros(1)], "b": OrderedDict(c=torch.ones(2))})
+    check_plain_types(
+        {"a": [1, 2.0, "x", None, True, torch.zeros(1)], "b": OrderedDict(c=torch.ones(2))}
+    )
     with pytest.raises(TypeError, match=r"\['v'\]"):
         check_plain_types({"v": torch.__version__})  # a str subclass would need its class to load
     with pytest.raises(TypeError, match="ndarray"):
@@ -135,13 +146,25 @@ def test_rng_states_round_trip(tmp_path):
     state = capture_rng_state(gen)
     path = tmp_path / "rng.pt"
     save_checkpoint(path, {"format": FORMAT, "rng": state})
-    expected = (torch.rand(3), np.random.standard_normal(3), random.random(), random.gauss(0, 1), torch.rand(2, generator=gen))
+    expected = (
+        torch.rand(3),
+        np.random.standard_normal(3),
+        random.random(),
+        random.gauss(0, 1),
+        torch.rand(2, generator=gen),
+    )
     torch.manual_seed(100)
     np.random.seed(100)
     random.seed(100)
     gen.manual_seed(100)
     restore_rng_state(torch.load(path, weights_only=True)["rng"], gen)
-    got = (torch.rand(3), np.random.standard_normal(3), random.random(), random.gauss(0, 1), torch.rand(2, generator=gen))
+    got = (
+        torch.rand(3),
+        np.random.standard_normal(3),
+        random.random(),
+        random.gauss(0, 1),
+        torch.rand(2, generator=gen),
+    )
     assert torch.equal(got[0], expected[0])
     assert np.array_equal(got[1], expected[1])
     assert got[2] == expected[2] and got[3] == expected[3]

@@ -21,7 +21,19 @@ from cl_diag.training.loop import METRIC_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = sorted((ROOT / "trainers").glob("*.toml"))
-TOY = ["--dataset", "toy", "--num-samples", "4", "--dim", "3", "--batch-size", "2", "--steps", "4", "--quiet"]
+TOY = [
+    "--dataset",
+    "toy",
+    "--num-samples",
+    "4",
+    "--dim",
+    "3",
+    "--batch-size",
+    "2",
+    "--steps",
+    "4",
+    "--quiet",
+]
 
 
 def _command():
@@ -38,7 +50,9 @@ def _sha(path: Path) -> str:
 def test_config_fields_are_exactly_the_cli_options_with_the_same_defaults():
     cmd = _command()
     # --recipe names the file the options come from; it is not itself a training option
-    options = {p.name: p for p in cmd.params if p.param_type_name == "option" and p.name != "recipe_name"}
+    options = {
+        p.name: p for p in cmd.params if p.param_type_name == "option" and p.name != "recipe_name"
+    }
     fields = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
     assert set(options) == set(fields)
     for name, default in fields.items():
@@ -74,7 +88,12 @@ def test_every_recipe_loads_and_validates(path):
 def test_paper_recipe_is_the_paper_setup():
     r = read_recipe(ROOT / "trainers" / "paper-cifar100-simclr-vrn.toml", _command())
     assert r["dataset"] == "cifar100" and r["arch"] == "resnet18-cifar" and r["temperature"] == 0.2
-    assert r["epochs"] == 200 and r["batch_size"] == 256 and r["lr"] == 0.3 and r["warmup_epochs"] == 10
+    assert (
+        r["epochs"] == 200
+        and r["batch_size"] == 256
+        and r["lr"] == 0.3
+        and r["warmup_epochs"] == 10
+    )
     assert r["vrn"] == 30 and r["momentum"] == 0.9 and r["weight_decay"] == 1e-4
 
 
@@ -84,7 +103,11 @@ def test_unknown_key_lists_the_valid_keys(tmp_path):
     with pytest.raises(UserError) as err:
         read_recipe(bad, _command())
     message = str(err.value)
-    assert "'batchsize' is not an option" in message and "batch-size" in message and "vrn-delta" in message
+    assert (
+        "'batchsize' is not an option" in message
+        and "batch-size" in message
+        and "vrn-delta" in message
+    )
 
 
 def test_recipe_type_errors_and_bad_toml(tmp_path):
@@ -120,17 +143,42 @@ def test_command_line_wins_over_recipe_over_default(tmp_path, run_cli):
 
 def test_toy_run_writes_embeddings_metrics_and_a_complete_config(tmp_path, run_cli):
     out = tmp_path / "toy"
-    r = run_cli("train", *TOY, "--temperature", "0.5", "--lr", "0.5", "--seed", "1", "--vrn", "3", "--out", out, "--save-every", "2")
+    r = run_cli(
+        "train",
+        *TOY,
+        "--temperature",
+        "0.5",
+        "--lr",
+        "0.5",
+        "--seed",
+        "1",
+        "--vrn",
+        "3",
+        "--out",
+        out,
+        "--save-every",
+        "2",
+    )
     assert r.code == 0, r.err
     assert sorted(p.name for p in out.iterdir()) == ["epoch_0002.pt", "last.pt", "metrics.csv"]
     assert r.out.count("epoch ") == 2  # --quiet: one plain line per epoch
     ck = load_checkpoint(out / "last.pt")
-    assert ck["dataset"] == "toy" and ck["n_train"] == 4 and ck["step"] == 4 and ck["epoch"] == 2 and ck["complete"]
+    assert (
+        ck["dataset"] == "toy"
+        and ck["n_train"] == 4
+        and ck["step"] == 4
+        and ck["epoch"] == 2
+        and ck["complete"]
+    )
     z1, z2 = ck["embeddings"]["z1"], ck["embeddings"]["z2"]
     assert z1.shape == z2.shape == (4, 3)
     assert torch.equal(torch.cat([z1, z2]), ck["backbone"]["weight"])
     c = ck["config"]
-    assert c["vrn_delta"] == pytest.approx(-1 / 3) and c["arch"] == "embedding" and c["lr_scaling"] == "none"
+    assert (
+        c["vrn_delta"] == pytest.approx(-1 / 3)
+        and c["arch"] == "embedding"
+        and c["lr_scaling"] == "none"
+    )
     assert c["temperature"] == 0.5 and c["vrn"] == 3.0 and c["seed"] == 1
     assert set(ck["rng"]) == {"torch", "cuda", "numpy", "python", "loader"}
     rows = list(csv.DictReader(open(out / "metrics.csv")))
@@ -148,7 +196,12 @@ def test_default_out_and_rerun_protection(tmp_path, run_cli, monkeypatch):
     last = tmp_path / "runs" / "toy-simclr" / "last.pt"
     digest = _sha(last)
     r = run_cli("train", *TOY, "--seed", "9")
-    assert r.code == 2 and "already holds a run" in r.err and "--resume" in r.err and "Traceback" not in r.err
+    assert (
+        r.code == 2
+        and "already holds a run" in r.err
+        and "--resume" in r.err
+        and "Traceback" not in r.err
+    )
     assert _sha(last) == digest
     assert run_cli("train", *TOY, "--seed", "9", "--overwrite").code == 0
     assert load_checkpoint(last)["config"]["seed"] == 9
@@ -170,7 +223,10 @@ def toy_run(tmp_path, run_cli):
         (["--arch", "vgg11"], "--arch 'vgg11' is not one of"),
         (["--dataset", "mnist"], "--dataset 'mnist' is not one of"),
         (["--margin", "0.5"], "--margin is not a hyper-parameter of the simclr loss"),
-        (["--loss", "spectral", "--temperature", "0.5"], "spectral loss (it takes: no hyper-parameters)"),
+        (
+            ["--loss", "spectral", "--temperature", "0.5"],
+            "spectral loss (it takes: no hyper-parameters)",
+        ),
         (["--loss", "triplet", "--mining", "hardest"], "mining"),
         (["--temperature", "0"], "temperature must be"),
         (["--vrn", "-1"], "--vrn -1.0 must be"),
@@ -201,11 +257,17 @@ def test_resume_of_a_foreign_file_or_with_contradicting_options(toy_run, tmp_pat
     r = run_cli("train", "--resume", toy_run, "--lr", "0.1", "--loss", "dcl")
     assert r.code == 2
     text = " ".join(r.err.split())
-    assert "contradict" in text and "--lr 0.1 (the checkpoint has 1.0)" in text and "--loss 'dcl'" in text
+    assert (
+        "contradict" in text
+        and "--lr 0.1 (the checkpoint has 1.0)" in text
+        and "--loss 'dcl'" in text
+    )
     r = run_cli("train", "--resume", toy_run, "--steps", "6")
     assert r.code == 2 and "--steps 6 (the checkpoint has 4)" in " ".join(r.err.split())
     assert _sha(toy_run) == digest
-    r = run_cli("train", "--resume", toy_run, "--quiet")  # options that change nothing computed are fine
+    r = run_cli(
+        "train", "--resume", toy_run, "--quiet"
+    )  # options that change nothing computed are fine
     assert r.code == 0 and "already complete" in r.out
     assert _sha(toy_run) == digest
 
@@ -242,8 +304,12 @@ def test_nan_loss_stops_naming_the_step_and_keeps_the_last_checkpoint(tmp_path, 
 
     monkeypatch.setitem(LOSSES, "simclr", Poisoned())
     out = tmp_path / "nan"
-    config = TrainConfig(dataset="toy", num_samples=4, batch_size=2, steps=8, out=str(out), quiet=True)
-    with pytest.raises(UserError, match=r"loss became nan at step 3 \(epoch 2\).*last good checkpoint"):
+    config = TrainConfig(
+        dataset="toy", num_samples=4, batch_size=2, steps=8, out=str(out), quiet=True
+    )
+    with pytest.raises(
+        UserError, match=r"loss became nan at step 3 \(epoch 2\).*last good checkpoint"
+    ):
         train(config)
     ck = load_checkpoint(out / "last.pt")
     assert ck["step"] == 2 and ck["epoch"] == 1 and not ck["complete"]
@@ -259,7 +325,16 @@ def test_rebuttal_toy_experiment_vrn_shrinks_the_negative_spread(tmp_path):
         recipe = read_recipe(ROOT / "trainers" / f"{name}.toml", _command())
         stds, means = [], []
         for seed in (1, 2, 3):
-            train(TrainConfig(**{**recipe, "seed": seed, "out": str(tmp_path / f"{name}-{seed}"), "quiet": True}))
+            train(
+                TrainConfig(
+                    **{
+                        **recipe,
+                        "seed": seed,
+                        "out": str(tmp_path / f"{name}-{seed}"),
+                        "quiet": True,
+                    }
+                )
+            )
             emb = load_checkpoint(tmp_path / f"{name}-{seed}" / "last.pt")["embeddings"]
             u = torch.nn.functional.normalize(emb["z1"], dim=1)
             v = torch.nn.functional.normalize(emb["z2"], dim=1)
@@ -278,7 +353,17 @@ def test_rebuttal_toy_experiment_vrn_shrinks_the_negative_spread(tmp_path):
 def test_autocast_paths_run_on_cpu(tmp_path, precision):
     # The CUDA AMP code path (autocast; GradScaler for fp16) exercised on CPU.
     out = tmp_path / precision
-    r = train(TrainConfig(num_samples=64, batch_size=32, steps=3, precision=precision, device="cpu", out=str(out), quiet=True))
+    r = train(
+        TrainConfig(
+            num_samples=64,
+            batch_size=32,
+            steps=3,
+            precision=precision,
+            device="cpu",
+            out=str(out),
+            quiet=True,
+        )
+    )
     assert r.steps == 3 and all(math.isfinite(row["loss"]) for row in r.history)
     ck = load_checkpoint(out / "last.pt")
     if precision == "fp16":
@@ -290,7 +375,16 @@ def test_autocast_paths_run_on_cpu(tmp_path, precision):
 
 @pytest.mark.slow
 def test_compile_runs(tmp_path):
-    r = train(TrainConfig(num_samples=64, batch_size=32, steps=2, compile=True, out=str(tmp_path / "c"), quiet=True))
+    r = train(
+        TrainConfig(
+            num_samples=64,
+            batch_size=32,
+            steps=2,
+            compile=True,
+            out=str(tmp_path / "c"),
+            quiet=True,
+        )
+    )
     assert r.steps == 2 and math.isfinite(r.final_loss)
 
 
@@ -310,7 +404,18 @@ def test_every_loss_trains_with_vrn(tmp_path, loss):
     from cl_diag.recipes import read_recipe
 
     recipe = read_recipe(ROOT / "trainers" / f"{loss}-vrn.toml", _command())
-    r = train(TrainConfig(**{**recipe, "num_samples": 64, "batch_size": 16, "steps": 3, "out": str(tmp_path), "quiet": True}))
+    r = train(
+        TrainConfig(
+            **{
+                **recipe,
+                "num_samples": 64,
+                "batch_size": 16,
+                "steps": 3,
+                "out": str(tmp_path),
+                "quiet": True,
+            }
+        )
+    )
     row = r.history[-1]
     assert r.steps == 3 and math.isfinite(row["loss"])
     assert row["loss"] == pytest.approx(row["contrastive"] + 30 * row["vrn"], rel=1e-5)
@@ -320,7 +425,11 @@ def test_views_do_not_depend_on_the_number_of_workers(tmp_path):
     runs = []
     for workers in (0, 2):
         out = tmp_path / f"w{workers}"
-        train(TrainConfig(num_samples=64, batch_size=16, steps=4, workers=workers, out=str(out), quiet=True))
+        train(
+            TrainConfig(
+                num_samples=64, batch_size=16, steps=4, workers=workers, out=str(out), quiet=True
+            )
+        )
         runs.append(load_checkpoint(out / "last.pt"))
     for k, v in runs[0]["backbone"].items():
         assert torch.equal(v, runs[1]["backbone"][k]), k

@@ -47,8 +47,9 @@ def test_default_config_resolves_every_derived_value():
 
 
 def test_steps_and_partial_epochs():
-    options = TrainConfig(dataset="toy", num_samples=5, batch_size=2, steps=5, lr=0.5,
-                          warmup_epochs=1.5)
+    options = TrainConfig(
+        dataset="toy", num_samples=5, batch_size=2, steps=5, lr=0.5, warmup_epochs=1.5
+    )
     c = resolve_config(options)
     # 5 instances in batches of 2: 2 steps an epoch, the 5th step starts a third epoch
     assert (c.n_train, c.steps_per_epoch, c.total_steps, c.run_epochs) == (5, 2, 5, 3)
@@ -130,8 +131,13 @@ def test_sweep_from_python_with_typed_overrides(tmp_path):
     out = tmp_path / "sweep"
     seen = []
     result = sweep(
-        SweepConfig(recipe=TOY, grid=["vrn=0,3"], out=out, overrides={"steps": 4, "lr": 0.25},
-                    analysis={"probes": ()}),
+        SweepConfig(
+            recipe=TOY,
+            grid=["vrn=0,3"],
+            out=out,
+            overrides={"steps": 4, "lr": 0.25},
+            analysis={"probes": ()},
+        ),
         on_progress=lambda name, done, total: seen.append((name, done, total)),
     )
     assert seen == [("", 0, 2), ("vrn=0", 1, 2), ("vrn=3", 2, 2)]
@@ -160,8 +166,9 @@ def test_sweep_cli_parses_shared_overrides_as_train_does(run_cli, tmp_path):
     assert r.code == 2 and "--steps" in r.err and "Traceback" not in r.err and not out.exists()
     r = run_cli("sweep", TOY, "--grid", "seed=1", "--resume", "x.pt", "--out", out)
     assert r.code == 2 and "--resume is the sweep's to set" in r.err and not out.exists()
-    r = run_cli("sweep", TOY, "--grid", "seed=1", "--steps", "3", "--no-download", "--out", out,
-                "-q")
+    r = run_cli(
+        "sweep", TOY, "--grid", "seed=1", "--steps", "3", "--no-download", "--out", out, "-q"
+    )
     assert r.code == 0, r.err
     config = load_checkpoint(out / "seed=1" / "last.pt")["config"]
     assert config["steps"] == 3 and config["seed"] == 1 and config["download"] is False

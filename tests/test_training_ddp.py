@@ -22,12 +22,28 @@ from pathlib import Path
 import pytest
 import torch
 
+from cl_diag.models import build_model
 from cl_diag.training.checkpoint import load_checkpoint
-from cl_diag.training.models import build_model
 
 ROOT = Path(__file__).resolve().parents[1]
-BASE = ["train", "--dataset", "toy", "--num-samples", "8", "--dim", "5", "--batch-size", "8", "--steps", "5",
-        "--lr", "0.5", "--seed", "2", "--quiet"]
+BASE = [
+    "train",
+    "--dataset",
+    "toy",
+    "--num-samples",
+    "8",
+    "--dim",
+    "5",
+    "--batch-size",
+    "8",
+    "--steps",
+    "5",
+    "--lr",
+    "0.5",
+    "--seed",
+    "2",
+    "--quiet",
+]
 
 
 def _env() -> dict[str, str]:
@@ -50,13 +66,34 @@ def _losses(out: Path) -> list[float]:
 def test_two_gloo_ranks_match_one_process(tmp_path, extra):
     single, ddp = tmp_path / "single", tmp_path / "ddp"
     cmd = [*BASE, *extra]
-    one = subprocess.run([sys.executable, "-m", "cl_diag", *cmd, "--out", str(single)],
-                         env=_env(), cwd=ROOT, capture_output=True, text=True, timeout=300)
+    one = subprocess.run(
+        [sys.executable, "-m", "cl_diag", *cmd, "--out", str(single)],
+        env=_env(),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert one.returncode == 0, one.stderr
     two = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-         "-m", "cl_diag", *cmd, "--out", str(ddp)],
-        env=_env(), cwd=ROOT, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+            "-m",
+            "cl_diag",
+            *cmd,
+            "--out",
+            str(ddp),
+        ],
+        env=_env(),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert two.returncode == 0, two.stderr[-3000:]
     assert two.stdout.count("trained 5 steps") == 1  # only rank 0 reports (and writes)

@@ -13,7 +13,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from cl_diag.training import build_model, load_checkpoint
+from cl_diag.models import build_model
+from cl_diag.training import load_checkpoint
 from cl_diag.training.augment import eval_transform
 from cl_diag.training.data import Transformed, load_dataset
 

@@ -17,10 +17,10 @@ from rich.console import Console
 import cl_diag.training.loop as loop
 from cl_diag.cli.progress import TrainDisplay, progress_bar, row_line
 from cl_diag.losses import LOSSES
+from cl_diag.models import build_model
 from cl_diag.orchestration.train import TrainConfig, train
 from cl_diag.training.checkpoint import load_checkpoint
 from cl_diag.training.loop import METRIC_COLUMNS, PairStats
-from cl_diag.models import build_model
 
 ROOT = Path(__file__).resolve().parents[1]
 # 8 free vectors in batches of 2: 4 steps an epoch, 8 steps = 2 epochs
@@ -65,8 +65,9 @@ def test_logged_vrn_without_the_regulariser_is_the_vrn_loss(tmp_path, power):
     """--vrn 0: for p = 2 the logged VRN comes from the pair statistics (var + (mean - delta)^2),
     otherwise it is computed; either way it is the loss library's VRN of the batch."""
     n = 6  # one full batch: the first step sees the initial vectors, in some order
-    options = dict(dataset="toy", num_samples=n, dim=4, batch_size=n, steps=1, vrn=0.0,
-                   vrn_power=power, seed=2)
+    options = dict(
+        dataset="toy", num_samples=n, dim=4, batch_size=n, steps=1, vrn=0.0, vrn_power=power, seed=2
+    )
     result = train(TrainConfig(**options, out=str(tmp_path / "run")))
     z1, z2 = build_model(TrainConfig(**options), seed=2).backbone.views()
     expected = LOSSES["vrn"](z1, z2, delta=-1 / (n - 1), power=power)
@@ -148,12 +149,26 @@ def test_train_display_plain_lines_and_bar():
 
 
 def test_cli_log_every(run_cli, tmp_path):
-    args = ["train", "--dataset", "toy", "--num-samples", "4", "--batch-size", "2", "--steps", "4",
-            "--quiet"]
+    args = [
+        "train",
+        "--dataset",
+        "toy",
+        "--num-samples",
+        "4",
+        "--batch-size",
+        "2",
+        "--steps",
+        "4",
+        "--quiet",
+    ]
     r = run_cli(*args, "--log-every", "1", "--out", tmp_path / "a")
     assert r.code == 0, r.err
     assert [line.split("  loss")[0] for line in r.out.splitlines() if line.startswith("epoch")] == [
-        "epoch 1/2  step 1", "epoch 1/2  step 2", "epoch 2/2  step 3", "epoch 2/2  step 4"]
+        "epoch 1/2  step 1",
+        "epoch 1/2  step 2",
+        "epoch 2/2  step 3",
+        "epoch 2/2  step 4",
+    ]
     r = run_cli(*args, "--log-every", "-1", "--out", tmp_path / "b")
     assert r.code == 2 and "--log-every -1 must be >= 0" in r.err and not (tmp_path / "b").exists()
 

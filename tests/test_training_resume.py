@@ -14,7 +14,19 @@ from cl_diag.training.checkpoint import load_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 # Small enough for seconds, big enough that the kill lands mid-run: 6 steps per epoch.
-ARGS = ["--num-samples", "192", "--batch-size", "32", "--epochs", "4", "--warmup-epochs", "1", "--seed", "3", "--quiet"]
+ARGS = [
+    "--num-samples",
+    "192",
+    "--batch-size",
+    "32",
+    "--epochs",
+    "4",
+    "--warmup-epochs",
+    "1",
+    "--seed",
+    "3",
+    "--quiet",
+]
 
 
 def _env() -> dict[str, str]:
@@ -45,7 +57,9 @@ def _assert_same_state(a: dict, b: dict) -> None:
     assert (a["epoch"], a["step"]) == (b["epoch"], b["step"])
     timing = {"seconds", "images_per_s"}
     for ra, rb in zip(a["metrics"], b["metrics"], strict=True):
-        assert {k: v for k, v in ra.items() if k not in timing} == {k: v for k, v in rb.items() if k not in timing}
+        assert {k: v for k, v in ra.items() if k not in timing} == {
+            k: v for k, v in rb.items() if k not in timing
+        }
 
 
 def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path):

@@ -9,10 +9,11 @@ import pytest
 import torch
 from PIL import Image
 
+from cl_diag.models import FreeEmbeddings, build_model, build_projector
 from cl_diag.training.augment import eval_transform, simclr_transform, train_transform
 from cl_diag.training.data import (
-    TwoViews,
     Transformed,
+    TwoViews,
     digits_arrays,
     digits_split,
     load_dataset,
@@ -20,8 +21,6 @@ from cl_diag.training.data import (
     training_data,
 )
 from cl_diag.training.loop import EpochBatchSampler, PairStats, amp_dtype, lr_at, make_optimizer
-from cl_diag.training.models import FreeEmbeddings, build_model, build_projector
-
 
 # --------------------------------------------------------------------------- schedule
 
@@ -44,8 +43,12 @@ def test_optimizers_carry_their_settings():
     sgd = make_optimizer("sgd", p, lr=0.1, momentum=0.9, weight_decay=1e-4)
     assert isinstance(sgd, torch.optim.SGD)
     assert sgd.param_groups[0]["momentum"] == 0.9 and sgd.param_groups[0]["weight_decay"] == 1e-4
-    assert isinstance(make_optimizer("adamw", p, lr=0.1, momentum=0.9, weight_decay=0.05), torch.optim.AdamW)
-    assert isinstance(make_optimizer("adam", p, lr=0.1, momentum=0.9, weight_decay=0.0), torch.optim.Adam)
+    assert isinstance(
+        make_optimizer("adamw", p, lr=0.1, momentum=0.9, weight_decay=0.05), torch.optim.AdamW
+    )
+    assert isinstance(
+        make_optimizer("adam", p, lr=0.1, momentum=0.9, weight_decay=0.0), torch.optim.Adam
+    )
 
 
 def test_amp_dtype_choices():
@@ -142,7 +145,11 @@ def test_digits_split_is_fixed_stratified_and_complete():
     in_test = torch.bincount(labels[test], minlength=10).double()
     assert torch.all((in_test - 0.25 * total).abs() <= 1.0)  # stratified: 25 % of each class
     ds = load_dataset("digits", "test")
-    assert len(ds) == 450 and torch.equal(ds[0][0], images[test[0]]) and ds[0][1] == int(labels[test[0]])
+    assert (
+        len(ds) == 450
+        and torch.equal(ds[0][0], images[test[0]])
+        and ds[0][1] == int(labels[test[0]])
+    )
 
 
 def test_two_views_depend_only_on_seed_epoch_and_index():
@@ -198,12 +205,25 @@ def test_imagefolder_train_and_val(tmp_path):
         for k, cls in enumerate(("cat", "dog")):
             (tmp_path / split / cls).mkdir(parents=True)
             for j in range(3):
-                Image.new("RGB", (40, 40), (k * 200, j * 50, 10)).save(tmp_path / split / cls / f"{j}.png")
-    data = training_data("imagefolder", seed=0, data_root=str(tmp_path / "train"), val_root=str(tmp_path / "val"), image_size=16)
-    assert data.n_train == 6 and data.num_classes == 2 and data.labels.tolist() == [0, 0, 0, 1, 1, 1]
+                Image.new("RGB", (40, 40), (k * 200, j * 50, 10)).save(
+                    tmp_path / split / cls / f"{j}.png"
+                )
+    data = training_data(
+        "imagefolder",
+        seed=0,
+        data_root=str(tmp_path / "train"),
+        val_root=str(tmp_path / "val"),
+        image_size=16,
+    )
+    assert (
+        data.n_train == 6 and data.num_classes == 2 and data.labels.tolist() == [0, 0, 0, 1, 1, 1]
+    )
     i, v1, v2, y = data.train_set[(0, 4)]
     assert (i, y) == (4, 1) and v1.shape == (3, 16, 16)
-    test = Transformed(load_dataset("imagefolder", "test", val_root=str(tmp_path / "val")), eval_transform("imagefolder", 16))
+    test = Transformed(
+        load_dataset("imagefolder", "test", val_root=str(tmp_path / "val")),
+        eval_transform("imagefolder", 16),
+    )
     assert test[5][0].shape == (3, 16, 16) and test[5][1] == 1
 
 
@@ -232,7 +252,10 @@ def test_build_model_shapes_and_layout():
     assert r.backbone.conv1.stride == (1, 1) and isinstance(r.backbone.maxpool, torch.nn.Identity)
     assert r.features(torch.randn(2, 3, 32, 32)).shape == (2, 512)
     assert build_model({"dataset": "cifar10"}).backbone.conv1.padding == (1, 1)
-    assert build_model({"dataset": "imagefolder", "arch": "resnet50"}).projector[0].out_features == 2048
+    assert (
+        build_model({"dataset": "imagefolder", "arch": "resnet50"}).projector[0].out_features
+        == 2048
+    )
 
 
 def test_build_model_seeded_and_rng_neutral():
@@ -242,7 +265,9 @@ def test_build_model_seeded_and_rng_neutral():
     assert torch.equal(torch.get_rng_state(), state)
     b = build_model({"dataset": "digits"}, seed=3)
     c = build_model({"dataset": "digits"}, seed=4)
-    for (k, x), y, w in zip(a.state_dict().items(), b.state_dict().values(), c.state_dict().values()):
+    for (k, x), y, w in zip(
+        a.state_dict().items(), b.state_dict().values(), c.state_dict().values()
+    ):
         assert torch.equal(x, y), k
     assert not torch.equal(a.backbone.features[0].weight, c.backbone.features[0].weight)
 

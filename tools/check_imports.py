@@ -45,7 +45,9 @@ def imports(tree: ast.Module) -> list[tuple[int, str, bool]]:
 
     def visit(node: ast.AST, guarded: bool) -> None:
         for child in ast.iter_child_nodes(node):
-            inner = guarded or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Try, ast.Lambda))
+            inner = guarded or isinstance(
+                child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Try, ast.Lambda)
+            )
             if isinstance(child, ast.Import):
                 found.extend((child.lineno, a.name.split(".")[0], guarded) for a in child.names)
             elif isinstance(child, ast.ImportFrom) and child.level == 0 and child.module:
@@ -60,13 +62,23 @@ def problems(root: Path = ROOT) -> list[str]:
     project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     runtime = requirement_names(project.get("dependencies", []))
     extras = set().union(*map(requirement_names, project.get("optional-dependencies", {}).values()))
-    providers = {module: {normalise(d) for d in dists} for module, dists in metadata.packages_distributions().items()}
+    providers = {
+        module: {normalise(d) for d in dists}
+        for module, dists in metadata.packages_distributions().items()
+    }
     local = {p.stem for folder in FOLDERS for p in (root / folder).glob("*.py")} | {"conftest"}
     out = []
     for folder, scope in FOLDERS.items():
         for path in sorted((root / folder).rglob("*.py")):
-            for line, module, guarded in imports(ast.parse(path.read_text(encoding="utf-8"), str(path))):
-                if module in OWN or module in local or module in sys.stdlib_module_names or module == "__future__":
+            for line, module, guarded in imports(
+                ast.parse(path.read_text(encoding="utf-8"), str(path))
+            ):
+                if (
+                    module in OWN
+                    or module in local
+                    or module in sys.stdlib_module_names
+                    or module == "__future__"
+                ):
                     continue
                 allowed = runtime | extras if scope == "all" or guarded else runtime
                 where = f"{path.relative_to(root)}:{line}: imports {module}"
@@ -74,10 +86,18 @@ def problems(root: Path = ROOT) -> list[str]:
                 # installed here: its import name is its distribution name
                 dists = providers.get(module) or ({normalise(module)} & (runtime | extras))
                 if not dists:
-                    out.append(f"{where}, which no installed distribution provides; declare it in pyproject.toml")
+                    out.append(
+                        f"{where}, which no installed distribution provides; declare it in pyproject.toml"
+                    )
                 elif not dists & allowed:
-                    kind = "an optional extra (import it inside a function)" if dists & extras else "pyproject.toml"
-                    out.append(f"{where} (from {', '.join(sorted(dists))}), which is not declared in {kind}")
+                    kind = (
+                        "an optional extra (import it inside a function)"
+                        if dists & extras
+                        else "pyproject.toml"
+                    )
+                    out.append(
+                        f"{where} (from {', '.join(sorted(dists))}), which is not declared in {kind}"
+                    )
     return out
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -11,7 +10,8 @@ from rich.console import Console
 from cl_diag.cli import app
 from cl_diag.cli.progress import counter, progress_bar, use_bar
 from cl_diag.errors import UserError
-from cl_diag.orchestration.analyze import PROBES, AnalyzeConfig, analyze as run_analyze
+from cl_diag.orchestration.analyze import PROBES, AnalyzeConfig
+from cl_diag.orchestration.analyze import analyze as run_analyze
 from cl_diag.recipes import apply_recipe
 from cl_diag.result import BASELINES, LAYERS, Probes, Result, probe_report_metrics
 
@@ -46,67 +46,113 @@ def analyze(
         help="An embeddings file (.npz/.pt with z1, z2[, labels]), a cl-diag checkpoint (last.pt), "
         "a solo-learn .ckpt, or a torchvision ResNet state dict (with --arch).",
     ),
-    probe: Optional[str] = typer.Option(
+    probe: str | None = typer.Option(
         None,
         help="A probe suite: TOML whose keys are the options below, a path (e.g. probes/paper.toml) or a bundled "
-        "name (e.g. quick: see cl-diag recipes); options given here win."
+        "name (e.g. quick: see cl-diag recipes); options given here win.",
     ),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output folder \\[default: <source>-analysis]."),
-    n_ref: Optional[int] = typer.Option(
+    out: Path | None = typer.Option(
+        None, "--out", "-o", help="Output folder \\[default: <source>-analysis]."
+    ),
+    n_ref: int | None = typer.Option(
         None,
         help="Training-set size n of the threshold -1/(n-1) \\[default: the checkpoint's training-set size; "
         "for an embeddings file, its number of rows].",
         rich_help_panel=_PAIRS,
     ),
-    pairs: str = typer.Option(_D.pairs, help="'exact' (all pairs, streamed) or 'sampled' (--num-pairs per type).", rich_help_panel=_PAIRS),
-    num_pairs: int = typer.Option(_D.num_pairs, help="Pairs drawn per type in sampled mode (the paper uses 5,000).", rich_help_panel=_PAIRS),
-    seed: int = typer.Option(_D.seed, help="Seed of the sampled images, their augmentations, sampled pairs and probes.", rich_help_panel=_PAIRS),
-    block_size: Optional[int] = typer.Option(None, help="Rows per streamed block \\[default: from a memory budget].", rich_help_panel=_PAIRS),
-    hist_bins: int = typer.Option(_D.hist_bins, help="Bins of the stored histogram on [-1, 1].", rich_help_panel=_PAIRS),
+    pairs: str = typer.Option(
+        _D.pairs,
+        help="'exact' (all pairs, streamed) or 'sampled' (--num-pairs per type).",
+        rich_help_panel=_PAIRS,
+    ),
+    num_pairs: int = typer.Option(
+        _D.num_pairs,
+        help="Pairs drawn per type in sampled mode (the paper uses 5,000).",
+        rich_help_panel=_PAIRS,
+    ),
+    seed: int = typer.Option(
+        _D.seed,
+        help="Seed of the sampled images, their augmentations, sampled pairs and probes.",
+        rich_help_panel=_PAIRS,
+    ),
+    block_size: int | None = typer.Option(
+        None,
+        help="Rows per streamed block \\[default: from a memory budget].",
+        rich_help_panel=_PAIRS,
+    ),
+    hist_bins: int = typer.Option(
+        _D.hist_bins, help="Bins of the stored histogram on [-1, 1].", rich_help_panel=_PAIRS
+    ),
     num_images: int = typer.Option(
-        _D.num_images, help="Training images sampled (seeded) and augmented twice to make the two views.", rich_help_panel=_CKPT
+        _D.num_images,
+        help="Training images sampled (seeded) and augmented twice to make the two views.",
+        rich_help_panel=_CKPT,
     ),
     layers: str = typer.Option(
-        ",".join(_D.layers), help=f"Layers measured: comma-separated subset of {', '.join(LAYERS)}, or all.", rich_help_panel=_CKPT
+        ",".join(_D.layers),
+        help=f"Layers measured: comma-separated subset of {', '.join(LAYERS)}, or all.",
+        rich_help_panel=_CKPT,
     ),
     probes: str = typer.Option(
-        "all", help=f"Probes: all, none, or a comma-separated subset of {', '.join(PROBES)}.", rich_help_panel=_CKPT
+        "all",
+        help=f"Probes: all, none, or a comma-separated subset of {', '.join(PROBES)}.",
+        rich_help_panel=_CKPT,
     ),
     baselines: bool = typer.Option(
-        _D.baselines, help="Also run the probes on raw pixels and on the architecture at random initialisation.", rich_help_panel=_CKPT
+        _D.baselines,
+        help="Also run the probes on raw pixels and on the architecture at random initialisation.",
+        rich_help_panel=_CKPT,
     ),
-    probe_train_images: Optional[int] = typer.Option(
-        None, help="Probe on this many (seeded) images of the train split \\[default: all].", rich_help_panel=_CKPT
+    probe_train_images: int | None = typer.Option(
+        None,
+        help="Probe on this many (seeded) images of the train split \\[default: all].",
+        rich_help_panel=_CKPT,
     ),
-    probe_test_images: Optional[int] = typer.Option(
-        None, help="Probe on this many (seeded) images of the test split \\[default: all].", rich_help_panel=_CKPT
+    probe_test_images: int | None = typer.Option(
+        None,
+        help="Probe on this many (seeded) images of the test split \\[default: all].",
+        rich_help_panel=_CKPT,
     ),
-    data_root: Optional[Path] = typer.Option(
-        None, help="Folder holding cifar-10-batches-py/ or cifar-100-python/, or the ImageFolder train root "
-        "[default for cl-diag checkpoints: the one they were trained with].", rich_help_panel=_CKPT
+    data_root: Path | None = typer.Option(
+        None,
+        help="Folder holding cifar-10-batches-py/ or cifar-100-python/, or the ImageFolder train root "
+        "[default for cl-diag checkpoints: the one they were trained with].",
+        rich_help_panel=_CKPT,
     ),
-    val_root: Optional[Path] = typer.Option(None, help="ImageFolder root of the test split (imagefolder only).", rich_help_panel=_CKPT),
-    arch: Optional[str] = typer.Option(
+    val_root: Path | None = typer.Option(
+        None, help="ImageFolder root of the test split (imagefolder only).", rich_help_panel=_CKPT
+    ),
+    arch: str | None = typer.Option(
         None,
         help="Backbone of a foreign checkpoint: resnet18-cifar, resnet18, resnet34-cifar, resnet34, resnet50-cifar, "
         "resnet50 \\[default: from args.json beside a solo-learn .ckpt].",
         rich_help_panel=_FOREIGN,
     ),
-    dataset: Optional[str] = typer.Option(
-        None, help="Dataset of a foreign checkpoint: cifar10, cifar100 or imagefolder \\[default: from args.json].", rich_help_panel=_FOREIGN
+    dataset: str | None = typer.Option(
+        None,
+        help="Dataset of a foreign checkpoint: cifar10, cifar100 or imagefolder \\[default: from args.json].",
+        rich_help_panel=_FOREIGN,
     ),
-    cifar_stem_padding: Optional[int] = typer.Option(
+    cifar_stem_padding: int | None = typer.Option(
         None,
         help="Padding of the 3x3 CIFAR stem (not stored in the weights) \\[default: 2 for upstream solo-learn, "
         "1 for the paper's fork (BN in the projector or add_vrn_loss_term in args.json) and plain state dicts].",
         rich_help_panel=_FOREIGN,
     ),
-    device: str = typer.Option(_D.device, help="auto (CUDA when present), cpu or cuda.", rich_help_panel=_RUN),
-    batch_size: int = typer.Option(_D.batch_size, help="Images per encoding batch.", rich_help_panel=_RUN),
-    workers: Optional[int] = typer.Option(
-        None, help="DataLoader worker processes \\[default: 0 on CPU, up to 8 on CUDA].", rich_help_panel=_RUN
+    device: str = typer.Option(
+        _D.device, help="auto (CUDA when present), cpu or cuda.", rich_help_panel=_RUN
     ),
-    amp: bool = typer.Option(_D.amp, help="fp16 autocast and channels_last while encoding on CUDA.", rich_help_panel=_RUN),
+    batch_size: int = typer.Option(
+        _D.batch_size, help="Images per encoding batch.", rich_help_panel=_RUN
+    ),
+    workers: int | None = typer.Option(
+        None,
+        help="DataLoader worker processes \\[default: 0 on CPU, up to 8 on CUDA].",
+        rich_help_panel=_RUN,
+    ),
+    amp: bool = typer.Option(
+        _D.amp, help="fp16 autocast and channels_last while encoding on CUDA.", rich_help_panel=_RUN
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the report path."),
 ) -> None:
     """Measure positive, cross-view and within-view negative similarities; probes and theory for checkpoints.

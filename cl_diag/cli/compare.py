@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
 from rich.text import Text
 
 from cl_diag.cli import app
-from cl_diag.orchestration.compare import CompareConfig, compare as run_compare
+from cl_diag.orchestration.compare import CompareConfig
+from cl_diag.orchestration.compare import compare as run_compare
 
 
 @app.command(no_args_is_help=True)
@@ -18,9 +18,13 @@ def compare(
     runs: list[Path] = typer.Argument(
         ..., help="result.json files, or folders holding one (what `cl-diag analyze --out` wrote)."
     ),
-    out: Path = typer.Option(..., "--out", "-o", help="Folder for report.md, report.html, comparison.csv and figures."),
-    baseline: Optional[Path] = typer.Option(
-        None, "--baseline", help="The run the others are differenced against (added if not among RUNS)."
+    out: Path = typer.Option(
+        ..., "--out", "-o", help="Folder for report.md, report.html, comparison.csv and figures."
+    ),
+    baseline: Path | None = typer.Option(
+        None,
+        "--baseline",
+        help="The run the others are differenced against (added if not among RUNS).",
     ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the report path."),
 ) -> None:
@@ -35,7 +39,9 @@ def compare(
     console = Console(soft_wrap=True)
     if not quiet:
         for name, label in outcome.labels.items():
-            console.print(Text(f"{label}  ", style="bold") + Text(name, style="dim"), highlight=False)
+            console.print(
+                Text(f"{label}  ", style="bold") + Text(name, style="dim"), highlight=False
+            )
         errors = Console(stderr=True, soft_wrap=True)
         for warning in outcome.warnings:
             errors.print(Text("warning: ", style="bold yellow") + Text(warning), highlight=False)

@@ -32,7 +32,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
-__all__ = ["use_bar", "progress_bar", "counter", "TrainDisplay", "train_display", "row_line"]
+__all__ = ["TrainDisplay", "counter", "progress_bar", "row_line", "train_display", "use_bar"]
 
 
 def use_bar(quiet: bool) -> bool:

@@ -23,7 +23,9 @@ def recipes_command() -> None:
     """
     console = Console()
     for kind, (_, command, folder) in BUNDLED.items():
-        table = Table(title=f"{kind}s (cl-diag {command}; {folder} in the checkout)", title_justify="left")
+        table = Table(
+            title=f"{kind}s (cl-diag {command}; {folder} in the checkout)", title_justify="left"
+        )
         table.add_column("name", no_wrap=True)
         settings = ("loss", "vrn") if command == "train" else ()
         for key in settings:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -12,7 +12,8 @@ from rich.console import Console
 from cl_diag.cli import app
 from cl_diag.cli.progress import TrainDisplay, progress_bar, use_bar
 from cl_diag.errors import UserError
-from cl_diag.orchestration.sweep import SweepConfig, sweep as run_sweep
+from cl_diag.orchestration.sweep import SweepConfig
+from cl_diag.orchestration.sweep import sweep as run_sweep
 from cl_diag.recipes import explicit_options, read_recipe
 
 
@@ -64,13 +65,24 @@ def _analysis_fields(probe: str | None) -> dict[str, Any]:
 )
 def sweep(
     ctx: typer.Context,
-    recipe: str = typer.Argument(..., help="Training recipe every cell starts from: a path (trainers/*.toml) or a bundled name."),
-    grid: List[str] = typer.Option(
-        [], "--grid", help="KEY=V1,V2,... over any recipe key; repeat for more axes (cells = the product)."
+    recipe: str = typer.Argument(
+        ...,
+        help="Training recipe every cell starts from: a path (trainers/*.toml) or a bundled name.",
     ),
-    out: Path = typer.Option(..., "--out", "-o", help="Sweep folder: one sub-folder per cell, and comparison/."),
-    probe: Optional[str] = typer.Option(None, help="Probe suite for each cell's analysis: a path (probes/*.toml) or a bundled name."),
-    parallel: int = typer.Option(1, help="Cells run at once, each in its own process on its own GPU."),
+    grid: list[str] = typer.Option(
+        [],
+        "--grid",
+        help="KEY=V1,V2,... over any recipe key; repeat for more axes (cells = the product).",
+    ),
+    out: Path = typer.Option(
+        ..., "--out", "-o", help="Sweep folder: one sub-folder per cell, and comparison/."
+    ),
+    probe: str | None = typer.Option(
+        None, help="Probe suite for each cell's analysis: a path (probes/*.toml) or a bundled name."
+    ),
+    parallel: int = typer.Option(
+        1, help="Cells run at once, each in its own process on its own GPU."
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ) -> None:
     """Train and analyze every cell of a grid, skipping complete cells, then compare them all.
@@ -80,8 +92,12 @@ def sweep(
     Example: [bold]cl-diag sweep trainers/simclr.toml --grid batch-size=16,32,64 --grid vrn=0,30 --epochs 5 --out sweeps/bs[/]
     """
     config = SweepConfig(
-        recipe=recipe, grid=list(grid), out=out, overrides=_train_overrides(list(ctx.args)),
-        analysis=_analysis_fields(probe), parallel=parallel,
+        recipe=recipe,
+        grid=list(grid),
+        out=out,
+        overrides=_train_overrides(list(ctx.args)),
+        analysis=_analysis_fields(probe),
+        parallel=parallel,
     )
     console = Console()
     if use_bar(quiet):
@@ -101,6 +117,7 @@ def sweep(
 
             outcome = run_sweep(config, on_progress=report, train_progress=display)
     else:
+
         def report(name: str, done: int, total: int) -> None:
             if name:
                 console.print(f"[{done}/{total}] {name} done", highlight=False, markup=False)
@@ -108,5 +125,8 @@ def sweep(
         # each cell's training prints one plain line per metrics row, as `cl-diag train --quiet`
         outcome = run_sweep(config, on_progress=report, train_progress=lambda name: TrainDisplay())
     if outcome.skipped:
-        console.print(f"skipped {len(outcome.skipped)} complete cell(s): {', '.join(outcome.skipped)}", highlight=False)
+        console.print(
+            f"skipped {len(outcome.skipped)} complete cell(s): {', '.join(outcome.skipped)}",
+            highlight=False,
+        )
     console.print(f"report: {outcome.comparison}", highlight=False)

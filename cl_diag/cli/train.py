@@ -2,46 +2,69 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import typer
 from rich.console import Console
 
 from cl_diag.cli import app
 from cl_diag.cli.progress import train_display
 from cl_diag.errors import UserError
-from cl_diag.orchestration.train import TrainConfig, train as run_train, train_options
+from cl_diag.orchestration.train import TrainConfig, train_options
+from cl_diag.orchestration.train import train as run_train
 from cl_diag.recipes import merge_recipe, read_recipe
 
 _D = TrainConfig()  # one source of truth for the defaults
 
-_DATA, _MODEL, _LOSS, _OPT, _RUN, _REC = "Data", "Model", "Loss", "Optimisation", "Running", "Records"
+_DATA, _MODEL, _LOSS, _OPT, _RUN, _REC = (
+    "Data",
+    "Model",
+    "Loss",
+    "Optimisation",
+    "Running",
+    "Records",
+)
 
 
 @app.command(name="train")
 def train_command(
     ctx: typer.Context,
-    recipe: Optional[str] = typer.Argument(
+    recipe: str | None = typer.Argument(
         None,
         help="A TOML recipe whose keys are the options below (a path, e.g. trainers/simclr-vrn.toml, or a bundled "
         "name, e.g. simclr-vrn: see cl-diag recipes); options given here win.",
     ),
-    recipe_name: Optional[str] = typer.Option(
-        None, "--recipe", help="The recipe as an option instead of the first argument (e.g. --recipe simclr-vrn).", rich_help_panel="Recipe"
+    recipe_name: str | None = typer.Option(
+        None,
+        "--recipe",
+        help="The recipe as an option instead of the first argument (e.g. --recipe simclr-vrn).",
+        rich_help_panel="Recipe",
     ),
     # data
-    dataset: str = typer.Option(_D.dataset, help="digits, cifar10, cifar100, imagefolder or toy.", rich_help_panel=_DATA),
-    data_root: Optional[str] = typer.Option(
-        None, help="Folder holding cifar-10-batches-py/ or cifar-100-python/, or the ImageFolder train root.", rich_help_panel=_DATA
+    dataset: str = typer.Option(
+        _D.dataset, help="digits, cifar10, cifar100, imagefolder or toy.", rich_help_panel=_DATA
     ),
-    val_root: Optional[str] = typer.Option(None, help="ImageFolder root of the test split (imagefolder only).", rich_help_panel=_DATA),
-    download: bool = typer.Option(_D.download, help="Download CIFAR into --data-root if it is missing.", rich_help_panel=_DATA),
-    num_samples: Optional[int] = typer.Option(
-        None, help="toy: number of instances (default 4). Other datasets: train on the first N images only.", rich_help_panel=_DATA
+    data_root: str | None = typer.Option(
+        None,
+        help="Folder holding cifar-10-batches-py/ or cifar-100-python/, or the ImageFolder train root.",
+        rich_help_panel=_DATA,
     ),
-    dim: int = typer.Option(_D.dim, help="toy: dimension of the free vectors.", rich_help_panel=_DATA),
-    image_size: Optional[int] = typer.Option(
-        None, help="Crop size of the views (default 8 digits, 32 CIFAR, 224 imagefolder).", rich_help_panel=_DATA
+    val_root: str | None = typer.Option(
+        None, help="ImageFolder root of the test split (imagefolder only).", rich_help_panel=_DATA
+    ),
+    download: bool = typer.Option(
+        _D.download, help="Download CIFAR into --data-root if it is missing.", rich_help_panel=_DATA
+    ),
+    num_samples: int | None = typer.Option(
+        None,
+        help="toy: number of instances (default 4). Other datasets: train on the first N images only.",
+        rich_help_panel=_DATA,
+    ),
+    dim: int = typer.Option(
+        _D.dim, help="toy: dimension of the free vectors.", rich_help_panel=_DATA
+    ),
+    image_size: int | None = typer.Option(
+        None,
+        help="Crop size of the views (default 8 digits, 32 CIFAR, 224 imagefolder).",
+        rich_help_panel=_DATA,
     ),
     # model
     arch: str = typer.Option(
@@ -50,64 +73,145 @@ def train_command(
         "resnet18-cifar for CIFAR, resnet18 for imagefolder.",
         rich_help_panel=_MODEL,
     ),
-    projector_hidden: Optional[int] = typer.Option(
-        None, help="Hidden width of the Linear-BN-ReLU-Linear projector (default 512, 2048 for resnet50).", rich_help_panel=_MODEL
+    projector_hidden: int | None = typer.Option(
+        None,
+        help="Hidden width of the Linear-BN-ReLU-Linear projector (default 512, 2048 for resnet50).",
+        rich_help_panel=_MODEL,
     ),
-    projector_dim: int = typer.Option(_D.projector_dim, help="Output dimension of the projector (the loss sees it).", rich_help_panel=_MODEL),
+    projector_dim: int = typer.Option(
+        _D.projector_dim,
+        help="Output dimension of the projector (the loss sees it).",
+        rich_help_panel=_MODEL,
+    ),
     # loss
     loss: str = typer.Option(
-        _D.loss, help="infonce, simclr, dcl, dhel, sigmoid, spectral, triplet, contrastive or supcon.", rich_help_panel=_LOSS
+        _D.loss,
+        help="infonce, simclr, dcl, dhel, sigmoid, spectral, triplet, contrastive or supcon.",
+        rich_help_panel=_LOSS,
     ),
-    temperature: Optional[float] = typer.Option(
-        None, help="Temperature t of infonce/simclr/dcl/dhel/sigmoid/supcon (default: the loss's).", rich_help_panel=_LOSS
+    temperature: float | None = typer.Option(
+        None,
+        help="Temperature t of infonce/simclr/dcl/dhel/sigmoid/supcon (default: the loss's).",
+        rich_help_panel=_LOSS,
     ),
-    bias: Optional[float] = typer.Option(None, help="sigmoid: bias b (paper Eq. 9 sign; default -1).", rich_help_panel=_LOSS),
-    within_view: Optional[bool] = typer.Option(
-        None, "--within-view/--no-within-view", help="sigmoid: also push within-view negatives (default off).", rich_help_panel=_LOSS
+    bias: float | None = typer.Option(
+        None, help="sigmoid: bias b (paper Eq. 9 sign; default -1).", rich_help_panel=_LOSS
     ),
-    margin: Optional[float] = typer.Option(None, help="triplet/contrastive: margin.", rich_help_panel=_LOSS),
-    mining: Optional[str] = typer.Option(None, help="triplet: all, semi-hard or batch-hard.", rich_help_panel=_LOSS),
-    vrn: float = typer.Option(_D.vrn, help="lambda: add lambda x VRN to the loss (0: off; the paper uses 30).", rich_help_panel=_LOSS),
-    vrn_delta: Optional[float] = typer.Option(
+    within_view: bool | None = typer.Option(
+        None,
+        "--within-view/--no-within-view",
+        help="sigmoid: also push within-view negatives (default off).",
+        rich_help_panel=_LOSS,
+    ),
+    margin: float | None = typer.Option(
+        None, help="triplet/contrastive: margin.", rich_help_panel=_LOSS
+    ),
+    mining: str | None = typer.Option(
+        None, help="triplet: all, semi-hard or batch-hard.", rich_help_panel=_LOSS
+    ),
+    vrn: float = typer.Option(
+        _D.vrn,
+        help="lambda: add lambda x VRN to the loss (0: off; the paper uses 30).",
+        rich_help_panel=_LOSS,
+    ),
+    vrn_delta: float | None = typer.Option(
         None, help="VRN target similarity delta (default -1/(n_train - 1)).", rich_help_panel=_LOSS
     ),
-    vrn_power: float = typer.Option(_D.vrn_power, help="VRN power p in mean (s - delta)^p.", rich_help_panel=_LOSS),
+    vrn_power: float = typer.Option(
+        _D.vrn_power, help="VRN power p in mean (s - delta)^p.", rich_help_panel=_LOSS
+    ),
     # optimisation
-    epochs: int = typer.Option(_D.epochs, help="Training epochs (each drops its last partial batch).", rich_help_panel=_OPT),
-    steps: Optional[int] = typer.Option(None, help="Train for exactly this many optimiser steps instead of --epochs.", rich_help_panel=_OPT),
-    batch_size: int = typer.Option(_D.batch_size, help="Global batch size (split across processes under torchrun).", rich_help_panel=_OPT),
-    optimizer: str = typer.Option(_D.optimizer, help="sgd (momentum), adam or adamw.", rich_help_panel=_OPT),
-    lr: float = typer.Option(_D.lr, help="Base learning rate (peak lr = base x batch/256 under linear scaling).", rich_help_panel=_OPT),
+    epochs: int = typer.Option(
+        _D.epochs, help="Training epochs (each drops its last partial batch).", rich_help_panel=_OPT
+    ),
+    steps: int | None = typer.Option(
+        None,
+        help="Train for exactly this many optimiser steps instead of --epochs.",
+        rich_help_panel=_OPT,
+    ),
+    batch_size: int = typer.Option(
+        _D.batch_size,
+        help="Global batch size (split across processes under torchrun).",
+        rich_help_panel=_OPT,
+    ),
+    optimizer: str = typer.Option(
+        _D.optimizer, help="sgd (momentum), adam or adamw.", rich_help_panel=_OPT
+    ),
+    lr: float = typer.Option(
+        _D.lr,
+        help="Base learning rate (peak lr = base x batch/256 under linear scaling).",
+        rich_help_panel=_OPT,
+    ),
     lr_scaling: str = typer.Option(
-        _D.lr_scaling, help="auto (linear for sgd on images, none otherwise), linear or none.", rich_help_panel=_OPT
+        _D.lr_scaling,
+        help="auto (linear for sgd on images, none otherwise), linear or none.",
+        rich_help_panel=_OPT,
     ),
     momentum: float = typer.Option(_D.momentum, help="SGD momentum.", rich_help_panel=_OPT),
-    weight_decay: float = typer.Option(_D.weight_decay, help="Weight decay (decoupled for adamw).", rich_help_panel=_OPT),
-    warmup_epochs: float = typer.Option(_D.warmup_epochs, help="Linear warm-up length in epochs (per-step).", rich_help_panel=_OPT),
-    schedule: str = typer.Option(_D.schedule, help="After warm-up: cosine (decay to 0) or constant.", rich_help_panel=_OPT),
-    seed: int = typer.Option(_D.seed, help="Seed of the weights, batches and augmentations (same seed, same run on CPU).", rich_help_panel=_OPT),
+    weight_decay: float = typer.Option(
+        _D.weight_decay, help="Weight decay (decoupled for adamw).", rich_help_panel=_OPT
+    ),
+    warmup_epochs: float = typer.Option(
+        _D.warmup_epochs, help="Linear warm-up length in epochs (per-step).", rich_help_panel=_OPT
+    ),
+    schedule: str = typer.Option(
+        _D.schedule, help="After warm-up: cosine (decay to 0) or constant.", rich_help_panel=_OPT
+    ),
+    seed: int = typer.Option(
+        _D.seed,
+        help="Seed of the weights, batches and augmentations (same seed, same run on CPU).",
+        rich_help_panel=_OPT,
+    ),
     # running
-    device: str = typer.Option(_D.device, help="auto (CUDA when present), cpu or cuda.", rich_help_panel=_RUN),
+    device: str = typer.Option(
+        _D.device, help="auto (CUDA when present), cpu or cuda.", rich_help_panel=_RUN
+    ),
     precision: str = typer.Option(
-        _D.precision, help="auto (bf16 autocast on CUDA where supported, else fp16; fp32 on CPU), fp32, bf16 or fp16.", rich_help_panel=_RUN
+        _D.precision,
+        help="auto (bf16 autocast on CUDA where supported, else fp16; fp32 on CPU), fp32, bf16 or fp16.",
+        rich_help_panel=_RUN,
     ),
     compile: bool = typer.Option(_D.compile, help="torch.compile the model.", rich_help_panel=_RUN),
-    workers: Optional[int] = typer.Option(None, help="DataLoader worker processes (default 0 on CPU, up to 8 on CUDA).", rich_help_panel=_RUN),
-    sync_bn: bool = typer.Option(_D.sync_bn, help="Under torchrun on CUDA: SyncBatchNorm in the projector and backbone.", rich_help_panel=_RUN),
-    # records
-    out: Optional[str] = typer.Option(
-        None, help="Output folder for last.pt and metrics.csv (default runs/DATASET-LOSS, or the --resume folder).", rich_help_panel=_REC
+    workers: int | None = typer.Option(
+        None,
+        help="DataLoader worker processes (default 0 on CPU, up to 8 on CUDA).",
+        rich_help_panel=_RUN,
     ),
-    save_every: int = typer.Option(_D.save_every, help="Also keep epoch_NNNN.pt every N epochs (0: only last.pt).", rich_help_panel=_REC),
+    sync_bn: bool = typer.Option(
+        _D.sync_bn,
+        help="Under torchrun on CUDA: SyncBatchNorm in the projector and backbone.",
+        rich_help_panel=_RUN,
+    ),
+    # records
+    out: str | None = typer.Option(
+        None,
+        help="Output folder for last.pt and metrics.csv (default runs/DATASET-LOSS, or the --resume folder).",
+        rich_help_panel=_REC,
+    ),
+    save_every: int = typer.Option(
+        _D.save_every,
+        help="Also keep epoch_NNNN.pt every N epochs (0: only last.pt).",
+        rich_help_panel=_REC,
+    ),
     log_every: int = typer.Option(
         _D.log_every,
         help="Read the loss and the in-batch statistics from the device every N steps, one "
         "metrics.csv row each (0: once per epoch). Steps in between never wait for the host.",
         rich_help_panel=_REC,
     ),
-    resume: Optional[str] = typer.Option(None, help="Continue the run saved in this last.pt exactly.", rich_help_panel=_REC),
-    overwrite: bool = typer.Option(_D.overwrite, help="Replace a run already in --out.", rich_help_panel=_REC),
-    quiet: bool = typer.Option(_D.quiet, "--quiet", "-q", help="Plain per-epoch lines instead of the progress bar.", rich_help_panel=_REC),
+    resume: str | None = typer.Option(
+        None, help="Continue the run saved in this last.pt exactly.", rich_help_panel=_REC
+    ),
+    overwrite: bool = typer.Option(
+        _D.overwrite, help="Replace a run already in --out.", rich_help_panel=_REC
+    ),
+    quiet: bool = typer.Option(
+        _D.quiet,
+        "--quiet",
+        "-q",
+        help="Plain per-epoch lines instead of the progress bar.",
+        rich_help_panel=_REC,
+    ),
 ) -> None:
     """Train a contrastive encoder with any loss, with or without VRN; write last.pt and metrics.csv.
 

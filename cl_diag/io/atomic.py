@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["atomic_write", "atomic_write_bytes", "atomic_write_text", "temp_prefix", "TEMP_SUFFIX"]
+__all__ = ["TEMP_SUFFIX", "atomic_write", "atomic_write_bytes", "atomic_write_text", "temp_prefix"]
 
 #: Suffix of the writer's temporary files; with :func:`temp_prefix` it names what a killed
 #: writer may have left behind (``.<name>.<random>.tmp``).

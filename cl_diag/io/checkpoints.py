@@ -126,7 +126,12 @@ def _allowed_globals() -> set[str]:
 
 
 _STRING_OPS = {
-    "STRING", "BINSTRING", "SHORT_BINSTRING", "UNICODE", "BINUNICODE", "SHORT_BINUNICODE",
+    "STRING",
+    "BINSTRING",
+    "SHORT_BINSTRING",
+    "UNICODE",
+    "BINUNICODE",
+    "SHORT_BINUNICODE",
     "BINUNICODE8",
 }
 _MARK = object()
@@ -169,7 +174,7 @@ def _pickle_globals(stream: IO[bytes], found: list[str], budget: list[int]) -> N
             below = before.index(pickletools.markobject)
         else:
             below = len(before)
-        del stack[max(0, len(stack) - below):]
+        del stack[max(0, len(stack) - below) :]
         for kind in op.stack_after:
             if kind is pickletools.markobject:
                 stack.append(_MARK)
@@ -203,7 +208,7 @@ def unsafe_globals(path: str | os.PathLike[str]) -> list[str]:
                     if stream.peek(1)[:1] != b"\x80":  # no further pickle (raw storage bytes)
                         break
                     _pickle_globals(stream, found, budget)
-    except Exception:  # noqa: BLE001 - a damaged stream: keep what was found before it
+    except Exception:
         pass
     allowed = _allowed_globals()
     return sorted({name for name in found if name not in allowed})
@@ -253,7 +258,7 @@ def safe_torch_load(
         with warnings.catch_warnings():  # e.g. "pickle protocol 4": the message below says it all
             warnings.simplefilter("ignore")
             return torch.load(path, map_location=map_location, weights_only=True)
-    except Exception as exc:  # noqa: BLE001 - pickle, zip and torch raise many types
+    except Exception as exc:
         text, error = str(exc), type(exc).__name__
     code = unsafe_globals(path)
     if not code:

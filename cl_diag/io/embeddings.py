@@ -86,7 +86,9 @@ def _read_arrays(path: Path) -> dict[str, object]:
             ) from None
     payload = safe_torch_load(path, what="embeddings file", fix=FORMAT_HELP)
     if not isinstance(payload, dict):
-        raise UserError(f"{path} holds a {type(payload).__name__}, not a dict of tensors. {FORMAT_HELP}")
+        raise UserError(
+            f"{path} holds a {type(payload).__name__}, not a dict of tensors. {FORMAT_HELP}"
+        )
     return payload
 
 
@@ -102,7 +104,9 @@ def _as_tensor(value: object, key: str, path: Path) -> torch.Tensor:
 def _as_float_matrix(value: object, key: str, path: Path) -> torch.Tensor:
     array = _as_tensor(value, key, path)
     if array.dtype == torch.bool or array.is_complex():
-        raise UserError(f"'{key}' in {path} has dtype {array.dtype}; embeddings must be real numbers.")
+        raise UserError(
+            f"'{key}' in {path} has dtype {array.dtype}; embeddings must be real numbers."
+        )
     if array.dim() != 2:
         raise UserError(
             f"'{key}' in {path} has shape {tuple(array.shape)}; it must be 2-D (n instances x d dimensions)."
@@ -126,12 +130,16 @@ def load_embeddings(path: str | Path, *, payload: dict | None = None) -> Embeddi
     try:
         digest = sha256_of(path)
     except OSError as exc:
-        raise UserError(f"Cannot read {path}: {exc.strerror}. Check the path and its permissions.") from None
+        raise UserError(
+            f"Cannot read {path}: {exc.strerror}. Check the path and its permissions."
+        ) from None
     arrays = payload if payload is not None else _read_arrays(path)
     missing = [key for key in ("z1", "z2") if key not in arrays]
     if missing:
         found = ", ".join(sorted(map(str, arrays))) or "nothing"
-        raise UserError(f"{path} has no {' or '.join(repr(m) for m in missing)} (found: {found}). {FORMAT_HELP}")
+        raise UserError(
+            f"{path} has no {' or '.join(repr(m) for m in missing)} (found: {found}). {FORMAT_HELP}"
+        )
     z1 = _as_float_matrix(arrays["z1"], "z1", path)
     z2 = _as_float_matrix(arrays["z2"], "z2", path)
     labels = None
@@ -140,8 +148,14 @@ def load_embeddings(path: str | Path, *, payload: dict | None = None) -> Embeddi
         raw = _as_tensor(raw, "labels", path)
         if raw.is_floating_point():
             if not bool(torch.isfinite(raw).all()) or not bool((raw == raw.round()).all()):
-                raise UserError(f"'labels' in {path} are not whole numbers; give integer class labels.")
+                raise UserError(
+                    f"'labels' in {path} are not whole numbers; give integer class labels."
+                )
         elif raw.dtype == torch.bool or raw.is_complex():
-            raise UserError(f"'labels' in {path} have dtype {raw.dtype}; give integer class labels.")
+            raise UserError(
+                f"'labels' in {path} have dtype {raw.dtype}; give integer class labels."
+            )
         labels = raw.to(torch.int64)
-    return Embeddings(z1=z1.contiguous(), z2=z2.contiguous(), labels=labels, path=str(path), sha256=digest)
+    return Embeddings(
+        z1=z1.contiguous(), z2=z2.contiguous(), labels=labels, path=str(path), sha256=digest
+    )

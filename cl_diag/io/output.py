@@ -32,12 +32,16 @@ def ensure_writable_parent(out: Path) -> Path:
     """Return the existing folder that will hold ``out``, or raise UserError."""
     out = Path(out)
     if out.exists() and not out.is_dir():
-        raise UserError(f"--out {out} exists and is not a folder. Give a folder path (it is created if missing).")
+        raise UserError(
+            f"--out {out} exists and is not a folder. Give a folder path (it is created if missing)."
+        )
     parent = out.parent.resolve()
     while not parent.exists():
         parent = parent.parent
     if not parent.is_dir():
-        raise UserError(f"--out {out} lies under {parent}, which is a file, not a folder. Choose another --out.")
+        raise UserError(
+            f"--out {out} lies under {parent}, which is a file, not a folder. Choose another --out."
+        )
     for folder in (parent, out) if out.exists() else (parent,):
         if not os.access(folder, os.W_OK | os.X_OK):
             raise UserError(
@@ -60,7 +64,12 @@ def owned_files_text(names: list[str]) -> str:
 
 def _plain_name(name: str) -> bool:
     # a name inside the folder itself: no separators, no parent references, not the listing
-    return bool(name) and name == Path(name).name and name not in (".", "..", OWNED_FILES) and "\\" not in name
+    return (
+        bool(name)
+        and name == Path(name).name
+        and name not in (".", "..", OWNED_FILES)
+        and "\\" not in name
+    )
 
 
 def _read_owned(folder: Path) -> set[str]:
@@ -87,7 +96,9 @@ def staged_output(out: Path) -> Iterator[Path]:
     anchor = ensure_writable_parent(out)
     try:
         staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.staging-", dir=anchor))
-    except OSError as exc:  # e.g. a read-only or virtual file system (/proc) that access() did not reveal
+    except (
+        OSError
+    ) as exc:  # e.g. a read-only or virtual file system (/proc) that access() did not reveal
         raise UserError(
             f"Cannot write to {anchor} (for --out {out}): {exc.strerror or exc}. Choose a writable folder."
         ) from None

@@ -16,14 +16,25 @@ from cl_diag.io.atomic import atomic_write
 
 
 def make_synthetic_pairs(
-    n: int = 2000, d: int = 64, classes: int = 10, spread: float = 0.6, view_noise: float = 0.3, seed: int = 0
+    n: int = 2000,
+    d: int = 64,
+    classes: int = 10,
+    spread: float = 0.6,
+    view_noise: float = 0.3,
+    seed: int = 0,
 ) -> dict[str, np.ndarray]:
     if n < 2 or d < 1 or classes < 1:
-        raise UserError(f"synthetic data needs n >= 2, d >= 1 and classes >= 1 (got n={n}, d={d}, classes={classes}).")
+        raise UserError(
+            f"synthetic data needs n >= 2, d >= 1 and classes >= 1 (got n={n}, d={d}, classes={classes})."
+        )
     if classes > n:
-        raise UserError(f"--classes {classes} is more than the --n {n} instances; some classes would be empty. Use --classes <= --n.")
+        raise UserError(
+            f"--classes {classes} is more than the --n {n} instances; some classes would be empty. Use --classes <= --n."
+        )
     if not (np.isfinite(spread) and np.isfinite(view_noise) and spread >= 0 and view_noise >= 0):
-        raise UserError(f"--spread and --view-noise must be finite and >= 0 (got {spread}, {view_noise}).")
+        raise UserError(
+            f"--spread and --view-noise must be finite and >= 0 (got {spread}, {view_noise})."
+        )
     if seed < 0:
         raise UserError(f"--seed must be 0 or more (got {seed}).")
     rng = np.random.default_rng(seed)
@@ -33,7 +44,11 @@ def make_synthetic_pairs(
     latent = centres[labels] + spread * rng.standard_normal((n, d)) / np.sqrt(d)
     z1 = latent + view_noise * rng.standard_normal((n, d)) / np.sqrt(d)
     z2 = latent + view_noise * rng.standard_normal((n, d)) / np.sqrt(d)
-    return {"z1": z1.astype(np.float32), "z2": z2.astype(np.float32), "labels": labels.astype(np.int64)}
+    return {
+        "z1": z1.astype(np.float32),
+        "z2": z2.astype(np.float32),
+        "labels": labels.astype(np.int64),
+    }
 
 
 def save_npz_atomically(path: Path, arrays: dict[str, np.ndarray]) -> None:
@@ -47,4 +62,6 @@ def save_npz_atomically(path: Path, arrays: dict[str, np.ndarray]) -> None:
         parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, lambda stream: np.savez(stream, **arrays))
     except OSError as exc:
-        raise UserError(f"Cannot write {path}: {exc.strerror or exc}. Choose a writable folder.") from None
+        raise UserError(
+            f"Cannot write {path}: {exc.strerror or exc}. Choose a writable folder."
+        ) from None

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import Any, Callable, Mapping, NamedTuple, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple, TypeVar
 
 import torch
 import torch.nn.functional as F
@@ -34,7 +35,7 @@ from torch import nn
 
 from cl_diag.errors import UserError
 
-__all__ = ["HParam", "Loss", "LossOptionError", "normalise_pair", "check_inputs"]
+__all__ = ["HParam", "Loss", "LossOptionError", "check_inputs", "normalise_pair"]
 
 _L = TypeVar("_L", bound="Loss")
 
@@ -114,7 +115,8 @@ def _coerce(hp: HParam, value: Any, loss_name: str) -> Any:
     if hp.choices is not None and value not in hp.choices:
         raise LossOptionError(
             f"{loss_name}: {hp.name}={value!r} is not one of {', '.join(map(repr, hp.choices))}",
-            option=hp.name, loss=loss_name,
+            option=hp.name,
+            loss=loss_name,
         )
     if hp.check is not None:
         problem = hp.check(value)
@@ -209,7 +211,8 @@ class Loss(nn.Module):
             raise LossOptionError(
                 f"{self.name} does not take {', '.join(unknown)}; "
                 f"its hyper-parameters are: {accepted}",
-                option=unknown[0], loss=self.name,
+                option=unknown[0],
+                loss=self.name,
             )
 
     def configure(self: _L, **hparams: Any) -> _L:

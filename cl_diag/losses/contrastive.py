@@ -58,8 +58,13 @@ class ContrastiveLoss(Loss):
     negatives = "labels"
     uses_labels = True
     hyperparameters = (
-        HParam("margin", 1.0, float,
-               "push negatives to cosine distance >= margin (in [0, 2])", check=non_negative),
+        HParam(
+            "margin",
+            1.0,
+            float,
+            "push negatives to cosine distance >= margin (in [0, 2])",
+            check=non_negative,
+        ),
     )
 
     def __init__(self, margin: float = 1.0):

@@ -58,12 +58,12 @@ import torch
 import torch.distributed as dist
 
 __all__ = [
-    "is_distributed",
-    "gather_with_grad",
+    "GatheredBatch",
     "gather_batch",
+    "gather_with_grad",
     "global_indices",
     "global_loss",
-    "GatheredBatch",
+    "is_distributed",
 ]
 
 
@@ -106,7 +106,7 @@ class _GatherWithGrad(torch.autograd.Function):
     def backward(ctx, grad: torch.Tensor):
         grad = grad.contiguous().clone()
         dist.all_reduce(grad, op=dist.ReduceOp.SUM)
-        return grad[ctx.start:ctx.stop], None
+        return grad[ctx.start : ctx.stop], None
 
 
 def gather_with_grad(x: torch.Tensor) -> torch.Tensor:
@@ -139,10 +139,10 @@ def _default_device() -> torch.device:
 
 
 class GatheredBatch(NamedTuple):
-    z1: torch.Tensor          # (N, d) global view 1, gradients flow to every rank
-    z2: torch.Tensor          # (N, d) global view 2
+    z1: torch.Tensor  # (N, d) global view 1, gradients flow to every rank
+    z2: torch.Tensor  # (N, d) global view 2
     labels: torch.Tensor | None  # (N,) global labels, or None
-    index: torch.Tensor       # (B_local,) global positions of this rank's rows
+    index: torch.Tensor  # (B_local,) global positions of this rank's rows
 
 
 def gather_batch(z1: torch.Tensor, z2: torch.Tensor, labels=None) -> GatheredBatch:

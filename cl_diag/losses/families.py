@@ -39,13 +39,14 @@ Example::
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import torch
 
 from ._common import HParam, Loss, LossOptionError, positive
 
-__all__ = ["InfoNCEFamily", "IndependentlyAdditive", "info_sym", "ind_add"]
+__all__ = ["IndependentlyAdditive", "InfoNCEFamily", "ind_add", "info_sym"]
 
 PSI_CHOICES = ("log1p", "log")
 
@@ -58,7 +59,8 @@ def _check_coefficients(c1: float, c2: float, loss: str | None) -> tuple[float, 
         raise LossOptionError(
             f"(c1, c2) must be finite, >= 0 and not both 0 (the paper uses (1,0), (0,1), (1,1)); "
             f"got ({c1}, {c2})",
-            option=bad[0] if bad else "c1", loss=loss,
+            option=bad[0] if bad else "c1",
+            loss=loss,
         )
     return c1, c2
 
@@ -71,8 +73,13 @@ def _negatives(c: tuple[float, float]) -> str:
 
 
 def _info_direction(
-    s_cross: torch.Tensor, s_within: torch.Tensor, pos: torch.Tensor,
-    c1: float, c2: float, psi: str, temperature: float,
+    s_cross: torch.Tensor,
+    s_within: torch.Tensor,
+    pos: torch.Tensor,
+    c1: float,
+    c2: float,
+    psi: str,
+    temperature: float,
 ) -> torch.Tensor:
     """(1/B) sum_i psi(c1 sum_{j!=i} e^{(s_cross_ij - pos_i)/t} + c2 sum_{j!=i} e^{(s_within_ij - pos_i)/t}),
     the sum over anchors i being the rows; s_cross, s_within are (A, B)
@@ -150,13 +157,20 @@ class InfoNCEFamily(Loss):
         HParam("temperature", 0.2, float, "t > 0 in phi(x) = exp(x / t)", check=positive),
     )
 
-    def __init__(self, c1: float, c2: float, psi: str = "log1p", temperature: float = 0.2,
-                 name: str | None = None):
+    def __init__(
+        self,
+        c1: float,
+        c2: float,
+        psi: str = "log1p",
+        temperature: float = 0.2,
+        name: str | None = None,
+    ):
         super().__init__()
         if psi not in PSI_CHOICES:
             raise LossOptionError(
                 f"psi must be one of {PSI_CHOICES} (log(1+x) or log x), got {psi!r}",
-                option="psi", loss=name,
+                option="psi",
+                loss=name,
             )
         self._c = _check_coefficients(c1, c2, name)
         self.psi = psi
@@ -202,8 +216,14 @@ class IndependentlyAdditive(Loss):
 
     family = "ind-add"
 
-    def __init__(self, phi: Callable | None = None, psi: Callable | None = None,
-                 c1: float = 1.0, c2: float = 0.0, name: str | None = None):
+    def __init__(
+        self,
+        phi: Callable | None = None,
+        psi: Callable | None = None,
+        c1: float = 1.0,
+        c2: float = 0.0,
+        name: str | None = None,
+    ):
         super().__init__()
         if type(self).phi_psi is IndependentlyAdditive.phi_psi:  # phi/psi come from the caller
             for what, fn in (("phi", phi), ("psi", psi)):
@@ -211,7 +231,8 @@ class IndependentlyAdditive(Loss):
                     raise LossOptionError(
                         f"{name or 'IndependentlyAdditive'}: IndependentlyAdditive needs both "
                         f"phi and psi (elementwise torch functions); {what} is {fn!r}",
-                        option=what, loss=name,
+                        option=what,
+                        loss=name,
                     )
         self._phi, self._psi = phi, psi
         self._c = _check_coefficients(c1, c2, name)

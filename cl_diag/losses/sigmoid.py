@@ -40,7 +40,8 @@ Example::
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -86,19 +87,36 @@ class SigmoidLoss(IndependentlyAdditive):
 
     name = "sigmoid"
     hyperparameters = (
-        HParam("temperature", 1.0, float,
-               "t > 0; multiplies the similarity (paper Eq. 9)", check=positive),
-        HParam("bias", -1.0, float,
-               "b in softplus(t*s - b); paper convention, b = -b_SigLIP", check=finite),
-        HParam("within_view", False, bool,
-               "also push within-view negatives, (c1,c2) = (1,1)"),
+        HParam(
+            "temperature",
+            1.0,
+            float,
+            "t > 0; multiplies the similarity (paper Eq. 9)",
+            check=positive,
+        ),
+        HParam(
+            "bias",
+            -1.0,
+            float,
+            "b in softplus(t*s - b); paper convention, b = -b_SigLIP",
+            check=finite,
+        ),
+        HParam("within_view", False, bool, "also push within-view negatives, (c1,c2) = (1,1)"),
     )
 
-    def __init__(self, temperature: float | None = None, bias: float | None = None,
-                 within_view: bool = False, learnable: bool = False):
+    def __init__(
+        self,
+        temperature: float | None = None,
+        bias: float | None = None,
+        within_view: bool = False,
+        learnable: bool = False,
+    ):
         if not isinstance(learnable, bool):
-            raise LossOptionError(f"sigmoid: learnable must be True or False, got {learnable!r}",
-                                  option="learnable", loss="sigmoid")
+            raise LossOptionError(
+                f"sigmoid: learnable must be True or False, got {learnable!r}",
+                option="learnable",
+                loss="sigmoid",
+            )
         self.learnable = learnable
         super().__init__(c1=1, c2=0, name="sigmoid")
         start_t, start_b = (SIGLIP_TEMPERATURE, SIGLIP_BIAS) if learnable else (1.0, -1.0)
@@ -144,18 +162,19 @@ class SigmoidLoss(IndependentlyAdditive):
                 f"sigmoid: {', '.join(fixed)} {'is' if len(fixed) == 1 else 'are'} learned "
                 f"(learnable=True) and cannot be passed per call; build a SigmoidLoss with "
                 f"learnable=False to fix {'it' if len(fixed) == 1 else 'them'}",
-                option=fixed[0], loss=self.name,
+                option=fixed[0],
+                loss=self.name,
             )
         hp = super()._hparams_for_call(overrides)
         # Tensors, so the gradient reaches t' and b; .float() keeps fp32 after a .half().
-        return {**hp, "temperature": self.log_temperature.float().exp(),
-                "bias": self.bias.float()}
+        return {**hp, "temperature": self.log_temperature.float().exp(), "bias": self.bias.float()}
 
     def _coefficients_for(self, hp: Mapping[str, Any]) -> tuple[float, float]:
         return (1.0, 1.0) if hp["within_view"] else (1.0, 0.0)
 
-    def phi_psi(self, batch: int, *, temperature: Any, bias: Any,
-                within_view: bool) -> tuple[Callable, Callable]:
+    def phi_psi(
+        self, batch: int, *, temperature: Any, bias: Any, within_view: bool
+    ) -> tuple[Callable, Callable]:
         """phi(x) = -softplus(b - t x), psi(x) = (B-1) softplus(t x - b); t and b
         are floats or (learnable) 0-dim tensors."""
         t, b = temperature, bias

@@ -36,15 +36,23 @@ Example::
 
 from __future__ import annotations
 
-from typing import ClassVar, Iterator
+from collections.abc import Iterator
+from typing import ClassVar
 
 import torch
 
 from ._common import HParam, Loss, non_negative, zero_like_graph
 from .pairs import Pairs
 
-__all__ = ["TripletLoss", "TripletMiner", "AllTriplets", "SemiHardTriplets",
-           "BatchHardTriplets", "MINERS", "MINING"]
+__all__ = [
+    "MINERS",
+    "MINING",
+    "AllTriplets",
+    "BatchHardTriplets",
+    "SemiHardTriplets",
+    "TripletLoss",
+    "TripletMiner",
+]
 
 # Anchors per chunk of the O(B^3) rules: about this many (a, p, n) elements at once.
 _CHUNK_ELEMENTS = 1 << 24
@@ -75,8 +83,9 @@ class AllTriplets(TripletMiner):
 
     name = "all"
 
-    def keep(self, d_ap: torch.Tensor, d_an: torch.Tensor, margin: float,
-             valid: torch.Tensor) -> torch.Tensor:
+    def keep(
+        self, d_ap: torch.Tensor, d_an: torch.Tensor, margin: float, valid: torch.Tensor
+    ) -> torch.Tensor:
         """The chosen subset of the ``valid`` triplets of one chunk."""
         return valid
 
@@ -85,9 +94,9 @@ class AllTriplets(TripletMiner):
         pos, neg = pairs.positive, pairs.negative
         chunk = max(1, _CHUNK_ELEMENTS // (n * n))  # read at call time (tests shrink it)
         for start in range(0, n, chunk):
-            d = dist[start:start + chunk]
+            d = dist[start : start + chunk]
             d_ap, d_an = d[:, :, None], d[:, None, :]
-            valid = pos[start:start + chunk, :, None] & neg[start:start + chunk, None, :]
+            valid = pos[start : start + chunk, :, None] & neg[start : start + chunk, None, :]
             yield d_ap, d_an, self.keep(d_ap, d_an, margin, valid)
 
 
@@ -115,8 +124,9 @@ class BatchHardTriplets(TripletMiner):
         yield hardest_pos[ok], hardest_neg[ok], None
 
 
-MINERS: dict[str, TripletMiner] = {m.name: m for m in
-                                   (AllTriplets(), SemiHardTriplets(), BatchHardTriplets())}
+MINERS: dict[str, TripletMiner] = {
+    m.name: m for m in (AllTriplets(), SemiHardTriplets(), BatchHardTriplets())
+}
 MINING = tuple(MINERS)
 
 

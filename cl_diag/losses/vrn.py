@@ -33,8 +33,6 @@ Example::
 
 from __future__ import annotations
 
-import torch
-
 from ._common import HParam, Loss
 
 
@@ -73,8 +71,9 @@ class VRNLoss(Loss):
     family = None
     negatives = "cross"
     hyperparameters = (
-        HParam("delta", 0.0, float,
-               "target similarity, -1/(n_train - 1) in the paper", check=_delta_ok),
+        HParam(
+            "delta", 0.0, float, "target similarity, -1/(n_train - 1) in the paper", check=_delta_ok
+        ),
         HParam("power", 2.0, float, "exponent p >= 1", check=_power_ok),
     )
 

@@ -47,12 +47,12 @@ from cl_diag.measurement.pairs import _UpperIndex, full_fp32_matmul
 from cl_diag.measurement.theory import alignment_ceiling
 
 __all__ = [
+    "RANKME_EPSILON",
+    "covariance_spectrum",
+    "effective_rank",
     "geometry",
     "geometry_of",
-    "RANKME_EPSILON",
     "uniformity",
-    "effective_rank",
-    "covariance_spectrum",
 ]
 
 #: epsilon of RankMe (Garrido et al. 2023)
@@ -118,7 +118,14 @@ def covariance_spectrum(x: torch.Tensor) -> list[float]:
     return [float(s) for s in (sigma**2 / x.shape[0])]
 
 
-def geometry(z1, z2, *, n_ref: int | None, cross_view_mean: float | None = None, block_size: int | None = None) -> dict:
+def geometry(
+    z1,
+    z2,
+    *,
+    n_ref: int | None,
+    cross_view_mean: float | None = None,
+    block_size: int | None = None,
+) -> dict:
     """Alignment, uniformity, effective rank, covariance spectrum, frontier gap and the
     Thm 5.2 alignment ceiling of two views (see the module docstring for every formula).
 
@@ -164,8 +171,15 @@ def geometry_of(
     ceiling = alignment_ceiling(mean_neg, n_ref)
     return {
         "alignment": float((u64 - v64).pow(2).sum(dim=1).mean()),
-        "uniformity": {"u": uniformity(u, block_size=block_size), "v": uniformity(v, block_size=block_size)},
-        "effective_rank": {"u": effective_rank(u), "v": effective_rank(v), "epsilon": RANKME_EPSILON},
+        "uniformity": {
+            "u": uniformity(u, block_size=block_size),
+            "v": uniformity(v, block_size=block_size),
+        },
+        "effective_rank": {
+            "u": effective_rank(u),
+            "v": effective_rank(v),
+            "epsilon": RANKME_EPSILON,
+        },
         "spectrum": {"u": covariance_spectrum(u), "v": covariance_spectrum(v)},
         "frontier_gap": mean_neg - ((n - 2) * mean_pos - n) / (2 * (n - 1)),
         "alignment_ceiling": {"value": ceiling, "below_one": bool(ceiling < 1.0)},

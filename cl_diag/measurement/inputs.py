@@ -29,7 +29,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-__all__ = ["UnitViews", "ViewsError", "normalise_views", "label_codes", "check_int", "check_n_ref"]
+__all__ = ["UnitViews", "ViewsError", "check_int", "check_n_ref", "label_codes", "normalise_views"]
 
 _INT_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 #: bad rows named in a message

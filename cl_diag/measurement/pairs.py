@@ -61,7 +61,6 @@ import math
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-
 from typing import NamedTuple
 
 import numpy as np
@@ -79,11 +78,11 @@ from cl_diag.result import QUANTILES  # also imported from here by tests/test_pa
 
 __all__ = [
     "FINE_BINS_MIN",
+    "fine_bins",
     "pair_statistics",
     "pair_statistics_of",
     "threshold",
     "threshold_float32",
-    "fine_bins",
 ]
 
 #: the fine histogram has at least this many bins on [-1, 1] (bin width <= 3.1e-5)
@@ -139,7 +138,10 @@ def full_fp32_matmul() -> Iterator[None]:
     with contextlib.suppress(Exception):
         saved.append(("precision", torch.get_float32_matmul_precision()))
         torch.set_float32_matmul_precision("highest")
-    for owner, attr in ((torch.backends.cuda.matmul, "allow_tf32"), (torch.backends.cudnn, "allow_tf32")):
+    for owner, attr in (
+        (torch.backends.cuda.matmul, "allow_tf32"),
+        (torch.backends.cudnn, "allow_tf32"),
+    ):
         with contextlib.suppress(Exception):
             saved.append((owner, attr, getattr(owner, attr)))
             setattr(owner, attr, False)
@@ -248,7 +250,9 @@ class _Stream:
     def summary(self, hist_bins: int, *, negative: bool) -> dict:
         count = sum(p[1] for p in self.parts)
         if count == 0:
-            return _empty_summary(hist_bins, negative=negative, estimate=False, quantile_error=2.0 / self.bins)
+            return _empty_summary(
+                hist_bins, negative=negative, estimate=False, quantile_error=2.0 / self.bins
+            )
         parts = sorted(self.parts, key=lambda p: p[0])
         vals = [p[2] for p in parts]
         if isinstance(vals[0], torch.Tensor):
@@ -266,8 +270,17 @@ class _Stream:
         hist = self.hist.cpu().numpy()
         quantiles = _histogram_quantiles(hist, count, mn, mx)
         return _summary(
-            count=count, mean=mean, var=var, mn=mn, mx=mx, quantiles=quantiles, quantile_error=2.0 / self.bins,
-            fine_hist=hist, hist_bins=hist_bins, below=below if negative else None, estimate=False,
+            count=count,
+            mean=mean,
+            var=var,
+            mn=mn,
+            mx=mx,
+            quantiles=quantiles,
+            quantile_error=2.0 / self.bins,
+            fine_hist=hist,
+            hist_bins=hist_bins,
+            below=below if negative else None,
+            estimate=False,
         )
 
 
@@ -330,7 +343,11 @@ def _summary(
         "max": float(mx),
         "quantiles": quantiles,
         "quantile_error": float(quantile_error),
-        "histogram": {"range": [-1.0, 1.0], "bins": int(hist_bins), "counts": _coarse(fine_hist, hist_bins)},
+        "histogram": {
+            "range": [-1.0, 1.0],
+            "bins": int(hist_bins),
+            "counts": _coarse(fine_hist, hist_bins),
+        },
     }
     if below is not None:
         out["excessive_ratio"] = below / count
@@ -338,7 +355,9 @@ def _summary(
     return out
 
 
-def _empty_summary(hist_bins: int, *, negative: bool, estimate: bool, quantile_error: float) -> dict:
+def _empty_summary(
+    hist_bins: int, *, negative: bool, estimate: bool, quantile_error: float
+) -> dict:
     """A split with no pairs (e.g. every instance in its own class): count 0, statistics null."""
     out = {
         "count": 0,
@@ -358,7 +377,9 @@ def _empty_summary(hist_bins: int, *, negative: bool, estimate: bool, quantile_e
     return out
 
 
-def _sample_summary(x: torch.Tensor, *, t32: float, hist_bins: int, negative: bool, estimate: bool) -> dict:
+def _sample_summary(
+    x: torch.Tensor, *, t32: float, hist_bins: int, negative: bool, estimate: bool
+) -> dict:
     """Exact statistics of a 1-D set of float32 similarities (a sample, or the n positives)."""
     bins = fine_bins(hist_bins)
     count = x.numel()
@@ -371,9 +392,17 @@ def _sample_summary(x: torch.Tensor, *, t32: float, hist_bins: int, negative: bo
     fine = torch.bincount(_fine_index(x, bins), minlength=bins).cpu().numpy()
     below = int(torch.count_nonzero(x < t32)) if negative else None
     return _summary(
-        count=count, mean=mean, var=var, mn=float(sorted64[0]), mx=float(sorted64[-1]),
-        quantiles=_exact_quantiles(sorted64), quantile_error=0.0, fine_hist=fine, hist_bins=hist_bins,
-        below=below, estimate=estimate,
+        count=count,
+        mean=mean,
+        var=var,
+        mn=float(sorted64[0]),
+        mx=float(sorted64[-1]),
+        quantiles=_exact_quantiles(sorted64),
+        quantile_error=0.0,
+        fine_hist=fine,
+        hist_bins=hist_bins,
+        below=below,
+        estimate=estimate,
     )
 
 
@@ -382,7 +411,7 @@ def _sample_summary(x: torch.Tensor, *, t32: float, hist_bins: int, negative: bo
 
 def _default_tile(n: int, device: torch.device) -> int:
     budget = _TILE_BYTES["cuda" if device.type == "cuda" else "cpu"]
-    tile = int(math.isqrt(budget // _BYTES_PER_SIMILARITY)) // 64 * 64
+    tile = math.isqrt(budget // _BYTES_PER_SIMILARITY) // 64 * 64
     return max(64, min(tile, n))
 
 
@@ -424,9 +453,7 @@ class _Split:
     def add(self, x: torch.Tensor, same, key: int) -> None:
         """``same``: None (unlabelled), True / False (the whole tile is same- / different-class),
         or a boolean tensor shaped like ``x``."""
-        if not self.labelled:
-            self.streams[0].add(x, key)
-        elif same is True:
+        if not self.labelled or same is True:
             self.streams[0].add(x, key)
         elif same is False:
             self.streams[1].add(x, key)
@@ -456,7 +483,11 @@ def _tiles(n: int, tile: int) -> list[tuple[int, int, int, int, bool]]:
     """Tasks (row0, row1, col0, col1, upper): every tile of the cross-view matrix; ``upper``
     marks the tiles on or above the diagonal, which also carry the within-view pairs i < j."""
     blocks = [(s, min(s + tile, n)) for s in range(0, n, tile)]
-    return [(r0, r1, c0, c1, b >= a) for a, (r0, r1) in enumerate(blocks) for b, (c0, c1) in enumerate(blocks)]
+    return [
+        (r0, r1, c0, c1, b >= a)
+        for a, (r0, r1) in enumerate(blocks)
+        for b, (c0, c1) in enumerate(blocks)
+    ]
 
 
 def _class_relation(codes: torch.Tensor, r0: int, r1: int, c0: int, c1: int):
@@ -471,7 +502,9 @@ def _class_relation(codes: torch.Tensor, r0: int, r1: int, c0: int, c1: int):
     return rows[:, None] == cols[None, :]
 
 
-def _exact_worker(tasks, u, v, codes, positives, *, bins: int, t32: float, tile: int, single_thread: bool):
+def _exact_worker(
+    tasks, u, v, codes, positives, *, bins: int, t32: float, tile: int, single_thread: bool
+):
     """Process tasks pulled from the shared iterator ``tasks``; returns this worker's (cross, within)."""
     if single_thread:
         torch.set_num_threads(1)
@@ -502,7 +535,11 @@ def _exact_worker(tasks, u, v, codes, positives, *, bins: int, t32: float, tile:
                 torch.mm(x[r0:r1], x[c0:c1].T, out=s)
                 if diagonal:
                     pick = upper_index.get(rows)
-                    part = same if not isinstance(same, torch.Tensor) else same.reshape(-1).index_select(0, pick)
+                    part = (
+                        same
+                        if not isinstance(same, torch.Tensor)
+                        else same.reshape(-1).index_select(0, pick)
+                    )
                     within.add(s.reshape(-1).index_select(0, pick), part, 3 * key + offset)
                 else:
                     within.add(s, same, 3 * key + offset)
@@ -526,7 +563,9 @@ def _exact(u, v, codes, *, t32: float, hist_bins: int, tile: int, workers: int) 
     else:
         with ThreadPoolExecutor(max_workers=workers) as pool:
             futures = [
-                pool.submit(_exact_worker, tasks, u, v, codes, positives, single_thread=True, **kwargs)
+                pool.submit(
+                    _exact_worker, tasks, u, v, codes, positives, single_thread=True, **kwargs
+                )
                 for _ in range(workers)
             ]
             results = [f.result() for f in futures]
@@ -534,7 +573,9 @@ def _exact(u, v, codes, *, t32: float, hist_bins: int, tile: int, workers: int) 
         for c, w in results[1:]:
             cross, within = cross.merge(c), within.merge(w)
     return {
-        "positive": _sample_summary(positives, t32=t32, hist_bins=hist_bins, negative=False, estimate=False),
+        "positive": _sample_summary(
+            positives, t32=t32, hist_bins=hist_bins, negative=False, estimate=False
+        ),
         "cross_view_negative": cross.summary(hist_bins),
         "within_view_negative": within.summary(hist_bins),
     }
@@ -591,15 +632,21 @@ def _sampled(u, v, codes, *, t32: float, hist_bins: int, num_pairs: int, seed: i
     def negative(x, i, j):
         out = _sample_summary(x, t32=t32, hist_bins=hist_bins, negative=True, estimate=True)
         if codes is not None:
-            same = (codes[i.to(device)] == codes[j.to(device)])
+            same = codes[i.to(device)] == codes[j.to(device)]
             out["by_class"] = {
-                "same_class": _sample_summary(x[same], t32=t32, hist_bins=hist_bins, negative=True, estimate=True),
-                "different_class": _sample_summary(x[~same], t32=t32, hist_bins=hist_bins, negative=True, estimate=True),
+                "same_class": _sample_summary(
+                    x[same], t32=t32, hist_bins=hist_bins, negative=True, estimate=True
+                ),
+                "different_class": _sample_summary(
+                    x[~same], t32=t32, hist_bins=hist_bins, negative=True, estimate=True
+                ),
             }
         return out
 
     return {
-        "positive": _sample_summary(pos, t32=t32, hist_bins=hist_bins, negative=False, estimate=True),
+        "positive": _sample_summary(
+            pos, t32=t32, hist_bins=hist_bins, negative=False, estimate=True
+        ),
         "cross_view_negative": negative(xneg, i_x, j_x),
         "within_view_negative": negative(wneg, i_w, j_w),
     }
@@ -701,7 +748,9 @@ def _measure(views: UnitViews, n_ref, codes, options: _Options, threads: int) ->
     with torch.inference_mode(), full_fp32_matmul():
         if options.mode == "sampled":
             num_pairs, seed = options.num_pairs, options.seed
-            return _sampled(u, v, codes, t32=t32, hist_bins=hist_bins, num_pairs=num_pairs, seed=seed)
+            return _sampled(
+                u, v, codes, t32=t32, hist_bins=hist_bins, num_pairs=num_pairs, seed=seed
+            )
         tile = min(options.block_size or _default_tile(n, u.device), n)
         workers = 1 if u.device.type != "cpu" else min(threads, len(range(0, n, tile)) ** 2)
         return _exact(u, v, codes, t32=t32, hist_bins=hist_bins, tile=tile, workers=workers)

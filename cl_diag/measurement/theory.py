@@ -33,25 +33,25 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Mapping
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
 
 from scipy.optimize import brentq
 
 from cl_diag.result import Layer
 
 __all__ = [
-    "delta",
-    "alignment_ceiling",
-    "variance_band",
-    "additive_cross_only_condition",
-    "sigmoid_eq10_lhs",
-    "sigmoid_eq10",
     "SigmoidOptimum",
-    "sigmoid_optimum",
+    "additive_cross_only_condition",
     "additive_optimum_x",
-    "validity",
+    "alignment_ceiling",
+    "delta",
+    "sigmoid_eq10",
+    "sigmoid_eq10_lhs",
+    "sigmoid_optimum",
     "theory_panel",
+    "validity",
+    "variance_band",
 ]
 
 
@@ -164,8 +164,8 @@ def sigmoid_eq10(t: float, b: float, n: int) -> bool:
 
 
 class SigmoidOptimum(NamedTuple):
-    regime: str   # "etf" (x* = 1), "antipodal" (x* = 0) or "interior"
-    x: float      # x* in [0, 1]
+    regime: str  # "etf" (x* = 1), "antipodal" (x* = 0) or "interior"
+    x: float  # x* in [0, 1]
     s_pos: float  # 2 x* - 1
     s_neg: float  # x* (N-2)/(N-1) - 1, every negative equal
 
@@ -215,8 +215,7 @@ def additive_optimum_x(
     def h(x: float) -> float:
         return -phi(x) + psi(((n - 2) * x - n) / (2 * (n - 1)))
 
-    res = minimize_scalar(h, bounds=(-1.0, 1.0), method="bounded",
-                          options={"xatol": 1e-12})
+    res = minimize_scalar(h, bounds=(-1.0, 1.0), method="bounded", options={"xatol": 1e-12})
     # The bounded search never evaluates the end points; check them.
     best = min((res.x, -1.0, 1.0), key=h)
     return float(best)
@@ -278,19 +277,29 @@ def theory_panel(training_config: Mapping[str, Any], n_ref: int, layers: Mapping
         "within_batch_optimum": None,
         "sigmoid": None,
         # The theorems are about the embedding the loss sees; the other layers are context.
-        "loss_layer": "projector" if "projector" in layers else ("embedding" if "embedding" in layers else None),
+        "loss_layer": "projector"
+        if "projector" in layers
+        else ("embedding" if "embedding" in layers else None),
     }
     family = getattr(loss, "family", None) if loss is not None else None
     hp: dict[str, Any] = {}
     if loss is not None:
-        hp = {k: training_config[k] for k in loss.hyperparameter_names if training_config.get(k) is not None}
+        hp = {
+            k: training_config[k]
+            for k in loss.hyperparameter_names
+            if training_config.get(k) is not None
+        }
         try:
             hp = loss.resolve(**hp)
         except ValueError:
             hp = loss.defaults
     if family not in ("info", "ind-add"):
         if loss is None:
-            why = f"the run's loss {name!r} is unknown to cl-diag" if name else "the training config names no loss"
+            why = (
+                f"the run's loss {name!r} is unknown to cl-diag"
+                if name
+                else "the training config names no loss"
+            )
         else:
             why = f"{name} is not cast into the paper's framework (Def. 3.1 / 3.2)"
         panel["statement"] = f"No optimum is predicted: {why}."
@@ -324,7 +333,9 @@ def theory_panel(training_config: Mapping[str, Any], n_ref: int, layers: Mapping
         panel["theorem"] = "5.1(ii)"
     elif c2 > 0:
         panel["theorem"] = None
-        statement.append(f"No optimum is predicted: Thm 5.1 (ii) covers (c1, c2) = (0, 1) and (1, 1), not ({c1:g}, {c2:g}).")
+        statement.append(
+            f"No optimum is predicted: Thm 5.1 (ii) covers (c1, c2) = (0, 1) and (1, 1), not ({c1:g}, {c2:g})."
+        )
     else:
         lhs, rhs_psi = _derivative(phi, 1.0), _derivative(psi, delta(N))
         verdict = additive_cross_only_condition(lhs, rhs_psi, N)
@@ -341,7 +352,9 @@ def theory_panel(training_config: Mapping[str, Any], n_ref: int, layers: Mapping
             panel["theorem"] = "5.1(iii)"
         else:
             panel["theorem"] = None
-            statement.append("phi'(1) equals the bound of Thm 5.3 (8): neither theorem applies as stated.")
+            statement.append(
+                "phi'(1) equals the bound of Thm 5.3 (8): neither theorem applies as stated."
+            )
     delta_n = delta(n_ref)
     if panel["theorem"] and panel["theorem"].startswith("5.1"):
         panel["predicted"] = {"positive_mean": 1.0, "negative_mean": delta_n}
@@ -364,7 +377,10 @@ def theory_panel(training_config: Mapping[str, Any], n_ref: int, layers: Mapping
             panel["predicted"] = {"positive_mean": opt.s_pos, "negative_mean": opt.s_neg}
         else:
             x = additive_optimum_x(_float_fn(phi), _float_fn(psi), N)
-            panel["predicted"] = {"positive_mean": x, "negative_mean": ((N - 2) * x - N) / (2 * (N - 1))}
+            panel["predicted"] = {
+                "positive_mean": x,
+                "negative_mean": ((N - 2) * x - N) / (2 * (N - 1)),
+            }
         statement.append(
             f"Thm 5.3: the cross-view-only additive loss over N = {N} pairs separates negatives excessively at its "
             f"optimum, s_pos < 1 and s_neg < -1/(N-1); adding within-view negatives (c2 = 1) removes this."
@@ -375,8 +391,19 @@ def theory_panel(training_config: Mapping[str, Any], n_ref: int, layers: Mapping
         panel["sigmoid"] = {
             "t": t,
             "b": b,
-            "eq10": {"N": N, "lhs": sigmoid_eq10_lhs(t, b, N), "rhs": (N - 2) / 2, "holds": sigmoid_eq10(t, b, N)},
-            "ccem": {"N": N, "x_star": opt.x, "s_pos": opt.s_pos, "s_neg": opt.s_neg, "regime": opt.regime},
+            "eq10": {
+                "N": N,
+                "lhs": sigmoid_eq10_lhs(t, b, N),
+                "rhs": (N - 2) / 2,
+                "holds": sigmoid_eq10(t, b, N),
+            },
+            "ccem": {
+                "N": N,
+                "x_star": opt.x,
+                "s_pos": opt.s_pos,
+                "s_neg": opt.s_neg,
+                "regime": opt.regime,
+            },
         }
     vrn = training_config.get("vrn")
     if isinstance(vrn, (int, float)) and vrn > 0:

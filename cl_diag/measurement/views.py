@@ -22,7 +22,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["Taps", "Pixels", "sample_indices", "encode_two_views", "encode_images", "resolve_device"]
+__all__ = [
+    "Pixels",
+    "Taps",
+    "encode_images",
+    "encode_two_views",
+    "resolve_device",
+    "sample_indices",
+]
 
 #: Raw-pixel features of larger images are area-averaged down to this side, so the pixel
 #: baseline stays a few thousand dimensions (CIFAR's 32x32 and digits' 8x8 are unchanged).
@@ -85,7 +92,11 @@ def _run(
     x = x.to(device, non_blocking=True)
     if device.type == "cuda" and x.dim() == 4:
         x = x.contiguous(memory_format=torch.channels_last)
-    autocast = torch.autocast("cuda", dtype=torch.float16) if (amp and device.type == "cuda") else nullcontext()
+    autocast = (
+        torch.autocast("cuda", dtype=torch.float16)
+        if (amp and device.type == "cuda")
+        else nullcontext()
+    )
     out = {}
     with autocast:
         for name, module in taps.items():

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-__all__ = ["SmallCNN", "FreeEmbeddings", "build_resnet", "RESNET_FEATURES"]
+__all__ = ["RESNET_FEATURES", "FreeEmbeddings", "SmallCNN", "build_resnet"]
 
 #: Pooled feature width of each torchvision ResNet (BasicBlock: 512, Bottleneck: 2048).
 RESNET_FEATURES = {"resnet18": 512, "resnet34": 512, "resnet50": 2048}

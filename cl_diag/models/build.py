@@ -26,8 +26,8 @@ from cl_diag.models.registry import BackboneOptions, default_arch, get_arch
 __all__ = [
     "ContrastiveModel",
     "build_backbone",
-    "build_projector",
     "build_model",
+    "build_projector",
     "fresh_like",
     "seeded",
 ]
@@ -49,7 +49,7 @@ def build_backbone(arch: str, options: BackboneOptions | None = None) -> tuple[n
     """The backbone registered as ``arch`` and its feature dimension (ValueError if unknown)."""
     spec = get_arch(arch)
     module = spec.build(options or BackboneOptions())
-    dim = spec.feature_dim if spec.feature_dim is not None else int(getattr(module, "out_dim"))
+    dim = spec.feature_dim if spec.feature_dim is not None else int(module.out_dim)
     return module, dim
 
 

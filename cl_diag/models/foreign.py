@@ -43,8 +43,8 @@ from cl_diag.models.registry import FOREIGN_ARCHS, BackboneOptions, get_arch
 
 __all__ = [
     "FOREIGN_LAYOUTS",
-    "SUPPORTED_LAYOUTS",
     "PADDING_DEFAULT_TEXT",
+    "SUPPORTED_LAYOUTS",
     "ForeignEncoder",
     "ForeignLayout",
     "LayoutParts",
@@ -77,8 +77,10 @@ SUPPORTED_LAYOUTS = (
 
 
 def _is_tensor_dict(value: Any) -> bool:
-    return isinstance(value, dict) and bool(value) and all(
-        isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in value.items()
+    return (
+        isinstance(value, dict)
+        and bool(value)
+        and all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in value.items())
     )
 
 
@@ -94,7 +96,7 @@ def _weights_of(payload: Any) -> dict[str, torch.Tensor] | None:
 
 
 def _strip(keys_to_values: dict[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:
-    return {k[len(prefix):]: v for k, v in keys_to_values.items() if k.startswith(prefix)}
+    return {k[len(prefix) :]: v for k, v in keys_to_values.items() if k.startswith(prefix)}
 
 
 def _unwrap_module(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -142,7 +144,8 @@ def _drop_fc(backbone: dict[str, torch.Tensor], prefix: str) -> list[str]:
 
 def _solo_recognise(payload: Any, weights: dict[str, torch.Tensor]) -> bool:
     return any(k.startswith(("backbone.", "encoder.")) for k in weights) and (
-        isinstance(payload, dict) and "state_dict" in payload
+        (isinstance(payload, dict)
+        and "state_dict" in payload)
         or any(k.startswith(("projector.", "classifier.")) for k in weights)
     )
 

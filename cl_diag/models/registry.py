@@ -160,22 +160,45 @@ def _resnet(base: str, cifar: bool) -> BackboneBuilder:
 
 
 def _register_builtins() -> None:
-    register_arch(ArchSpec(
-        "small-cnn", lambda o: SmallCNN(o.in_channels), 64, 512,
-        convolutional=True, cifar_stem=False, trainable=True, foreign=False,
-    ))
+    register_arch(
+        ArchSpec(
+            "small-cnn",
+            lambda o: SmallCNN(o.in_channels),
+            64,
+            512,
+            convolutional=True,
+            cifar_stem=False,
+            trainable=True,
+            foreign=False,
+        )
+    )
     for base in ("resnet18", "resnet34", "resnet50"):
         # training offers the ResNet-18 pair and the ImageNet-stem ResNet-50, as it always has
         for cifar in (True, False):
-            register_arch(ArchSpec(
-                base + ("-cifar" if cifar else ""), _resnet(base, cifar), RESNET_FEATURES[base],
-                2048 if base == "resnet50" else 512, convolutional=True, cifar_stem=cifar,
-                trainable=base == "resnet18" or (base == "resnet50" and not cifar), foreign=True,
-            ))
-    register_arch(ArchSpec(
-        "embedding", lambda o: FreeEmbeddings(o.num_samples, o.dim), None, None,
-        convolutional=False, cifar_stem=False, trainable=True, foreign=False,
-    ))
+            register_arch(
+                ArchSpec(
+                    base + ("-cifar" if cifar else ""),
+                    _resnet(base, cifar),
+                    RESNET_FEATURES[base],
+                    2048 if base == "resnet50" else 512,
+                    convolutional=True,
+                    cifar_stem=cifar,
+                    trainable=base == "resnet18" or (base == "resnet50" and not cifar),
+                    foreign=True,
+                )
+            )
+    register_arch(
+        ArchSpec(
+            "embedding",
+            lambda o: FreeEmbeddings(o.num_samples, o.dim),
+            None,
+            None,
+            convolutional=False,
+            cifar_stem=False,
+            trainable=True,
+            foreign=False,
+        )
+    )
 
 
 _register_builtins()

@@ -31,7 +31,7 @@ from cl_diag.models.checkpoints import CheckpointFile, weights_sha256
 from cl_diag.models.foreign import lightning_metadata, load_foreign_encoder
 from cl_diag.models.registry import get_arch
 
-__all__ = ["Subject", "open_subject", "FOREIGN_DATASETS"]
+__all__ = ["FOREIGN_DATASETS", "Subject", "open_subject"]
 
 #: Datasets a foreign checkpoint can be measured on.
 FOREIGN_DATASETS = ("cifar10", "cifar100", "imagefolder")
@@ -77,13 +77,24 @@ def open_subject(
     """
     if file.kind == "cl-diag":
         subject = _cl_diag_subject(
-            file, dataset=dataset, arch=arch, cifar_stem_padding=cifar_stem_padding,
-            data_root=data_root, val_root=val_root, seed=seed, run_record_fields=run_record_fields,
+            file,
+            dataset=dataset,
+            arch=arch,
+            cifar_stem_padding=cifar_stem_padding,
+            data_root=data_root,
+            val_root=val_root,
+            seed=seed,
+            run_record_fields=run_record_fields,
         )
     else:
         subject = _foreign_subject(
-            file, arch=arch, dataset=dataset, cifar_stem_padding=cifar_stem_padding,
-            data_root=data_root, val_root=val_root, seed=seed,
+            file,
+            arch=arch,
+            dataset=dataset,
+            cifar_stem_padding=cifar_stem_padding,
+            data_root=data_root,
+            val_root=val_root,
+            seed=seed,
         )
     fingerprint = weights_sha256(file)
     subject.source = {"kind": "checkpoint", **subject.source, "weights_sha256": fingerprint}
@@ -176,10 +187,13 @@ def _cl_diag_subject(
 
     _check_recorded_split(ck, trained_on, file.path)
     _attach_data(
-        subject, trained_on, seed=seed,
+        subject,
+        trained_on,
+        seed=seed,
         data_root=_as_str(data_root, recorded_roots["data_root"]),
         val_root=_as_str(val_root, recorded_roots["val_root"]),
-        image_size=cfg.get("image_size"), num_samples=cfg.get("num_samples"),
+        image_size=cfg.get("image_size"),
+        num_samples=cfg.get("num_samples"),
     )
     recorded = ck.get("n_train")
     if isinstance(recorded, int) and recorded != len(subject.two_views):
@@ -223,8 +237,12 @@ def _attach_data(
     from cl_diag.training.data import Transformed, load_dataset, training_data
 
     data = training_data(
-        dataset, seed=seed, data_root=data_root, val_root=val_root,
-        num_samples=num_samples, image_size=image_size,
+        dataset,
+        seed=seed,
+        data_root=data_root,
+        val_root=val_root,
+        num_samples=num_samples,
+        image_size=image_size,
     )
     subject.two_views = data.train_set
     if subject.n_train is None:
@@ -296,8 +314,10 @@ def _foreign_subject(
         training_config=dict(encoder.training_config),
         n_train=None,
         dataset=trained_on,
-        backbone=encoder.backbone, projector=encoder.projector,
-        random_backbone=random_backbone, random_projector=random_projector,
+        backbone=encoder.backbone,
+        projector=encoder.projector,
+        random_backbone=random_backbone,
+        random_projector=random_projector,
     )
     # A CIFAR-stem network measured on an image folder sees the images at CIFAR's size.
     size = 32 if get_arch(encoder.arch).cifar_stem and trained_on == "imagefolder" else None

@@ -122,14 +122,23 @@ def _check_config(config: AnalyzeConfig) -> None:
     if config.hist_bins < 1:
         raise UserError(f"--hist-bins must be at least 1 (got {config.hist_bins}).")
     if config.num_images < 2:
-        raise UserError(f"--num-images must be at least 2 (got {config.num_images}): negatives need two instances.")
+        raise UserError(
+            f"--num-images must be at least 2 (got {config.num_images}): negatives need two instances."
+        )
     bad = [layer for layer in config.layers if layer not in LAYERS]
     if bad or not config.layers:
-        raise UserError(f"--layers takes a comma-separated subset of {', '.join(LAYERS)} (got {', '.join(config.layers) or 'nothing'}).")
+        raise UserError(
+            f"--layers takes a comma-separated subset of {', '.join(LAYERS)} (got {', '.join(config.layers) or 'nothing'})."
+        )
     bad = [probe for probe in config.probes if probe not in PROBES]
     if bad:
-        raise UserError(f"--probes takes 'none', 'all' or a comma-separated subset of {', '.join(PROBES)} (got {', '.join(bad)}).")
-    for name, value in (("--probe-train-images", config.probe_train_images), ("--probe-test-images", config.probe_test_images)):
+        raise UserError(
+            f"--probes takes 'none', 'all' or a comma-separated subset of {', '.join(PROBES)} (got {', '.join(bad)})."
+        )
+    for name, value in (
+        ("--probe-train-images", config.probe_train_images),
+        ("--probe-test-images", config.probe_test_images),
+    ):
         if value is not None and value < 2:
             raise UserError(f"{name} must be at least 2 (got {value}).")
     if config.batch_size < 1:
@@ -139,7 +148,9 @@ def _check_config(config: AnalyzeConfig) -> None:
     if config.device not in ("auto", "cpu", "cuda"):
         raise UserError(f"--device must be auto, cpu or cuda (got {config.device!r}).")
     if config.device == "cuda" and not torch.cuda.is_available():
-        raise UserError("--device cuda was given but torch sees no CUDA device; use --device cpu (or auto).")
+        raise UserError(
+            "--device cuda was given but torch sees no CUDA device; use --device cpu (or auto)."
+        )
     ensure_writable_parent(config.out)  # fail before the measuring, not after
 
 
@@ -220,7 +231,9 @@ def _write(config: AnalyzeConfig, result: Result) -> AnalyzeResult:
         result.save(staging / RESULT_NAME)
         render_analysis(result, staging)
         files = sorted(path.relative_to(staging) for path in staging.rglob("*") if path.is_file())
-    return AnalyzeResult(out=Path(config.out), result=result, files=[Path(config.out) / f for f in files])
+    return AnalyzeResult(
+        out=Path(config.out), result=result, files=[Path(config.out) / f for f in files]
+    )
 
 
 def analyze(config: AnalyzeConfig, *, progress: ProgressFactory | None = None) -> AnalyzeResult:
@@ -288,8 +301,13 @@ def _analyze_checkpoint(
             probes = {"layer": EMBEDDING_LAYER, "retrieval": {EMBEDDING_LAYER: _retrieval(z1, z2)}}
         theory = theory_panel(subject.training_config, n_ref, layers)
         return build_result(
-            source=source, n_ref=n_ref, config=config, layers=layers,
-            training_config=subject.training_config, probes=probes, theory=theory,
+            source=source,
+            n_ref=n_ref,
+            config=config,
+            layers=layers,
+            training_config=subject.training_config,
+            probes=probes,
+            theory=theory,
         )
 
     layers_wanted = [layer for layer in LAYERS if layer in config.layers]
@@ -303,7 +321,9 @@ def _analyze_checkpoint(
         source["layers_skipped"] = {"projector": "the file holds no projector weights"}
     n_ref = config.n_ref if config.n_ref is not None else subject.n_train
     if n_ref is None or n_ref < 2:
-        raise UserError(f"The training-set size of {file.path} is unknown; give --n-ref (e.g. 50000 for CIFAR).")
+        raise UserError(
+            f"The training-set size of {file.path} is unknown; give --n-ref (e.g. 50000 for CIFAR)."
+        )
 
     from cl_diag.measurement.views import Pixels, Taps, encode_two_views, sample_indices
 
@@ -326,10 +346,12 @@ def _analyze_checkpoint(
         device=config.device,
         workers=config.workers,
         amp=config.amp,
-        progress=progress(f"encoding 2 augmented views of {len(indices)} training images", len(indices)),
+        progress=progress(
+            f"encoding 2 augmented views of {len(indices)} training images", len(indices)
+        ),
     )
     source["views"] = {
-        "num_images": int(len(indices)),
+        "num_images": len(indices),
         "pool": int(n_pool),
         "sampling": "uniform without replacement under --seed, sorted by index",
         "augmentation": "the training augmentation, twice, seeded per image from (seed, index)",
@@ -345,8 +367,13 @@ def _analyze_checkpoint(
     probes = _probes(config, subject, views, layers_wanted, progress) if config.probes else None
     theory = theory_panel(subject.training_config, n_ref, layers)
     return build_result(
-        source=source, n_ref=n_ref, config=config, layers=layers,
-        training_config=subject.training_config, probes=probes, theory=theory,
+        source=source,
+        n_ref=n_ref,
+        config=config,
+        layers=layers,
+        training_config=subject.training_config,
+        probes=probes,
+        theory=theory,
     )
 
 
@@ -369,14 +396,18 @@ def _classification_probes(config: AnalyzeConfig, train, test) -> dict:
     if "linear" in config.probes:
         out["linear"] = linear_probe(train_x, train_y, test_x, test_y, seed=config.seed)
     if "knn" in config.probes:
-        out["knn"] = knn_probe(train_x, train_y, test_x, test_y, ks=KNN_KS, temperature=KNN_TEMPERATURE)
+        out["knn"] = knn_probe(
+            train_x, train_y, test_x, test_y, ks=KNN_KS, temperature=KNN_TEMPERATURE
+        )
     if "clustering" in config.probes:
         out["clustering"] = clustering(test_x, test_y, seed=config.seed)
         out["clustering"]["settings"]["split"] = "test"
     return out
 
 
-def _probes(config: AnalyzeConfig, subject: Subject, views: dict, layers: list[str], progress) -> dict:
+def _probes(
+    config: AnalyzeConfig, subject: Subject, views: dict, layers: list[str], progress
+) -> dict:
     from cl_diag.measurement.views import Pixels, Taps, encode_images, sample_indices
 
     probes: dict[str, Any] = {"layer": "backbone"}
@@ -389,28 +420,45 @@ def _probes(config: AnalyzeConfig, subject: Subject, views: dict, layers: list[s
             taps["random_init"] = Taps(subject.random_backbone)
             taps["raw_pixels"] = Pixels()
         split_features = {}
-        for split, limit in (("train", config.probe_train_images), ("test", config.probe_test_images)):
+        for split, limit in (
+            ("train", config.probe_train_images),
+            ("test", config.probe_test_images),
+        ):
             dataset = subject.splits[split]
             idx = sample_indices(len(dataset), limit, config.seed)
             feats, labels = encode_images(
-                taps, dataset, idx, batch_size=config.batch_size, device=config.device,
-                workers=config.workers, amp=config.amp,
-                progress=progress(f"encoding the un-augmented {split} split ({len(idx)} images)", len(idx)),
+                taps,
+                dataset,
+                idx,
+                batch_size=config.batch_size,
+                device=config.device,
+                workers=config.workers,
+                amp=config.amp,
+                progress=progress(
+                    f"encoding the un-augmented {split} split ({len(idx)} images)", len(idx)
+                ),
             )
             split_features[split] = (feats, labels, len(dataset))
         probes["splits"] = {
-            split: {"images": int(len(split_features[split][1])), "of": int(split_features[split][2])}
+            split: {
+                "images": len(split_features[split][1]),
+                "of": int(split_features[split][2]),
+            }
             for split in ("train", "test")
         }
 
         def pair(name: str, layer: str):
-            return tuple((split_features[s][0][name][layer], split_features[s][1]) for s in ("train", "test"))
+            return tuple(
+                (split_features[s][0][name][layer], split_features[s][1]) for s in ("train", "test")
+            )
 
         advance = progress("fitting the probes", None)
         probes.update(_classification_probes(config, *pair("trained", "backbone")))
         if with_baselines:
             baselines["raw_pixels"] = _classification_probes(config, *pair("raw_pixels", "pixels"))
-            baselines["random_init"] = _classification_probes(config, *pair("random_init", "backbone"))
+            baselines["random_init"] = _classification_probes(
+                config, *pair("random_init", "backbone")
+            )
         advance(1)
     if "retrieval" in config.probes:
         probes["retrieval"] = {layer: _retrieval(*views["trained"][layer]) for layer in layers}

@@ -69,7 +69,11 @@ def _result_path(given: Path) -> Path:
 
 def _run_name(given: Path, result_path: Path) -> str:
     # the folder the user named (the label fallback); a bare result.json names its folder
-    source = Path(given) if Path(given).is_dir() else (result_path.parent if result_path.name == RESULT_NAME else result_path)
+    source = (
+        Path(given)
+        if Path(given).is_dir()
+        else (result_path.parent if result_path.name == RESULT_NAME else result_path)
+    )
     name = source.as_posix()
     if name in (".", ""):
         name = source.resolve().name or "."
@@ -98,7 +102,9 @@ def _check_out(out: Path, runs: list[_Run]) -> None:
 def compare(config: CompareConfig) -> CompareResult:
     """Compare the runs of ``config.inputs`` into ``config.out`` (report.md, report.html, comparison.csv, SVGs)."""
     if not config.inputs:
-        raise UserError("No runs to compare. Pass one or more result.json files or analysis folders.")
+        raise UserError(
+            "No runs to compare. Pass one or more result.json files or analysis folders."
+        )
     runs: list[_Run] = []
     seen: set[Path] = set()
     for given in config.inputs:

@@ -95,25 +95,35 @@ def parse_grid(specs: Sequence[str], train_options: Mapping[str, Any]) -> list[G
     """``["batch-size=16,32", "vrn=0,30"]`` -> axes; every key must be one of ``train_options``
     (``{option: type}``, the options a grid may vary)."""
     if not specs:
-        raise UserError("The grid is empty: give at least one --grid KEY=V1,V2 (e.g. --grid batch-size=16,32,64).")
+        raise UserError(
+            "The grid is empty: give at least one --grid KEY=V1,V2 (e.g. --grid batch-size=16,32,64)."
+        )
     axes: list[GridAxis] = []
     for spec in specs:
         key, sep, raw = spec.partition("=")
         key = key.strip().lstrip("-").replace("-", "_")
         values = tuple(v.strip() for v in raw.split(",") if v.strip())
         if not sep or not key or not values:
-            raise UserError(f"--grid {spec!r} is not KEY=V1,V2,...; e.g. --grid batch-size=16,32,64.")
+            raise UserError(
+                f"--grid {spec!r} is not KEY=V1,V2,...; e.g. --grid batch-size=16,32,64."
+            )
         if key not in train_options:
             valid = ", ".join(sorted(k.replace("_", "-") for k in train_options))
-            raise UserError(f"--grid {spec!r}: {key.replace('_', '-')!r} is not a recipe option. Valid keys: {valid}.")
+            raise UserError(
+                f"--grid {spec!r}: {key.replace('_', '-')!r} is not a recipe option. Valid keys: {valid}."
+            )
         if any(axis.key == key for axis in axes):
-            raise UserError(f"--grid gives {key.replace('_', '-')!r} twice; list all its values in one --grid.")
+            raise UserError(
+                f"--grid gives {key.replace('_', '-')!r} twice; list all its values in one --grid."
+            )
         if len(set(values)) != len(values):
             raise UserError(f"--grid {spec!r} repeats a value.")
         if train_options[key] is bool:
             bad = [v for v in values if v.lower() not in ("true", "false")]
             if bad:
-                raise UserError(f"--grid {spec!r}: {key.replace('_', '-')} takes true or false, not {bad[0]!r}.")
+                raise UserError(
+                    f"--grid {spec!r}: {key.replace('_', '-')} takes true or false, not {bad[0]!r}."
+                )
         axes.append(GridAxis(key, values))
     return axes
 
@@ -209,7 +219,11 @@ def _run_in_subprocess(plan: _Plan, analysis: Mapping[str, Any], device_index: i
     with open(log, "a", encoding="utf-8") as stream:
         code = subprocess.run(
             [sys.executable, "-m", "cl_diag.orchestration.sweep"],
-            input=spec, text=True, env=env, stdout=stream, stderr=stream,
+            input=spec,
+            text=True,
+            env=env,
+            stdout=stream,
+            stderr=stream,
         ).returncode
     if code != 0:
         tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-3:]
@@ -290,7 +304,9 @@ def sweep(
                 on_progress(plan.cell.name, done, len(cells))
     else:
         with ThreadPoolExecutor(max_workers=config.parallel) as pool:
-            futures = [pool.submit(run_cell, plan, i % config.parallel) for i, plan in enumerate(todo)]
+            futures = [
+                pool.submit(run_cell, plan, i % config.parallel) for i, plan in enumerate(todo)
+            ]
             for plan, future in zip(todo, futures):
                 future.result()
                 done += 1

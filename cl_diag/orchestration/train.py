@@ -36,17 +36,17 @@ if TYPE_CHECKING:  # the loop is imported lazily: resolving a config needs no to
     from cl_diag.training.loop import FitProgress
 
 __all__ = [
-    "TrainConfig",
+    "LOSS_HPARAM_FIELDS",
+    "OPTIMIZERS",
+    "RESUME_FREE_FIELDS",
+    "TRAINING_LOSSES",
     "ResolvedTrainConfig",
+    "TrainConfig",
     "TrainResult",
+    "check_resume",
+    "resolve_config",
     "train",
     "train_options",
-    "resolve_config",
-    "check_resume",
-    "RESUME_FREE_FIELDS",
-    "LOSS_HPARAM_FIELDS",
-    "TRAINING_LOSSES",
-    "OPTIMIZERS",
 ]
 
 OPTIMIZERS = ("sgd", "adam", "adamw")
@@ -58,13 +58,36 @@ PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 LOSS_HPARAM_FIELDS = ("temperature", "bias", "within_view", "margin", "mining")
 #: Fields a resumed run may change: where and how it runs, not what it computes.
 RESUME_FREE_FIELDS = frozenset(
-    {"resume", "out", "overwrite", "quiet", "workers", "device", "precision", "compile",
-     "data_root", "val_root", "download", "save_every", "log_every"}
+    {
+        "resume",
+        "out",
+        "overwrite",
+        "quiet",
+        "workers",
+        "device",
+        "precision",
+        "compile",
+        "data_root",
+        "val_root",
+        "download",
+        "save_every",
+        "log_every",
+    }
 )
 
 
 #: Every loss of the library except vrn, which is a regulariser (``--vrn``).
-TRAINING_LOSSES = ("infonce", "simclr", "dcl", "dhel", "sigmoid", "spectral", "triplet", "contrastive", "supcon")
+TRAINING_LOSSES = (
+    "infonce",
+    "simclr",
+    "dcl",
+    "dhel",
+    "sigmoid",
+    "spectral",
+    "triplet",
+    "contrastive",
+    "supcon",
+)
 
 
 @dataclass(frozen=True)
@@ -133,7 +156,7 @@ class TrainConfig:
         return {name: getattr(self, name) for name in TrainConfig.option_names()}
 
     @classmethod
-    def from_checkpoint(cls, path: str | os.PathLike, **overrides: Any) -> "TrainConfig":
+    def from_checkpoint(cls, path: str | os.PathLike, **overrides: Any) -> TrainConfig:
         """The config to continue the run saved in ``path``, with ``overrides`` applied.
 
         ``out`` defaults to the checkpoint's folder (not the saved ``out``, which may be
@@ -233,7 +256,9 @@ def train_options(values: Mapping[str, Any], given: Collection[str]) -> TrainCon
 
 def _choice(name: str, value: Any, choices: tuple) -> None:
     if value not in choices:
-        raise UserError(f"--{name.replace('_', '-')} {value!r} is not one of: {', '.join(map(str, choices))}.")
+        raise UserError(
+            f"--{name.replace('_', '-')} {value!r} is not one of: {', '.join(map(str, choices))}."
+        )
 
 
 def _require(ok: bool, message: str) -> None:
@@ -248,12 +273,14 @@ def _opt(name: str) -> str:
 def _check_options(c: TrainConfig) -> TrainConfig:
     """Check names and ranges and fill the defaults that need no data; raise UserError."""
     from cl_diag.losses import LOSSES, LossOptionError
-    from cl_diag.training.data import DATASETS
     from cl_diag.models import ARCHS, default_arch, default_projector_hidden
+    from cl_diag.training.data import DATASETS
 
     _choice("dataset", c.dataset, DATASETS)
     if c.loss == "vrn":
-        raise UserError("vrn is a regulariser, not a training loss: use --loss simclr (or another) with --vrn LAMBDA.")
+        raise UserError(
+            "vrn is a regulariser, not a training loss: use --loss simclr (or another) with --vrn LAMBDA."
+        )
     _choice("loss", c.loss, TRAINING_LOSSES)
     _choice("arch", c.arch, ("auto",) + ARCHS)
     for name, choices in (
@@ -267,9 +294,13 @@ def _check_options(c: TrainConfig) -> TrainConfig:
 
     arch = default_arch(c.dataset) if c.arch == "auto" else c.arch
     if c.dataset == "toy" and arch != "embedding":
-        raise UserError(f"--dataset toy learns free vectors and takes no encoder; drop --arch {arch} (or use --arch embedding).")
+        raise UserError(
+            f"--dataset toy learns free vectors and takes no encoder; drop --arch {arch} (or use --arch embedding)."
+        )
     if c.dataset != "toy" and arch == "embedding":
-        raise UserError("--arch embedding is the toy dataset's free vectors; use it only with --dataset toy.")
+        raise UserError(
+            "--arch embedding is the toy dataset's free vectors; use it only with --dataset toy."
+        )
 
     # Loss hyper-parameters: only those the chosen loss takes, each checked by the library.
     loss = LOSSES[c.loss]
@@ -284,21 +315,36 @@ def _check_options(c: TrainConfig) -> TrainConfig:
         )
     try:
         resolved_hp = loss.resolve(**given)
-    except LossOptionError as exc:  # e.g. "simclr: temperature must be a finite number > 0, got -1.0"
+    except (
+        LossOptionError
+    ) as exc:  # e.g. "simclr: temperature must be a finite number > 0, got -1.0"
         raise UserError(f"{exc} (option {_opt(exc.option)}).") from None
 
-    _require(math.isfinite(c.vrn) and c.vrn >= 0, f"--vrn {c.vrn} must be a finite weight >= 0 (0 turns VRN off; the paper uses 30).")
+    _require(
+        math.isfinite(c.vrn) and c.vrn >= 0,
+        f"--vrn {c.vrn} must be a finite weight >= 0 (0 turns VRN off; the paper uses 30).",
+    )
     # >= 1 as the loss library requires (checked here so that a run cannot fail at its first step)
     _require(
         math.isfinite(c.vrn_power) and c.vrn_power >= 1,
         f"--vrn-power {c.vrn_power} must be >= 1 (the paper uses 2).",
     )
     if c.vrn_delta is not None:
-        _require(-1 <= c.vrn_delta <= 1, f"--vrn-delta {c.vrn_delta} must be a cosine similarity in [-1, 1].")
+        _require(
+            -1 <= c.vrn_delta <= 1,
+            f"--vrn-delta {c.vrn_delta} must be a cosine similarity in [-1, 1].",
+        )
     _require(c.epochs >= 1, f"--epochs {c.epochs} must be at least 1.")
-    _require(c.seed >= 0, f"--seed {c.seed} must be 0 or more (numpy and torch seeds are non-negative).")
-    _require(c.steps is None or c.steps >= 1, f"--steps {c.steps} must be at least 1 (or omit it to train --epochs).")
-    _require(c.batch_size >= 2, f"--batch-size {c.batch_size} leaves no negative pairs; use at least 2.")
+    _require(
+        c.seed >= 0, f"--seed {c.seed} must be 0 or more (numpy and torch seeds are non-negative)."
+    )
+    _require(
+        c.steps is None or c.steps >= 1,
+        f"--steps {c.steps} must be at least 1 (or omit it to train --epochs).",
+    )
+    _require(
+        c.batch_size >= 2, f"--batch-size {c.batch_size} leaves no negative pairs; use at least 2."
+    )
     _require(math.isfinite(c.lr) and c.lr > 0, f"--lr {c.lr} must be > 0.")
     _require(0 <= c.momentum < 1, f"--momentum {c.momentum} must be in [0, 1).")
     _require(c.weight_decay >= 0, f"--weight-decay {c.weight_decay} must be >= 0.")
@@ -307,13 +353,24 @@ def _check_options(c: TrainConfig) -> TrainConfig:
     _require(c.log_every >= 0, f"--log-every {c.log_every} must be >= 0 (0: once per epoch).")
     _require(c.workers is None or c.workers >= 0, f"--workers {c.workers} must be >= 0.")
     _require(c.projector_dim >= 1, f"--projector-dim {c.projector_dim} must be >= 1.")
-    _require(c.projector_hidden is None or c.projector_hidden >= 1, f"--projector-hidden {c.projector_hidden} must be >= 1.")
-    _require(c.image_size is None or c.image_size >= 1, f"--image-size {c.image_size} must be >= 1.")
+    _require(
+        c.projector_hidden is None or c.projector_hidden >= 1,
+        f"--projector-hidden {c.projector_hidden} must be >= 1.",
+    )
+    _require(
+        c.image_size is None or c.image_size >= 1, f"--image-size {c.image_size} must be >= 1."
+    )
     _require(c.dim >= 1, f"--dim {c.dim} must be >= 1.")
     if c.num_samples is not None:
-        _require(c.num_samples >= 2, f"--num-samples {c.num_samples} must be at least 2 (a single instance has no negatives).")
+        _require(
+            c.num_samples >= 2,
+            f"--num-samples {c.num_samples} must be at least 2 (a single instance has no negatives).",
+        )
     if c.dataset == "toy":
-        _require(c.precision in ("auto", "fp32"), "--dataset toy trains free vectors in fp32; drop --precision.")
+        _require(
+            c.precision in ("auto", "fp32"),
+            "--dataset toy trains free vectors in fp32; drop --precision.",
+        )
 
     if c.lr_scaling == "auto":
         # lr = base x batch/256 is the SGD rule of the paper's image recipes; the toy
@@ -326,7 +383,15 @@ def _check_options(c: TrainConfig) -> TrainConfig:
     if out is None:
         out = str(Path(c.resume).expanduser().parent) if c.resume else _default_out(c)
     num_samples = c.num_samples if (c.num_samples is not None or c.dataset != "toy") else 4
-    return replace(c, arch=arch, lr_scaling=lr_scaling, projector_hidden=hidden, out=out, num_samples=num_samples, **resolved_hp)
+    return replace(
+        c,
+        arch=arch,
+        lr_scaling=lr_scaling,
+        projector_hidden=hidden,
+        out=out,
+        num_samples=num_samples,
+        **resolved_hp,
+    )
 
 
 def _device_type(device: str) -> str:
@@ -433,7 +498,11 @@ def check_resume(c: ResolvedTrainConfig) -> dict[str, Any] | None:
 
 def _prepare_out(out: Path, *, resume_dir: Path | None, overwrite: bool) -> None:
     last = out / "last.pt"
-    if last.exists() and not overwrite and (resume_dir is None or resume_dir.resolve() != out.resolve()):
+    if (
+        last.exists()
+        and not overwrite
+        and (resume_dir is None or resume_dir.resolve() != out.resolve())
+    ):
         raise UserError(
             f"{out} already holds a run ({last}); continue it with --resume {last}, choose another --out, "
             f"or pass --overwrite to replace it."
@@ -443,7 +512,9 @@ def _prepare_out(out: Path, *, resume_dir: Path | None, overwrite: bool) -> None
         with tempfile.TemporaryFile(dir=out):
             pass
     except OSError as exc:
-        raise UserError(f"cannot write to --out {out} ({exc.strerror or exc}); choose a folder you can write to.") from None
+        raise UserError(
+            f"cannot write to --out {out} ({exc.strerror or exc}); choose a folder you can write to."
+        ) from None
 
 
 # --------------------------------------------------------------------------- train
@@ -455,9 +526,9 @@ def train(options: TrainConfig, *, progress: FitProgress | None = None) -> Train
     ``progress`` receives the loop's progress on the main process (the CLI passes a bar or
     plain lines); None shows nothing.
     """
+    from cl_diag.models import build_model
     from cl_diag.training.data import training_data
     from cl_diag.training.loop import close_distributed, distributed_env, fit
-    from cl_diag.models import build_model
 
     c = resolve_config(options)
     checkpoint = check_resume(c)
@@ -477,7 +548,11 @@ def train(options: TrainConfig, *, progress: FitProgress | None = None) -> Train
     try:
         out = Path(c.out)
         if env.is_main:
-            _prepare_out(out, resume_dir=Path(c.resume).expanduser().parent if c.resume else None, overwrite=c.overwrite)
+            _prepare_out(
+                out,
+                resume_dir=Path(c.resume).expanduser().parent if c.resume else None,
+                overwrite=c.overwrite,
+            )
         model = build_model(c, seed=c.seed)
         shown = progress if env.is_main else None
         result = fit(c, model, data, out, env=env, resume=checkpoint, progress=shown)

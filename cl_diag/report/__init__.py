@@ -45,16 +45,15 @@ from cl_diag.report.comparison import (
 from cl_diag.report.document import Document
 from cl_diag.report.html import render_html
 from cl_diag.report.markdown import render_markdown
-
 from cl_diag.result import Result
 
 __all__ = [
     "Comparison",
+    "comparison_frame",
+    "comparison_warnings",
     "render_analysis",
     "render_comparison",
-    "comparison_warnings",
     "run_labels",
-    "comparison_frame",
     "seed_frame",
     "seed_groups",
 ]

@@ -268,7 +268,9 @@ def theory_blocks(result: Result) -> list:
     sig = theory.sigmoid
     if sig is not None:
         eq10, ccem = sig.eq10, sig.ccem
-        verdict = "holds, excessive separation predicted (Thm 5.3)" if eq10.holds else "does not hold"
+        verdict = (
+            "holds, excessive separation predicted (Thm 5.3)" if eq10.holds else "does not hold"
+        )
         blocks.append(
             Paragraph(
                 f"Sigmoid loss, t = {fmt(sig.t)}, b = {fmt(sig.b)} (paper convention, b = −b_SigLIP). "

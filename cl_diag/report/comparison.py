@@ -214,7 +214,7 @@ def config_labels(facts: list[dict], *, exclude: tuple[str, ...] = ()) -> list[s
 
 def _labels(names: list[str], facts: list[dict]) -> list[str]:
     labels = config_labels(facts)
-    if not any(labels) or len(set(labels)) == 1 and len(labels) > 1:
+    if not any(labels) or (len(set(labels)) == 1 and len(labels) > 1):
         return _folder_names(names)
     counts = Counter(labels)
     if all(counts[label] == 1 and label for label in labels):

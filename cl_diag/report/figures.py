@@ -42,9 +42,24 @@ _SVG_METADATA = {"Date": None, "Creator": None}
 #: at most this many bars per distribution; finer stored histograms are summed in groups
 MAX_DISPLAY_BINS = 200
 
-COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
+COLORS = (
+    "#1f77b4",
+    "#d62728",
+    "#2ca02c",
+    "#ff7f0e",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+    "#17becf",
+)
 LINESTYLES = ("-", "--", ":", "-.")
-PAIR_COLORS = {"positive": "#2ca02c", "cross_view_negative": "#1f77b4", "within_view_negative": "#d62728"}
+PAIR_COLORS = {
+    "positive": "#2ca02c",
+    "cross_view_negative": "#1f77b4",
+    "within_view_negative": "#d62728",
+}
 PAIR_NAMES = {
     "positive": "positive (u_i, v_i)",
     "cross_view_negative": "cross-view negative (u_i, v_j), i ≠ j",
@@ -61,7 +76,14 @@ def _fixed_style() -> Iterator[None]:
 
 
 def _panels(
-    width: float, rows: int, *, panel_height: float, gap: float, top: float = 0.35, bottom: float = 0.5, right: float = 0.2
+    width: float,
+    rows: int,
+    *,
+    panel_height: float,
+    gap: float,
+    top: float = 0.35,
+    bottom: float = 0.5,
+    right: float = 0.2,
 ) -> tuple[Figure, list]:
     """A figure of ``rows`` stacked axes sharing x, with fixed margins in inches.
 
@@ -142,7 +164,13 @@ def similarity_distributions(
         for ax, kind in zip(axes, kinds):
             dens = densities[kind]
             ax.stairs(dens.density, dens.edges, fill=True, alpha=0.35, color=PAIR_COLORS[kind])
-            ax.stairs(dens.density, dens.edges, color=PAIR_COLORS[kind], linewidth=1.0, label=PAIR_NAMES[kind])
+            ax.stairs(
+                dens.density,
+                dens.edges,
+                color=PAIR_COLORS[kind],
+                linewidth=1.0,
+                label=PAIR_NAMES[kind],
+            )
             _threshold_lines(ax, thresholds, label=True)
             ax.set_ylabel("density")
             ax.legend(loc="upper left")
@@ -163,7 +191,13 @@ def spectrum(spectra: Spectrum, layer: str) -> bytes | None:
         for k, (view, vals) in enumerate(series.items()):
             idx = np.arange(1, vals.size + 1)
             positive = vals > 0  # a log axis cannot show zero eigenvalues (rank deficiency)
-            ax.plot(idx[positive], vals[positive], color=COLORS[k % len(COLORS)], linewidth=1.2, label=f"view {view}")
+            ax.plot(
+                idx[positive],
+                vals[positive],
+                color=COLORS[k % len(COLORS)],
+                linewidth=1.2,
+                label=f"view {view}",
+            )
         ax.set_yscale("log")
         ax.set_xlabel("index (descending)")
         ax.set_ylabel("eigenvalue")
@@ -255,7 +289,13 @@ def variance_vs_batch(
             ax.plot(ms, hi, color="#777777", linewidth=0.8)
             ax.plot(ms, lo, color="#777777", linewidth=0.8)
         for k, (d, value) in enumerate(random_reference):
-            ax.axhline(value, color="black", linestyle=":", linewidth=1.0, label=f"1/d = {value:.3g} (random, d = {d})")
+            ax.axhline(
+                value,
+                color="black",
+                linestyle=":",
+                linewidth=1.0,
+                label=f"1/d = {value:.3g} (random, d = {d})",
+            )
         _plot_series(ax, series)
         ax.set_xscale("log", base=2)
         _data_ticks(ax, series)

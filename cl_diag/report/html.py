@@ -49,11 +49,16 @@ def _table(table: Table) -> str:
     out = ['<div class="table-wrap"><table>']
     if table.caption:
         out.append(f"<caption>{escape(table.caption)}</caption>")
-    out.append("<thead><tr>" + "".join(f'<th scope="col">{escape(c)}</th>' for c in table.columns) + "</tr></thead>")
+    out.append(
+        "<thead><tr>"
+        + "".join(f'<th scope="col">{escape(c)}</th>' for c in table.columns)
+        + "</tr></thead>"
+    )
     out.append("<tbody>")
     for row in table.rows:
         cells = "".join(
-            f'<td class="num">{escape(c)}</td>' if _is_number(c) else f"<td>{escape(c)}</td>" for c in row
+            f'<td class="num">{escape(c)}</td>' if _is_number(c) else f"<td>{escape(c)}</td>"
+            for c in row
         )
         out.append(f"<tr>{cells}</tr>")
     out.append("</tbody></table></div>")
@@ -78,7 +83,9 @@ def render_html(doc: Document) -> str:
         elif isinstance(block, Paragraph):
             body.append(f"<p>{escape(block.text)}</p>")
         elif isinstance(block, Note):
-            body.append(f'<div class="note" role="note"><strong>Note.</strong> {escape(block.text)}</div>')
+            body.append(
+                f'<div class="note" role="note"><strong>Note.</strong> {escape(block.text)}</div>'
+            )
         elif isinstance(block, Table):
             body.append(_table(block))
         elif isinstance(block, Figure):

@@ -12,7 +12,6 @@ The models it trains come from :mod:`cl_diag.models`. The pieces other commands 
     model.backbone.load_state_dict(ck["backbone"]); model.projector.load_state_dict(ck["projector"])
 """
 
-from cl_diag.models import ContrastiveModel, build_model  # re-export: tests import them from here
 from cl_diag.training.checkpoint import load_checkpoint, save_checkpoint
 
-__all__ = ["build_model", "load_checkpoint", "save_checkpoint", "ContrastiveModel"]
+__all__ = ["load_checkpoint", "save_checkpoint"]

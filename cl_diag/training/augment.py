@@ -23,10 +23,10 @@ from torchvision.transforms import v2
 __all__ = [
     "NORMALISATION",
     "default_image_size",
-    "simclr_transform",
     "digits_transform",
-    "train_transform",
     "eval_transform",
+    "simclr_transform",
+    "train_transform",
 ]
 
 #: Per-channel (mean, std) used by the train and eval transforms.

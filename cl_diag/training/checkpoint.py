@@ -43,13 +43,13 @@ from cl_diag.io.checkpoints import safe_torch_load
 __all__ = [
     "FORMAT",
     "FORMAT_VERSION",
-    "save_checkpoint",
-    "load_checkpoint",
-    "check_checkpoint",
     "capture_rng_state",
-    "restore_rng_state",
-    "library_versions",
+    "check_checkpoint",
     "check_plain_types",
+    "library_versions",
+    "load_checkpoint",
+    "restore_rng_state",
+    "save_checkpoint",
 ]
 
 FORMAT = "cl-diag/checkpoint"
@@ -74,7 +74,9 @@ def check_plain_types(obj: Any, where: str = "checkpoint") -> None:
         for i, v in enumerate(obj):
             check_plain_types(v, f"{where}[{i}]")
         return
-    raise TypeError(f"{where} is a {type(obj).__name__}; checkpoints hold only tensors and plain values")
+    raise TypeError(
+        f"{where} is a {type(obj).__name__}; checkpoints hold only tensors and plain values"
+    )
 
 
 def save_checkpoint(path: str | os.PathLike, checkpoint: dict[str, Any]) -> None:
@@ -95,7 +97,9 @@ def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[
     version (see :func:`cl_diag.io.checkpoints.safe_torch_load` and :func:`check_checkpoint`).
     """
     p = Path(path).expanduser()
-    obj = safe_torch_load(p, what="cl-diag checkpoint", fix=_GIVE_LAST_PT, map_location=map_location)
+    obj = safe_torch_load(
+        p, what="cl-diag checkpoint", fix=_GIVE_LAST_PT, map_location=map_location
+    )
     return check_checkpoint(obj, p)
 
 
@@ -142,14 +146,22 @@ def capture_rng_state(loader_generator: torch.Generator | None = None) -> dict[s
     }
 
 
-def restore_rng_state(state: dict[str, Any], loader_generator: torch.Generator | None = None) -> None:
+def restore_rng_state(
+    state: dict[str, Any], loader_generator: torch.Generator | None = None
+) -> None:
     """Inverse of :func:`capture_rng_state`."""
     torch.set_rng_state(state["torch"])
     if state.get("cuda") and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
     n = state["numpy"]
     np.random.set_state(
-        (n["kind"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["cached_gaussian"])
+        (
+            n["kind"],
+            n["keys"].numpy().astype(np.uint32),
+            n["pos"],
+            n["has_gauss"],
+            n["cached_gaussian"],
+        )
     )
     p = state["python"]
     random.setstate((p["version"], tuple(p["state"]), p["gauss_next"]))

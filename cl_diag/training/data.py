@@ -21,9 +21,10 @@ exactly the same views.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -33,17 +34,17 @@ from cl_diag.errors import UserError
 
 __all__ = [
     "DATASETS",
-    "IMAGE_DATASETS",
     "DIGITS_SPLIT_SEED",
     "DIGITS_TEST_FRACTION",
-    "TrainingData",
-    "TwoViews",
-    "Transformed",
+    "IMAGE_DATASETS",
     "ToyViews",
+    "TrainingData",
+    "Transformed",
+    "TwoViews",
+    "dataset_labels",
     "digits_arrays",
     "digits_split",
     "load_dataset",
-    "dataset_labels",
     "sample_seed",
     "train_size",
     "training_data",
@@ -296,7 +297,7 @@ class ToyViews(Dataset):
     """The rebuttal's free-embedding experiment: instance ``i`` has no image.
 
     Its two "views" are the row ids ``i`` and ``n + i`` of a ``(2n, d)`` table of learnable
-    vectors (:class:`cl_diag.training.models.FreeEmbeddings`); its label is ``i``.
+    vectors (:class:`cl_diag.models.FreeEmbeddings`); its label is ``i``.
     """
 
     def __init__(self, n: int):
@@ -332,7 +333,6 @@ def train_size(
     else:
         full = len(load_dataset(dataset, "train", data_root=data_root))
     return full if num_samples is None else min(full, int(num_samples))
-
 
 
 @dataclass
@@ -380,7 +380,11 @@ def training_data(
             "test_indices": test_idx,
         }
     elif dataset == "imagefolder":
-        split = {"kind": "folders", "train": str(data_root), "test": None if val_root is None else str(val_root)}
+        split = {
+            "kind": "folders",
+            "train": str(data_root),
+            "test": None if val_root is None else str(val_root),
+        }
     else:
         split = {"kind": "official", "train": "train", "test": "test"}
 

@@ -36,9 +36,10 @@ import math
 import os
 import random
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -46,9 +47,9 @@ from torch import nn
 from torch.utils.data import DataLoader, Sampler
 
 from cl_diag.errors import UserError
+from cl_diag.io.atomic import atomic_write_bytes
 from cl_diag.losses import LOSSES, build_loss
 from cl_diag.losses.distributed import gather_batch
-from cl_diag.io.atomic import atomic_write_bytes
 from cl_diag.models import ContrastiveModel, FreeEmbeddings, is_convolutional
 from cl_diag.training.checkpoint import (
     FORMAT,
@@ -61,18 +62,18 @@ from cl_diag.training.checkpoint import (
 from cl_diag.training.data import TrainingData
 
 __all__ = [
+    "METRIC_COLUMNS",
     "DistEnv",
     "EpochBatchSampler",
-    "PairStats",
     "FitProgress",
     "FitResult",
-    "METRIC_COLUMNS",
-    "distributed_env",
+    "PairStats",
+    "amp_dtype",
     "close_distributed",
+    "distributed_env",
+    "fit",
     "lr_at",
     "make_optimizer",
-    "amp_dtype",
-    "fit",
 ]
 
 METRIC_COLUMNS = (
@@ -186,7 +187,9 @@ class EpochBatchSampler(Sampler):
         return self.n // self.batch_size
 
     def __iter__(self) -> Iterator[list[tuple[int, int]]]:
-        g = torch.Generator().manual_seed(int(np.random.SeedSequence([self.seed, self.epoch]).generate_state(1)[0]))
+        g = torch.Generator().manual_seed(
+            int(np.random.SeedSequence([self.seed, self.epoch]).generate_state(1)[0])
+        )
         order = torch.randperm(self.n, generator=g).tolist()
         local = self.batch_size // self.world
         for b in range(len(self)):
@@ -205,7 +208,9 @@ def _seed_worker(worker_id: int) -> None:
 # --------------------------------------------------------------------------- optimisation
 
 
-def lr_at(step: int, *, peak: float, warmup_steps: int, total_steps: int, schedule: str = "cosine") -> float:
+def lr_at(
+    step: int, *, peak: float, warmup_steps: int, total_steps: int, schedule: str = "cosine"
+) -> float:
     """Learning rate of optimiser step ``step`` (0-based).
 
     Warm-up: ``peak * (step + 1) / warmup_steps`` for ``step < warmup_steps``; then
@@ -220,7 +225,9 @@ def lr_at(step: int, *, peak: float, warmup_steps: int, total_steps: int, schedu
     return peak * 0.5 * (1.0 + math.cos(math.pi * min(1.0, t)))
 
 
-def make_optimizer(name: str, params, *, lr: float, momentum: float, weight_decay: float) -> torch.optim.Optimizer:
+def make_optimizer(
+    name: str, params, *, lr: float, momentum: float, weight_decay: float
+) -> torch.optim.Optimizer:
     """``sgd`` (momentum), ``adam`` (L2 weight decay) or ``adamw`` (decoupled)."""
     params = list(params)
     if name == "sgd":
@@ -375,7 +382,12 @@ class _RowMeter:
         self.t0 = time.perf_counter()
 
     def add(
-        self, terms: list[torch.Tensor], z1: torch.Tensor, z2: torch.Tensor, *, images: int,
+        self,
+        terms: list[torch.Tensor],
+        z1: torch.Tensor,
+        z2: torch.Tensor,
+        *,
+        images: int,
         lr: float,
     ) -> None:
         self.values[self.n, : len(terms)] = torch.stack(terms).detach()
@@ -391,7 +403,8 @@ class _RowMeter:
             if not math.isfinite(loss):
                 last = self.last_path
                 kept = (
-                    f"the last good checkpoint {last} is kept" if last and last.exists()
+                    f"the last good checkpoint {last} is kept"
+                    if last and last.exists()
                     else "no checkpoint was written yet"
                 )
                 raise UserError(
@@ -403,8 +416,13 @@ class _RowMeter:
         for step_values in values:
             for k, value in enumerate(step_values):
                 sums[k] += value
-        row = {"epoch": epoch, "step": self.first_step + self.n, "lr": self.lr,
-               "images_per_s": self.images / seconds, "seconds": seconds}
+        row = {
+            "epoch": epoch,
+            "step": self.first_step + self.n,
+            "lr": self.lr,
+            "images_per_s": self.images / seconds,
+            "seconds": seconds,
+        }
         row.update({k: s / max(1, self.n) for k, s in zip(("loss", "contrastive", "vrn"), sums)})
         row.update(stats)
         self.reset(self.first_step + self.n)
@@ -485,8 +503,11 @@ def _build(
         torch.backends.cudnn.benchmark = True  # fixed input shapes; bit-exactness is a CPU promise
 
     optimizer = make_optimizer(
-        config.optimizer, model.parameters(),
-        lr=config.peak_lr, momentum=config.momentum, weight_decay=config.weight_decay,
+        config.optimizer,
+        model.parameters(),
+        lr=config.peak_lr,
+        momentum=config.momentum,
+        weight_decay=config.weight_decay,
     )
     autocast = amp_dtype(config.autocast, device)
     scaler = torch.amp.GradScaler(device.type, enabled=autocast == torch.float16)
@@ -514,8 +535,15 @@ def _build(
     )
 
 
-def _save(config: Any, data: TrainingData, parts: _Parts, out_dir: Path, epoch: int, step: int,
-          history: list[dict[str, float]]) -> None:
+def _save(
+    config: Any,
+    data: TrainingData,
+    parts: _Parts,
+    out_dir: Path,
+    epoch: int,
+    step: int,
+    history: list[dict[str, float]],
+) -> None:
     """``last.pt`` (and ``epoch_NNNN.pt`` every ``save_every`` epochs) and ``metrics.csv``."""
     model = parts.model
     ck = {
@@ -608,8 +636,13 @@ def fit(
         sampler.set_epoch(epoch)
         meter.reset(step)
         for _, v1, v2, labels in parts.loader:
-            lr = lr_at(step, peak=config.peak_lr, warmup_steps=config.warmup_steps,
-                       total_steps=config.total_steps, schedule=config.schedule)
+            lr = lr_at(
+                step,
+                peak=config.peak_lr,
+                warmup_steps=config.warmup_steps,
+                total_steps=config.total_steps,
+                schedule=config.schedule,
+            )
             for group in optimizer.param_groups:
                 group["lr"] = lr
             x = torch.cat([v1, v2]).to(device, non_blocking=True)

@@ -37,6 +37,7 @@ from cl_diag.measurement.probes.checks import check_probe_inputs
 from cl_diag.measurement.probes.inputs import ProbeInputError
 from cl_diag.measurement.probes.kmeans import clustering
 from cl_diag.measurement.probes.knn import knn_predict, knn_probe
+
 # _fit_logreg and _Memory: re-exported because tests/test_probes.py imports them from here
 from cl_diag.measurement.probes.lbfgs import _Memory  # noqa: F401
 from cl_diag.measurement.probes.linear import (  # noqa: F401
@@ -49,13 +50,13 @@ from cl_diag.measurement.probes.split import stratified_split
 
 __all__ = [
     "DEFAULT_WEIGHT_DECAYS",
-    "linear_probe",
-    "knn_probe",
+    "ProbeInputError",
+    "check_probe_inputs",
+    "clustering",
     "knn_predict",
+    "knn_probe",
+    "linear_probe",
     "retrieval",
     "retrieval_ranks",
-    "clustering",
     "stratified_split",
-    "check_probe_inputs",
-    "ProbeInputError",
 ]

@@ -25,6 +25,7 @@ class ProbeInputError(UserError, ValueError):
     same message without raising, so a caller can skip a probe before encoding anything.
     """
 
+
 _NORM_EPS = 1e-12
 
 
@@ -57,7 +58,9 @@ def _features(x: Any, name: str, dtype: torch.dtype = torch.float32) -> torch.Te
     t = t.to(device="cpu", dtype=dtype)
     if not torch.isfinite(t).all():
         bad = int((~torch.isfinite(t)).any(dim=1).nonzero()[0, 0])
-        raise ValueError(f"{name} contains NaN or infinite values (first in row {bad}); clean the features first")
+        raise ValueError(
+            f"{name} contains NaN or infinite values (first in row {bad}); clean the features first"
+        )
     return t
 
 
@@ -67,7 +70,9 @@ def _labels(y: Any, n: int, name: str, xname: str) -> np.ndarray:
     if a.ndim != 1:
         raise ValueError(f"{name} must be 1-D, got shape {a.shape}")
     if a.shape[0] != n:
-        raise ValueError(f"{name} has {a.shape[0]} labels but {xname} has {n} rows; they must match")
+        raise ValueError(
+            f"{name} has {a.shape[0]} labels but {xname} has {n} rows; they must match"
+        )
     if not (np.issubdtype(a.dtype, np.integer) or a.dtype == np.bool_):
         raise ValueError(f"{name} must hold integer class labels, got dtype {a.dtype}")
     return a.astype(np.int64, copy=False)

@@ -7,10 +7,18 @@ from typing import Any
 import torch
 
 from cl_diag.measurement.probes.checks import require_probe_inputs
-from cl_diag.measurement.probes.inputs import _classes, _features, _labels, _normalise, _positive_int
+from cl_diag.measurement.probes.inputs import (
+    _classes,
+    _features,
+    _labels,
+    _normalise,
+    _positive_int,
+)
 
 
-def clustering(x: Any, y: Any, *, seed: int = 0, n_init: int = 10, max_iter: int = 300) -> dict[str, Any]:
+def clustering(
+    x: Any, y: Any, *, seed: int = 0, n_init: int = 10, max_iter: int = 300
+) -> dict[str, Any]:
     """k-means on L2-normalised features with k = number of classes; NMI and ARI.
 
     scikit-learn's ``KMeans(n_clusters=C, init="k-means++", n_init=n_init,
@@ -29,7 +37,13 @@ def clustering(x: Any, y: Any, *, seed: int = 0, n_init: int = 10, max_iter: int
     n_init = _positive_int(n_init, "n_init")
     max_iter = _positive_int(max_iter, "max_iter")
     feats = _normalise(xx).numpy()
-    km = KMeans(n_clusters=int(classes.size), init="k-means++", n_init=n_init, max_iter=max_iter, random_state=seed)
+    km = KMeans(
+        n_clusters=int(classes.size),
+        init="k-means++",
+        n_init=n_init,
+        max_iter=max_iter,
+        random_state=seed,
+    )
     pred = km.fit_predict(feats)
     return {
         "nmi": float(normalized_mutual_info_score(yy, pred)),

@@ -30,7 +30,8 @@ curvature pairs over exactly (hence its 54 iterations to 42).
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import numpy as np
 import scipy.linalg
@@ -95,7 +96,7 @@ class _Memory:
         self.yty[:, slot] = self.yty[slot, :] = y_dot[:, 1]
         self.order.append(slot)
 
-    def copy(self) -> "_Memory":
+    def copy(self) -> _Memory:
         new = _Memory.__new__(_Memory)
         new.m, new.s, new.y = self.m, self.s.clone(), self.y.clone()
         new.sty, new.yty, new.order = self.sty.copy(), self.yty.copy(), list(self.order)
@@ -137,6 +138,7 @@ class _Memory:
         cs = torch.from_numpy(coef_s).to(g)
         cy = torch.from_numpy(coef_y).to(g)
         return torch.addmv(torch.addmv(g, self.s.T, cs, beta=gamma), self.y.T, cy)
+
 
 def _cubic_step(a: float, fa: float, ga: float, b: float, fb: float, gb: float) -> float:
     """Minimiser of the cubic through (a, fa, ga), (b, fb, gb), kept inside the interval.

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 
@@ -64,7 +65,9 @@ class _SoftmaxRegression:
 
     def _grad(self, w: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
         g = torch.empty(self.nw + self.c, dtype=w.dtype, device=w.device)
-        torch.addmm(w, self.x.T, r, beta=self.lam, alpha=1.0 / self.n, out=g[: self.nw].view(self.d, self.c))
+        torch.addmm(
+            w, self.x.T, r, beta=self.lam, alpha=1.0 / self.n, out=g[: self.nw].view(self.d, self.c)
+        )
         torch.sum(r, dim=0, out=g[self.nw :]).div_(self.n)
         return g
 
@@ -113,6 +116,7 @@ class _SoftmaxRegression:
         self.theta, self.z = theta, zt
         return theta, nll + 0.5 * self.lam * float(w.flatten() @ w.flatten()), self._grad(w, r)
 
+
 def _fit_logreg(
     x: torch.Tensor,
     y: torch.Tensor,
@@ -130,12 +134,16 @@ def _fit_logreg(
     """
     problem = _SoftmaxRegression(x, y, weight_decay, init.numel() // (x.shape[1] + 1))
     with torch.no_grad():
-        return _lbfgs(problem, init, max_iter=max_iter, tol=tol, history_size=history_size, memory=memory)
+        return _lbfgs(
+            problem, init, max_iter=max_iter, tol=tol, history_size=history_size, memory=memory
+        )
 
 
 def _logits(theta: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     n_cls = theta.numel() // (x.shape[1] + 1)
-    return torch.addmm(theta[x.shape[1] * n_cls :], x, theta[: x.shape[1] * n_cls].view(x.shape[1], n_cls))
+    return torch.addmm(
+        theta[x.shape[1] * n_cls :], x, theta[: x.shape[1] * n_cls].view(x.shape[1], n_cls)
+    )
 
 
 def _topk_correct(logits: torch.Tensor, y: torch.Tensor, k: int) -> tuple[int, int]:
@@ -209,7 +217,9 @@ def linear_probe(
     classes = _classes(ty)
     wds = [float(w) for w in weight_decays]
     if not wds or any(not math.isfinite(w) or w <= 0 for w in wds):
-        raise ValueError(f"weight_decays must be a non-empty list of positive numbers, got {list(weight_decays)!r}")
+        raise ValueError(
+            f"weight_decays must be a non-empty list of positive numbers, got {list(weight_decays)!r}"
+        )
     max_iter = _positive_int(max_iter, "max_iter")
     if patience is not None:
         patience = _positive_int(patience, "patience")
@@ -246,7 +256,9 @@ def linear_probe(
         # for this weight decay
         if mem is not None:
             mem.shift_penalty(wd - mem_wd, d * n_cls)
-        theta, fits[repr(wd)], mem = _fit_logreg(x_fit, y_fit, wd, theta, max_iter, tol, history_size, mem)
+        theta, fits[repr(wd)], mem = _fit_logreg(
+            x_fit, y_fit, wd, theta, max_iter, tol, history_size, mem
+        )
         mem_wd = wd
         acc = _topk_correct(_logits(theta, x_val), y_val, 1)[0] / len(val_idx)
         val_top1[repr(wd)] = acc

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -38,7 +39,9 @@ def retrieval_ranks(u: Any, v: Any, *, block_size: int = 1024) -> np.ndarray:
     return ranks
 
 
-def retrieval(u: Any, v: Any, *, ks: Sequence[int] = (1, 5, 10), block_size: int = 1024) -> dict[str, Any]:
+def retrieval(
+    u: Any, v: Any, *, ks: Sequence[int] = (1, 5, 10), block_size: int = 1024
+) -> dict[str, Any]:
     """Label-free retrieval of the positive: Recall@k and the median rank.
 
     With rank_i from :func:`retrieval_ranks` (pessimistic ties),
