@@ -144,8 +144,7 @@ def _drop_fc(backbone: dict[str, torch.Tensor], prefix: str) -> list[str]:
 
 def _solo_recognise(payload: Any, weights: dict[str, torch.Tensor]) -> bool:
     return any(k.startswith(("backbone.", "encoder.")) for k in weights) and (
-        (isinstance(payload, dict)
-        and "state_dict" in payload)
+        (isinstance(payload, dict) and "state_dict" in payload)
         or any(k.startswith(("projector.", "classifier.")) for k in weights)
     )
 
