@@ -4,7 +4,8 @@ In process: K threads play K ranks (their ``gather`` meets at a barrier), so the
 tiles and the exact merge are checked for K = 2 and 3 in milliseconds. Under torchrun: two
 gloo processes on CPU against one process, on an embeddings file and on a checkpoint (whose
 views and probe splits are encoded batch by batch across the ranks); result.json and the
-reports must be the same bytes. Both sides run with OMP_NUM_THREADS=1, as torchrun sets it.
+reports must be the same bytes. The checkpoint is encoded single-threaded on both sides (as
+torchrun sets OMP_NUM_THREADS=1), since a convolution's last bits may depend on the threads.
 """
 
 from __future__ import annotations
@@ -133,6 +134,24 @@ def test_geometry_over_ranks_equals_one_process_exactly():
     assert alone["uniformity"]["u"] == pytest.approx(whole, abs=1e-12)
 
 
+def test_geometry_does_not_depend_on_the_number_of_threads():
+    """One process with T threads must give the bits of K single-threaded ranks: the SVDs
+    and float64 sums of the geometry used to change in the last bits with T."""
+    g = torch.Generator().manual_seed(3)
+    z1 = torch.randn(3000, 48, generator=g)
+    views = normalise_views(z1, z1 + 0.5 * torch.randn(3000, 48, generator=g))
+    before = torch.get_num_threads()
+    try:
+        results = []
+        for threads in (1, 2, 3):
+            torch.set_num_threads(threads)
+            results.append(geometry_of(views, n_ref=10_000, block_size=1000))
+            assert torch.get_num_threads() == threads  # restored after the single-threaded pass
+    finally:
+        torch.set_num_threads(before)
+    assert results[1] == results[0] and results[2] == results[0]
+
+
 def test_ranks_holding_different_views_are_refused_on_every_rank():
     a, b = _views(50, 4, seed=1), _views(50, 4, seed=2)
 
@@ -209,11 +228,19 @@ def test_encoding_over_ranks_equals_one_process_exactly():
 # --------------------------------------------------------------------------- torchrun
 
 
-def _env() -> dict[str, str]:
-    return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+def _env(threads: int | None) -> dict[str, str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("OMP_NUM_THREADS", None)
+    if threads is not None:
+        env["OMP_NUM_THREADS"] = str(threads)
+    return env
 
 
-def _analyze(args: list[str], out: Path, ranks: int) -> subprocess.CompletedProcess:
+def _analyze(
+    args: list[str], out: Path, ranks: int, threads: int | None = 1
+) -> subprocess.CompletedProcess:
+    """``cl-diag analyze`` alone or under torchrun (which makes each rank single-threaded
+    unless OMP_NUM_THREADS says otherwise); ``threads`` None: torch's default."""
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
     launcher = (
         [*torchrun, "--nproc-per-node", str(ranks), "-m", "cl_diag"]
@@ -222,7 +249,7 @@ def _analyze(args: list[str], out: Path, ranks: int) -> subprocess.CompletedProc
     )
     done = subprocess.run(
         [*launcher, "analyze", *args, "--out", str(out), "--device", "cpu"],
-        env=_env(),
+        env=_env(threads),
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -248,7 +275,9 @@ def test_two_gloo_ranks_analyse_an_embeddings_file_to_the_same_bytes(tmp_path):
     path = tmp_path / "pairs.npz"
     np.savez(path, z1=z1, z2=z2, labels=np.arange(n) % 5)
     args = [str(path), "--block-size", "96", "--n-ref", "50000"]
-    one = _analyze(args, tmp_path / "one", 1)
+    # one process with torch's default threads against two single-threaded ranks: for an
+    # embeddings file nothing depends on the number of threads
+    one = _analyze(args, tmp_path / "one", 1, threads=None)
     two = _analyze(args, tmp_path / "two", 2)
     _same_outputs(tmp_path / "one", tmp_path / "two")
     assert two.stdout.count("report:") == 1 and one.stdout.count("report:") == 1  # rank 0 only

@@ -28,6 +28,11 @@ pair statistics), accumulated in float64:
   ``below_one`` flags a ceiling below 1, i.e. negatives more separated on average
   than the simplex ETF, so perfect alignment is impossible (excessive separation).
 
+On CPU torch runs single-threaded meanwhile, the uniformity tiles being shared among
+single-threaded workers (one per torch thread), so no float64 sum or SVD depends on the
+number of cores: the same views give the same bits on any machine, and over any number of
+ranks.
+
 Example::
 
     >>> import torch
@@ -41,11 +46,12 @@ Example::
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
 from cl_diag.measurement.inputs import UnitViews, check_int, check_n_ref, normalise_views
-from cl_diag.measurement.pairs import _UpperIndex, full_fp32_matmul
+from cl_diag.measurement.pairs import _cpu_workers, _LockedIter, _UpperIndex, full_fp32_matmul
 from cl_diag.measurement.ranks import SINGLE, Ranks, tensor_fingerprint
 from cl_diag.measurement.theory import alignment_ceiling
 
@@ -72,25 +78,61 @@ def uniformity(
     ||x_i - x_j||^2 = |x_i|^2 + |x_j|^2 - 2 x_i.x_j with the squared norms in float64
     and x_i.x_j from a float32 matmul (TF32 off). Each tile's log-sum-exp, m + log sum
     exp(e - m) with m the tile maximum, is taken in float64, and the tiles' values are
-    combined by a final log-sum-exp in tile order. ``ranks``: every rank passes the same
-    ``x``, computes its share of the tiles and gets the same value (None: alone).
+    combined by a final log-sum-exp in tile order. On CPU the tiles are shared among
+    single-threaded workers, one per torch thread, so the value does not depend on the
+    number of cores. ``ranks``: every rank passes the same ``x``, computes its share of the
+    tiles and gets the same value (None: alone).
     """
-    ranks = ranks or SINGLE
+    with _cpu_workers() as threads:
+        return _uniformity(x, block_size, ranks or SINGLE, threads)
+
+
+def _uniformity(x: torch.Tensor, block_size: int | None, ranks: Ranks, threads: int) -> float:
     n = x.shape[0]
     tile = min(n, block_size or _TILE["cuda" if x.device.type == "cuda" else "cpu"])
-    twice_sq = 2.0 * x.to(torch.float64).pow(2).sum(dim=1)
-    keys, parts = [], []
+    with torch.inference_mode(), full_fp32_matmul():
+        twice_sq = 2.0 * x.to(torch.float64).pow(2).sum(dim=1)
+        starts = range(0, n, tile)
+        tiles = [
+            (r0, min(r0 + tile, n), c0, min(c0 + tile, n))
+            for r0 in starts
+            for c0 in starts
+            if c0 >= r0
+        ]
+        # a tile's key is its place in the single-process order, whichever rank computes it
+        mine = ranks.share([(r1 - r0) * (c1 - c0) for r0, r1, c0, c1 in tiles])
+        tasks = _LockedIter((key, tiles[key]) for key in mine)
+        workers = 1 if x.device.type != "cpu" else max(1, min(threads, len(mine)))
+        if workers == 1:
+            parts = _uniformity_worker(tasks, x, twice_sq, tile)
+        else:
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                futures = [
+                    pool.submit(_uniformity_worker, tasks, x, twice_sq, tile)
+                    for _ in range(workers)
+                ]
+                parts = [part for f in futures for part in f.result()]
+        # one host transfer for all tiles; then every rank's values, combined in tile order
+        keys = [key for key, _ in parts]
+        values = torch.stack([value for _, value in parts]).cpu().tolist() if parts else []
+        own = list(zip(keys, values, strict=True))
+        merged = sorted(kv for everyone in ranks.gather(own) for kv in everyone)
+        total = torch.logsumexp(torch.tensor([v for _, v in merged], dtype=torch.float64), dim=0)
+    return float(total) - math.log(n * (n - 1) / 2)
+
+
+def _uniformity_worker(
+    tasks, x: torch.Tensor, twice_sq: torch.Tensor, tile: int
+) -> list[tuple[int, torch.Tensor]]:
+    """(key, log-sum-exp of the tile's exponents) of the tiles pulled from ``tasks``."""
+    if x.device.type == "cpu":
+        torch.set_num_threads(1)  # this worker thread's own setting: each tile's sums in one order
     gram = torch.empty(tile * tile, dtype=torch.float32, device=x.device)
     expo = torch.empty(tile * tile, dtype=torch.float64, device=x.device)
     upper = _UpperIndex(x.device)
-    starts = list(range(0, n, tile))
-    tiles = [
-        (r0, min(r0 + tile, n), c0, min(c0 + tile, n)) for r0 in starts for c0 in starts if c0 >= r0
-    ]
-    mine = ranks.share([(r1 - r0) * (c1 - c0) for r0, r1, c0, c1 in tiles])
-    with torch.inference_mode(), full_fp32_matmul():
-        for key in mine:
-            r0, r1, c0, c1 = tiles[key]
+    parts = []
+    with torch.inference_mode():  # grad mode is per thread; the caller set full float32 matmuls
+        for key, (r0, r1, c0, c1) in tasks:
             g = gram[: (r1 - r0) * (c1 - c0)].view(r1 - r0, c1 - c0)
             torch.mm(x[r0:r1], x[c0:c1].T, out=g)
             e = expo[: g.numel()].view_as(g)
@@ -104,15 +146,8 @@ def uniformity(
             if flat.numel() == 0:
                 continue
             top = flat.max()
-            keys.append(key)
-            parts.append(top + torch.log(flat.sub_(top).exp_().sum()))
-        # one host transfer for all tiles; then every rank's values, combined in tile order
-        values = torch.stack(parts).cpu().tolist() if parts else []
-        merged = sorted(
-            kv for own in ranks.gather(list(zip(keys, values, strict=True))) for kv in own
-        )
-        total = torch.logsumexp(torch.tensor([v for _, v in merged], dtype=torch.float64), dim=0)
-    return float(total) - math.log(n * (n - 1) / 2)
+            parts.append((key, top + torch.log(flat.sub_(top).exp_().sum())))
+    return parts
 
 
 def effective_rank(x: torch.Tensor, *, epsilon: float = RANKME_EPSILON) -> float:
@@ -178,6 +213,14 @@ def geometry_of(
         block_size = check_int(block_size, "block_size", 1)
     ranks = ranks or SINGLE
     ranks.check_same("views or block sizes", lambda: (block_size, tensor_fingerprint(u, v)))
+    # torch single-threaded meanwhile: float64 sums and the SVDs' last bits depend on how many
+    # threads share them, and a result must not depend on the machine's cores
+    with _cpu_workers() as threads:
+        return _geometry(u, v, n_ref, cross_view_mean, block_size, ranks, threads)
+
+
+def _geometry(u, v, n_ref: int, cross_view_mean, block_size, ranks: Ranks, threads: int) -> dict:
+    n = u.shape[0]
     u64, v64 = u.to(torch.float64), v.to(torch.float64)
     positives = (u64 * v64).sum(dim=1)
     mean_pos = float(positives.mean())
@@ -191,8 +234,8 @@ def geometry_of(
     return {
         "alignment": float((u64 - v64).pow(2).sum(dim=1).mean()),
         "uniformity": {
-            "u": uniformity(u, block_size=block_size, ranks=ranks),
-            "v": uniformity(v, block_size=block_size, ranks=ranks),
+            "u": _uniformity(u, block_size, ranks, threads),
+            "v": _uniformity(v, block_size, ranks, threads),
         },
         "effective_rank": {
             "u": effective_rank(u),

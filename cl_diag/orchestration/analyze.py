@@ -21,8 +21,10 @@ Under ``torchrun --nproc-per-node K -m cl_diag analyze ...`` (the trainer's
 :func:`~cl_diag.training.loop.distributed_env`: gloo on CPU, NCCL on CUDA) the ranks split the
 encoding of the views (and of the probes' splits) by batches, and the exact pair tiles and
 the uniformity tiles; their partial results are merged exactly in the single-process order
-(:mod:`cl_diag.measurement.ranks`), so result.json is the same bytes for any K. The probes
-are fitted on rank 0, and only rank 0 writes.
+(:mod:`cl_diag.measurement.ranks`), so result.json is the same bytes for any K (for an
+embeddings file whatever the threads per process; for a checkpoint the same bytes as one
+process with as many threads as each rank, one under torchrun, since an encoder's last bits
+may depend on them). The probes are fitted on rank 0, and only rank 0 writes.
 """
 
 from __future__ import annotations
