@@ -1,6 +1,6 @@
 """Exact analysis spread over ranks: seconds per rank against n and the number of ranks K.
 
-Run under torchrun, once per K (each rank single-threaded, as torchrun sets OMP_NUM_THREADS=1):
+Run under torchrun, once per K (each rank single-threaded: one core per rank):
 
     torchrun --standalone --nproc-per-node 1 benchmarks/bench_ranks.py --sizes 5000,10000,20000
     torchrun --standalone --nproc-per-node 2 benchmarks/bench_ranks.py --sizes 5000,10000,20000
@@ -30,11 +30,11 @@ from cl_diag.measurement.ranks import Ranks
 from cl_diag.training.loop import close_distributed, distributed_env
 
 
-def _timed(ranks: Ranks, fn, *args, **kwargs):
+def _timed(job: Ranks, fn, *args, **kwargs):
     """(seconds of the slowest rank, result): the job is done when the last rank is."""
     t0 = time.perf_counter()
     out = fn(*args, **kwargs)
-    seconds = max(ranks.gather(time.perf_counter() - t0))
+    seconds = max(job.gather(time.perf_counter() - t0))
     return seconds, out
 
 
@@ -44,6 +44,7 @@ def main() -> None:
     parser.add_argument("--d", type=int, default=128)
     args = parser.parse_args()
 
+    torch.set_num_threads(1)  # one core per rank, also for K = 1 (torchrun sets it for K > 1)
     env = distributed_env("cpu")  # the trainer's and analyze's torchrun setup (gloo on CPU)
     ranks = Ranks(env.rank, env.world)
     if ranks.is_main:
