@@ -164,6 +164,22 @@ def test_ranks_holding_different_views_are_refused_on_every_rank():
     assert results == ["refused", "refused"]
 
 
+def test_analyze_names_the_input_when_ranks_read_different_views(tmp_path):
+    from cl_diag.errors import UserError
+    from cl_diag.orchestration.analyze import AnalyzeConfig, measure_layer
+
+    config = AnalyzeConfig(input=tmp_path / "x.npz", out=tmp_path / "out")
+    a, b = _views(40, 3, seed=1), _views(40, 3, seed=2)
+
+    def measure(ranks):
+        u, v = a if ranks.rank == 0 else b
+        with pytest.raises(UserError, match="2 torchrun ranks read different views from x.npz"):
+            measure_layer(u, v, None, n_ref=40, config=config, where="x.npz", ranks=ranks)
+        return "refused"
+
+    assert _on_ranks(2, measure)[0] == ["refused", "refused"]
+
+
 def test_tensor_fingerprint_sees_order_values_and_dtype():
     x = torch.arange(12.0).reshape(4, 3)
     assert tensor_fingerprint(x) == tensor_fingerprint(x.clone())

@@ -42,7 +42,7 @@ from cl_diag.errors import UserError
 from cl_diag.io.embeddings import load_embeddings
 from cl_diag.io.output import ensure_writable_parent, staged_output
 from cl_diag.measurement.inputs import UnitViews, ViewsError, label_codes, normalise_views
-from cl_diag.measurement.ranks import SINGLE, Ranks
+from cl_diag.measurement.ranks import SINGLE, Ranks, RanksMismatch
 from cl_diag.measurement.theory import delta, theory_panel
 from cl_diag.models import CheckpointFile, Subject, open_subject, read_checkpoint_file
 from cl_diag.result import (
@@ -200,21 +200,27 @@ def measure_layer(
         codes = label_codes(labels, views.n, views.u.device)
     except ViewsError as exc:
         raise UserError(exc.user_message(where)) from None
-    pairs = pair_statistics_of(
-        views,
-        n_ref=n_ref,
-        codes=codes,
-        mode=config.pairs,
-        num_pairs=config.num_pairs,
-        seed=config.seed,
-        block_size=config.block_size,
-        hist_bins=config.hist_bins,
-        ranks=ranks,
-    )
-    # The exact cross-view mean is already known; a sampled one is an estimate, so let
-    # geometry compute the exact mean itself (O(nd)).
-    exact_mean = pairs["cross_view_negative"]["mean"] if config.pairs == "exact" else None
-    geo = geometry_of(views, n_ref=n_ref, cross_view_mean=exact_mean, ranks=ranks)
+    try:
+        pairs = pair_statistics_of(
+            views,
+            n_ref=n_ref,
+            codes=codes,
+            mode=config.pairs,
+            num_pairs=config.num_pairs,
+            seed=config.seed,
+            block_size=config.block_size,
+            hist_bins=config.hist_bins,
+            ranks=ranks,
+        )
+        # The exact cross-view mean is already known; a sampled one is an estimate, so let
+        # geometry compute the exact mean itself (O(nd)).
+        exact_mean = pairs["cross_view_negative"]["mean"] if config.pairs == "exact" else None
+        geo = geometry_of(views, n_ref=n_ref, cross_view_mean=exact_mean, ranks=ranks)
+    except RanksMismatch:
+        raise UserError(
+            f"The {ranks.world} torchrun ranks read different views from {where}; every rank "
+            "must see the same input (the same file on every node) and the same options."
+        ) from None
     return Layer.from_dict({"n": views.n, "d": views.d, "pairs": pairs, "geometry": geo})
 
 
