@@ -122,6 +122,22 @@ def test_pair_statistics_over_ranks_equal_one_process_exactly(world, labelled):
     assert alone["within_view_negative"]["excessive_count"] > 0  # the counts are not vacuous
 
 
+def test_more_ranks_than_tiles_leaves_some_idle_and_changes_nothing():
+    views = _views(30, 4, seed=11)
+    alone = pair_statistics_of(views, block_size=20)  # 2 x 2 tiles for 5 ranks
+    geo_alone = geometry_of(views, n_ref=30, block_size=20)  # 3 uniformity tiles
+
+    def both(ranks):
+        return (
+            pair_statistics_of(views, block_size=20, ranks=ranks),
+            geometry_of(views, n_ref=30, block_size=20, ranks=ranks),
+        )
+
+    results, _ = _on_ranks(5, both)
+    assert Ranks(4, 5).share([_tile_cost(t) for t in _tiles(30, 20)]) == []
+    assert all(pairs == alone and geo == geo_alone for pairs, geo in results)
+
+
 def test_geometry_over_ranks_equals_one_process_exactly():
     views = _views(250, 5, seed=7)
     alone = geometry_of(views, n_ref=1000, block_size=32)
@@ -173,7 +189,7 @@ def test_analyze_names_the_input_when_ranks_read_different_views(tmp_path):
 
     def measure(ranks):
         u, v = a if ranks.rank == 0 else b
-        with pytest.raises(UserError, match="2 torchrun ranks read different views from x.npz"):
+        with pytest.raises(UserError, match=r"2 torchrun ranks read different views from x\.npz"):
             measure_layer(u, v, None, n_ref=40, config=config, where="x.npz", ranks=ranks)
         return "refused"
 
