@@ -90,7 +90,7 @@ def sweep(
     Options after the recipe that are not the sweep's own (e.g. --epochs 5) override the recipe for every cell, exactly as with `cl-diag train`.
 
     Example: [bold]cl-diag sweep trainers/simclr.toml --grid batch-size=16,32,64 --grid vrn=0,30 --epochs 5 --out sweeps/bs[/]
-    """
+    """  # noqa: E501 (typer's help shows a command docstring's lines as written)
     config = SweepConfig(
         recipe=recipe,
         grid=list(grid),

@@ -25,11 +25,13 @@ def make_synthetic_pairs(
 ) -> dict[str, np.ndarray]:
     if n < 2 or d < 1 or classes < 1:
         raise UserError(
-            f"synthetic data needs n >= 2, d >= 1 and classes >= 1 (got n={n}, d={d}, classes={classes})."
+            "synthetic data needs n >= 2, d >= 1 and classes >= 1 "
+            f"(got n={n}, d={d}, classes={classes})."
         )
     if classes > n:
         raise UserError(
-            f"--classes {classes} is more than the --n {n} instances; some classes would be empty. Use --classes <= --n."
+            f"--classes {classes} is more than the --n {n} instances; some classes would be "
+            "empty. Use --classes <= --n."
         )
     if not (np.isfinite(spread) and np.isfinite(view_noise) and spread >= 0 and view_noise >= 0):
         raise UserError(

@@ -146,7 +146,8 @@ def check_inputs(
         )
     if z1.shape[0] < 2:
         raise ValueError(
-            f"{loss_name}: a batch of {z1.shape[0]} has no negative pairs; use a batch of at least 2"
+            f"{loss_name}: a batch of {z1.shape[0]} has no negative pairs; use a batch of at "
+            "least 2"
         )
     if z1.shape[1] < 1:
         raise ValueError(f"{loss_name}: embeddings have dimension 0")

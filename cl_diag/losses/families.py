@@ -81,7 +81,8 @@ def _info_direction(
     psi: str,
     temperature: float,
 ) -> torch.Tensor:
-    """(1/B) sum_i psi(c1 sum_{j!=i} e^{(s_cross_ij - pos_i)/t} + c2 sum_{j!=i} e^{(s_within_ij - pos_i)/t}),
+    """(1/B) sum_i psi(c1 sum_{j!=i} e^{(s_cross_ij - pos_i)/t}
+                     + c2 sum_{j!=i} e^{(s_within_ij - pos_i)/t}),
     the sum over anchors i being the rows; s_cross, s_within are (A, B)
     similarities of A anchors to B candidates, and ``off`` masks j == i."""
     a, b = s_cross.shape

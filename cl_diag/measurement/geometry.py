@@ -88,7 +88,8 @@ def uniformity(x: torch.Tensor, *, block_size: int | None = None) -> float:
                 torch.mm(x[r0:r1], x[c0:c1].T, out=g)
                 e = expo[: g.numel()].view_as(g)
                 e.copy_(g)
-                # exponent -2 ||x_i - x_j||^2 = 4 x_i.x_j - 2|x_i|^2 - 2|x_j|^2 (<= 0 up to round-off)
+                # exponent -2 ||x_i - x_j||^2 = 4 x_i.x_j - 2|x_i|^2 - 2|x_j|^2
+                # (<= 0 up to round-off)
                 torch.add(-twice_sq[r0:r1, None], e, alpha=4.0, out=e)
                 e.sub_(twice_sq[None, c0:c1]).clamp_(max=0.0)
                 flat = e.reshape(-1)
@@ -111,7 +112,8 @@ def effective_rank(x: torch.Tensor, *, epsilon: float = RANKME_EPSILON) -> float
 
 
 def covariance_spectrum(x: torch.Tensor) -> list[float]:
-    """Eigenvalues of the population covariance of the rows of ``x``, descending, min(n, d) of them."""
+    """Eigenvalues of the population covariance of the rows of ``x``, descending, min(n, d) of
+    them."""
     x64 = x.to(torch.float64)
     centred = x64 - x64.mean(dim=0, keepdim=True)
     sigma = torch.linalg.svdvals(centred)  # descending

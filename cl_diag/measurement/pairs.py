@@ -444,7 +444,8 @@ class _UpperIndex:
 
 
 class _Split:
-    """One negative pair type: one stream, or same-class and different-class streams when labelled."""
+    """One negative pair type: one stream, or same-class and different-class streams when
+    labelled."""
 
     def __init__(self, bins: int, t32: float, ws: _Workspace, labelled: bool):
         self.labelled = labelled
@@ -505,7 +506,8 @@ def _class_relation(codes: torch.Tensor, r0: int, r1: int, c0: int, c1: int):
 def _exact_worker(
     tasks, u, v, codes, positives, *, bins: int, t32: float, tile: int, single_thread: bool
 ):
-    """Process tasks pulled from the shared iterator ``tasks``; returns this worker's (cross, within)."""
+    """Process tasks pulled from the shared iterator ``tasks``; returns this worker's (cross,
+    within)."""
     if single_thread:
         torch.set_num_threads(1)
     device = u.device
@@ -600,7 +602,8 @@ class _LockedIter:
 
 
 def _distinct_pairs(n: int, k: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """k ordered pairs (i, j), i != j, uniform over the n(n-1) of them: j' uniform on n-1 values, skip i."""
+    """k ordered pairs (i, j), i != j, uniform over the n(n-1) of them: j' uniform on n-1 values,
+    skip i."""
     i = torch.randint(0, n, (k,), generator=gen)
     j = torch.randint(0, n - 1, (k,), generator=gen)
     return i, j + (j >= i).long()

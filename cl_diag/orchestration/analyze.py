@@ -50,13 +50,15 @@ from cl_diag.result import (
 
 #: what every number of a result means, written into it and printed in its report
 CONVENTIONS = {
-    "similarity": "cosine similarity of L2-normalised rows (norms in float64, rows rounded once to float32)",
+    "similarity": "cosine similarity of L2-normalised rows (norms in float64, rows rounded once "
+    "to float32)",
     "matmul": "float32 with TF32 disabled",
     "accumulation": "float64",
     "positive": "(u_i, v_i), n pairs",
     "cross_view_negative": "(u_i, v_j), i != j, all n(n-1) ordered pairs",
     "within_view_negative": "(u_i, u_j) and (v_i, v_j), i < j, n(n-1) pairs",
-    "excessive_ratio": "fraction of negatives with similarity strictly below threshold = -1/(n_ref - 1)",
+    "excessive_ratio": "fraction of negatives with similarity strictly below threshold "
+    "= -1/(n_ref - 1)",
     "variance": "population variance (ddof 0)",
 }
 
@@ -123,17 +125,20 @@ def _check_config(config: AnalyzeConfig) -> None:
         raise UserError(f"--hist-bins must be at least 1 (got {config.hist_bins}).")
     if config.num_images < 2:
         raise UserError(
-            f"--num-images must be at least 2 (got {config.num_images}): negatives need two instances."
+            f"--num-images must be at least 2 (got {config.num_images}): negatives need two "
+            "instances."
         )
     bad = [layer for layer in config.layers if layer not in LAYERS]
     if bad or not config.layers:
         raise UserError(
-            f"--layers takes a comma-separated subset of {', '.join(LAYERS)} (got {', '.join(config.layers) or 'nothing'})."
+            f"--layers takes a comma-separated subset of {', '.join(LAYERS)} "
+            f"(got {', '.join(config.layers) or 'nothing'})."
         )
     bad = [probe for probe in config.probes if probe not in PROBES]
     if bad:
         raise UserError(
-            f"--probes takes 'none', 'all' or a comma-separated subset of {', '.join(PROBES)} (got {', '.join(bad)})."
+            f"--probes takes 'none', 'all' or a comma-separated subset of {', '.join(PROBES)} "
+            f"(got {', '.join(bad)})."
         )
     for name, value in (
         ("--probe-train-images", config.probe_train_images),
@@ -314,8 +319,8 @@ def _analyze_checkpoint(
     if subject.projector is None and "projector" in layers_wanted:
         if list(config.layers) == ["projector"]:
             raise UserError(
-                f"{file.path} holds no projector weights, so the layer 'projector' cannot be measured; "
-                "use --layers backbone."
+                f"{file.path} holds no projector weights, so the layer 'projector' cannot be "
+                "measured; use --layers backbone."
             )
         layers_wanted.remove("projector")
         source["layers_skipped"] = {"projector": "the file holds no projector weights"}

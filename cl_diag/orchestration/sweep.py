@@ -96,7 +96,8 @@ def parse_grid(specs: Sequence[str], train_options: Mapping[str, Any]) -> list[G
     (``{option: type}``, the options a grid may vary)."""
     if not specs:
         raise UserError(
-            "The grid is empty: give at least one --grid KEY=V1,V2 (e.g. --grid batch-size=16,32,64)."
+            "The grid is empty: give at least one --grid KEY=V1,V2 "
+            "(e.g. --grid batch-size=16,32,64)."
         )
     axes: list[GridAxis] = []
     for spec in specs:
@@ -110,7 +111,8 @@ def parse_grid(specs: Sequence[str], train_options: Mapping[str, Any]) -> list[G
         if key not in train_options:
             valid = ", ".join(sorted(k.replace("_", "-") for k in train_options))
             raise UserError(
-                f"--grid {spec!r}: {key.replace('_', '-')!r} is not a recipe option. Valid keys: {valid}."
+                f"--grid {spec!r}: {key.replace('_', '-')!r} is not a recipe option. Valid keys: "
+                f"{valid}."
             )
         if any(axis.key == key for axis in axes):
             raise UserError(

@@ -9,7 +9,8 @@ None -- so loading a file never unpickles arbitrary objects::
     dataset, n_train, split     what the model was trained on; split says which images
                                 are train and test (digits: the index tensors)
     backbone, projector         state dicts, separately
-    optimizer, scheduler, scaler  optimiser state dict; {"step", "total_steps", ...}; GradScaler state or None
+    optimizer, scheduler, scaler  optimiser state dict; {"step", "total_steps", ...}; GradScaler
+                                state or None
     epoch, step                 completed epochs and optimiser steps
     complete                    True once the run reached its last step
     rng                         torch, cuda, numpy, python and DataLoader-generator states

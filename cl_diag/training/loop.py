@@ -4,7 +4,7 @@ Per step::
 
     lr      = lr_at(step)                           # linear warm-up, then cosine (or constant)
     z1, z2  = model(cat(view1, view2)).chunk(2)     # one forward pass, AMP on CUDA
-    g       = gather_batch(z1, z2)                  # the global batch under DDP (identity otherwise)
+    g       = gather_batch(z1, z2)                  # the global batch under DDP (else identity)
     loss    = LOSSES[loss](g.z1, g.z2) + lambda * LOSSES["vrn"](g.z1, g.z2, delta, power)
     backward, optimizer step
     meter.add(loss terms, g.z1, g.z2)               # on the device: no wait for the host
