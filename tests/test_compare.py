@@ -30,7 +30,8 @@ def write_run(root: Path, folder: str, result: dict) -> Path:
 
 @pytest.fixture(scope="module")
 def grid(tmp_path_factory):
-    """The paper's batch-size study in miniature: 3 batch sizes x with/without VRN, compared once."""
+    """The paper's batch-size study in miniature: 3 batch sizes x with/without VRN, compared
+    once."""
     root = tmp_path_factory.mktemp("grid")
     runs = {
         (b, v): write_run(
@@ -458,7 +459,10 @@ window.addEventListener('error', function (e) {
   window.__clErrors.push(e.message || ('failed to load ' + (t.src || t.href || t.tagName)));
 }, true);
 var __clConsoleError = console.error;
-console.error = function () { window.__clErrors.push(Array.prototype.join.call(arguments, ' ')); __clConsoleError.apply(console, arguments); };
+console.error = function () {
+  window.__clErrors.push(Array.prototype.join.call(arguments, ' '));
+  __clConsoleError.apply(console, arguments);
+};
 </script>"""
 PROBE_BODY = """<script>
 window.addEventListener('load', function () {
@@ -471,7 +475,8 @@ window.addEventListener('load', function () {
   var pre = document.createElement('pre');
   pre.id = 'cl-diag-probe';
   pre.textContent = JSON.stringify({errors: window.__clErrors, figures: figs,
-    tables: document.querySelectorAll('table').length, rows: document.querySelectorAll('tbody tr').length});
+    tables: document.querySelectorAll('table').length,
+    rows: document.querySelectorAll('tbody tr').length});
   document.body.appendChild(pre);
 });
 </script>"""
@@ -552,7 +557,7 @@ def test_reports_render_in_headless_chromium(grid, tmp_path):
         assert high - low > 128, "the screenshot is blank"
 
 
-# ---- seed groups ----------------------------------------------------------------------------------
+# ---- seed groups ---------------------------------------------------------------------------------
 
 
 def _seed_runs(tmp_path: Path, seeds=(1, 2, 3), vrns=(0.0, 3.0)) -> dict:
@@ -681,7 +686,7 @@ def test_no_seed_csv_without_seed_groups(grid):
     assert "Over seeds" not in outcome.report_md.read_text(encoding="utf-8")
 
 
-# ---- stale files ----------------------------------------------------------------------------------
+# ---- stale files ---------------------------------------------------------------------------------
 
 
 def test_rerender_removes_only_its_own_stale_files(tmp_path):

@@ -1,4 +1,5 @@
-"""Geometry block (cl_diag.measurement.geometry) against numpy float64 brute force and closed forms."""
+"""Geometry block (cl_diag.measurement.geometry) against numpy float64 brute force and closed
+forms."""
 
 from __future__ import annotations
 
@@ -96,8 +97,9 @@ def test_frontier_gap_is_the_slack_of_lemma_c6():
 
 
 def test_frontier_gap_zero_on_the_frontier():
-    """Equality case: u_i - v_i constant and sum u = -sum v, e.g. u_i = a w_i + c e, v_i = a w_i - c e
-    with w a centred simplex (sum w_i = 0) and e orthogonal to it (paper-notes 5.1 counterexample)."""
+    """Equality case: u_i - v_i constant and sum u = -sum v, e.g. u_i = a w_i + c e,
+    v_i = a w_i - c e with w a centred simplex (sum w_i = 0) and e orthogonal to it (paper-notes
+    5.1 counterexample)."""
     n = 12
     w = np.eye(n) - 1.0 / n
     w /= np.linalg.norm(w, axis=1, keepdims=True)

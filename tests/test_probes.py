@@ -69,7 +69,8 @@ def test_logreg_objective_matches_sklearn_coefficients(digits):
         b = theta[d * 10 :].numpy()
         scale = np.abs(sk.coef_).max()
         assert np.abs(w - sk.coef_).max() <= 1e-4 * scale, info
-        # both start at b = 0 and the bias gradient sums to 0 over classes: same (centred) intercepts
+        # both start at b = 0 and the bias gradient sums to 0 over classes: same (centred)
+        # intercepts
         assert np.abs(b - sk.intercept_).max() <= 1e-4 * scale
 
 

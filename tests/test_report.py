@@ -63,7 +63,8 @@ def make_result(
     seed: int = 0,
     config: dict | None = None,
 ) -> dict:
-    """A plausible result: smaller batches -> larger negative variance, VRN lowers it (paper Table 1)."""
+    """A plausible result: smaller batches -> larger negative variance, VRN lowers it (paper Table
+    1)."""
     n_ref = n if n_ref is None else n_ref
     threshold = -1.0 / (n_ref - 1)
     m = batch_size or 128
@@ -193,7 +194,8 @@ def make_result(
 
 
 def md_row(text: str, first_cell: str, after: str = "") -> list[str]:
-    """Cells of the first Markdown table row starting with ``first_cell`` after the text ``after``."""
+    """Cells of the first Markdown table row starting with ``first_cell`` after the text
+    ``after``."""
     start = text.index(after) if after else 0
     escaped = first_cell.replace("|", "\\|")
     for line in text[start:].splitlines():
@@ -541,7 +543,8 @@ def test_header_renders_the_checkpoint_source():
     assert md_row(md, "checkpoint taken at") == ["epoch 399, step 78000 (run complete)"]
     assert md_row(md, "CIFAR stem padding") == ["2 (default for upstream solo-learn checkpoints)"]
     assert md_row(md, "two views") == [
-        "256 of 50000 training images; uniform; the training augmentation, twice; eval; float32, no AMP"
+        "256 of 50000 training images; uniform; the training augmentation, twice; eval; float32, "
+        "no AMP"
     ]
     assert md_row(md, "trained with") == ["torch 2.4.0"]
     assert md_row(md, "note") == ["read as cifar10"]

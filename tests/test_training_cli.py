@@ -126,7 +126,8 @@ def test_recipe_type_errors_and_bad_toml(tmp_path):
 def test_command_line_wins_over_recipe_over_default(tmp_path, run_cli):
     recipe = tmp_path / "r.toml"
     recipe.write_text(
-        'dataset = "toy"\nnum_samples = 4\ndim = 3\nbatch-size = 2\nsteps = 2\ntemperature = 0.7\nlr = 0.25\nquiet = true\n'
+        'dataset = "toy"\nnum_samples = 4\ndim = 3\nbatch-size = 2\nsteps = 2\ntemperature = 0.7\n'
+        "lr = 0.25\nquiet = true\n"
     )
     out = tmp_path / "run"
     # --lr is given with the *default* value: still explicit, so it beats the recipe's 0.25.

@@ -1,4 +1,5 @@
-"""Unit tests of the training pieces: schedule, sampler, pair statistics, data, augmentation, models."""
+"""Unit tests of the training pieces: schedule, sampler, pair statistics, data, augmentation,
+models."""
 
 from __future__ import annotations
 
