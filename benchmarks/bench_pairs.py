@@ -26,6 +26,7 @@ Run:  python benchmarks/bench_pairs.py [--sizes 2000,5000,10000,20000] [--repeat
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import gc
 import platform
@@ -58,10 +59,8 @@ def _status_kb(key: str) -> int:
 
 def _reset_peak() -> int:
     gc.collect()
-    try:
+    with contextlib.suppress(OSError):
         ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except OSError:
-        pass
     with open("/proc/self/clear_refs", "w") as handle:
         handle.write("5")
     return _status_kb("VmRSS")

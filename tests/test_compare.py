@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html as htmllib
+import itertools
 import json
 import re
 import shutil
@@ -219,7 +220,9 @@ def test_table1_view(grid):
     md = (root / "cmp" / "report.md").read_text(encoding="utf-8")
     results = _results(runs)
     after = "## Batch-size study"
-    header = next(l for l in md[md.index(after) :].splitlines() if l.startswith("| batch size m"))
+    header = next(
+        line for line in md[md.index(after) :].splitlines() if line.startswith("| batch size m")
+    )
     assert header == "| batch size m | simclr | simclr +VRN30 |"
     for b in (32, 64, 128):
         var = [
@@ -238,7 +241,7 @@ def test_variance_band_matches_theorem_5_5_by_hand():
     assert ms[0] == 32 and ms[-1] == 128
     assert lo[0] == pytest.approx(49968 / (31 * 49999**2), rel=1e-12)
     assert hi[0] == pytest.approx(50000 * 49968 / (31 * 49999**2), rel=1e-12)
-    assert all(a > b for a, b in zip(hi, hi[1:])), "the upper bound decreases with m"
+    assert all(a > b for a, b in itertools.pairwise(hi)), "the upper bound decreases with m"
 
 
 def test_csv_columns_and_values(grid):
@@ -536,7 +539,7 @@ def test_reports_render_in_headless_chromium(grid, tmp_path):
 
     from cl_diag.report import render_analysis
 
-    root, runs, outcome = grid
+    _, runs, outcome = grid
     single = tmp_path / "single"
     single.mkdir()
     render_analysis(json.loads((runs[(32, 30.0)] / "result.json").read_text()), single)

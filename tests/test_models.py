@@ -100,7 +100,7 @@ def test_names_offered_for_training_and_for_foreign_checkpoints():
 
 
 def test_unknown_arch_names_the_choices():
-    with pytest.raises(ValueError, match="unknown arch 'vgg11'.*resnet18-cifar"):
+    with pytest.raises(ValueError, match=r"unknown arch 'vgg11'.*resnet18-cifar"):
         get_arch("vgg11")
     with pytest.raises(ValueError, match="unknown arch 'timm:vit_tiny'"):
         get_arch("timm:vit_tiny")  # no family registered: timm is not part of cl-diag yet

@@ -42,7 +42,7 @@ SCHEMA_KEYS = [
     "quantile_error",
     "histogram",
 ]
-NEG_KEYS = SCHEMA_KEYS + ["excessive_ratio", "excessive_count"]
+NEG_KEYS = [*SCHEMA_KEYS, "excessive_ratio", "excessive_count"]
 
 
 def gamma(d: int) -> float:
@@ -529,7 +529,7 @@ def test_result_is_plain_json():
             assert x is None or type(x) in (int, float, bool, str), type(x)
 
     walk(stats)
-    assert list(stats["cross_view_negative"]) == NEG_KEYS + ["by_class"]
+    assert list(stats["cross_view_negative"]) == [*NEG_KEYS, "by_class"]
     assert len(stats["positive"]["histogram"]["counts"]) == 10
 
 

@@ -109,9 +109,8 @@ def _coerce(hp: HParam, value: Any, loss_name: str) -> Any:
     elif hp.kind is int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise bad(f"must be an integer, got {value!r}")
-    elif hp.kind is str:
-        if not isinstance(value, str):
-            raise bad(f"must be a string, got {value!r}")
+    elif hp.kind is str and not isinstance(value, str):
+        raise bad(f"must be a string, got {value!r}")
     if hp.choices is not None and value not in hp.choices:
         raise LossOptionError(
             f"{loss_name}: {hp.name}={value!r} is not one of {', '.join(map(repr, hp.choices))}",

@@ -465,7 +465,7 @@ class _Split:
     def merge(self, other: _Split) -> _Split:
         out = _Split.__new__(_Split)
         out.labelled = self.labelled
-        out.streams = [a.merge(b) for a, b in zip(self.streams, other.streams)]
+        out.streams = [a.merge(b) for a, b in zip(self.streams, other.streams, strict=True)]
         return out
 
     def summary(self, hist_bins: int) -> dict:

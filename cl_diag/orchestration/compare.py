@@ -140,7 +140,7 @@ def compare(config: CompareConfig) -> CompareResult:
     # the CLI's warnings name the runs in the order given; the report's, in display order
     warnings = comparison_warnings(pairs)
     comparison = Comparison(pairs, baseline=baseline_name)
-    label_of = dict(zip(comparison.names, comparison.labels))
+    label_of = dict(zip(comparison.names, comparison.labels, strict=True))
     out = Path(config.out)
     with staged_output(out) as staging:
         written = render_comparison(comparison, staging)

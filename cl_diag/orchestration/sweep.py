@@ -132,7 +132,7 @@ def parse_grid(specs: Sequence[str], train_options: Mapping[str, Any]) -> list[G
 
 def cells_of(axes: Sequence[GridAxis]) -> list[Cell]:
     return [
-        Cell(tuple((axis.key, value) for axis, value in zip(axes, combo)))
+        Cell(tuple((axis.key, value) for axis, value in zip(axes, combo, strict=True)))
         for combo in itertools.product(*(axis.values for axis in axes))
     ]
 
@@ -309,7 +309,7 @@ def sweep(
             futures = [
                 pool.submit(run_cell, plan, i % config.parallel) for i, plan in enumerate(todo)
             ]
-            for plan, future in zip(todo, futures):
+            for plan, future in zip(todo, futures, strict=True):
                 future.result()
                 done += 1
                 if on_progress is not None:

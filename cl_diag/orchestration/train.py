@@ -283,7 +283,7 @@ def _check_options(c: TrainConfig) -> TrainConfig:
             "--vrn LAMBDA."
         )
     _choice("loss", c.loss, TRAINING_LOSSES)
-    _choice("arch", c.arch, ("auto",) + ARCHS)
+    _choice("arch", c.arch, ("auto", *ARCHS))
     for name, choices in (
         ("optimizer", OPTIMIZERS),
         ("lr_scaling", LR_SCALINGS),

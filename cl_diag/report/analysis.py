@@ -75,7 +75,7 @@ def _stat_rows(
 
     def row(name: str, read, *, neg_only: bool = False, formatter=fmt) -> list[str]:
         cells = []
-        for stats, is_neg in zip(stats_by_column, negatives):
+        for stats, is_neg in zip(stats_by_column, negatives, strict=True):
             if stats is None or (neg_only and not is_neg):
                 cells.append(MISSING)
             else:
@@ -643,7 +643,7 @@ def build_analysis(result: Result) -> Document:
     tool = result.tool
     header_rows = [
         *source_rows(source),
-        *[[f"layer '{name}'", f"n = {fmt(l.n)}, d = {fmt(l.d)}"] for name, l in layers.items()],
+        *[[f"layer '{name}'", f"n = {fmt(m.n)}, d = {fmt(m.d)}"] for name, m in layers.items()],
         ["n_ref", f"{fmt(result.n_ref)} (training instances the threshold refers to)"],
         ["threshold", threshold_text(result)],
         ["mode", mode_text(result)],

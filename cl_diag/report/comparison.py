@@ -179,7 +179,7 @@ def _folder_names(names: list[str]) -> list[str]:
     parts = [PurePath(n).parts or (n,) for n in names]
     depth = [1] * len(names)
     while True:
-        labels = ["/".join(p[-d:]) for p, d in zip(parts, depth)]
+        labels = ["/".join(p[-d:]) for p, d in zip(parts, depth, strict=True)]
         counts = Counter(labels)
         grown = False
         for i, label in enumerate(labels):
@@ -222,7 +222,7 @@ def _labels(names: list[str], facts: list[dict]) -> list[str]:
     # configs that cannot tell some runs apart: keep the config label, add the folder
     folders = _folder_names(names)
     out = []
-    for label, folder in zip(labels, folders):
+    for label, folder in zip(labels, folders, strict=True):
         out.append(label if label and counts[label] == 1 else f"{label} [{folder}]".strip())
     return out
 
@@ -284,7 +284,7 @@ def comparison_warnings(runs: Sequence[tuple[str, Result | dict]]) -> list[str]:
     if len(_thresholds(runs)) > 1:
         detail = "; ".join(
             f"{label}: n_ref = {fmt(r.n_ref)}, δ = {fmt(r.threshold)}"
-            for label, (_, r) in zip(labels, runs)
+            for label, (_, r) in zip(labels, runs, strict=True)
         )
         warnings.append(
             "The runs have different n_ref, so their excessive-separation thresholds "
@@ -294,7 +294,7 @@ def comparison_warnings(runs: Sequence[tuple[str, Result | dict]]) -> list[str]:
         )
     modes = {r.mode for _, r in runs}
     if len(modes) > 1:
-        detail = "; ".join(f"{label}: {r.mode}" for label, (_, r) in zip(labels, runs))
+        detail = "; ".join(f"{label}: {r.mode}" for label, (_, r) in zip(labels, runs, strict=True))
         warnings.append(
             f"The runs mix exact and sampled statistics ({detail}); sampled values are estimates."
         )
@@ -342,7 +342,7 @@ class SeedGroup:
 def _seed_groups(runs: Sequence[Run], facts: list[dict]) -> list[SeedGroup]:
     keys = [
         repr((sorted((k, repr(v)) for k, v in f.items() if k != SEED_KEY), r.n_ref, r.mode))
-        for f, (_, r) in zip(facts, runs)
+        for f, (_, r) in zip(facts, runs, strict=True)
     ]
     members: dict[str, list[int]] = {}
     for i, key in enumerate(keys):
@@ -571,7 +571,7 @@ class Comparison:
         metric, and with a baseline ``delta_<metric>`` = run − baseline for the same layer
         (fractions, not %)."""
         records = []
-        for i, (name, result) in enumerate(self.runs):
+        for i, (name, _) in enumerate(self.runs):
             for layer_name in self.layers:
                 if not self.has_layer(i, layer_name):
                     continue
@@ -712,7 +712,7 @@ class _Study:
     def collect(cls, facts: list[dict], x_key: str, ys: list[float | None]) -> _Study:
         series_labels = config_labels(facts, exclude=(x_key,))
         groups: dict[str, list[tuple[float, float]]] = {}
-        for f, y, s_label in zip(facts, ys, series_labels):
+        for f, y, s_label in zip(facts, ys, series_labels, strict=True):
             x = _number(f.get(x_key))
             if x is None or y is None:
                 continue
@@ -741,8 +741,7 @@ def _band(n_ref: object, ms: list[float]) -> tuple[list[float], list[float], lis
     if hi_m < lo_m:
         return None
     grid = sorted(
-        {int(round(m)) for m in np.geomspace(lo_m, hi_m, 48)}
-        | {int(m) for m in ms if 2 <= m <= n_ref}
+        {round(m) for m in np.geomspace(lo_m, hi_m, 48)} | {int(m) for m in ms if 2 <= m <= n_ref}
     )
     bands = [variance_band(n_ref, m) for m in grid]
     return [float(m) for m in grid], [b[0] for b in bands], [b[1] for b in bands]
@@ -770,7 +769,7 @@ def _study_blocks(cmp: Comparison, layer: str | None) -> list:
         for m in batch_sizes:
             row = [fmt(int(m)) if float(m).is_integer() else fmt(m)]
             for s in var_study.series:
-                ys = [y for x, y in zip(s.x, s.y) if x == m]
+                ys = [y for x, y in zip(s.x, s.y, strict=True) if x == m]
                 row.append(", ".join(fmt(y, 4) for y in ys) if ys else MISSING)
             table_rows.append(row)
         blocks.append(
@@ -937,7 +936,7 @@ def build_comparison(
                     fmt(r.mode),
                     ", ".join(r.layers),
                 ]
-                for i, ((name, r), label) in enumerate(zip(cmp.runs, labels))
+                for i, ((name, r), label) in enumerate(zip(cmp.runs, labels, strict=True))
             ],
             caption="Runs, labelled by what differs between their training configs.",
         )
@@ -1013,7 +1012,7 @@ def build_comparison(
                 pooled_at[g.members[0]] = (g, pooled)
         skipped = {i for g, _ in pooled_at.values() for i in g.members[1:]}
         curves: list[tuple[str, dict[str, Histogram]]] = []
-        for i, (label, r) in enumerate(zip(labels, cmp.results)):
+        for i, (label, r) in enumerate(zip(labels, cmp.results, strict=True)):
             if i in pooled_at:
                 g, pooled = pooled_at[i]
                 curves.append((f"{g.label} ({len(g.members)} seeds pooled)", pooled))

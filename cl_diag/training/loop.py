@@ -284,7 +284,7 @@ class PairStats:
             every, every_sq = gram.sum((2, 3)), (gram * gram).sum((2, 3))
         batch = torch.stack([every, every_sq, rows.sum(2), (rows * rows).sum(2)])
         self.sums = batch if self.sums is None else self.sums + batch
-        for k, n in zip(self.KINDS, (b, b * (b - 1), b * (b - 1))):
+        for k, n in zip(self.KINDS, (b, b * (b - 1), b * (b - 1)), strict=True):
             self.count[k] += n
 
     def _kind_sums(self) -> dict[str, tuple[float, float]]:
@@ -423,7 +423,12 @@ class _RowMeter:
             "images_per_s": self.images / seconds,
             "seconds": seconds,
         }
-        row.update({k: s / max(1, self.n) for k, s in zip(("loss", "contrastive", "vrn"), sums)})
+        row.update(
+            {
+                k: s / max(1, self.n)
+                for k, s in zip(("loss", "contrastive", "vrn"), sums, strict=True)
+            }
+        )
         row.update(stats)
         self.reset(self.first_step + self.n)
         return row
