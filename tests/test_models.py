@@ -21,11 +21,11 @@ from cl_diag.models import (
     get_arch,
     is_convolutional,
     load_foreign_encoder,
-    open_subject,
     read_checkpoint_file,
     register_arch_family,
     registry,
 )
+from cl_diag.orchestration.subject import open_subject
 
 #: (arch, input shape of one image, expected feature width)
 EVERY_ARCH = [

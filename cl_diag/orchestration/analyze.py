@@ -32,7 +32,8 @@ from cl_diag.io.embeddings import load_embeddings
 from cl_diag.io.output import ensure_writable_parent, staged_output
 from cl_diag.measurement.inputs import ViewsError, label_codes, normalise_views
 from cl_diag.measurement.theory import delta, theory_panel
-from cl_diag.models import CheckpointFile, Subject, open_subject, read_checkpoint_file
+from cl_diag.models import CheckpointFile, Subject, read_checkpoint_file
+from cl_diag.orchestration.subject import open_subject
 from cl_diag.result import (
     EMBEDDING_LAYER,
     LAYERS,
@@ -283,7 +284,7 @@ def _analyze_checkpoint(
 ) -> Result:
     from cl_diag.orchestration.train import RESUME_FREE_FIELDS
 
-    # The model home rebuilds the encoder and opens its data; from here on it is measuring.
+    # The model rebuilt and its data opened (orchestration.subject); from here on it is measuring.
     subject = open_subject(
         file,
         arch=config.arch,
@@ -299,8 +300,8 @@ def _analyze_checkpoint(
     if subject.embeddings is not None:  # toy: the learned vectors are the two views
         z1, z2 = subject.embeddings
         n_ref = config.n_ref if config.n_ref is not None else (subject.n_train or z1.shape[0])
-        layer = measure_layer(z1, z2, None, n_ref=n_ref, config=config, where=str(file.path))
-        layers = {EMBEDDING_LAYER: layer}
+        measured = measure_layer(z1, z2, None, n_ref=n_ref, config=config, where=str(file.path))
+        layers: dict[str, Layer] = {EMBEDDING_LAYER: measured}
         probes = None
         if "retrieval" in config.probes:
             probes = {"layer": EMBEDDING_LAYER, "retrieval": {EMBEDDING_LAYER: _retrieval(z1, z2)}}
@@ -324,18 +325,24 @@ def _analyze_checkpoint(
             )
         layers_wanted.remove("projector")
         source["layers_skipped"] = {"projector": "the file holds no projector weights"}
-    n_ref = config.n_ref if config.n_ref is not None else subject.n_train
-    if n_ref is None or n_ref < 2:
+    known_n = config.n_ref if config.n_ref is not None else subject.n_train
+    if known_n is None or known_n < 2:
         raise UserError(
             f"The training-set size of {file.path} is unknown; give --n-ref (e.g. 50000 for CIFAR)."
         )
+    n_ref = known_n
+    # open_subject gives every encoder its random-init twin and its data (only toy runs,
+    # handled above, carry embeddings instead)
+    assert subject.backbone is not None and subject.random_backbone is not None
+    assert subject.two_views is not None and subject.eval_split is not None
+    eval_split = subject.eval_split
 
     from cl_diag.measurement.views import Pixels, Taps, encode_two_views, sample_indices
 
     if any(p in config.probes for p in ("linear", "knn", "clustering")):
         # Open both evaluation splits now: a missing test split should stop the run before
         # minutes of encoding, not after.
-        subject.splits = {split: subject.eval_split(split) for split in ("train", "test")}
+        subject.splits = {split: eval_split(split) for split in ("train", "test")}
     n_pool = len(subject.two_views)
     indices = sample_indices(n_pool, config.num_images, config.seed)
     taps: dict[str, torch.nn.Module] = {"trained": Taps(subject.backbone, subject.projector)}
@@ -349,7 +356,7 @@ def _analyze_checkpoint(
         indices,
         batch_size=config.batch_size,
         device=config.device,
-        workers=config.workers,
+        workers=config.workers or 0,  # resolved by analyze(): never None here
         amp=config.amp,
         progress=progress(
             f"encoding 2 augmented views of {len(indices)} training images", len(indices)
@@ -363,7 +370,7 @@ def _analyze_checkpoint(
         "mode": "eval (BatchNorm running statistics)",
         "amp": bool(config.amp and torch.cuda.is_available() and config.device != "cpu"),
     }
-    layers: dict[str, Layer] = {}
+    layers = {}
     for layer in layers_wanted:
         z1, z2 = views["trained"][layer]
         where = f"the {layer} outputs of {file.path}"
@@ -419,6 +426,8 @@ def _probes(
     baselines: dict[str, dict] = {}
     with_baselines = config.baselines
     needs_splits = any(p in config.probes for p in ("linear", "knn", "clustering"))
+    # _analyze_checkpoint has checked that the subject is an encoder with its twin
+    assert subject.backbone is not None and subject.random_backbone is not None
     if needs_splits:
         taps: dict[str, torch.nn.Module] = {"trained": Taps(subject.backbone)}
         if with_baselines:
@@ -437,7 +446,7 @@ def _probes(
                 idx,
                 batch_size=config.batch_size,
                 device=config.device,
-                workers=config.workers,
+                workers=config.workers or 0,  # resolved by analyze(): never None here
                 amp=config.amp,
                 progress=progress(
                     f"encoding the un-augmented {split} split ({len(idx)} images)", len(idx)
