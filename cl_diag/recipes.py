@@ -233,7 +233,8 @@ def merge_layers(
     holds only what was set explicitly: a recipe's keys, the options given on the command
     line, a sweep cell's grid values).
     """
-    values, given = dict(defaults), set()
+    values: dict[str, Any] = dict(defaults)
+    given: set[str] = set()
     for layer in layers:
         values.update(layer)
         given.update(layer)

@@ -62,7 +62,8 @@ def save_npz_atomically(path: Path, arrays: dict[str, np.ndarray]) -> None:
     parent = path.parent if str(path.parent) else Path(".")
     try:
         parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, lambda stream: np.savez(stream, **arrays))
+        # numpy's stub lets **arrays reach savez's allow_pickle flag; the keys are z1, z2, labels
+        atomic_write(path, lambda stream: np.savez(stream, **arrays))  # type: ignore[arg-type]
     except OSError as exc:
         raise UserError(
             f"Cannot write {path}: {exc.strerror or exc}. Choose a writable folder."

@@ -285,7 +285,9 @@ class Loss(nn.Module):
             u, v = normalise_pair(z1, z2)
             return self._compute(u, v, labels, **hp)
 
-    def _compute(self, u, v, labels, **hp) -> torch.Tensor:  # pragma: no cover
+    # *args and **hp typed Any: each loss spells its own hyper-parameters as keyword-only
+    # arguments (mypy accepts any override of this gradual signature)
+    def _compute(self, u, v, labels, *args: Any, **hp: Any) -> torch.Tensor:  # pragma: no cover
         raise NotImplementedError
 
     def extra_repr(self) -> str:

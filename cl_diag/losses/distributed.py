@@ -52,7 +52,7 @@ Example (single process: the gather is the identity)::
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
@@ -138,7 +138,8 @@ def _default_device() -> torch.device:
     return torch.device("cpu")
 
 
-class GatheredBatch(NamedTuple):
+@dataclass(frozen=True)
+class GatheredBatch:
     z1: torch.Tensor  # (N, d) global view 1, gradients flow to every rank
     z2: torch.Tensor  # (N, d) global view 2
     labels: torch.Tensor | None  # (N,) global labels, or None

@@ -244,8 +244,11 @@ class IndependentlyAdditive(Loss):
     def _coefficients_for(self, hp: Mapping[str, Any]) -> tuple[float, float]:
         return self._c
 
-    def phi_psi(self, batch: int, **hp: Any) -> tuple[Callable, Callable]:
+    # *args and **hp typed Any: an override spells the hyper-parameters it needs
+    def phi_psi(self, batch: int, *args: Any, **hp: Any) -> tuple[Callable, Callable]:
         """(phi, psi) for a batch of ``batch`` pairs at hyper-parameters ``hp``."""
+        # checked callable at construction unless a subclass overrides this method
+        assert self._phi is not None and self._psi is not None
         return self._phi, self._psi
 
     def _compute(self, u, v, labels, **hp):

@@ -61,7 +61,7 @@ import math
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -134,7 +134,7 @@ def full_fp32_matmul() -> Iterator[None]:
     Similarities near delta are tiny (about -2e-5 for n_ref = 50,000); TF32 keeps
     only 10 mantissa bits and would blur them. The previous settings are restored.
     """
-    saved = []
+    saved: list[tuple[Any, ...]] = []  # ("precision", value) or (owner, attribute, value)
     with contextlib.suppress(Exception):
         saved.append(("precision", torch.get_float32_matmul_precision()))
         torch.set_float32_matmul_precision("highest")
@@ -558,7 +558,7 @@ def _exact(u, v, codes, *, t32: float, hist_bins: int, tile: int, workers: int) 
         u, v, codes = u[order], v[order], codes[order]
     positives = torch.empty(n, dtype=torch.float32, device=u.device)
     tasks = _LockedIter(enumerate(_tiles(n, tile)))
-    kwargs = dict(bins=bins, t32=t32, tile=tile)
+    kwargs: dict[str, Any] = dict(bins=bins, t32=t32, tile=tile)
     single = u.device.type == "cpu"
     if workers <= 1:
         cross, within = _exact_worker(tasks, u, v, codes, positives, single_thread=single, **kwargs)

@@ -261,7 +261,7 @@ def theory_panel(training_config: Mapping[str, Any], n_ref: int, layers: Mapping
     form). Returns the ``theory`` block of result.json as a plain dict.
     """
     # imported here: the closed forms above (the reports use them) need neither losses nor torch
-    from cl_diag.losses import LOSSES
+    from cl_diag.losses import LOSSES, IndependentlyAdditive
 
     name = training_config.get("loss")
     m = training_config.get("batch_size")
@@ -294,7 +294,7 @@ def theory_panel(training_config: Mapping[str, Any], n_ref: int, layers: Mapping
             hp = loss.resolve(**hp)
         except ValueError:
             hp = loss.defaults
-    if family not in ("info", "ind-add"):
+    if family not in ("info", "ind-add") or loss is None:  # (family is None when loss is)
         if loss is None:
             why = (
                 f"the run's loss {name!r} is unknown to cl-diag"
@@ -307,7 +307,9 @@ def theory_panel(training_config: Mapping[str, Any], n_ref: int, layers: Mapping
         panel["layers"] = _layer_checks(layers, n_ref, m)
         return panel
 
-    c1, c2 = loss.coefficients(**hp)
+    coefficients = loss.coefficients(**hp)
+    assert coefficients is not None  # both families of the framework have (c1, c2)
+    c1, c2 = coefficients
     panel["loss"] = {
         "name": name,
         "family": "info_nce" if family == "info" else "independently_additive",
@@ -319,6 +321,7 @@ def theory_panel(training_config: Mapping[str, Any], n_ref: int, layers: Mapping
     excessive = False
     psi_increasing = True
     if family == "ind-add":
+        assert isinstance(loss, IndependentlyAdditive)  # the family's one class
         phi, psi = loss.phi_psi(N, **hp)
         # Thms 5.1 (ii)/(iii) and 5.3 assume an increasing psi on [-1, 1]; spectral's psi = x^2 is
         # not (its optimum has orthogonal negatives, s_neg = 0, not a simplex).

@@ -425,6 +425,7 @@ def resolve_config(
     from cl_diag.training.loop import amp_dtype
 
     c = _check_options(options)
+    assert c.out is not None  # _check_options resolves --out
     if n_train is None:
         n_train = train_size(c.dataset, num_samples=c.num_samples, data_root=c.data_root)
     if world is None:
@@ -552,6 +553,7 @@ def train(options: TrainConfig, *, progress: FitProgress | None = None) -> Train
 
     env = distributed_env(c.device_type)
     try:
+        assert c.out is not None  # resolve_config resolved --out
         out = Path(c.out)
         if env.is_main:
             _prepare_out(

@@ -16,6 +16,7 @@ import io
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 import numpy as np
@@ -24,7 +25,10 @@ from matplotlib.ticker import NullLocator
 
 from cl_diag.result import NEGATIVE_TYPES, Histogram, Spectrum
 
-_RC = {
+if TYPE_CHECKING:  # matplotlib >= 3.8 names its rcParams keys; only the type checker needs it
+    from matplotlib.typing import RcKeyType
+
+_RC: dict[RcKeyType, Any] = {
     "svg.hashsalt": "cl-diag",  # ids derive from content + salt instead of a random uuid
     "svg.fonttype": "path",
     "font.family": "DejaVu Sans",
