@@ -305,16 +305,7 @@ def _analyze_checkpoint(
         probes = None
         if "retrieval" in config.probes:
             probes = {"layer": EMBEDDING_LAYER, "retrieval": {EMBEDDING_LAYER: _retrieval(z1, z2)}}
-        theory = theory_panel(subject.training_config, n_ref, layers)
-        return build_result(
-            source=source,
-            n_ref=n_ref,
-            config=config,
-            layers=layers,
-            training_config=subject.training_config,
-            probes=probes,
-            theory=theory,
-        )
+        return _checkpoint_result(config, subject, n_ref, layers, probes)
 
     layers_wanted = [layer for layer in LAYERS if layer in config.layers]
     if subject.projector is None and "projector" in layers_wanted:
@@ -377,15 +368,26 @@ def _analyze_checkpoint(
         layers[layer] = measure_layer(z1, z2, view_labels, n_ref=n_ref, config=config, where=where)
 
     probes = _probes(config, subject, views, layers_wanted, progress) if config.probes else None
-    theory = theory_panel(subject.training_config, n_ref, layers)
+    return _checkpoint_result(config, subject, n_ref, layers, probes)
+
+
+def _checkpoint_result(
+    config: AnalyzeConfig,
+    subject: Subject,
+    n_ref: int,
+    layers: dict[str, Layer],
+    probes: dict | None,
+) -> Result:
+    """A checkpoint's result: its measured layers and probes beside the theory panel of its
+    training config."""
     return build_result(
-        source=source,
+        source=subject.source,
         n_ref=n_ref,
         config=config,
         layers=layers,
         training_config=subject.training_config,
         probes=probes,
-        theory=theory,
+        theory=theory_panel(subject.training_config, n_ref, layers),
     )
 
 

@@ -8,7 +8,6 @@ data (:func:`attach_data`). Models never import training, so the arrow runs one 
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -21,34 +20,17 @@ from cl_diag.models.subject import DataSpec, Subject, rebuild_subject
 __all__ = ["attach_data", "open_subject"]
 
 
-def open_subject(
-    file: CheckpointFile,
-    *,
-    arch: str | None = None,
-    dataset: str | None = None,
-    cifar_stem_padding: int | None = None,
-    data_root: Path | None = None,
-    val_root: Path | None = None,
-    seed: int = 0,
-    run_record_fields: Collection[str] = (),
-) -> Subject:
+def open_subject(file: CheckpointFile, *, seed: int = 0, **options: Any) -> Subject:
     """Rebuild the model in ``file`` and open the data it was trained on; UserError for
     every mismatch between the file, the options and the data found.
 
-    The options are :func:`~cl_diag.models.subject.rebuild_subject`'s; ``seed`` also seeds
+    ``options`` are :func:`~cl_diag.models.subject.rebuild_subject`'s (``arch``,
+    ``dataset``, ``cifar_stem_padding``, ``data_root``, ``val_root``,
+    ``run_record_fields``: declared there once); ``seed`` draws the random-init twin and
     the two augmented views. ``source`` gets ``kind`` first and the weights' fingerprint
     last.
     """
-    subject = rebuild_subject(
-        file,
-        arch=arch,
-        dataset=dataset,
-        cifar_stem_padding=cifar_stem_padding,
-        data_root=data_root,
-        val_root=val_root,
-        seed=seed,
-        run_record_fields=run_record_fields,
-    )
+    subject = rebuild_subject(file, seed=seed, **options)
     if subject.data_spec is not None:  # toy runs carry their learned vectors instead
         attach_data(subject, subject.data_spec, seed=seed, where=file.path)
     fingerprint = weights_sha256(file)
