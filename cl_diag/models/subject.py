@@ -198,7 +198,7 @@ def _cl_diag_subject(
         val_root=_as_str(val_root, recorded_roots["val_root"]),
         image_size=cfg.get("image_size"),
         num_samples=cfg.get("num_samples"),
-        split=ck.get("split") or {},
+        split=ck.get("split"),
     )
     return subject
 
