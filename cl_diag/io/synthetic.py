@@ -8,6 +8,7 @@ negatives closer than different-class ones, and everything is seeded.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -62,8 +63,9 @@ def save_npz_atomically(path: Path, arrays: dict[str, np.ndarray]) -> None:
     parent = path.parent if str(path.parent) else Path(".")
     try:
         parent.mkdir(parents=True, exist_ok=True)
-        # numpy's stub lets **arrays reach savez's allow_pickle flag; the keys are z1, z2, labels
-        atomic_write(path, lambda stream: np.savez(stream, **arrays))  # type: ignore[arg-type]
+        # typed Any: numpy's stub would match the arrays against savez's allow_pickle flag
+        named: dict[str, Any] = dict(arrays)
+        atomic_write(path, lambda stream: np.savez(stream, **named))
     except OSError as exc:
         raise UserError(
             f"Cannot write {path}: {exc.strerror or exc}. Choose a writable folder."

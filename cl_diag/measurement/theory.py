@@ -428,9 +428,10 @@ def validity(d: object, n_ref: object, m: object = None) -> tuple[bool, bool]:
     d < m - 1). The full-batch simplex ETF of n_ref points needs d >= n_ref - 1 (Thm 5.1) and
     each batch's own simplex d >= m - 1 (Thm 5.5); below that the predictions are
     qualitative (paper-notes 11.4). Unknown values (None, not integers) flag nothing."""
-    d_ok = isinstance(d, int) and not isinstance(d, bool)
-    caveat = d_ok and isinstance(n_ref, int) and d < n_ref - 1  # type: ignore[operator]
-    below_m = d_ok and isinstance(m, int) and d < m - 1  # type: ignore[operator]
+    if not isinstance(d, int) or isinstance(d, bool):
+        return False, False
+    caveat = isinstance(n_ref, int) and d < n_ref - 1
+    below_m = isinstance(m, int) and d < m - 1
     return bool(caveat), bool(below_m)
 
 

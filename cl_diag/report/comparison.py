@@ -403,9 +403,10 @@ def _pooled_histograms(
             runs[i][1].layers[layer].pairs.get(kind) if layer in runs[i][1].layers else None
             for i in group.members
         ]
-        if any(s is None for s in stats):
+        present = [s for s in stats if s is not None]
+        if len(present) < len(stats):
             continue
-        hists = [s.histogram for s in stats]  # type: ignore[union-attr]
+        hists = [s.histogram for s in present]
         shapes = {(tuple(h.range), h.bins, len(h.counts)) for h in hists}
         if len(shapes) != 1:
             return None
