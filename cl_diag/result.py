@@ -83,6 +83,7 @@ __all__ = [
     "Tool",
     "VarianceBand",
     "ViewValues",
+    "is_result_file",
     "load",
     "probe_report_metrics",
     "retrieval_metric",
@@ -1383,6 +1384,24 @@ def load(path: str | Path) -> Result:
             "Re-run `cl-diag analyze` to write it again."
         ) from None
     return Result.from_dict(data, where=str(path))
+
+
+#: how every result.json cl-diag writes begins (:func:`dumps_json` of a Result: "schema" first)
+_RESULT_START = re.compile(rb'\{\s*"schema":\s*"cl-diag/result/\d+"')
+
+
+def is_result_file(path: str | Path) -> bool:
+    """True when ``path`` is a regular file that begins as every result.json cl-diag writes
+    (any schema version). Reads at most its first 64 bytes: a cheap test of whose file it is,
+    not a validation (that is :func:`load`)."""
+    path = Path(path)
+    try:
+        if not path.is_file():
+            return False
+        with open(path, "rb") as handle:
+            return _RESULT_START.match(handle.read(64)) is not None
+    except OSError:
+        return False
 
 
 def save(result: Result, path: str | Path) -> Path:
