@@ -433,11 +433,13 @@ class Monitor:
 
     @property
     def columns(self) -> list[str]:
-        """The CSV columns: :data:`METRIC_COLUMNS`, then any other key of the rows
-        (the excessive ratios, scalars of other names) in the order first seen."""
-        columns = list(METRIC_COLUMNS)
-        for row in self.history:
-            columns += [key for key in row if key not in columns]
+        """The CSV columns: :data:`METRIC_COLUMNS`, the :data:`EXCESSIVE_COLUMNS` when rows
+        have them, then any other key of the rows (scalars of other names) as first seen."""
+        seen = [key for row in self.history for key in row]
+        columns = list(METRIC_COLUMNS) + [key for key in EXCESSIVE_COLUMNS if key in seen]
+        for key in seen:
+            if key not in columns:
+                columns.append(key)
         return columns
 
     def to_csv(self, path: str | Path) -> Path:
