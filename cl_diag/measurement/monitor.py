@@ -93,6 +93,8 @@ KINDS = ("pos", "cross_neg", "within_neg")
 EXCESSIVE_COLUMNS = ("cross_neg_excessive_ratio", "within_neg_excessive_ratio")
 
 _SUMS = 16  # the (4, 2, 2) raw moments of PairStats, flattened
+#: the B x B block (0: u v^T, 1: u u^T, 2: v v^T) of each view pair (0,0), (0,1), (1,0), (1,1)
+_VIEW_PAIRS = [1, 0, 0, 2]
 _BELOW = 3  # below-delta counts of pos, cross_neg, within_neg
 
 
@@ -118,9 +120,10 @@ class PairStats:
     pairs minus the positives). The all-pairs sums never need a B x B matrix when d is small:
     sum_ij u_i.v_j = (sum_i u_i).(sum_j v_j) and sum_ij (u_i.v_j)^2 = ||U V^T||_F^2 =
     <U^T U, V^T V>_F, from d x d matrices (2 B d^2 multiply-adds instead of 3 B^2 d).
-    Counting s < delta needs every similarity: with ``excessive`` a step also forms the
-    B x B products in fp32 and adds three counts (within-view pairs from the strict upper
-    triangle only, so a product that rounds asymmetrically cannot count a pair twice).
+    Counting s < delta needs every similarity: with ``excessive`` a step forms the three
+    B x B products u v^T, u u^T, v v^T in fp32, adds three counts (within-view pairs from
+    the strict upper triangle only, so a product that rounds asymmetrically cannot count a
+    pair twice) and takes the moments from the same products.
     """
 
     KINDS = KINDS
@@ -139,46 +142,55 @@ class PairStats:
         self.below: torch.Tensor | None = None
         self._upper: torch.Tensor | None = None  # strict upper triangle mask, cached per B
 
-    @torch.no_grad()
     def update(self, z1: torch.Tensor, z2: torch.Tensor) -> None:
         """Add a batch of two views (B, d) each: detached, in fp32, autocast and TF32 off."""
-        views = torch.stack([z1.detach(), z2.detach()])
+        self.add_views(torch.stack([z1.detach(), z2.detach()]))
+
+    @torch.no_grad()
+    def add_views(self, views: torch.Tensor) -> None:
+        """:meth:`update` with the two views stacked, (2, B, d)."""
         with torch.autocast(views.device.type, enabled=False), full_fp32_matmul():
-            p = torch.nn.functional.normalize(views.float(), dim=2)  # (2, B, d): u, v
+            p = torch.nn.functional.normalize(views.detach().float(), dim=2)  # (2, B, d): u, v
             self._add(p)
 
     def _add(self, p: torch.Tensor) -> None:
         b, d = p.shape[1:]
-        gram = None
-        if self._t32 is not None or 2 * d > 3 * b:
-            gram = p.unsqueeze(1) @ p.unsqueeze(0).transpose(2, 3)  # (2, 2, B, B) fp32
-        if 2 * d <= 3 * b:
+        if self._t32 is None and 2 * d <= 3 * b:
+            # no counting and d small: the moments from d x d products, no B x B matrix
             rows = torch.einsum("kbd,lbd->klb", p, p).double()  # (2, 2, B): p_k,i . p_l,i
             total = p.sum(1).double()
             grams = (p.transpose(1, 2) @ p).double().reshape(2, -1)  # U^T U and V^T V
             every, every_sq = total @ total.T, grams @ grams.T
+            batch = torch.stack([every, every_sq, rows.sum(2), (rows * rows).sum(2)])
         else:
-            assert gram is not None
-            gram64 = gram.double()
-            rows = gram64.diagonal(dim1=2, dim2=3)
-            every, every_sq = gram64.sum((2, 3)), (gram64 * gram64).sum((2, 3))
-        batch = torch.stack([every, every_sq, rows.sum(2), (rows * rows).sum(2)])
+            # the B x B similarities in fp32, one batched product: u v^T (its diagonal the
+            # positives), u u^T and v v^T; counting needs them, and then the moments come
+            # from them too (cheaper than the d x d route beside them)
+            u, v = p[0], p[1]
+            blocks = torch.bmm(torch.stack([u, u, v]), torch.stack([v, u, v]).transpose(1, 2))
+            s = blocks.double()
+            diagonal = s.diagonal(dim1=1, dim2=2)
+            per_block = torch.stack(
+                [s.sum((1, 2)), (s * s).sum((1, 2)), diagonal.sum(1), (diagonal**2).sum(1)]
+            )
+            # (4, 3) over (uv, uu, vv) -> (4, 2, 2) over the view pairs (k, l); the pair (1, 0)
+            # has v u^T's sums, which are u v^T's
+            batch = per_block[:, _VIEW_PAIRS].reshape(4, 2, 2)
+            if self._t32 is not None:
+                below = self._count_below(blocks, self._t32)
+                self.below = below if self.below is None else self.below + below
         self.sums = batch if self.sums is None else self.sums + batch
-        if self._t32 is not None:
-            assert gram is not None
-            below = self._count_below(gram, self._t32)
-            self.below = below if self.below is None else self.below + below
         for k, n in zip(KINDS, (b, b * (b - 1), b * (b - 1)), strict=True):
             self.count[k] += n
 
-    def _count_below(self, gram: torch.Tensor, t32: float) -> torch.Tensor:
-        b = gram.shape[-1]
-        if self._upper is None or self._upper.shape[0] != b or self._upper.device != gram.device:
-            self._upper = torch.ones(b, b, dtype=torch.bool, device=gram.device).triu(1)
-        cross = gram[0, 1] < t32
-        pos = cross.diagonal().sum()
-        within = ((gram[0, 0] < t32) & self._upper).sum() + ((gram[1, 1] < t32) & self._upper).sum()
-        return torch.stack([pos, cross.sum() - pos, within]).double()
+    def _count_below(self, blocks: torch.Tensor, t32: float) -> torch.Tensor:
+        b = blocks.shape[-1]
+        if self._upper is None or self._upper.shape[0] != b or self._upper.device != blocks.device:
+            self._upper = torch.ones(b, b, dtype=torch.bool, device=blocks.device).triu(1)
+        below = blocks < t32  # (3, B, B): uv, uu, vv
+        pos = below[0].diagonal().sum()
+        within = (below[1:] & self._upper).sum()
+        return torch.stack([pos, below[0].sum() - pos, within]).double()
 
     def packed(self) -> torch.Tensor | None:
         """Everything added, as one flat float64 tensor on the device (None before any
@@ -362,7 +374,7 @@ class Monitor:
         gather = is_distributed() if self.gather is None else self.gather
         if gather and is_distributed():
             views = _gather_views(views)
-        self._stats.update(views[0], views[1])
+        self._stats.add_views(views)
 
         names, values, host = [], [], {}
         for name, value in scalars.items():
