@@ -1104,7 +1104,8 @@ _SOURCE_FIELDS = (
 
 @dataclass(frozen=True, kw_only=True)
 class Source:
-    """What was analysed: ``kind`` "embeddings" (a file, with its ``sha256``) or
+    """What was analysed: ``kind`` "embeddings" (a file, with its ``sha256``), "arrays"
+    (given to :func:`cl_diag.measure`: no path, the arrays' ``sha256``) or
     "checkpoint" (``weights_sha256`` of its tensors, its format, arch, dataset, where in
     training it was taken, and how its two ``views`` were made). Other keys a checkpoint
     reader records (projector layout, notes, ...) are in ``extra``."""

@@ -17,6 +17,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 import cl_diag
+import cl_diag.measurement.monitor as monitor_module
 from cl_diag.measurement.monitor import EXCESSIVE_COLUMNS, METRIC_COLUMNS, Monitor
 from cl_diag.training.loop import METRIC_COLUMNS as LOOP_COLUMNS
 
@@ -57,8 +58,14 @@ def _direct(batches, delta):
     return {name: np.array(x) for name, x in (("pos", pos), ("cross", cross), ("within", within))}
 
 
-@pytest.mark.parametrize("b, d", [(12, 3), (5, 16)], ids=["d x d moments", "B x B moments"])
-def test_row_is_the_pooled_statistics_of_every_pair(b, d):
+@pytest.mark.parametrize(
+    "b, d, band",
+    [(12, 3, None), (5, 16, None), (12, 3, 40)],
+    ids=["one band", "d > B", "one row a band"],
+)
+def test_row_is_the_pooled_statistics_of_every_pair(b, d, band, monkeypatch):
+    if band is not None:  # the B x B products a few rows at a time, as for a large batch
+        monkeypatch.setattr(monitor_module, "_BAND_SIMILARITIES", (band, band))
     batches = _batches([b, b, b - 2], d)
     delta = 0.05  # a threshold among the values, so the counts are not all or nothing
     direct = _direct(batches, delta)

@@ -95,6 +95,9 @@ EXCESSIVE_COLUMNS = ("cross_neg_excessive_ratio", "within_neg_excessive_ratio")
 _SUMS = 16  # the (4, 2, 2) raw moments of PairStats, flattened
 #: the B x B block (0: u v^T, 1: u u^T, 2: v v^T) of each view pair (0,0), (0,1), (1,0), (1,1)
 _VIEW_PAIRS = [1, 0, 0, 2]
+#: similarities per band of the B x B route (CPU, CUDA): 21 bytes each of buffers, so about
+#: 22 MB on a CPU (one band up to B = 590) and 88 MB on a GPU (B = 1180; B = 4096: 13 bands)
+_BAND_SIMILARITIES = (1 << 20, 1 << 22)
 _BELOW = 3  # below-delta counts of pos, cross_neg, within_neg
 
 
@@ -141,6 +144,7 @@ class PairStats:
         # float64 (3,): pairs below delta of pos, cross_neg, within_neg (with ``excessive``)
         self.below: torch.Tensor | None = None
         self._upper: torch.Tensor | None = None  # strict upper triangle mask, cached per B
+        self._buffers: dict[str, torch.Tensor] = {}  # the B x B route's, reused every step
 
     def update(self, z1: torch.Tensor, z2: torch.Tensor) -> None:
         """Add a batch of two views (B, d) each: detached, in fp32, autocast and TF32 off."""
@@ -163,34 +167,71 @@ class PairStats:
             every, every_sq = total @ total.T, grams @ grams.T
             batch = torch.stack([every, every_sq, rows.sum(2), (rows * rows).sum(2)])
         else:
-            # the B x B similarities in fp32, one batched product: u v^T (its diagonal the
-            # positives), u u^T and v v^T; counting needs them, and then the moments come
-            # from them too (cheaper than the d x d route beside them)
-            u, v = p[0], p[1]
-            blocks = torch.bmm(torch.stack([u, u, v]), torch.stack([v, u, v]).transpose(1, 2))
-            s = blocks.double()
-            diagonal = s.diagonal(dim1=1, dim2=2)
-            per_block = torch.stack(
-                [s.sum((1, 2)), (s * s).sum((1, 2)), diagonal.sum(1), (diagonal**2).sum(1)]
-            )
+            per_block, below = self._blocks(p)
             # (4, 3) over (uv, uu, vv) -> (4, 2, 2) over the view pairs (k, l); the pair (1, 0)
             # has v u^T's sums, which are u v^T's
             batch = per_block[:, _VIEW_PAIRS].reshape(4, 2, 2)
-            if self._t32 is not None:
-                below = self._count_below(blocks, self._t32)
+            if below is not None:
                 self.below = below if self.below is None else self.below + below
         self.sums = batch if self.sums is None else self.sums + batch
         for k, n in zip(KINDS, (b, b * (b - 1), b * (b - 1)), strict=True):
             self.count[k] += n
 
-    def _count_below(self, blocks: torch.Tensor, t32: float) -> torch.Tensor:
-        b = blocks.shape[-1]
-        if self._upper is None or self._upper.shape[0] != b or self._upper.device != blocks.device:
-            self._upper = torch.ones(b, b, dtype=torch.bool, device=blocks.device).triu(1)
-        below = blocks < t32  # (3, B, B): uv, uu, vv
-        pos = below[0].diagonal().sum()
-        within = (below[1:] & self._upper).sum()
-        return torch.stack([pos, below[0].sum() - pos, within]).double()
+    def _blocks(self, p: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The B x B route: the similarity blocks u v^T (its diagonal the positives), u u^T and
+        v v^T in fp32, a band of rows at a time (bounded memory at any batch size), into
+        buffers kept across steps (a fresh multi-MB tensor a step costs page faults on CPU).
+
+        Returns the float64 (4, 3) moments [sum s, sum s^2, diagonal sum s, diagonal sum s^2]
+        of each block, and with a threshold the (3,) counts below it of the positives, the
+        cross-view negatives and the within-view negatives (strict upper triangles: a
+        product that rounds asymmetrically cannot count a pair twice).
+        """
+        u, v = p[0], p[1]
+        b, d = u.shape
+        lhs = torch.stack([u, u, v], out=self._buffer("lhs", (3, b, d), p))
+        rhs = torch.stack([v, u, v], out=self._buffer("rhs", (3, b, d), p)).transpose(1, 2)
+        band = max(1, _BAND_SIMILARITIES[p.device.type == "cuda"] // (3 * b))
+        moments, below = None, None
+        for r0 in range(0, b, band):
+            shape = (3, min(b, r0 + band) - r0, b)
+            blocks = torch.bmm(lhs[:, r0 : r0 + band], rhs, out=self._buffer("s", shape, p))
+            s64 = self._buffer("s64", shape, p, torch.float64)
+            s64.copy_(blocks)
+            sq = torch.mul(s64, s64, out=self._buffer("sq64", shape, p, torch.float64))
+            diagonal = s64.diagonal(offset=r0, dim1=1, dim2=2)  # entries (i, r0 + i)
+            part = torch.stack(
+                [s64.sum((1, 2)), sq.sum((1, 2)), diagonal.sum(1), (diagonal**2).sum(1)]
+            )
+            moments = part if moments is None else moments + part
+            if self._t32 is not None:
+                lt = torch.lt(blocks, self._t32, out=self._buffer("lt", shape, p, torch.bool))
+                pos = lt[0].diagonal(offset=r0).sum()
+                within = (lt[1:] & self._upper_band(b, r0, shape[1], p.device)).sum()
+                counts = torch.stack([pos, lt[0].sum() - pos, within]).double()
+                below = counts if below is None else below + counts
+        assert moments is not None
+        return moments, below
+
+    def _buffer(
+        self,
+        name: str,
+        shape: tuple[int, ...],
+        like: torch.Tensor,
+        dtype: torch.dtype | None = None,
+    ) -> torch.Tensor:
+        dtype = like.dtype if dtype is None else dtype
+        numel = math.prod(shape)
+        buf = self._buffers.get(name)
+        if buf is None or buf.numel() < numel or buf.dtype != dtype or buf.device != like.device:
+            buf = self._buffers[name] = torch.empty(numel, dtype=dtype, device=like.device)
+        return buf[:numel].view(shape)
+
+    def _upper_band(self, b: int, r0: int, rows: int, device: torch.device) -> torch.Tensor:
+        """Rows r0 .. r0 + rows of the strict upper triangle mask of a B x B matrix."""
+        if self._upper is None or self._upper.shape[0] != b or self._upper.device != device:
+            self._upper = torch.ones(b, b, dtype=torch.bool, device=device).triu(1)
+        return self._upper[r0 : r0 + rows]
 
     def packed(self) -> torch.Tensor | None:
         """Everything added, as one flat float64 tensor on the device (None before any
