@@ -93,12 +93,12 @@ KINDS = ("pos", "cross_neg", "within_neg")
 EXCESSIVE_COLUMNS = ("cross_neg_excessive_ratio", "within_neg_excessive_ratio")
 
 _SUMS = 16  # the (4, 2, 2) raw moments of PairStats, flattened
+_BELOW = 3  # below-delta counts of pos, cross_neg, within_neg
 #: the B x B block (0: u v^T, 1: u u^T, 2: v v^T) of each view pair (0,0), (0,1), (1,0), (1,1)
 _VIEW_PAIRS = [1, 0, 0, 2]
 #: similarities per band of the B x B route (CPU, CUDA): 21 bytes each of buffers, so about
 #: 22 MB on a CPU (one band up to B = 590) and 88 MB on a GPU (B = 1180; B = 4096: 13 bands)
 _BAND_SIMILARITIES = (1 << 20, 1 << 22)
-_BELOW = 3  # below-delta counts of pos, cross_neg, within_neg
 
 
 # --------------------------------------------------------------------------- the statistics
@@ -320,8 +320,8 @@ class Monitor:
     ``delta`` itself, e.g. a VRN delta of your own). Without either, rows hold means and
     variances only. ``log_every``: :meth:`flush` returns a row when the step count is a
     multiple of it (0: only when forced). ``excessive``: count negatives below delta
-    (default: when delta is known; it costs three B x B products a step, next to the
-    d x d products of the means and variances). ``gather``: gather the views of all ranks
+    (default: when delta is known; it costs three B x B products a step, where means and
+    variances alone need d x d ones). ``gather``: gather the views of all ranks
     under DDP (default: when torch.distributed runs with more than one rank; pass False
     when the views given are already the global batch). ``step`` and ``history``: where
     a resumed run starts (the step count and the rows so far).
