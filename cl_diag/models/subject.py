@@ -10,6 +10,9 @@ augmented views, and a way to open the un-augmented train/test splits for the pr
 A cl-diag checkpoint is rebuilt from the config it stores (:func:`build_model`) and must
 fit it exactly; its ``toy`` runs carry their learned vectors instead of an encoder. A
 foreign checkpoint is rebuilt by :func:`~cl_diag.models.foreign.load_foreign_encoder`.
+:func:`module_subject` makes a subject of any ``nn.Module`` a user passes from Python
+(``cl_diag.analyze(encoder=..., projector=...)``): no file, so the random-init twin is the
+module re-initialised where every parameter's module can reset itself.
 
 The datasets come from :mod:`cl_diag.training.data`, imported when a subject is opened:
 this module is the one place that pairs a model with the data it was trained on.
@@ -17,7 +20,9 @@ this module is the one place that pairs a model with the data it was trained on.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+import copy
+import hashlib
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,15 +31,18 @@ import torch
 from torch import nn
 
 from cl_diag.errors import UserError
-from cl_diag.models.build import build_model
+from cl_diag.models.build import build_model, seeded
 from cl_diag.models.checkpoints import CheckpointFile, weights_sha256
 from cl_diag.models.foreign import lightning_metadata, load_foreign_encoder
+from cl_diag.models.keymap import KeyMapping
 from cl_diag.models.registry import get_arch
 
-__all__ = ["FOREIGN_DATASETS", "Subject", "open_subject"]
+__all__ = ["FOREIGN_DATASETS", "MODULE_DATASETS", "Subject", "module_subject", "open_subject"]
 
 #: Datasets a foreign checkpoint can be measured on.
 FOREIGN_DATASETS = ("cifar10", "cifar100", "imagefolder")
+#: Datasets a module passed from Python can be measured on (the image datasets).
+MODULE_DATASETS = ("digits", "cifar10", "cifar100", "imagefolder")
 
 
 @dataclass
@@ -65,17 +73,28 @@ def open_subject(
     val_root: Path | None = None,
     seed: int = 0,
     run_record_fields: Collection[str] = (),
+    encoder: str | None = None,
+    mapping: KeyMapping | None = None,
 ) -> Subject:
     """Rebuild the model in ``file`` and open the data it was trained on; UserError for
     every mismatch between the file, the options and the data found.
 
-    ``arch``, ``dataset`` and ``cifar_stem_padding`` are the user's options for a foreign
-    checkpoint (a cl-diag checkpoint records them); ``data_root``/``val_root`` override the
+    ``arch``, ``dataset``, ``cifar_stem_padding``, ``encoder`` (MoCo, DINO) and ``mapping``
+    (``--rename``, ``--backbone-prefix``, ``--projector-prefix``) are the user's options for
+    a foreign checkpoint (a cl-diag checkpoint records its model and takes none of them);
+    ``data_root``/``val_root`` override the
     roots a cl-diag checkpoint recorded; ``seed`` draws the random-init twin.
     ``run_record_fields``: config keys of a cl-diag checkpoint that describe where and how
     a run ran rather than what it computed; they are left out of ``training_config``.
     """
     if file.kind == "cl-diag":
+        options = {"--encoder": encoder, **_mapping_options(mapping)}
+        given = next((name for name, value in options.items() if value is not None), None)
+        if given is not None:
+            raise UserError(
+                f"{given} applies to foreign checkpoints only; {file.path} is a cl-diag "
+                "checkpoint, which records its model. Drop the option."
+            )
         subject = _cl_diag_subject(
             file,
             dataset=dataset,
@@ -95,10 +114,22 @@ def open_subject(
             data_root=data_root,
             val_root=val_root,
             seed=seed,
+            encoder=encoder,
+            mapping=mapping,
         )
     fingerprint = weights_sha256(file)
     subject.source = {"kind": "checkpoint", **subject.source, "weights_sha256": fingerprint}
     return subject
+
+
+def _mapping_options(mapping: KeyMapping | None) -> dict[str, Any]:
+    if mapping is None:
+        return {}
+    return {
+        "--backbone-prefix": mapping.backbone_prefix,
+        "--projector-prefix": mapping.projector_prefix,
+        "--rename": mapping.renames or None,
+    }
 
 
 def _first_line(exc: BaseException) -> str:
@@ -265,11 +296,18 @@ def _foreign_subject(
     data_root: Path | None,
     val_root: Path | None,
     seed: int,
+    encoder: str | None,
+    mapping: KeyMapping | None,
 ) -> Subject:
-    encoder = load_foreign_encoder(
-        file, arch=arch, dataset=dataset, cifar_stem_padding=cifar_stem_padding
+    loaded = load_foreign_encoder(
+        file,
+        arch=arch,
+        dataset=dataset,
+        cifar_stem_padding=cifar_stem_padding,
+        encoder=encoder,
+        mapping=mapping,
     )
-    trained_on = encoder.dataset
+    trained_on = loaded.dataset
     if trained_on is None:
         raise UserError(
             f"{file.path} does not record its dataset (no args.json beside it): give --dataset "
@@ -287,40 +325,48 @@ def _foreign_subject(
             "--data-root/--val-root"
         )
         trained_on = "imagefolder"
-    if encoder.num_classes is not None and trained_on in ("cifar10", "cifar100"):
+    if loaded.num_classes is not None and trained_on in ("cifar10", "cifar100"):
         expected = 10 if trained_on == "cifar10" else 100
-        if encoder.num_classes != expected:
+        if loaded.num_classes != expected:
             raise UserError(
-                f"The checkpoint's online classifier has {encoder.num_classes} classes but "
+                f"The checkpoint's online classifier has {loaded.num_classes} classes but "
                 f"{trained_on} has {expected}; give the --dataset it was trained on."
             )
     source = {
-        "format": encoder.kind,
+        "format": loaded.kind,
         "path": str(file.path),
-        "arch": encoder.arch,
+        "arch": loaded.arch,
         "dataset": trained_on,
-        "projector_layout": encoder.projector_layout,
-        "cifar_stem_padding": encoder.cifar_stem_padding,
-        "args_json": encoder.args_path,
-        "provenance": encoder.provenance,
-        "ignored_modules": encoder.ignored,
+        "projector_layout": loaded.projector_layout,
+        "cifar_stem_padding": loaded.cifar_stem_padding,
+        "args_json": loaded.args_path,
+        "provenance": loaded.provenance,
+        "ignored_modules": loaded.ignored,
         **lightning_metadata(file.payload),
+        "layout": loaded.layout,
     }
     if note:
         source["note"] = note
-    random_backbone, random_projector = encoder.random_init(seed)
+    random_backbone, random_projector = loaded.random_init(seed)
     subject = Subject(
         source=source,
-        training_config=dict(encoder.training_config),
+        training_config=dict(loaded.training_config),
         n_train=None,
         dataset=trained_on,
-        backbone=encoder.backbone,
-        projector=encoder.projector,
+        backbone=loaded.backbone,
+        projector=loaded.projector,
         random_backbone=random_backbone,
         random_projector=random_projector,
     )
-    # A CIFAR-stem network measured on an image folder sees the images at CIFAR's size.
-    size = 32 if get_arch(encoder.arch).cifar_stem and trained_on == "imagefolder" else None
+    spec = get_arch(loaded.arch)
+    size = None
+    if spec.input_size is not None:
+        # a ViT's position embeddings are laid out for one image side: crop to it
+        size = spec.input_size
+        source["image_size"] = {"value": size, "from": f"the fixed input size of {spec.name}"}
+    elif spec.cifar_stem and trained_on == "imagefolder":
+        # A CIFAR-stem network measured on an image folder sees the images at CIFAR's size.
+        size = 32
     _attach_data(
         subject,
         trained_on,
@@ -331,4 +377,131 @@ def _foreign_subject(
         num_samples=None,
     )
     source["n_train"] = subject.n_train
+    return subject
+
+
+# --------------------------------------------------------------------------- any nn.Module
+
+
+def random_twin(module: nn.Module, seed: int) -> tuple[nn.Module | None, str | None]:
+    """``module`` re-initialised under ``seed`` (a copy; the original is untouched), by the
+    ``reset_parameters`` of every submodule that has one; or ``(None, why)`` when some
+    parameter belongs to a module that cannot reset itself (a ViT's position embedding, an
+    ``nn.MultiheadAttention``): such a twin would keep trained weights, so there is none."""
+    stuck = [
+        f"{prefix}.{name}" if prefix else name
+        for prefix, owner in module.named_modules()
+        if not callable(getattr(owner, "reset_parameters", None))
+        for name, _ in owner.named_parameters(recurse=False)
+    ]
+    if stuck:
+        more = f", ... ({len(stuck)} in all)" if len(stuck) > 4 else ""
+        return None, (
+            f"no random-init twin: {', '.join(stuck[:4])}{more} belong to modules without "
+            "reset_parameters()"
+        )
+    twin = copy.deepcopy(module)
+    with seeded(seed), torch.no_grad():
+        for owner in twin.modules():
+            reset = getattr(owner, "reset_parameters", None)
+            if callable(reset):
+                reset()
+    return twin.eval(), None
+
+
+def _modules_sha256(modules: Mapping[str, nn.Module | None]) -> str:
+    """SHA-256 of the modules' state dicts (names, dtypes, shapes and bytes)."""
+    digest = hashlib.sha256()
+    for part, module in modules.items():
+        if module is None:
+            continue
+        for key, tensor in module.state_dict().items():
+            tensor = tensor.detach().cpu().contiguous()
+            digest.update(f"/{part}/{key}|{tensor.dtype}|{tuple(tensor.shape)}\n".encode())
+            digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+def _qualname(module: nn.Module | None) -> str | None:
+    if module is None:
+        return None
+    kind = type(module)
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
+def module_subject(
+    backbone: nn.Module,
+    projector: nn.Module | None,
+    *,
+    dataset: str,
+    data_root: Path | None = None,
+    val_root: Path | None = None,
+    image_size: int | None = None,
+    training_config: Mapping[str, Any] | None = None,
+    seed: int = 0,
+    baselines: bool = True,
+) -> Subject:
+    """A :class:`Subject` of modules a user passes from Python, measured on ``dataset`` (one
+    of :data:`MODULE_DATASETS`, read from ``data_root``/``val_root`` as the CLI does).
+
+    ``training_config`` (``cl-diag train``'s vocabulary: loss, batch_size, temperature, ...)
+    is what the theory panel reads. With ``baselines`` the random-init twins are made where
+    :func:`random_twin` can make them; the source records why one could not be.
+    """
+    if not isinstance(backbone, nn.Module):
+        raise UserError(
+            f"encoder must be a torch.nn.Module (got {type(backbone).__name__}); pass the model "
+            "that maps an image batch to features."
+        )
+    if projector is not None and not isinstance(projector, nn.Module):
+        raise UserError(
+            f"projector must be a torch.nn.Module or None (got {type(projector).__name__})."
+        )
+    if dataset not in MODULE_DATASETS:
+        raise UserError(
+            f"dataset {dataset!r} is not one of {', '.join(MODULE_DATASETS)}; give the name of "
+            "the images to measure on (and data_root for cifar10, cifar100 and imagefolder)."
+        )
+    if image_size is not None and image_size < 1:
+        raise UserError(f"image_size must be at least 1 (got {image_size}).")
+    source: dict[str, Any] = {
+        "kind": "module",
+        "format": "nn.Module",
+        "arch": _qualname(backbone),
+        "dataset": dataset,
+        "projector": _qualname(projector),
+    }
+    subject = Subject(
+        source=source,
+        training_config=dict(training_config or {}),
+        n_train=None,
+        dataset=dataset,
+        backbone=backbone,
+        projector=projector,
+    )
+    if baselines:
+        twin, why = random_twin(backbone, seed)
+        skipped = {"encoder": why} if why else {}
+        twin_projector = None
+        if projector is not None:
+            twin_projector, why = random_twin(projector, seed + 1)
+            if why:
+                skipped["projector"] = why
+        if skipped:  # a twin is the whole model or nothing
+            source["random_init"] = skipped
+        else:
+            subject.random_backbone, subject.random_projector = twin, twin_projector
+    if image_size is not None:
+        source["image_size"] = {"value": int(image_size), "from": "image_size"}
+    _attach_data(
+        subject,
+        dataset,
+        seed=seed,
+        data_root=_as_str(data_root, None),
+        val_root=_as_str(val_root, None),
+        image_size=image_size,
+        num_samples=None,
+    )
+    source["n_train"] = subject.n_train
+    source["weights_sha256"] = _modules_sha256({"encoder": backbone, "projector": projector})
     return subject
