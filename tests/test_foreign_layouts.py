@@ -306,6 +306,7 @@ def test_moco_v2_query_and_key_encoders(tmp_path, moco_v2):
     assert query.ignored == ["encoder_k", "queue", "queue_ptr"]
     assert key.ignored == ["encoder_q", "queue", "queue_ptr"]
     assert (query.layout["encoder"], query.layout["backbone_keys"]) == ("query", "encoder_q.*")
+    assert query.layout["ddp_prefix_removed"] == "module."
     assert key.layout["projector_keys"] == "encoder_k.fc.*"
     # the optimiser's momentum buffers are not part of the weights' fingerprint
     state = torch.load(path, weights_only=True)

@@ -37,7 +37,13 @@ from cl_diag.models.keymap import (
     raw_weights,
 )
 
-__all__ = ["CheckpointFile", "read_checkpoint_file", "unknown_layout_message", "weights_sha256"]
+__all__ = [
+    "CheckpointFile",
+    "read_checkpoint_file",
+    "tensors_sha256",
+    "unknown_layout_message",
+    "weights_sha256",
+]
 
 _GIVE = "Give the path of a checkpoint or embeddings file."
 
@@ -137,6 +143,13 @@ def weights_sha256(file: CheckpointFile) -> str:
         tree = {key: payload[key] for key in keys if key in payload}
     else:  # the layout's weights, not the optimiser's or the trainer's run records
         tree = layout_of(file.kind).fingerprinted(payload)
+    return tensors_sha256(tree)
+
+
+def tensors_sha256(tree: Any) -> str:
+    """SHA-256 of every tensor in a tree of dicts, lists and tuples: names (paths in the
+    tree), dtypes, shapes and bytes. The fingerprint of :func:`weights_sha256`, and of the
+    modules passed to ``cl_diag.analyze`` (their state dicts)."""
     digest = hashlib.sha256()
 
     def visit(prefix: str, node: Any) -> None:

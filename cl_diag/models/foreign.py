@@ -126,9 +126,16 @@ def foreign_weights(payload: Any, mapping: KeyMapping | None = None) -> dict[str
     """The tensors a layout splits ({} if none): :func:`~cl_diag.models.keymap.raw_weights`
     after ``--rename``, DDP's ``module.`` prefix removed when every key has it. With
     ``--backbone-prefix`` (a mapped layout) the keys stay as the user sees them."""
-    mapping = mapping or KeyMapping()
+    return _layout_weights(payload, mapping or KeyMapping())[0]
+
+
+def _layout_weights(payload: Any, mapping: KeyMapping) -> tuple[dict[str, torch.Tensor], bool]:
+    """:func:`foreign_weights`, and whether DDP's ``module.`` prefix was removed."""
     weights = mapping.rename(raw_weights(payload))
-    return weights if mapping.selects else _unwrap_module(weights)
+    if mapping.selects:
+        return weights, False
+    unwrapped = _unwrap_module(weights)
+    return unwrapped, unwrapped.keys() != weights.keys()
 
 
 def _indexed(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -883,7 +890,8 @@ def load_foreign_encoder(
     choice = encoder or (layout.encoders[0] if layout.encoders else None)
     if choice is not None:
         provenance["encoder"] = "--encoder" if encoder is not None else "default"
-    parts = layout.split(foreign_weights(file.payload, mapping), choice, mapping)
+    weights, ddp = _layout_weights(file.payload, mapping)
+    parts = layout.split(weights, choice, mapping)
     args, args_path = read_solo_args(file.path) if file.kind == "solo-learn" else (None, None)
     if args:
         config, recorded_in = (
@@ -962,6 +970,8 @@ def load_foreign_encoder(
         "backbone_keys": parts.backbone_prefix + "*",
         "projector_keys": None if parts.projector_prefix is None else parts.projector_prefix + "*",
     }
+    if ddp:
+        record["ddp_prefix_removed"] = "module."
     if choice is not None:
         record["encoder"] = choice
     if parts.key_map:

@@ -21,7 +21,6 @@ this module is the one place that pairs a model with the data it was trained on.
 from __future__ import annotations
 
 import copy
-import hashlib
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +31,7 @@ from torch import nn
 
 from cl_diag.errors import UserError
 from cl_diag.models.build import build_model, seeded
-from cl_diag.models.checkpoints import CheckpointFile, weights_sha256
+from cl_diag.models.checkpoints import CheckpointFile, tensors_sha256, weights_sha256
 from cl_diag.models.foreign import lightning_metadata, load_foreign_encoder
 from cl_diag.models.keymap import KeyMapping
 from cl_diag.models.registry import get_arch
@@ -114,7 +113,7 @@ def open_subject(
             data_root=data_root,
             val_root=val_root,
             seed=seed,
-            encoder=encoder,
+            which=encoder,
             mapping=mapping,
         )
     fingerprint = weights_sha256(file)
@@ -296,18 +295,18 @@ def _foreign_subject(
     data_root: Path | None,
     val_root: Path | None,
     seed: int,
-    encoder: str | None,
+    which: str | None,
     mapping: KeyMapping | None,
 ) -> Subject:
-    loaded = load_foreign_encoder(
+    encoder = load_foreign_encoder(
         file,
         arch=arch,
         dataset=dataset,
         cifar_stem_padding=cifar_stem_padding,
-        encoder=encoder,
+        encoder=which,
         mapping=mapping,
     )
-    trained_on = loaded.dataset
+    trained_on = encoder.dataset
     if trained_on is None:
         raise UserError(
             f"{file.path} does not record its dataset (no args.json beside it): give --dataset "
@@ -325,40 +324,40 @@ def _foreign_subject(
             "--data-root/--val-root"
         )
         trained_on = "imagefolder"
-    if loaded.num_classes is not None and trained_on in ("cifar10", "cifar100"):
+    if encoder.num_classes is not None and trained_on in ("cifar10", "cifar100"):
         expected = 10 if trained_on == "cifar10" else 100
-        if loaded.num_classes != expected:
+        if encoder.num_classes != expected:
             raise UserError(
-                f"The checkpoint's online classifier has {loaded.num_classes} classes but "
+                f"The checkpoint's online classifier has {encoder.num_classes} classes but "
                 f"{trained_on} has {expected}; give the --dataset it was trained on."
             )
     source = {
-        "format": loaded.kind,
+        "format": encoder.kind,
         "path": str(file.path),
-        "arch": loaded.arch,
+        "arch": encoder.arch,
         "dataset": trained_on,
-        "projector_layout": loaded.projector_layout,
-        "cifar_stem_padding": loaded.cifar_stem_padding,
-        "args_json": loaded.args_path,
-        "provenance": loaded.provenance,
-        "ignored_modules": loaded.ignored,
+        "projector_layout": encoder.projector_layout,
+        "cifar_stem_padding": encoder.cifar_stem_padding,
+        "args_json": encoder.args_path,
+        "provenance": encoder.provenance,
+        "ignored_modules": encoder.ignored,
         **lightning_metadata(file.payload),
-        "layout": loaded.layout,
+        "layout": encoder.layout,
     }
     if note:
         source["note"] = note
-    random_backbone, random_projector = loaded.random_init(seed)
+    random_backbone, random_projector = encoder.random_init(seed)
     subject = Subject(
         source=source,
-        training_config=dict(loaded.training_config),
+        training_config=dict(encoder.training_config),
         n_train=None,
         dataset=trained_on,
-        backbone=loaded.backbone,
-        projector=loaded.projector,
+        backbone=encoder.backbone,
+        projector=encoder.projector,
         random_backbone=random_backbone,
         random_projector=random_projector,
     )
-    spec = get_arch(loaded.arch)
+    spec = get_arch(encoder.arch)
     size = None
     if spec.input_size is not None:
         # a ViT's position embeddings are laid out for one image side: crop to it
@@ -407,19 +406,6 @@ def random_twin(module: nn.Module, seed: int) -> tuple[nn.Module | None, str | N
             if callable(reset):
                 reset()
     return twin.eval(), None
-
-
-def _modules_sha256(modules: Mapping[str, nn.Module | None]) -> str:
-    """SHA-256 of the modules' state dicts (names, dtypes, shapes and bytes)."""
-    digest = hashlib.sha256()
-    for part, module in modules.items():
-        if module is None:
-            continue
-        for key, tensor in module.state_dict().items():
-            tensor = tensor.detach().cpu().contiguous()
-            digest.update(f"/{part}/{key}|{tensor.dtype}|{tuple(tensor.shape)}\n".encode())
-            digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
-    return digest.hexdigest()
 
 
 def _qualname(module: nn.Module | None) -> str | None:
@@ -503,5 +489,8 @@ def module_subject(
         num_samples=None,
     )
     source["n_train"] = subject.n_train
-    source["weights_sha256"] = _modules_sha256({"encoder": backbone, "projector": projector})
+    parts = {"encoder": backbone, "projector": projector}
+    source["weights_sha256"] = tensors_sha256(
+        {name: module.state_dict() for name, module in parts.items() if module is not None}
+    )
     return subject
