@@ -5,7 +5,7 @@ names which keys are the backbone and which the projector, and renames keys onto
 architecture's names::
 
     cl-diag analyze ckpt.pth --arch resnet18 --backbone-prefix 'model.encoder.' \\
-        --projector-prefix 'model.head.' --rename '^downsample=shortcut'
+        --projector-prefix 'model.head.' --rename '[.]shortcut[.]=.downsample.'
 
 :func:`raw_weights` is what those options see: the state dict under ``state_dict`` or
 ``model`` (Lightning, most trainers), the dict itself when it holds only tensors, else every
