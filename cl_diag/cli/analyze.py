@@ -126,8 +126,9 @@ def analyze(
     arch: str | None = typer.Option(
         None,
         help="Backbone of a foreign checkpoint: resnet18-cifar, resnet18, resnet34-cifar, "
-        "resnet34, resnet50-cifar, resnet50, or timm:NAME (any timm model, built with pretrained=False) "
-        "\\[default: from args.json beside a solo-learn .ckpt, MoCo's 'arch', DINO's 'args'].",
+        "resnet34, resnet50-cifar, resnet50, or timm:NAME (any timm model, built with "
+        "pretrained=False) \\[default: from args.json beside a solo-learn .ckpt, MoCo's 'arch', "
+        "DINO's 'args'].",
         rich_help_panel=_FOREIGN,
     ),
     dataset: str | None = typer.Option(
@@ -205,6 +206,8 @@ def analyze(
       cl-diag analyze last.pt --probe probes/paper.toml
 
       cl-diag analyze last.pt --probe quick
+
+      torchrun --nproc-per-node 2 -m cl_diag analyze big.npz --out out/   (same bytes, K ranks)
     """
     values, _ = apply_recipe(ctx, probe)
     config = AnalyzeConfig(
@@ -243,6 +246,8 @@ def analyze(
             outcome = run_analyze(config, progress=counter(bar))
     else:
         outcome = run_analyze(config)
+    if not outcome.is_main:  # a rank > 0 under torchrun: rank 0 reports (and writes)
+        return
     if not quiet:
         _print_summary(console, outcome.result)
     console.print(f"report: {outcome.out / 'report.html'}", highlight=False)
