@@ -73,8 +73,9 @@ def train_command(
     # model
     arch: str = typer.Option(
         _D.arch,
-        help="auto, small-cnn, resnet18-cifar, resnet18, resnet50 (embedding: toy only). auto: "
-        "small-cnn for digits, resnet18-cifar for CIFAR, resnet18 for imagefolder.",
+        help="auto, small-cnn, resnet18-cifar, resnet18, resnet50 (embedding: toy only), or "
+        "timm:NAME (any timm model, random init; needs timm). auto: small-cnn for digits, "
+        "resnet18-cifar for CIFAR, resnet18 for imagefolder.",
         rich_help_panel=_MODEL,
     ),
     projector_hidden: int | None = typer.Option(

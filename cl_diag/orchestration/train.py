@@ -273,7 +273,7 @@ def _opt(name: str) -> str:
 def _check_options(c: TrainConfig) -> TrainConfig:
     """Check names and ranges and fill the defaults that need no data; raise UserError."""
     from cl_diag.losses import LOSSES, LossOptionError
-    from cl_diag.models import ARCHS, default_arch, default_projector_hidden
+    from cl_diag.models import ARCHS, default_arch, default_projector_hidden, get_arch
     from cl_diag.training.data import DATASETS
 
     _choice("dataset", c.dataset, DATASETS)
@@ -283,7 +283,22 @@ def _check_options(c: TrainConfig) -> TrainConfig:
             "--vrn LAMBDA."
         )
     _choice("loss", c.loss, TRAINING_LOSSES)
-    _choice("arch", c.arch, ("auto", *ARCHS))
+    if ":" in str(c.arch):  # a family (timm:NAME): any name the family resolves
+        try:
+            spec = get_arch(c.arch)
+        except ValueError as exc:
+            raise UserError(f"--arch {c.arch}: {exc}") from None
+        _require(spec.trainable, f"--arch {c.arch} cannot be trained by cl-diag.")
+        if spec.input_size is not None:
+            # a ViT's position embeddings are laid out for one image side
+            _require(
+                c.image_size in (None, spec.input_size),
+                f"--arch {c.arch} takes {spec.input_size}x{spec.input_size} images (its fixed "
+                f"input size); drop --image-size {c.image_size} or give {spec.input_size}.",
+            )
+            c = replace(c, image_size=spec.input_size)
+    else:
+        _choice("arch", c.arch, ("auto", *ARCHS))
     for name, choices in (
         ("optimizer", OPTIMIZERS),
         ("lr_scaling", LR_SCALINGS),

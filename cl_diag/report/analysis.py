@@ -652,7 +652,7 @@ def build_analysis(result: Result) -> Document:
             fmt(result.seed)
             + (
                 " (of this analysis: image sample, augmentations, sampled pairs, probes)"
-                if source.kind == "checkpoint"
+                if source.kind in ("checkpoint", "module")
                 else " (of this analysis: sampled pairs)"
             ),
         ],
