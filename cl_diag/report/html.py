@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import base64
 from html import escape
+from urllib.parse import quote
 
-from cl_diag.report.document import Document, Figure, Heading, Note, Paragraph, Table
+from cl_diag.report.document import Cell, Document, Figure, Heading, Link, Note, Paragraph, Table
 
 _CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif;
@@ -32,10 +33,18 @@ figure { margin: 1rem 0 1.6rem; }
 figure img { display: block; max-width: 100%; height: auto; border: 1px solid #e1e4e8; }
 figcaption { font-size: .85rem; color: #444; margin-top: .35rem; }
 .note { border-left: 4px solid #d4a72c; background: #fff8e5; padding: .5rem .8rem; margin: .8rem 0; }
+td.supported { background: #e6f4ea; } td.contradicted { background: #fce8e6; }
+td.inconclusive { background: #f1f3f4; }
 """.strip()
 
 
-def _is_number(text: str) -> bool:
+#: table cells holding a finding's verdict are tinted by it
+_VERDICTS = frozenset({"supported", "contradicted", "inconclusive"})
+
+
+def _is_number(text: Cell) -> bool:
+    if isinstance(text, Link):
+        return False
     # "mean ± std" cells (seed groups) align like numbers
     token = text.replace(" %", "").replace("−", "-").split(" ± ")[0]
     try:
@@ -56,13 +65,21 @@ def _table(table: Table) -> str:
     )
     out.append("<tbody>")
     for row in table.rows:
-        cells = "".join(
-            f'<td class="num">{escape(c)}</td>' if _is_number(c) else f"<td>{escape(c)}</td>"
-            for c in row
-        )
+        cells = "".join(_td(c) for c in row)
         out.append(f"<tr>{cells}</tr>")
     out.append("</tbody></table></div>")
     return "\n".join(out)
+
+
+def _td(cell: Cell) -> str:
+    if isinstance(cell, Link):
+        href = escape(quote(cell.href, safe="/.=_-~:#"))
+        return f'<td><a href="{href}">{escape(cell.text)}</a></td>'
+    if _is_number(cell):
+        return f'<td class="num">{escape(cell)}</td>'
+    if cell in _VERDICTS:
+        return f'<td class="{cell}">{escape(cell)}</td>'
+    return f"<td>{escape(cell)}</td>"
 
 
 def _figure(figure: Figure) -> str:
