@@ -9,6 +9,7 @@ opens offline, from a file or an e-mail attachment.
 from __future__ import annotations
 
 import base64
+import re
 from html import escape
 from urllib.parse import quote
 
@@ -42,15 +43,24 @@ td.inconclusive { background: #f1f3f4; }
 _VERDICTS = frozenset({"supported", "contradicted", "inconclusive"})
 
 
+#: what may follow a number in a numeric cell: a 95 % interval, a replicate count
+_TRAILER = re.compile(r"\s*(\[[^\]]*\])?\s*(\(n = \d+\))?$")
+
+
 def _is_number(text: Cell) -> bool:
+    """A cell that is a number: "0.1234", "98.44 %", "mean ± sd" (seed groups), each possibly
+    followed by its interval "[lo, hi]" or "(n = k)"; such cells align like numbers."""
     if isinstance(text, Link):
         return False
-    # "mean ± std" cells (seed groups) align like numbers
-    token = text.replace(" %", "").replace("−", "-").split(" ± ")[0]
-    try:
-        float(token)
-    except ValueError:
+    core = _TRAILER.sub("", text.replace("−", "-"))
+    parts = core.split(" ± ")
+    if not core or len(parts) > 2:
         return False
+    for part in parts:
+        try:
+            float(part.removesuffix(" %").removesuffix(" pp"))
+        except ValueError:
+            return False
     return True
 
 
