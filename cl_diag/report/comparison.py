@@ -879,7 +879,8 @@ def _study_blocks(cmp: Comparison, layer: str | None) -> list:
                 alt=f"Variance of cross-view negative similarity versus batch size, layer {layer}",
                 caption=(
                     f"Table 1 view: variance of cross-view negative similarities (layer '{layer}') versus training batch "
-                    f"size m, log–log. Grey band: Theorem 5.5 (Eq. 11), [(n−m)/((m−1)(n−1)²), n(n−m)/((m−1)(n−1)²)] "
+                    "size m, log–log. Grey band: Theorem 5.5 (Eq. 11), "
+                    "[(n−m)/((m−1)(n−1)²), n(n−m)/((m−1)(n−1)²)] "
                     f"with n = n_ref = {fmt(n_ref)}, the optimum with fixed batches and d ≥ m − 1, "
                     "without VRN; dotted: 1/d, the variance of uniformly random unit vectors. Real "
                     "encoders (d ≪ n, reshuffled batches) sit far above the band; only the ordering "
