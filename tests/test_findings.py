@@ -206,3 +206,20 @@ def test_summary_lines_count_verdicts():
     ceilings = next(line for line in lines if line.startswith(CLAIMS["ceiling"].title))
     # two configs: which got which verdict
     assert ceilings.endswith(": supported for simclr, simclr +VRN30.")
+
+
+def test_accuracy_interval_over_seeds_stays_within_0_and_100_percent():
+    # three seeds near 100 %: the t interval of their mean reaches past 100 %, an accuracy cannot
+    def runs(top1s: list[float], vrn: float) -> list[RunData]:
+        out = []
+        for seed, top1 in zip(SEEDS, top1s, strict=True):
+            result = Result.from_dict(_run(seed=seed, vrn=vrn, var=0.1, top1=top1))
+            data = RunData.of(result, label=f"seed{seed}")
+            assert data is not None
+            out.append(data)
+        return out
+
+    f = vrn_accuracy(runs([0.99, 1.0, 0.97], 0.0), runs([0.98, 0.99, 1.0], 30.0), "x")
+    assert f is not None
+    none_text = f.measured.split(" → ")[0]
+    assert none_text == "none 98.67 % ± 1.5 [94.87, 100]"

@@ -547,7 +547,8 @@ def _accuracy_text(runs: Sequence[RunData]) -> str:
         return _pct(values[0])
     s = summarize(values)
     assert s.sd is not None and s.interval is not None
-    lo, hi = s.interval
+    # an accuracy lies in [0, 1]: the t interval of few seeds can reach past either end
+    lo, hi = max(0.0, s.interval[0]), min(1.0, s.interval[1])
     return f"{_pct(s.mean)} ± {100 * s.sd:.2g} [{100 * lo:.4g}, {100 * hi:.4g}]"
 
 
