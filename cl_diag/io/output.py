@@ -20,7 +20,7 @@ import math
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -33,7 +33,8 @@ def ensure_writable_parent(out: Path) -> Path:
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise UserError(
-            f"--out {out} exists and is not a folder. Give a folder path (it is created if missing)."
+            f"--out {out} exists and is not a folder. Give a folder path (it is created if "
+            "missing)."
         )
     parent = out.parent.resolve()
     while not parent.exists():
@@ -45,7 +46,8 @@ def ensure_writable_parent(out: Path) -> Path:
     for folder in (parent, out) if out.exists() else (parent,):
         if not os.access(folder, os.W_OK | os.X_OK):
             raise UserError(
-                f"Cannot write to {folder} (for --out {out}): permission denied. Choose a writable folder."
+                f"Cannot write to {folder} (for --out {out}): permission denied. Choose a writable "
+                "folder."
             )
     return parent
 
@@ -83,6 +85,37 @@ def _read_owned(folder: Path) -> set[str]:
     return {line for line in lines if _plain_name(line)}
 
 
+def check_replaceable(
+    out: Path, names: Iterable[str], *, ours: Callable[[Path], bool] | None = None
+) -> None:
+    """Refuse to replace a file of ``out`` that cl-diag did not write.
+
+    ``names`` are the files (relative paths) a write is about to move into ``out``. Each
+    that already exists there must be cl-diag's: named in ``out``'s :data:`OWNED_FILES`
+    listing, the listing itself, or recognised by ``ours`` (e.g. a result.json by its
+    content). Anything else, such as a report.md of the user's own, ends in a
+    :class:`UserError` that names it and the fix (another folder, or overwrite).
+    """
+    out = Path(out)
+    owned = _read_owned(out) | {OWNED_FILES}
+    foreign = [
+        name
+        for name in names
+        if (out / name).exists()
+        and name not in owned
+        and not (ours is not None and (out / name).is_file() and ours(out / name))
+    ]
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (
+            f" and {len(foreign) - 5} more" if len(foreign) > 5 else ""
+        )
+        raise UserError(
+            f"--out {out} already holds {shown}, which cl-diag did not write; writing there would "
+            "replace it. Choose another folder, or pass --overwrite (overwrite=True in Python) "
+            "to replace it."
+        )
+
+
 @contextmanager
 def staged_output(out: Path) -> Iterator[Path]:
     """Yield a temporary folder; on success move its files into ``out``.
@@ -100,7 +133,8 @@ def staged_output(out: Path) -> Iterator[Path]:
         OSError
     ) as exc:  # e.g. a read-only or virtual file system (/proc) that access() did not reveal
         raise UserError(
-            f"Cannot write to {anchor} (for --out {out}): {exc.strerror or exc}. Choose a writable folder."
+            f"Cannot write to {anchor} (for --out {out}): {exc.strerror or exc}. Choose a "
+            "writable folder."
         ) from None
     try:
         yield staging

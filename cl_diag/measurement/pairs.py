@@ -67,7 +67,7 @@ import math
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -86,6 +86,7 @@ from cl_diag.result import QUANTILES  # also imported from here by tests/test_pa
 __all__ = [
     "FINE_BINS_MIN",
     "fine_bins",
+    "float32_at_least",
     "pair_statistics",
     "pair_statistics_of",
     "threshold",
@@ -119,9 +120,14 @@ def threshold_float32(n_ref: int) -> float:
     Comparing a float32 tensor with the float64 delta would round delta to the
     nearest float32 and could move the boundary by half a unit in the last place.
     """
-    delta = threshold(n_ref)
-    t32 = np.float32(delta)
-    if float(t32) < delta:
+    return float32_at_least(threshold(n_ref))
+
+
+def float32_at_least(value: float) -> float:
+    """The smallest float32 T >= ``value``: for float32 s,  s < value  <=>  s < T
+    (:func:`threshold_float32` for any threshold, e.g. a VRN delta given as a number)."""
+    t32 = np.float32(value)
+    if float(t32) < value:
         t32 = np.nextafter(t32, np.float32(np.inf))
     return float(t32)
 
@@ -141,7 +147,7 @@ def full_fp32_matmul() -> Iterator[None]:
     Similarities near delta are tiny (about -2e-5 for n_ref = 50,000); TF32 keeps
     only 10 mantissa bits and would blur them. The previous settings are restored.
     """
-    saved = []
+    saved: list[tuple[Any, ...]] = []  # ("precision", value) or (owner, attribute, value)
     with contextlib.suppress(Exception):
         saved.append(("precision", torch.get_float32_matmul_precision()))
         torch.set_float32_matmul_precision("highest")
@@ -474,7 +480,8 @@ class _UpperIndex:
 
 
 class _Split:
-    """One negative pair type: one stream, or same-class and different-class streams when labelled."""
+    """One negative pair type: one stream, or same-class and different-class streams when
+    labelled."""
 
     def __init__(self, bins: int, t32: float, ws: _Workspace, labelled: bool):
         self.labelled = labelled
@@ -494,7 +501,7 @@ class _Split:
     def merge(self, other: _Split) -> _Split:
         out = _Split.__new__(_Split)
         out.labelled = self.labelled
-        out.streams = [a.merge(b) for a, b in zip(self.streams, other.streams)]
+        out.streams = [a.merge(b) for a, b in zip(self.streams, other.streams, strict=True)]
         return out
 
     def portable(self) -> list:
@@ -555,7 +562,8 @@ def _class_relation(codes: torch.Tensor, r0: int, r1: int, c0: int, c1: int):
 def _exact_worker(
     tasks, u, v, codes, positives, *, bins: int, t32: float, tile: int, single_thread: bool
 ):
-    """Process tasks pulled from the shared iterator ``tasks``; returns this worker's (cross, within)."""
+    """Process tasks pulled from the shared iterator ``tasks``; returns this worker's (cross,
+    within)."""
     if single_thread:
         torch.set_num_threads(1)
     device = u.device
@@ -612,7 +620,7 @@ def _exact(
     mine = ranks.share([_tile_cost(task) for task in tiles])
     tasks = _LockedIter((key, tiles[key]) for key in mine)
     workers = max(1, min(workers, len(mine)))
-    kwargs = dict(bins=bins, t32=t32, tile=tile)
+    kwargs: dict[str, Any] = dict(bins=bins, t32=t32, tile=tile)
     single = u.device.type == "cpu"
     if workers <= 1:
         cross, within = _exact_worker(tasks, u, v, codes, positives, single_thread=single, **kwargs)
@@ -676,7 +684,8 @@ class _LockedIter:
 
 
 def _distinct_pairs(n: int, k: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """k ordered pairs (i, j), i != j, uniform over the n(n-1) of them: j' uniform on n-1 values, skip i."""
+    """k ordered pairs (i, j), i != j, uniform over the n(n-1) of them: j' uniform on n-1 values,
+    skip i."""
     i = torch.randint(0, n, (k,), generator=gen)
     j = torch.randint(0, n - 1, (k,), generator=gen)
     return i, j + (j >= i).long()

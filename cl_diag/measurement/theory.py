@@ -36,8 +36,6 @@ import numbers
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
-from scipy.optimize import brentq
-
 from cl_diag.result import Layer
 
 __all__ = [
@@ -197,6 +195,8 @@ def sigmoid_optimum(t: float, b: float, n: int) -> SigmoidOptimum:
     elif t + b <= math.log((n - 2) / 2):
         x, regime = 0.0, "antipodal"
     else:
+        from scipy.optimize import brentq  # scipy costs a second to import: only here
+
         x, regime = brentq(slope, 0.0, 1.0, xtol=1e-14, rtol=1e-14), "interior"
     return SigmoidOptimum(regime, x, 2 * x - 1, x * k - 1)
 
@@ -225,7 +225,8 @@ def additive_optimum_x(
 
 
 def _derivative(fn: Callable[[Any], Any], x: float) -> float:
-    """d fn / dx at x by autograd in float64 (the loss library's phi and psi are torch functions)."""
+    """d fn / dx at x by autograd in float64 (the loss library's phi and psi are torch
+    functions)."""
     import torch
 
     t = torch.tensor(float(x), dtype=torch.float64, requires_grad=True)
@@ -296,7 +297,7 @@ def theory_panel(training_config: Mapping[str, Any], n_ref: int, layers: Mapping
             hp = loss.resolve(**hp)
         except ValueError:
             hp = loss.defaults
-    if family not in ("info", "ind-add"):
+    if family not in ("info", "ind-add") or loss is None:  # (family is None when loss is)
         if loss is None:
             why = (
                 f"the run's loss {name!r} is unknown to cl-diag"
@@ -309,7 +310,9 @@ def theory_panel(training_config: Mapping[str, Any], n_ref: int, layers: Mapping
         panel["layers"] = _layer_checks(layers, n_ref, m)
         return panel
 
-    c1, c2 = loss.coefficients(**hp)
+    coefficients = loss.coefficients(**hp)
+    assert coefficients is not None  # both families of the framework have (c1, c2)
+    c1, c2 = coefficients
     panel["loss"] = {
         "name": name,
         "family": "info_nce" if family == "info" else "independently_additive",
@@ -383,6 +386,8 @@ def _optimum(
     ``condition`` (Thm 5.1 (iii) against Thm 5.3 (8)), ``predicted`` means, ``sigmoid`` (Eq. 10
     and the CCEM optimum), ``statement`` sentences and ``depends_on_n`` (True for the (1, 0)
     additive case, whose theorem and optimum change with N)."""
+    from cl_diag.losses import IndependentlyAdditive  # (see theory_panel: losses import torch)
+
     c1, c2 = c
     out: dict[str, Any] = {
         "theorem": None,
@@ -397,6 +402,7 @@ def _optimum(
     psi_increasing = True
     phi = psi = None
     if family == "ind-add":
+        assert isinstance(loss, IndependentlyAdditive)  # the family's one class
         phi, psi = loss.phi_psi(N, **hp)
         # Thms 5.1 (ii)/(iii) and 5.3 assume an increasing psi on [-1, 1]; spectral's psi = x^2
         # is not (its optimum has orthogonal negatives, s_neg = 0, not a simplex).
@@ -494,9 +500,10 @@ def validity(d: object, n_ref: object, m: object = None) -> tuple[bool, bool]:
     d < m - 1). The full-batch simplex ETF of n_ref points needs d >= n_ref - 1 (Thm 5.1) and
     each batch's own simplex d >= m - 1 (Thm 5.5); below that the predictions are
     qualitative (paper-notes 11.4). Unknown values (None, not integers) flag nothing."""
-    d_ok = isinstance(d, int) and not isinstance(d, bool)
-    caveat = d_ok and isinstance(n_ref, int) and d < n_ref - 1  # type: ignore[operator]
-    below_m = d_ok and isinstance(m, int) and d < m - 1  # type: ignore[operator]
+    if not isinstance(d, int) or isinstance(d, bool):
+        return False, False
+    caveat = isinstance(n_ref, int) and d < n_ref - 1
+    below_m = isinstance(m, int) and d < m - 1
     return bool(caveat), bool(below_m)
 
 
@@ -515,8 +522,8 @@ def _layer_facts(layer: Any) -> tuple[Any, Any, Any]:
 def _layer_checks(layers: Mapping[str, Any], n_ref: int, m: int | None) -> dict:
     """Thm 5.2 ceiling next to the measured positive mean, and the validity flags, per layer.
 
-    No pass/fail flag: Eq. 7 with n = the measured rows always holds, while the ceiling stored here uses
-    n_ref (the training set), so for a sample of n < n_ref rows it is an estimate, not a bound.
+    No pass/fail flag: Eq. 7 with n = the measured rows always holds, while the ceiling stored here
+    uses n_ref (the training set), so for a sample of n < n_ref rows it is an estimate, not a bound.
     """
     out = {}
     for name, layer in layers.items():

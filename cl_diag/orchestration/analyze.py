@@ -42,12 +42,13 @@ import torch
 
 import cl_diag
 from cl_diag.errors import UserError
-from cl_diag.io.embeddings import load_embeddings
-from cl_diag.io.output import ensure_writable_parent, staged_output
+from cl_diag.io.embeddings import Embeddings, load_embeddings
+from cl_diag.io.output import check_replaceable, ensure_writable_parent, staged_output
 from cl_diag.measurement.inputs import UnitViews, ViewsError, label_codes, normalise_views
 from cl_diag.measurement.ranks import SINGLE, Ranks, RanksMismatch
 from cl_diag.measurement.theory import delta, theory_panel
-from cl_diag.models import CheckpointFile, Subject, open_subject, read_checkpoint_file
+from cl_diag.models import CheckpointFile, Subject, read_checkpoint_file
+from cl_diag.orchestration.subject import open_subject
 from cl_diag.result import (
     EMBEDDING_LAYER,
     LAYERS,
@@ -61,17 +62,20 @@ from cl_diag.result import (
     Source,
     Theory,
     Tool,
+    is_result_file,
 )
 
 #: what every number of a result means, written into it and printed in its report
 CONVENTIONS = {
-    "similarity": "cosine similarity of L2-normalised rows (norms in float64, rows rounded once to float32)",
+    "similarity": "cosine similarity of L2-normalised rows (norms in float64, rows rounded once "
+    "to float32)",
     "matmul": "float32 with TF32 disabled",
     "accumulation": "float64",
     "positive": "(u_i, v_i), n pairs",
     "cross_view_negative": "(u_i, v_j), i != j, all n(n-1) ordered pairs",
     "within_view_negative": "(u_i, u_j) and (v_i, v_j), i < j, n(n-1) pairs",
-    "excessive_ratio": "fraction of negatives with similarity strictly below threshold = -1/(n_ref - 1)",
+    "excessive_ratio": "fraction of negatives with similarity strictly below threshold "
+    "= -1/(n_ref - 1)",
     "variance": "population variance (ddof 0)",
 }
 
@@ -83,6 +87,52 @@ KNN_TEMPERATURE = 0.07
 
 #: (description, total or None) -> advance(n). The CLI passes a rich progress bar.
 ProgressFactory = Callable[[str, "int | None"], Callable[[int], None]]
+
+
+@dataclass(frozen=True)
+class PairOptions:
+    """How the pair statistics are measured: the "Pairs" options of ``cl-diag analyze``, and
+    the keyword arguments of :func:`cl_diag.measure`."""
+
+    pairs: str = "exact"
+    num_pairs: int = 5000
+    seed: int = 0
+    block_size: int | None = None
+    hist_bins: int = 100
+
+    def check(self, n_ref: int | None, *, cli: bool = True) -> None:
+        """A :class:`UserError` for a value out of range, naming the option as the user
+        gave it: ``--n-ref`` on the command line (``cli``), ``n_ref`` in Python."""
+
+        def name(option: str) -> str:
+            return "--" + option.replace("_", "-") if cli else option
+
+        if self.pairs not in ("exact", "sampled"):
+            raise UserError(f"{name('pairs')} must be 'exact' or 'sampled', not {self.pairs!r}.")
+        for option, value, optional in (
+            ("n_ref", n_ref, True),
+            ("num_pairs", self.num_pairs, False),
+            ("seed", self.seed, False),
+            ("block_size", self.block_size, True),
+            ("hist_bins", self.hist_bins, False),
+        ):
+            if not (optional and value is None) and (
+                isinstance(value, bool) or not isinstance(value, int)
+            ):
+                raise UserError(f"{name(option)} must be a whole number (got {value!r}).")
+        if n_ref is not None and n_ref < 2:
+            raise UserError(
+                f"{name('n_ref')} {n_ref} is too small: the threshold -1/(n_ref - 1) needs "
+                "n_ref >= 2 (the number of training instances, e.g. 50000 for CIFAR)."
+            )
+        if self.num_pairs < 1:
+            raise UserError(f"{name('num_pairs')} must be at least 1 (got {self.num_pairs}).")
+        if self.block_size is not None and self.block_size < 1:
+            raise UserError(f"{name('block_size')} must be at least 1 (got {self.block_size}).")
+        if self.seed < 0:
+            raise UserError(f"{name('seed')} must be 0 or more (got {self.seed}).")
+        if self.hist_bins < 1:
+            raise UserError(f"{name('hist_bins')} must be at least 1 (got {self.hist_bins}).")
 
 
 @dataclass
@@ -111,6 +161,18 @@ class AnalyzeConfig:
     batch_size: int = 512
     workers: int | None = None  # None: 0 on CPU, up to 8 on CUDA
     amp: bool = True
+    # replace files in --out that cl-diag did not write (write_analysis)
+    overwrite: bool = False
+
+    @property
+    def pair_options(self) -> PairOptions:
+        return PairOptions(
+            pairs=self.pairs,
+            num_pairs=self.num_pairs,
+            seed=self.seed,
+            block_size=self.block_size,
+            hist_bins=self.hist_bins,
+        )
 
 
 @dataclass
@@ -124,34 +186,23 @@ class AnalyzeResult:
 
 
 def _check_config(config: AnalyzeConfig) -> None:
-    if config.pairs not in ("exact", "sampled"):
-        raise UserError(f"--pairs must be 'exact' or 'sampled', not {config.pairs!r}.")
-    if config.n_ref is not None and config.n_ref < 2:
-        raise UserError(
-            f"--n-ref {config.n_ref} is too small: the threshold -1/(n_ref - 1) needs n_ref >= 2 "
-            "(the number of training instances, e.g. 50000 for CIFAR)."
-        )
-    if config.num_pairs < 1:
-        raise UserError(f"--num-pairs must be at least 1 (got {config.num_pairs}).")
-    if config.block_size is not None and config.block_size < 1:
-        raise UserError(f"--block-size must be at least 1 (got {config.block_size}).")
-    if config.seed < 0:
-        raise UserError(f"--seed must be 0 or more (got {config.seed}).")
-    if config.hist_bins < 1:
-        raise UserError(f"--hist-bins must be at least 1 (got {config.hist_bins}).")
+    config.pair_options.check(config.n_ref)
     if config.num_images < 2:
         raise UserError(
-            f"--num-images must be at least 2 (got {config.num_images}): negatives need two instances."
+            f"--num-images must be at least 2 (got {config.num_images}): negatives need two "
+            "instances."
         )
     bad = [layer for layer in config.layers if layer not in LAYERS]
     if bad or not config.layers:
         raise UserError(
-            f"--layers takes a comma-separated subset of {', '.join(LAYERS)} (got {', '.join(config.layers) or 'nothing'})."
+            f"--layers takes a comma-separated subset of {', '.join(LAYERS)} "
+            f"(got {', '.join(config.layers) or 'nothing'})."
         )
     bad = [probe for probe in config.probes if probe not in PROBES]
     if bad:
         raise UserError(
-            f"--probes takes 'none', 'all' or a comma-separated subset of {', '.join(PROBES)} (got {', '.join(bad)})."
+            f"--probes takes 'none', 'all' or a comma-separated subset of {', '.join(PROBES)} "
+            f"(got {', '.join(bad)})."
         )
     for name, value in (
         ("--probe-train-images", config.probe_train_images),
@@ -181,7 +232,7 @@ def measure_layer(
     labels: torch.Tensor | None,
     *,
     n_ref: int,
-    config: AnalyzeConfig,
+    options: PairOptions,
     where: str,
     device: torch.device | None = None,
     ranks: Ranks = SINGLE,
@@ -208,16 +259,16 @@ def measure_layer(
             views,
             n_ref=n_ref,
             codes=codes,
-            mode=config.pairs,
-            num_pairs=config.num_pairs,
-            seed=config.seed,
-            block_size=config.block_size,
-            hist_bins=config.hist_bins,
+            mode=options.pairs,
+            num_pairs=options.num_pairs,
+            seed=options.seed,
+            block_size=options.block_size,
+            hist_bins=options.hist_bins,
             ranks=ranks,
         )
         # The exact cross-view mean is already known; a sampled one is an estimate, so let
         # geometry compute the exact mean itself (O(nd)).
-        exact_mean = pairs["cross_view_negative"]["mean"] if config.pairs == "exact" else None
+        exact_mean = pairs["cross_view_negative"]["mean"] if options.pairs == "exact" else None
         geo = geometry_of(views, n_ref=n_ref, cross_view_mean=exact_mean, ranks=ranks)
     except RanksMismatch:
         raise UserError(
@@ -231,7 +282,7 @@ def build_result(
     *,
     source: dict,
     n_ref: int,
-    config: AnalyzeConfig,
+    options: PairOptions,
     layers: dict[str, Layer],
     training_config: dict | None = None,
     probes: dict | None = None,
@@ -244,9 +295,9 @@ def build_result(
         source=Source.from_dict(source),
         n_ref=n_ref,
         threshold=delta(n_ref),
-        mode=config.pairs,
-        num_pairs=config.num_pairs if config.pairs == "sampled" else None,
-        seed=config.seed,
+        mode=options.pairs,
+        num_pairs=options.num_pairs if options.pairs == "sampled" else None,
+        seed=options.seed,
         conventions=CONVENTIONS,
         config=training_config or {},
         layers=layers,
@@ -255,16 +306,32 @@ def build_result(
     )
 
 
-def _write(config: AnalyzeConfig, result: Result) -> AnalyzeResult:
+def write_analysis(result: Result, out: Path, *, overwrite: bool = False) -> list[Path]:
+    """Write ``result`` as the analysis folder ``out``: result.json, report.md, report.html and
+    the figures; returns the files written. What ``cl-diag analyze`` and
+    :meth:`cl_diag.Result.save` write.
+
+    The files are staged beside ``out`` and moved into place only when all are written
+    (:func:`cl_diag.io.output.staged_output`). A file in ``out`` this write would replace must
+    be cl-diag's own (a result.json, or a file named in the listing of cl-diag's files there);
+    any other (a report.md of the user's) is refused with a :class:`UserError` unless
+    ``overwrite``.
+    """
     from cl_diag.report import render_analysis
 
-    with staged_output(config.out) as staging:
+    out = Path(out)
+    with staged_output(out) as staging:
         result.save(staging / RESULT_NAME)
         render_analysis(result, staging)
         files = sorted(path.relative_to(staging) for path in staging.rglob("*") if path.is_file())
-    return AnalyzeResult(
-        out=Path(config.out), result=result, files=[Path(config.out) / f for f in files]
-    )
+        if not overwrite:
+            check_replaceable(out, [f.as_posix() for f in files], ours=is_result_file)
+    return [out / f for f in files]
+
+
+def _write(config: AnalyzeConfig, result: Result) -> AnalyzeResult:
+    files = write_analysis(result, config.out, overwrite=config.overwrite)
+    return AnalyzeResult(out=Path(config.out), result=result, files=files)
 
 
 @dataclass(frozen=True)
@@ -314,23 +381,44 @@ def analyze(config: AnalyzeConfig, *, progress: ProgressFactory | None = None) -
 
 def _analyze_embeddings(config: AnalyzeConfig, payload: dict | None, run: _Run) -> Result:
     embeddings = load_embeddings(config.input, payload=payload)
-    n_ref = config.n_ref if config.n_ref is not None else embeddings.n
+    source = {"kind": "embeddings", "path": str(config.input), "sha256": embeddings.sha256}
+    return measure_embeddings(
+        embeddings,
+        n_ref=config.n_ref,
+        options=config.pair_options,
+        source=source,
+        device=run.device,
+        ranks=run.ranks,
+    )
+
+
+def measure_embeddings(
+    embeddings: Embeddings,
+    *,
+    n_ref: int | None,
+    options: PairOptions,
+    source: dict,
+    device: torch.device | None = None,
+    ranks: Ranks = SINGLE,
+) -> Result:
+    """The result of two views' embeddings (the layer ``embedding``): pair statistics and
+    geometry against the threshold of ``n_ref`` instances (default: the number of rows).
+    ``cl-diag analyze`` of an embeddings file and :func:`cl_diag.measure` both end here.
+    ``device``: where to measure (None: where the views are); ``ranks``: a torchrun job's."""
+    n_ref = n_ref if n_ref is not None else embeddings.n
     z1, z2, labels = embeddings.z1, embeddings.z2, embeddings.labels
     layer = measure_layer(
         z1,
         z2,
         labels,
         n_ref=n_ref,
-        config=config,
+        options=options,
         where=embeddings.path,
-        device=run.device,
-        ranks=run.ranks,
+        device=device,
+        ranks=ranks,
     )
     return build_result(
-        source={"kind": "embeddings", "path": str(config.input), "sha256": embeddings.sha256},
-        n_ref=n_ref,
-        config=config,
-        layers={EMBEDDING_LAYER: layer},
+        source=source, n_ref=n_ref, options=options, layers={EMBEDDING_LAYER: layer}
     )
 
 
@@ -346,7 +434,7 @@ def _analyze_checkpoint(
 ) -> Result:
     from cl_diag.orchestration.train import RESUME_FREE_FIELDS
 
-    # The model home rebuilds the encoder and opens its data; from here on it is measuring.
+    # The model rebuilt and its data opened (orchestration.subject); from here on it is measuring.
     subject = open_subject(
         file,
         arch=config.arch,
@@ -362,52 +450,49 @@ def _analyze_checkpoint(
     if subject.embeddings is not None:  # toy: the learned vectors are the two views
         z1, z2 = subject.embeddings
         n_ref = config.n_ref if config.n_ref is not None else (subject.n_train or z1.shape[0])
-        layer = measure_layer(
+        measured = measure_layer(
             z1,
             z2,
             None,
             n_ref=n_ref,
-            config=config,
+            options=config.pair_options,
             where=str(file.path),
             device=run.device,
             ranks=run.ranks,
         )
-        layers = {EMBEDDING_LAYER: layer}
+        layers: dict[str, Layer] = {EMBEDDING_LAYER: measured}
         probes = None
         if "retrieval" in config.probes and run.ranks.is_main:
             probes = {"layer": EMBEDDING_LAYER, "retrieval": {EMBEDDING_LAYER: _retrieval(z1, z2)}}
-        theory = theory_panel(subject.training_config, n_ref, layers)
-        return build_result(
-            source=source,
-            n_ref=n_ref,
-            config=config,
-            layers=layers,
-            training_config=subject.training_config,
-            probes=probes,
-            theory=theory,
-        )
+        return _checkpoint_result(config, subject, n_ref, layers, probes)
 
     layers_wanted = [layer for layer in LAYERS if layer in config.layers]
     if subject.projector is None and "projector" in layers_wanted:
         if list(config.layers) == ["projector"]:
             raise UserError(
-                f"{file.path} holds no projector weights, so the layer 'projector' cannot be measured; "
-                "use --layers backbone."
+                f"{file.path} holds no projector weights, so the layer 'projector' cannot be "
+                "measured; use --layers backbone."
             )
         layers_wanted.remove("projector")
         source["layers_skipped"] = {"projector": "the file holds no projector weights"}
-    n_ref = config.n_ref if config.n_ref is not None else subject.n_train
-    if n_ref is None or n_ref < 2:
+    known_n = config.n_ref if config.n_ref is not None else subject.n_train
+    if known_n is None or known_n < 2:
         raise UserError(
             f"The training-set size of {file.path} is unknown; give --n-ref (e.g. 50000 for CIFAR)."
         )
+    n_ref = known_n
+    # open_subject gives every encoder its random-init twin and its data (only toy runs,
+    # handled above, carry embeddings instead)
+    assert subject.backbone is not None and subject.random_backbone is not None
+    assert subject.two_views is not None and subject.eval_split is not None
+    eval_split = subject.eval_split
 
     from cl_diag.measurement.views import Pixels, Taps, encode_two_views, sample_indices
 
     if any(p in config.probes for p in ("linear", "knn", "clustering")):
         # Open both evaluation splits now: a missing test split should stop the run before
         # minutes of encoding, not after.
-        subject.splits = {split: subject.eval_split(split) for split in ("train", "test")}
+        subject.splits = {split: eval_split(split) for split in ("train", "test")}
     n_pool = len(subject.two_views)
     indices = sample_indices(n_pool, config.num_images, config.seed)
     taps: dict[str, torch.nn.Module] = {"trained": Taps(subject.backbone, subject.projector)}
@@ -421,7 +506,7 @@ def _analyze_checkpoint(
         indices,
         batch_size=config.batch_size,
         device=run.device,
-        workers=config.workers,
+        workers=config.workers or 0,  # resolved by analyze(): never None here
         amp=config.amp,
         progress=progress(
             f"encoding 2 augmented views of {len(indices)} training images", len(indices)
@@ -436,7 +521,7 @@ def _analyze_checkpoint(
         "mode": "eval (BatchNorm running statistics)",
         "amp": bool(config.amp and torch.cuda.is_available() and config.device != "cpu"),
     }
-    layers: dict[str, Layer] = {}
+    layers = {}
     for layer in layers_wanted:
         z1, z2 = views["trained"][layer]
         where = f"the {layer} outputs of {file.path}"
@@ -445,7 +530,7 @@ def _analyze_checkpoint(
             z2,
             view_labels,
             n_ref=n_ref,
-            config=config,
+            options=config.pair_options,
             where=where,
             device=run.device,
             ranks=run.ranks,
@@ -454,15 +539,26 @@ def _analyze_checkpoint(
     probes = (
         _probes(config, subject, views, layers_wanted, progress, run) if config.probes else None
     )
-    theory = theory_panel(subject.training_config, n_ref, layers)
+    return _checkpoint_result(config, subject, n_ref, layers, probes)
+
+
+def _checkpoint_result(
+    config: AnalyzeConfig,
+    subject: Subject,
+    n_ref: int,
+    layers: dict[str, Layer],
+    probes: dict | None,
+) -> Result:
+    """A checkpoint's result: its measured layers and probes beside the theory panel of its
+    training config."""
     return build_result(
-        source=source,
+        source=subject.source,
         n_ref=n_ref,
-        config=config,
+        options=config.pair_options,
         layers=layers,
         training_config=subject.training_config,
         probes=probes,
-        theory=theory,
+        theory=theory_panel(subject.training_config, n_ref, layers),
     )
 
 
@@ -504,6 +600,8 @@ def _probes(
     baselines: dict[str, dict] = {}
     with_baselines = config.baselines
     needs_splits = any(p in config.probes for p in ("linear", "knn", "clustering"))
+    # _analyze_checkpoint has checked that the subject is an encoder with its twin
+    assert subject.backbone is not None and subject.random_backbone is not None
     if needs_splits:
         taps: dict[str, torch.nn.Module] = {"trained": Taps(subject.backbone)}
         if with_baselines:
@@ -522,7 +620,7 @@ def _probes(
                 idx,
                 batch_size=config.batch_size,
                 device=run.device,
-                workers=config.workers,
+                workers=config.workers or 0,  # resolved by analyze(): never None here
                 amp=config.amp,
                 progress=progress(
                     f"encoding the un-augmented {split} split ({len(idx)} images)", len(idx)
