@@ -55,7 +55,10 @@ from cl_diag.report.document import (
     pct,
     pct_interval,
 )
-from cl_diag.report.findings import Finding, RunData, findings_blocks, run_findings
+
+# SEED_KEY: the seed goes last in a label: "simclr +VRN3 seed1" reads as a member of the group
+# "simclr +VRN3"
+from cl_diag.report.findings import SEED_KEY, Finding, RunData, findings_blocks, run_findings
 from cl_diag.result import (
     GEOMETRY_METRICS,
     NEGATIVE_TYPES,
@@ -88,8 +91,6 @@ _ALIASES = {
     "seed": ("seed",),
 }
 LABEL_ORDER = ("loss", "batch_size", "vrn", "temperature")
-# the seed goes last in a label: "simclr +VRN3 seed1" reads as a member of the group "simclr +VRN3"
-SEED_KEY = "seed"
 #: the facts each run's row of comparison.csv repeats
 FACT_COLUMNS = ("loss", "batch_size", "temperature", "vrn")
 #: the per-layer metrics of comparison.csv and the layer tables

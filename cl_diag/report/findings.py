@@ -50,6 +50,7 @@ from cl_diag.result import Result
 
 __all__ = [
     "CLAIMS",
+    "SEED_KEY",
     "Claim",
     "Finding",
     "RunData",
@@ -69,6 +70,8 @@ __all__ = [
 
 #: a trend whose permutation p-value is at least this is not called a trend
 TREND_ALPHA = 0.05
+#: the run fact that makes runs replicates of one config (the comparison's seed groups)
+SEED_KEY = "seed"
 
 
 @dataclass(frozen=True)
@@ -231,7 +234,7 @@ class RunData:
 
     @property
     def seed(self) -> object:
-        return self.facts.get("seed")
+        return self.facts.get(SEED_KEY)
 
     @property
     def batch_size(self) -> float | None:
@@ -856,17 +859,18 @@ def run_findings(
         return names(group[0], exclude) or "runs"
 
     out: list[Finding] = []
-    configs = _groups(runs, ("seed",))
+    configs = _groups(runs, (SEED_KEY,))
     # VRN against no VRN: configs equal but for the VRN weight
-    for bucket in _groups(runs, ("seed", "vrn")):
-        by_config = _groups(bucket, ("seed",))
+    for bucket in _groups(runs, (SEED_KEY, "vrn")):
+        by_config = _groups(bucket, (SEED_KEY,))
         base = [g for g in by_config if g[0].vrn == 0]
         if len(base) != 1:
             continue
         for group in by_config:
             if group[0].vrn == 0:
                 continue
-            subject = f"{name(base[0], ('seed', 'vrn'))}: VRN {fmt(group[0].vrn, 4)} vs none"
+            config = name(base[0], (SEED_KEY, "vrn"))
+            subject = f"{config}: VRN {fmt(group[0].vrn, 4)} vs none"
             out += [
                 f
                 for f in (
@@ -878,10 +882,10 @@ def run_findings(
                 if f is not None
             ]
     # batch size: configs equal but for the batch size
-    for series in _groups(runs, ("seed", "batch_size")):
+    for series in _groups(runs, (SEED_KEY, "batch_size")):
         if len({r.batch_size for r in series if r.batch_size is not None}) < 2:
             continue
-        subject = name(series, ("seed", "batch_size"))
+        subject = name(series, (SEED_KEY, "batch_size"))
         for make, claim in ((batch_variance, "batch_variance"), (batch_accuracy, "batch_accuracy")):
             finding = make(series, subject, figures.get(claim))
             if finding is not None:
@@ -889,7 +893,7 @@ def run_findings(
     # each configuration (its seeds pooled) against the theory
     for against_theory in (variance_band, ceiling, excessive_separation):
         for group in configs:
-            finding = against_theory(group, name(group, ("seed",)))
+            finding = against_theory(group, name(group, (SEED_KEY,)))
             if finding is not None:
                 out.append(finding)
     order = list(CLAIMS)
