@@ -160,6 +160,12 @@ def train_command(
     warmup_epochs: float = typer.Option(
         _D.warmup_epochs, help="Linear warm-up length in epochs (per-step).", rich_help_panel=_OPT
     ),
+    warmup_steps: int | None = typer.Option(
+        None,
+        help="Linear warm-up length in optimiser steps instead of --warmup-epochs (an equal-steps "
+        "study warms every batch size up over the same steps).",
+        rich_help_panel=_OPT,
+    ),
     schedule: str = typer.Option(
         _D.schedule, help="After warm-up: cosine (decay to 0) or constant.", rich_help_panel=_OPT
     ),

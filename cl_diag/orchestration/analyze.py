@@ -8,11 +8,13 @@ What the input is decides the work (:func:`cl_diag.models.checkpoints.read_check
 * an **embeddings file**: its two views are measured as the layer ``embedding``;
 * a **cl-diag checkpoint** (rebuilt from its stored config) or a foreign one (solo-learn,
   lightly, MoCo, DINO, a plain backbone state dict, a timm model's, or keys the user maps):
-  the paper's protocol (Lee et al., ICML 2025, Sec. 6.1;
-  paper-notes 8) made explicit -- sample ``num_images`` training images (seeded), apply the
-  training augmentation twice, encode in eval mode and measure the layers ``projector``
-  and ``backbone``; then the probes on backbone features of the un-augmented train and
-  test splits, next to the same probes on raw pixels and on the architecture at random
+  the paper's measurement protocol where it states one (Lee et al., ICML 2025, Sec. 6.1;
+  paper-notes 8: sampled training images, the training augmentation twice, the projector
+  output) and our choices where it does not -- sample ``num_images`` training images
+  (seeded), apply the training augmentation twice, encode in eval mode (BatchNorm running
+  statistics; the paper does not say which mode) and measure the layers ``projector`` and
+  ``backbone``; then the probes on backbone features of the un-augmented train and test
+  splits, next to the same probes on raw pixels and on the architecture at random
   initialisation; and the theory panel from the checkpoint's training config. A cl-diag
   checkpoint of the ``toy`` dataset carries its learned vectors: those are the two views.
 
