@@ -29,8 +29,8 @@ Example::
     >>> from cl_diag.losses import LOSSES, build_loss
     >>> g = torch.Generator().manual_seed(0)
     >>> z1, z2 = torch.randn(8, 16, generator=g), torch.randn(8, 16, generator=g)
-    >>> sorted(LOSSES)
-    ['contrastive', 'dcl', 'dhel', 'infonce', 'sigmoid', 'simclr', 'spectral', 'supcon', 'triplet', 'vrn']
+    >>> print(*sorted(LOSSES))
+    contrastive dcl dhel infonce sigmoid simclr spectral supcl supcon triplet vrn
     >>> total = LOSSES["simclr"](z1, z2, temperature=0.2) + 30 * LOSSES["vrn"](z1, z2, delta=-1/49999)
     >>> simclr = build_loss("simclr", temperature=0.2)
     >>> simclr
@@ -56,6 +56,7 @@ from . import (
     sigmoid,
     simclr,
     spectral,
+    supcl,
     supcon,
     triplet,
     vrn,
@@ -71,6 +72,7 @@ from .pairs import Pairs
 from .sigmoid import SigmoidLoss
 from .simclr import SimCLRLoss
 from .spectral import SpectralLoss
+from .supcl import SupCLLoss
 from .supcon import SupConLoss
 from .triplet import (
     MINERS,
@@ -98,6 +100,7 @@ LOSSES: dict[str, Loss] = {
         triplet.triplet,
         contrastive.contrastive,
         supcon.supcon,
+        supcl.supcl,
         vrn.vrn,
     )
 }
@@ -140,6 +143,7 @@ __all__ = [
     "SigmoidLoss",
     "SimCLRLoss",
     "SpectralLoss",
+    "SupCLLoss",
     "SupConLoss",
     "TripletLoss",
     "TripletMiner",
