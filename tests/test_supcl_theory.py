@@ -12,6 +12,7 @@ import torch
 from cl_diag.losses import LOSSES
 from cl_diag.measurement.theory import (
     collapse_threshold,
+    ssem_embedding,
     ssem_loss,
     ssem_optimum,
     ssem_similarities,
@@ -21,14 +22,7 @@ SETTINGS = [(3, 4, 0.5), (4, 3, 1.0), (3, 4, 0.1), (10, 10, 0.3), (2, 2, 2.0)]
 
 
 def ssem_embeddings(beta: float, m: int, n: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The SSEM in R^{mn}, built from the standard basis e_{c,i}: class means a simplex ETF,
-    offsets a simplex ETF inside each class, orthogonal to everything else; both views equal."""
-    e = np.eye(m * n).reshape(m, n, m * n)
-    f = e.mean(axis=1)  # (m, mn): class centroids, norm 1/sqrt(n)
-    mu = math.sqrt(m / (m - 1)) * math.sqrt(n) * (f - f.mean(axis=0))
-    r = math.sqrt(n / (n - 1)) * (e - f[:, None, :])
-    z = math.sqrt(beta) * mu[:, None, :] + math.sqrt(1 - beta) * r
-    z = torch.tensor(z.reshape(m * n, m * n), dtype=torch.float64)
+    z = torch.tensor(ssem_embedding(beta, m, n))
     return z, z.clone()
 
 

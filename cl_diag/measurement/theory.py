@@ -40,6 +40,7 @@ import numbers
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
+import numpy as np
 from scipy.optimize import brentq
 
 from cl_diag.result import Layer
@@ -55,6 +56,7 @@ __all__ = [
     "sigmoid_eq10",
     "sigmoid_eq10_lhs",
     "sigmoid_optimum",
+    "ssem_embedding",
     "ssem_loss",
     "ssem_optimum",
     "ssem_similarities",
@@ -271,6 +273,23 @@ def ssem_similarities(beta: float, m: int, n: int) -> tuple[float, float]:
     if not 0.0 <= beta <= 1.0:
         raise ValueError(f"beta must lie in [0, 1], got {beta!r}")
     return (n * beta - 1.0) / (n - 1), -beta / (m - 1)
+
+
+def ssem_embedding(beta: float, m: int, n: int) -> np.ndarray:
+    """The SSEM at beta as (mn, mn) float64 unit rows, instance c*n + i of class c (paper-notes
+    11.3), built from the standard basis e_{c,i} of R^{mn}: class means
+    mu_c = sqrt(m/(m-1)) sqrt(n) (f_c - mean_c' f_c') with centroids f_c = mean_i e_{c,i}
+    (a simplex ETF), offsets r_{c,i} = sqrt(n/(n-1)) (e_{c,i} - f_c) (a simplex ETF inside each
+    class, orthogonal to every mean and to the other classes), and
+    z_{c,i} = sqrt(beta) mu_c + sqrt(1 - beta) r_{c,i}. Use it as both views."""
+    m, n = _check_n(m, "m"), _check_n(n, "n")
+    ssem_similarities(beta, m, n)  # checks beta
+    e = np.eye(m * n).reshape(m, n, m * n)
+    f = e.mean(axis=1)
+    mu = math.sqrt(m / (m - 1)) * math.sqrt(n) * (f - f.mean(axis=0))
+    r = math.sqrt(n / (n - 1)) * (e - f[:, None, :])
+    z = math.sqrt(beta) * mu[:, None, :] + math.sqrt(1.0 - beta) * r
+    return z.reshape(m * n, m * n)
 
 
 def ssem_loss(

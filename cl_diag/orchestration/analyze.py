@@ -193,7 +193,12 @@ def measure_layer(
     # geometry compute the exact mean itself (O(nd)).
     exact_mean = pairs["cross_view_negative"]["mean"] if config.pairs == "exact" else None
     geo = geometry_of(views, n_ref=n_ref, cross_view_mean=exact_mean)
-    return Layer.from_dict({"n": views.n, "d": views.d, "pairs": pairs, "geometry": geo})
+    layer = {"n": views.n, "d": views.d, "pairs": pairs, "geometry": geo}
+    if codes is not None:  # labels known: the class-collapse diagnostics (exact, O(n d))
+        from cl_diag.measurement.collapse import class_collapse_of
+
+        layer["collapse"] = class_collapse_of(views, codes)
+    return Layer.from_dict(layer)
 
 
 def build_result(

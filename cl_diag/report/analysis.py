@@ -31,6 +31,7 @@ from cl_diag.result import (
     PAIR_TYPES,
     PIXELS,
     QUANTILES,
+    Collapse,
     Layer,
     Metric,
     PairStats,
@@ -205,6 +206,72 @@ def geometry_table(result: Result, layer: Layer) -> tuple[Table, list[Note]]:
             )
         )
     return Table(columns=["quantity", "value", "convention"], rows=rows, caption="Geometry."), notes
+
+
+#: at most this many classes are listed one by one in a collapse table
+_CLASSES_SHOWN = 20
+
+
+def collapse_table(name: str, collapse: Collapse) -> tuple[Table, list[Note]]:
+    """The class-collapse diagnostics of one labelled layer (cl_diag.measurement.collapse)."""
+    c = collapse
+    n_bar = c.instances / c.classes if c.classes else None
+    counts = sorted({k.count for k in c.per_class if k.count is not None})
+    sizes = (
+        f"{fmt(counts[0])} each (balanced)"
+        if c.balanced and counts
+        else f"{fmt(counts[0] if counts else None)}–{fmt(counts[-1] if counts else None)}"
+    )
+    shown = c.per_class[:_CLASSES_SHOWN]
+    per_class = ", ".join(fmt(k.within_class_variance, 4) for k in shown)
+    if len(c.per_class) > len(shown):
+        per_class += f", … ({len(c.per_class) - len(shown)} more)"
+    n_text = f"{fmt(c.classes)} classes, {fmt(c.instances)} instances ({sizes})"
+    residual = (
+        f"1 + (n−1)·s_w + n(m−1)·s_b with n = instances per class = {fmt(n_bar)}, "
+        f"m = {fmt(c.classes)}; 0 on the simplex-to-simplex embedding model"
+    )
+    if not c.balanced:
+        residual += "; classes differ in size, so n is their mean (approximate identity)"
+    rows = [
+        ["classes m, instances", f"{n_text}, {fmt(c.views)} views", "from the labels"],
+        [
+            "within-class variance",
+            fmt(c.within_class_variance),
+            "mean over classes of 1 − ||mean_c||², rows of both views; 0 = collapsed to a point",
+        ],
+        ["within-class variance by class", per_class, "sorted label order"],
+        [
+            "between-class variance",
+            fmt(c.between_class_variance),
+            "Σ_c (n_c/n) ||mean_c − mean||²; total = Σ_c (n_c/n) within_c + between",
+        ],
+        ["total variance", fmt(c.total_variance), "1 − ||mean||², mean over all rows"],
+        [
+            "s_w",
+            fmt(c.s_w),
+            "mean similarity of same-class pairs of different instances (both views)",
+        ],
+        ["s_b", fmt(c.s_b), "mean similarity of pairs of different classes"],
+        ["SSEM identity residual", fmt(c.ssem_residual), residual],
+        ["collapsed", fmt(c.collapsed), f"within-class variance < ε = {fmt(c.epsilon)}"],
+    ]
+    notes = []
+    if c.collapsed:
+        notes.append(
+            Note(
+                f"Class collapse in '{name}': the mean within-class variance "
+                f"{fmt(c.within_class_variance, 4)} is below ε = {fmt(c.epsilon)}; the instances "
+                "of each class sit on one point, so nothing but the label is left to tell them "
+                "apart (paper-notes 11.3)."
+            )
+        )
+    table = Table(
+        columns=["quantity", "value", "convention"],
+        rows=rows,
+        caption="Class collapse (exact, from class sums over every instance).",
+    )
+    return table, notes
 
 
 def validity_caveat(result: Result, name: str) -> Note | None:
@@ -546,6 +613,9 @@ def layer_blocks(result: Result, name: str, layer: Layer) -> list:
                 caption="Eigenvalues of each view's embedding covariance, descending, log scale (zeros omitted).",
             )
         )
+    if layer.collapse is not None:
+        table, notes = collapse_table(name, layer.collapse)
+        blocks += [Heading(3, f"Class collapse of '{name}'"), table, *notes]
     return blocks
 
 
