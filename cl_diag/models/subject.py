@@ -53,6 +53,8 @@ class Subject:
     eval_split: Callable[[str], Any] | None = None  # "train"/"test" -> (image, label) dataset
     splits: dict[str, Any] = field(default_factory=dict)  # the opened evaluation splits
     embeddings: tuple[torch.Tensor, torch.Tensor] | None = None  # toy: the learned vectors
+    # toy with --num-classes: the classes of the learned vectors (None: each its own class)
+    embedding_labels: torch.Tensor | None = None
 
 
 def open_subject(
@@ -162,6 +164,10 @@ def _cl_diag_subject(
                 f"{file.path} is a toy-dataset checkpoint without its 'embeddings'; it is damaged."
             )
         subject.embeddings = (emb["z1"].float(), emb["z2"].float())
+        if cfg.get("num_classes") is not None:
+            from cl_diag.training.data import toy_labels
+
+            subject.embedding_labels = toy_labels(emb["z1"].shape[0], cfg["num_classes"])
         return subject
 
     try:

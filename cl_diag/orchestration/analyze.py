@@ -299,7 +299,8 @@ def _analyze_checkpoint(
     if subject.embeddings is not None:  # toy: the learned vectors are the two views
         z1, z2 = subject.embeddings
         n_ref = config.n_ref if config.n_ref is not None else (subject.n_train or z1.shape[0])
-        layer = measure_layer(z1, z2, None, n_ref=n_ref, config=config, where=str(file.path))
+        labels = subject.embedding_labels  # toy with --num-classes; else no classes
+        layer = measure_layer(z1, z2, labels, n_ref=n_ref, config=config, where=str(file.path))
         layers = {EMBEDDING_LAYER: layer}
         probes = None
         if "retrieval" in config.probes:
