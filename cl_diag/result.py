@@ -81,6 +81,8 @@ __all__ = [
     "Source",
     "Spectrum",
     "SplitSize",
+    "Ssem",
+    "SsemPredicted",
     "Theory",
     "TheoryLoss",
     "Tool",
@@ -1102,6 +1104,111 @@ class LayerCheck:
         }
 
 
+@dataclass(frozen=True, kw_only=True)
+class SsemPredicted:
+    """The SSEM optimum's same-class and between-class similarities and within-class variance."""
+
+    s_w: float | None
+    s_b: float | None
+    within_class_variance: float | None
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], at: _At = _HERE) -> SsemPredicted:
+        d = at.obj(d)
+        return cls(
+            s_w=(at / "s_w").number(d.get("s_w")),
+            s_b=(at / "s_b").number(d.get("s_b")),
+            within_class_variance=(at / "within_class_variance").number(
+                d.get("within_class_variance")
+            ),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "s_w": self.s_w,
+            "s_b": self.s_b,
+            "within_class_variance": self.within_class_variance,
+        }
+
+
+_SSEM_KEYS = (
+    "alpha",
+    "tau",
+    "m",
+    "n",
+    "p",
+    "variant",
+    "alpha_c",
+    "beta_star",
+    "regime",
+    "predicted",
+    "d_below_mn_minus_1",
+    "small_alpha",
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Ssem:
+    """The simplex-to-simplex embedding model of a ``supcl`` run (paper-notes 11.3;
+    cl_diag.measurement.theory.ssem_panel): on the balanced batch of m classes x n instances
+    x p views at temperature tau, the collapse threshold alpha_c and the optimum beta* (1:
+    class collapse) with its predicted s_w, s_b and within-class variance 1 - beta*; caveats
+    ``d_below_mn_minus_1`` (the model needs d >= mn - 1) and ``small_alpha`` (alpha <= 0.1 at
+    tau <= 0.1, where variant B left the model in free optimisation)."""
+
+    alpha: float | None
+    tau: float | None
+    m: int | None
+    n: int | None
+    p: int | None
+    variant: str | None
+    alpha_c: float | None
+    beta_star: float | None
+    regime: str | None
+    predicted: SsemPredicted
+    d_below_mn_minus_1: bool
+    small_alpha: bool
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], at: _At = _HERE) -> Ssem:
+        d = at.obj(d)
+        return cls(
+            alpha=(at / "alpha").number(d.get("alpha")),
+            tau=(at / "tau").number(d.get("tau")),
+            m=(at / "m").integer(d.get("m")),
+            n=(at / "n").integer(d.get("n")),
+            p=(at / "p").integer(d.get("p")),
+            variant=(at / "variant").text(d.get("variant")),
+            alpha_c=(at / "alpha_c").number(d.get("alpha_c")),
+            beta_star=(at / "beta_star").number(d.get("beta_star")),
+            regime=(at / "regime").text(d.get("regime")),
+            predicted=SsemPredicted.from_dict(d.get("predicted") or {}, at / "predicted"),
+            d_below_mn_minus_1=(at / "d_below_mn_minus_1").flag(
+                d.get("d_below_mn_minus_1", False), null=False
+            ),
+            small_alpha=(at / "small_alpha").flag(d.get("small_alpha", False), null=False),
+            extra=_rest(d, _SSEM_KEYS),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "alpha": self.alpha,
+            "tau": self.tau,
+            "m": self.m,
+            "n": self.n,
+            "p": self.p,
+            "variant": self.variant,
+            "alpha_c": self.alpha_c,
+            "beta_star": self.beta_star,
+            "regime": self.regime,
+            "predicted": self.predicted.to_dict(),
+            "d_below_mn_minus_1": self.d_below_mn_minus_1,
+            "small_alpha": self.small_alpha,
+            **self.extra,
+        }
+
+
 _THEORY_KEYS = (
     "n_ref",
     "batch_size",
@@ -1114,6 +1221,7 @@ _THEORY_KEYS = (
     "sigmoid",
     "loss_layer",
     "condition",
+    "ssem",
     "layers",
 )
 
@@ -1135,6 +1243,8 @@ class Theory:
     #: the layer the loss is computed on, which the theorems describe (None: every layer)
     loss_layer: str | None = None
     condition: Condition | None = None
+    #: supcl runs with balanced batches: the SSEM collapse threshold and optimum
+    ssem: Ssem | None = None
     layers: dict[str, LayerCheck] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -1161,6 +1271,7 @@ class Theory:
             sigmoid=_optional(d, "sigmoid", SigmoidPanel.from_dict, at),
             loss_layer=(at / "loss_layer").text(d.get("loss_layer")),
             condition=_optional(d, "condition", Condition.from_dict, at),
+            ssem=_optional(d, "ssem", Ssem.from_dict, at),
             layers=layers,
             extra=_rest(d, _THEORY_KEYS),
         )
@@ -1180,6 +1291,8 @@ class Theory:
         }
         if self.condition is not None:
             out["condition"] = self.condition.to_dict()
+        if self.ssem is not None:
+            out["ssem"] = self.ssem.to_dict()
         if self.layers is not None:
             out["layers"] = {k: v.to_dict() for k, v in self.layers.items()}
         out.update(self.extra)

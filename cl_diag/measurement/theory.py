@@ -59,6 +59,7 @@ __all__ = [
     "ssem_embedding",
     "ssem_loss",
     "ssem_optimum",
+    "ssem_panel",
     "ssem_similarities",
     "theory_panel",
     "validity",
@@ -483,6 +484,14 @@ def theory_panel(training_config: Mapping[str, Any], n_ref: int, layers: Mapping
         else:
             why = f"{name} is not cast into the paper's framework (Def. 3.1 / 3.2)"
         panel["statement"] = f"No optimum is predicted: {why}."
+        if name == "supcl":  # the SSEM speaks to it instead (paper-notes 11.3)
+            loss_d = _layer_facts(layers[panel["loss_layer"]])[0] if panel["loss_layer"] else None
+            panel["ssem"], sentence = ssem_panel(training_config, hp, loss_d)
+            panel["statement"] = (
+                f"Thms 5.1-5.5 do not apply: {why}. {sentence}"
+                if panel["ssem"] is not None
+                else f"{panel['statement']} {sentence}"
+            )
         panel["layers"] = _layer_checks(layers, n_ref, m)
         return panel
 
@@ -594,6 +603,71 @@ def theory_panel(training_config: Mapping[str, Any], n_ref: int, layers: Mapping
     panel["statement"] = " ".join(statement)
     panel["layers"] = _layer_checks(layers, n_ref, m)
     return panel
+
+
+def ssem_panel(
+    training_config: Mapping[str, Any], hp: Mapping[str, Any], d: object
+) -> tuple[dict[str, Any] | None, str]:
+    """The SSEM block of a ``supcl`` run's theory panel and its sentence (paper-notes 11.3).
+
+    N = the balanced batch: m = ``classes_per_batch`` classes x n = batch / m instances, p = 2
+    views, variant B (the ``supcl`` loss); ``d`` is the loss layer's dimension. Without
+    ``--balanced-batch`` the batches hold no fixed m x n and nothing is predicted (None).
+    The block holds alpha, tau, m, n, p, alpha_c, beta*, the regime, the predicted s_w, s_b
+    and within-class variance, and two caveats: ``d_below_mn_minus_1`` (the SSEM needs
+    d >= mn - 1; below, the prediction is qualitative) and ``small_alpha`` (alpha <= 0.1 at
+    tau <= 0.1: variant B left the SSEM in free optimisation there)."""
+    batch = training_config.get("batch_size")
+    m = training_config.get("classes_per_batch")
+    balanced = training_config.get("balanced_batch") is True
+    if not (
+        balanced
+        and isinstance(batch, int)
+        and isinstance(m, int)
+        and m >= 2
+        and batch % m == 0
+        and batch // m >= 2
+    ):
+        return None, (
+            "No SSEM prediction: the run did not use --balanced-batch, so its batches hold no "
+            "fixed m classes x n instances (paper-notes 11.3)."
+        )
+    n, p, alpha, tau = batch // m, 2, float(hp["alpha"]), float(hp["temperature"])
+    opt = ssem_optimum(alpha, tau, m, n, p)
+    d_ok = isinstance(d, int) and not isinstance(d, bool)
+    narrow = bool(d_ok and d < m * n - 1)  # type: ignore[operator]
+    small = alpha <= 0.1 and tau <= 0.1
+    block = {
+        "alpha": alpha,
+        "tau": tau,
+        "m": m,
+        "n": n,
+        "p": p,
+        "variant": "B",
+        "alpha_c": opt.alpha_c,
+        "beta_star": opt.beta,
+        "regime": opt.regime,
+        "predicted": {
+            "s_w": opt.s_w,
+            "s_b": opt.s_b,
+            "within_class_variance": opt.within_class_variance,
+        },
+        "d_below_mn_minus_1": narrow,
+        "small_alpha": small,
+    }
+    verdict = (
+        f"alpha = {alpha:g} <= alpha_c: class collapse is predicted (beta* = 1, within-class "
+        "variance 0)"
+        if opt.regime == "collapse"
+        else f"alpha = {alpha:g} > alpha_c: beta* = {opt.beta:.4g}, within-class variance "
+        f"1 - beta* = {opt.within_class_variance:.4g}, s_w = {opt.s_w:.4g}, s_b = {opt.s_b:.4g}"
+    )
+    sentence = (
+        f"SSEM (paper-notes 11.3) for supcl on the balanced batch of m = {m} classes x n = {n} "
+        f"instances x p = {p} views at tau = {tau:g}: the collapse threshold is alpha_c = "
+        f"{opt.alpha_c:.4g}; {verdict}."
+    )
+    return block, sentence
 
 
 def validity(d: object, n_ref: object, m: object = None) -> tuple[bool, bool]:

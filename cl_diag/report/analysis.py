@@ -39,6 +39,7 @@ from cl_diag.result import (
     Result,
     Source,
     SplitSize,
+    Ssem,
     VarianceBand,
     probe_report_metrics,
 )
@@ -347,6 +348,8 @@ def theory_blocks(result: Result) -> list:
                 f"x* = {fmt(ccem.x_star)} (paper-notes 11.1)."
             )
         )
+    if theory.ssem is not None:
+        blocks += ssem_blocks(result, theory.ssem, theory.loss_layer)
     predicted = theory.predicted
     band = theory.variance_band
     layers = result.layers
@@ -437,6 +440,87 @@ def theory_blocks(result: Result) -> list:
     context = [n for n in layers if n not in main]
     if context and loss_layer is not None:
         blocks.append(_theory_context_table(result, loss_layer, context))
+    return blocks
+
+
+def ssem_blocks(result: Result, ssem: Ssem, loss_layer: str | None) -> list:
+    """The SSEM prediction of a supcl run beside the loss layer's collapse diagnostics."""
+    layer = result.layers.get(loss_layer) if loss_layer is not None else None
+    measured = layer.collapse if layer is not None else None
+
+    def got(read) -> str:
+        return MISSING if measured is None else fmt(read(measured))
+
+    implied_beta = (
+        None
+        if measured is None or measured.within_class_variance is None
+        else 1.0 - measured.within_class_variance
+    )
+    pred = ssem.predicted
+    where = f"m = {fmt(ssem.m)}, n = {fmt(ssem.n)}, p = {fmt(ssem.p)}, τ = {fmt(ssem.tau)}"
+    rows = [
+        [
+            "collapse threshold α_c",
+            fmt(ssem.alpha_c),
+            f"α = {fmt(ssem.alpha)}",
+            f"1 − (n−1)p(1−ρ)/(k + (n−1)p + (m−1)np·ρ), ρ = exp(−m/((m−1)τ)), k = p − 1; {where}",
+        ],
+        [
+            "β* (1 = class collapse)",
+            fmt(ssem.beta_star),
+            fmt(implied_beta),
+            "argmin of the loss on the SSEM (convex in β); measured: 1 − within-class variance",
+        ],
+        [
+            "within-class variance",
+            fmt(pred.within_class_variance),
+            got(lambda c: c.within_class_variance),
+            "1 − β*",
+        ],
+        ["s_w", fmt(pred.s_w), got(lambda c: c.s_w), "(nβ* − 1)/(n − 1)"],
+        ["s_b", fmt(pred.s_b), got(lambda c: c.s_b), "−β*/(m − 1)"],
+        [
+            "SSEM identity residual",
+            fmt(0.0),
+            got(lambda c: c.ssem_residual),
+            "1 + (n−1)s_w + n(m−1)s_b (measured with n, m of the measured sample)",
+        ],
+        [
+            "class collapse",
+            fmt(ssem.regime == "collapse"),
+            got(lambda c: c.collapsed),
+            "predicted: α ≤ α_c; measured: within-class variance < ε",
+        ],
+    ]
+    name = loss_layer or MISSING
+    blocks: list = [
+        Table(
+            columns=["quantity", "predicted (SSEM)", f"measured ({name})", "formula"],
+            rows=rows,
+            caption=(
+                f"Supervised contrastive with a self-supervised share (supcl, variant B): the "
+                f"simplex-to-simplex embedding model on the balanced batch ({where}) beside the "
+                f"class-collapse diagnostics of '{name}' (paper-notes 11.3)."
+            ),
+        )
+    ]
+    if ssem.d_below_mn_minus_1 and layer is not None:
+        mn = (ssem.m or 0) * (ssem.n or 0)
+        blocks.append(
+            Note(
+                f"Validity: d = {fmt(layer.d)} < mn − 1 = {fmt(mn - 1)}: "
+                "the SSEM does not fit in the layer, so its prediction is qualitative (compare "
+                "the trend in α, not the values)."
+            )
+        )
+    if ssem.small_alpha:
+        blocks.append(
+            Note(
+                "Small-α regime: with α ≤ 0.1 at τ ≤ 0.1, free optimisation of this loss (variant "
+                "B) left the SSEM (same-instance views, then only negatives, split apart; "
+                "paper-notes 11.3); the prediction may not describe the optimum here."
+            )
+        )
     return blocks
 
 
