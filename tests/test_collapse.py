@@ -81,16 +81,24 @@ def test_chunked_accumulation_does_not_change_the_result(monkeypatch):
 
 
 def test_balanced_sample_residual_is_the_squared_norm_of_the_sum():
-    # aligned positives (z1 = z2): 1 + (n-1) s_w + n(m-1) s_b = ||sum z||^2 / (4 N)
+    # 1 + (n-1) s_w + n(m-1) s_b = ||sum z||^2 / (4N) + (1 - s_pos) / 2
+    #                            = N (1 - total variance) + (1 - s_pos) / 2
     rng = np.random.default_rng(3)
     m, n, d = 3, 5, 8
-    z = rng.standard_normal((m * n, d))
+    z1 = rng.standard_normal((m * n, d))
     labels = np.arange(m * n) % m
-    got = class_collapse(z, z, labels)
-    unit = z / np.linalg.norm(z, axis=1, keepdims=True)
-    total = 2 * unit.sum(0)
-    assert got["balanced"] is True
-    assert got["ssem_residual"] == pytest.approx(total @ total / (4 * m * n), abs=1e-6)
+    for z2 in (z1, z1 + 0.5 * rng.standard_normal((m * n, d))):
+        got = class_collapse(z1, z2, labels)
+        u = z1 / np.linalg.norm(z1, axis=1, keepdims=True)
+        v = z2 / np.linalg.norm(z2, axis=1, keepdims=True)
+        total = u.sum(0) + v.sum(0)
+        s_pos = float(np.mean(np.sum(u * v, axis=1)))
+        want = total @ total / (4 * m * n) + (1 - s_pos) / 2
+        assert got["balanced"] is True
+        assert got["ssem_residual"] == pytest.approx(want, abs=1e-6)
+        assert got["ssem_residual"] == pytest.approx(
+            m * n * (1 - got["total_variance"]) + (1 - s_pos) / 2, abs=1e-6
+        )
 
 
 def test_collapsed_classes_are_flagged_and_the_ssem_has_zero_residual():

@@ -14,9 +14,14 @@ mu_c = mean of class c's rows and the global mean mu:
 * ``s_w``: the mean similarity of same-class pairs of *different* instances (both views,
   every ordered pair), ``s_b``: the mean similarity of pairs of different classes;
 * ``ssem_residual``: 1 + (n_bar - 1) s_w + n_bar (C - 1) s_b with n_bar = n / C. For a
-  balanced sample (every n_c = n_bar; ``balanced``) whose positives are aligned it equals
-  ||sum z||^2 / (4 n) >= 0, and 0 on the simplex-to-simplex embedding model (SSEM) at any
-  beta; otherwise it is the same expression at the mean class size;
+  balanced sample (every n_c = n_bar; ``balanced``) counting the pairs of ||sum z||^2 gives
+
+      ssem_residual = ||sum z||^2 / (4 n) + (1 - s_pos) / 2
+                    = n (1 - total_variance) + (1 - s_pos) / 2  >= 0,
+
+  s_pos the mean positive similarity: 0 exactly when the global mean is 0 and the positives
+  are aligned, as on the simplex-to-simplex embedding model (SSEM) at any beta; it grows with
+  n otherwise. For classes of unequal size it is the same expression at the mean class size;
 * ``collapsed``: ``within_class_variance < epsilon`` (default :data:`COLLAPSE_EPSILON`).
 
 Nothing needs an n x n matrix: with the class sums S_c = sum of class c's rows, the sums of

@@ -230,7 +230,9 @@ def collapse_table(name: str, collapse: Collapse) -> tuple[Table, list[Note]]:
     n_text = f"{fmt(c.classes)} classes, {fmt(c.instances)} instances ({sizes})"
     residual = (
         f"1 + (n−1)·s_w + n(m−1)·s_b with n = instances per class = {fmt(n_bar)}, "
-        f"m = {fmt(c.classes)}; 0 on the simplex-to-simplex embedding model"
+        f"m = {fmt(c.classes)}; for a balanced sample = n·m·(1 − total variance) + "
+        "(1 − positive mean)/2 ≥ 0, 0 on the simplex-to-simplex embedding model (zero mean, "
+        "aligned positives)"
     )
     if not c.balanced:
         residual += "; classes differ in size, so n is their mean (approximate identity)"
