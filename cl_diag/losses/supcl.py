@@ -54,6 +54,7 @@ Example::
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 
@@ -113,7 +114,10 @@ class SupCLLoss(Loss):
         super().__init__()
         self._configure(temperature=temperature, alpha=alpha)
 
-    def _compute(self, u, v, labels, *, temperature, alpha):
+    def _compute(
+        self, u: torch.Tensor, v: torch.Tensor, labels: torch.Tensor | None, **hp: Any
+    ) -> torch.Tensor:
+        temperature, alpha = hp["temperature"], hp["alpha"]
         pairs = Pairs.of_views(u.shape[0], labels, device=u.device)
         z = torch.cat([u, v])
         logits = (z @ z.T / temperature).masked_fill(pairs.self_mask, float("-inf"))

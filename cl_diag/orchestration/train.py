@@ -408,7 +408,7 @@ def _check_options(c: TrainConfig) -> TrainConfig:
     if out is None:
         out = str(Path(c.resume).expanduser().parent) if c.resume else _default_out(c)
     num_samples = c.num_samples if (c.num_samples is not None or c.dataset != "toy") else 4
-    if c.num_classes is not None:
+    if c.num_classes is not None and num_samples is not None:  # toy: num_samples is set
         _require(
             c.num_classes <= num_samples,
             f"--num-classes {c.num_classes} exceeds the {num_samples} toy instances "
