@@ -436,6 +436,8 @@ def theory_panel(training_config: Mapping[str, Any], n_ref: int, layers: Mapping
       paper-notes 11.1, both at N = m.
     * Per layer: the Thm 5.2 ceiling 1 + mean_neg + 1/(n-1) against the measured positive
       mean, and the validity caveat when d < n - 1 (the optima need a simplex to fit).
+    * ``supcl`` (outside Def. 3.1 / 3.2): the SSEM block of :func:`ssem_panel` (the collapse
+      threshold alpha_c and the optimum beta* on the balanced batch) under ``ssem``.
 
     ``layers`` maps a layer name to its :class:`cl_diag.result.Layer` (or the layer's JSON
     form). Returns the ``theory`` block of result.json as a plain dict.
