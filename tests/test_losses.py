@@ -523,9 +523,7 @@ def test_unknown_kwarg_message_names_accepted_ones():
         LOSSES["spectral"](*rand_pair(), temperature=0.1)
 
 
-@pytest.mark.parametrize(
-    "name", ["infonce", "simclr", "dcl", "dhel", "sigmoid", "supcon", "supcl"]
-)
+@pytest.mark.parametrize("name", ["infonce", "simclr", "dcl", "dhel", "sigmoid", "supcon", "supcl"])
 @pytest.mark.parametrize("bad", [0.0, -0.1, float("nan"), float("inf")])
 def test_non_positive_temperature(name, bad):
     with pytest.raises(ValueError, match="temperature must be a finite number > 0"):

@@ -98,8 +98,7 @@ def train_command(
     ),
     temperature: float | None = typer.Option(
         None,
-        help="Temperature t of infonce/simclr/dcl/dhel/sigmoid/supcon/supcl (default: the "
-        "loss's).",
+        help="Temperature t of infonce/simclr/dcl/dhel/sigmoid/supcon/supcl (default: the loss's).",
         rich_help_panel=_LOSS,
     ),
     bias: float | None = typer.Option(
