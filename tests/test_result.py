@@ -45,7 +45,7 @@ def _write(tmp_path: Path, data: object, name: str = "result.json") -> Path:
 
 
 def test_reference_results_exist():
-    assert len(REFERENCE) == 18  # 8 digits cells + 10 toy cells
+    assert len(REFERENCE) == 24  # 8 digits cells + 10 toy cells + 6 supcl-collapse cells
 
 
 @pytest.mark.parametrize("path", REFERENCE, ids=lambda p: f"{p.parts[-4]}/{p.parts[-3]}")
