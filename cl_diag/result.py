@@ -42,6 +42,7 @@ if TYPE_CHECKING:  # pandas is imported by to_frame only
 
 __all__ = [
     "BASELINES",
+    "COLLAPSE_METRICS",
     "EMBEDDING_LAYER",
     "GEOMETRY_METRICS",
     "LAYERS",
@@ -57,7 +58,9 @@ __all__ = [
     "Ccem",
     "Ceiling",
     "ClassSplit",
+    "ClassVariance",
     "Clustering",
+    "Collapse",
     "Condition",
     "EffectiveRank",
     "Eq10",
@@ -79,6 +82,8 @@ __all__ = [
     "Source",
     "Spectrum",
     "SplitSize",
+    "Ssem",
+    "SsemPredicted",
     "Theory",
     "TheoryLoss",
     "Tool",
@@ -485,15 +490,130 @@ class Geometry:
         }
 
 
+# --------------------------------------------------------------------------- class collapse
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClassVariance:
+    """One class of a collapse block: its instances and within-class variance 1 - ||mu_c||^2."""
+
+    count: int | None
+    within_class_variance: float | None
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], at: _At = _HERE) -> ClassVariance:
+        d = at.obj(d)
+        return cls(
+            count=(at / "count").integer(d.get("count")),
+            within_class_variance=(at / "within_class_variance").number(
+                d.get("within_class_variance")
+            ),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"count": self.count, "within_class_variance": self.within_class_variance}
+
+
+_COLLAPSE_KEYS = (
+    "classes",
+    "instances",
+    "views",
+    "balanced",
+    "within_class_variance",
+    "between_class_variance",
+    "total_variance",
+    "s_w",
+    "s_b",
+    "ssem_residual",
+    "epsilon",
+    "collapsed",
+    "per_class",
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Collapse:
+    """Class-collapse diagnostics of a labelled layer (cl_diag.measurement.collapse has every
+    formula): within-class variance 1 - ||mu_c||^2 (mean over classes, and ``per_class`` in
+    sorted label order), between-class and total variance, s_w (same class, different
+    instance) and s_b (different classes) mean similarities, the SSEM identity residual
+    1 + (n-1) s_w + n(m-1) s_b (n = instances per class, m = ``classes``; exact for a
+    ``balanced`` sample) and ``collapsed`` = within-class variance < ``epsilon``. Exact:
+    computed from class sums over every instance, both views."""
+
+    classes: int
+    instances: int
+    views: int
+    balanced: bool
+    within_class_variance: float | None
+    between_class_variance: float | None
+    total_variance: float | None
+    s_w: float | None
+    s_b: float | None
+    ssem_residual: float | None
+    epsilon: float | None
+    collapsed: bool | None
+    per_class: list[ClassVariance]
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], at: _At = _HERE) -> Collapse:
+        d = at.obj(d)
+        per_class = d.get("per_class") or []
+        if not isinstance(per_class, list):
+            (at / "per_class").fail("is not a list")
+        return cls(
+            classes=(at / "classes").integer(at.req(d, "classes"), null=False),
+            instances=(at / "instances").integer(at.req(d, "instances"), null=False),
+            views=(at / "views").integer(d.get("views", 2), null=False),
+            balanced=(at / "balanced").flag(d.get("balanced", False), null=False),
+            within_class_variance=(at / "within_class_variance").number(
+                at.req(d, "within_class_variance")
+            ),
+            between_class_variance=(at / "between_class_variance").number(
+                d.get("between_class_variance")
+            ),
+            total_variance=(at / "total_variance").number(d.get("total_variance")),
+            s_w=(at / "s_w").number(d.get("s_w")),
+            s_b=(at / "s_b").number(d.get("s_b")),
+            ssem_residual=(at / "ssem_residual").number(d.get("ssem_residual")),
+            epsilon=(at / "epsilon").number(d.get("epsilon")),
+            collapsed=(at / "collapsed").flag(d.get("collapsed")),
+            per_class=[
+                ClassVariance.from_dict(c, at / "per_class" / k) for k, c in enumerate(per_class)
+            ],
+            extra=_rest(d, _COLLAPSE_KEYS),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "classes": self.classes,
+            "instances": self.instances,
+            "views": self.views,
+            "balanced": self.balanced,
+            "within_class_variance": self.within_class_variance,
+            "between_class_variance": self.between_class_variance,
+            "total_variance": self.total_variance,
+            "s_w": self.s_w,
+            "s_b": self.s_b,
+            "ssem_residual": self.ssem_residual,
+            "epsilon": self.epsilon,
+            "collapsed": self.collapsed,
+            "per_class": [c.to_dict() for c in self.per_class],
+            **self.extra,
+        }
+
+
 @dataclass(frozen=True, kw_only=True)
 class Layer:
     """One measured layer: n instances of dimension d, its pair statistics by pair type
-    (:data:`PAIR_TYPES`) and its geometry."""
+    (:data:`PAIR_TYPES`), its geometry and, with labels, its class-collapse diagnostics."""
 
     n: int
     d: int
     pairs: dict[str, PairStats]
     geometry: Geometry
+    collapse: Collapse | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -508,17 +628,21 @@ class Layer:
                 for kind, stats in pairs.items()
             },
             geometry=Geometry.from_dict(at.req(d, "geometry"), at / "geometry"),
-            extra=_rest(d, ("n", "d", "pairs", "geometry")),
+            collapse=_optional(d, "collapse", Collapse.from_dict, at),
+            extra=_rest(d, ("n", "d", "pairs", "geometry", "collapse")),
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "n": self.n,
             "d": self.d,
             "pairs": {kind: stats.to_dict() for kind, stats in self.pairs.items()},
             "geometry": self.geometry.to_dict(),
-            **self.extra,
         }
+        if self.collapse is not None:  # labelled layers only
+            out["collapse"] = self.collapse.to_dict()
+        out.update(self.extra)
+        return out
 
 
 # --------------------------------------------------------------------------- probes
@@ -1030,6 +1154,111 @@ class FullBatch:
         return out
 
 
+@dataclass(frozen=True, kw_only=True)
+class SsemPredicted:
+    """The SSEM optimum's same-class and between-class similarities and within-class variance."""
+
+    s_w: float | None
+    s_b: float | None
+    within_class_variance: float | None
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], at: _At = _HERE) -> SsemPredicted:
+        d = at.obj(d)
+        return cls(
+            s_w=(at / "s_w").number(d.get("s_w")),
+            s_b=(at / "s_b").number(d.get("s_b")),
+            within_class_variance=(at / "within_class_variance").number(
+                d.get("within_class_variance")
+            ),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "s_w": self.s_w,
+            "s_b": self.s_b,
+            "within_class_variance": self.within_class_variance,
+        }
+
+
+_SSEM_KEYS = (
+    "alpha",
+    "tau",
+    "m",
+    "n",
+    "p",
+    "variant",
+    "alpha_c",
+    "beta_star",
+    "regime",
+    "predicted",
+    "d_below_mn_minus_1",
+    "small_alpha",
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Ssem:
+    """The simplex-to-simplex embedding model of a ``supcl`` run (paper-notes 11.3;
+    cl_diag.measurement.theory.ssem_panel): on the balanced batch of m classes x n instances
+    x p views at temperature tau, the collapse threshold alpha_c and the optimum beta* (1:
+    class collapse) with its predicted s_w, s_b and within-class variance 1 - beta*; caveats
+    ``d_below_mn_minus_1`` (the model needs d >= mn - 1) and ``small_alpha`` (alpha <= 0.1 at
+    tau <= 0.1, where variant B left the model in free optimisation)."""
+
+    alpha: float | None
+    tau: float | None
+    m: int | None
+    n: int | None
+    p: int | None
+    variant: str | None
+    alpha_c: float | None
+    beta_star: float | None
+    regime: str | None
+    predicted: SsemPredicted
+    d_below_mn_minus_1: bool
+    small_alpha: bool
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], at: _At = _HERE) -> Ssem:
+        d = at.obj(d)
+        return cls(
+            alpha=(at / "alpha").number(d.get("alpha")),
+            tau=(at / "tau").number(d.get("tau")),
+            m=(at / "m").integer(d.get("m")),
+            n=(at / "n").integer(d.get("n")),
+            p=(at / "p").integer(d.get("p")),
+            variant=(at / "variant").text(d.get("variant")),
+            alpha_c=(at / "alpha_c").number(d.get("alpha_c")),
+            beta_star=(at / "beta_star").number(d.get("beta_star")),
+            regime=(at / "regime").text(d.get("regime")),
+            predicted=SsemPredicted.from_dict(d.get("predicted") or {}, at / "predicted"),
+            d_below_mn_minus_1=(at / "d_below_mn_minus_1").flag(
+                d.get("d_below_mn_minus_1", False), null=False
+            ),
+            small_alpha=(at / "small_alpha").flag(d.get("small_alpha", False), null=False),
+            extra=_rest(d, _SSEM_KEYS),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "alpha": self.alpha,
+            "tau": self.tau,
+            "m": self.m,
+            "n": self.n,
+            "p": self.p,
+            "variant": self.variant,
+            "alpha_c": self.alpha_c,
+            "beta_star": self.beta_star,
+            "regime": self.regime,
+            "predicted": self.predicted.to_dict(),
+            "d_below_mn_minus_1": self.d_below_mn_minus_1,
+            "small_alpha": self.small_alpha,
+            **self.extra,
+        }
+
+
 _THEORY_KEYS = (
     "n_ref",
     "batch_size",
@@ -1043,6 +1272,7 @@ _THEORY_KEYS = (
     "loss_layer",
     "condition",
     "full_batch",
+    "ssem",
     "layers",
 )
 
@@ -1066,6 +1296,8 @@ class Theory:
     condition: Condition | None = None
     #: the N-dependent entries for the full batch, N = n_ref (absent when N = m gives the same)
     full_batch: FullBatch | None = None
+    #: supcl runs with balanced batches: the SSEM collapse threshold and optimum
+    ssem: Ssem | None = None
     layers: dict[str, LayerCheck] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -1108,6 +1340,7 @@ class Theory:
             loss_layer=(at / "loss_layer").text(d.get("loss_layer")),
             condition=_optional(d, "condition", Condition.from_dict, at),
             full_batch=_optional(d, "full_batch", FullBatch.from_dict, at),
+            ssem=_optional(d, "ssem", Ssem.from_dict, at),
             layers=layers,
             extra=_rest(d, _THEORY_KEYS),
         )
@@ -1129,6 +1362,8 @@ class Theory:
             out["condition"] = self.condition.to_dict()
         if self.full_batch is not None:
             out["full_batch"] = self.full_batch.to_dict()
+        if self.ssem is not None:
+            out["ssem"] = self.ssem.to_dict()
         if self.layers is not None:
             out["layers"] = {k: v.to_dict() for k, v in self.layers.items()}
         out.update(self.extra)
@@ -1562,6 +1797,30 @@ GEOMETRY_METRICS = (
         "alignment ceiling",
         lambda layer: layer.geometry.alignment_ceiling.value,
     ),
+)
+
+
+def _collapse(read: Callable[[Collapse], Any]) -> Callable[[Layer], Any]:
+    def value(layer: Layer) -> Any:
+        return None if layer.collapse is None else read(layer.collapse)
+
+    return value
+
+
+#: per layer, with labels: the class-collapse diagnostics compared across runs
+COLLAPSE_METRICS = (
+    Metric(
+        "within_class_variance", "within-class var", _collapse(lambda c: c.within_class_variance)
+    ),
+    Metric(
+        "between_class_variance",
+        "between-class var",
+        _collapse(lambda c: c.between_class_variance),
+    ),
+    Metric("total_variance", "total var", _collapse(lambda c: c.total_variance)),
+    Metric("s_w", "s_w (same class)", _collapse(lambda c: c.s_w)),
+    Metric("s_b", "s_b (between classes)", _collapse(lambda c: c.s_b)),
+    Metric("ssem_residual", "SSEM residual", _collapse(lambda c: c.ssem_residual)),
 )
 
 

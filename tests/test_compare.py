@@ -263,6 +263,13 @@ def test_csv_columns_and_values(grid):
         "effective_rank_v",
         "frontier_gap",
         "alignment_ceiling",
+        # class-collapse metrics (issue 14): empty here, make_result writes no collapse block
+        "within_class_variance",
+        "between_class_variance",
+        "total_variance",
+        "s_w",
+        "s_b",
+        "ssem_residual",
         "linear_top1",
         "linear_top5",
         "knn_k20_top1",

@@ -23,6 +23,7 @@ CASES = {
     "vrn": ("vrn", {"delta": -0.1, "power": 2}, False),
     "sigmoid-w": ("sigmoid", {"temperature": 2.0, "bias": 0.5, "within_view": True}, False),
     "supcon": ("supcon", {"temperature": 0.2}, True),
+    "supcl": ("supcl", {"temperature": 0.2, "alpha": 0.3}, True),
     "triplet": ("triplet", {"margin": 0.5, "mining": "batch-hard"}, True),
     "contrastive": ("contrastive", {"margin": 0.8}, True),
 }

@@ -29,6 +29,7 @@ from cl_diag.losses import (
     SigmoidLoss,
     SimCLRLoss,
     SpectralLoss,
+    SupCLLoss,
     SupConLoss,
     TripletLoss,
     VRNLoss,
@@ -58,6 +59,7 @@ CASES = [
     ("triplet", {"margin": 0.7, "mining": "batch-hard"}, TripletLoss),
     ("contrastive", {"margin": 0.8}, ContrastiveLoss),
     ("supcon", {"temperature": 0.2}, SupConLoss),
+    ("supcl", {"temperature": 0.2, "alpha": 0.3}, SupCLLoss),
     ("vrn", {"delta": -0.1, "power": 2}, VRNLoss),
     ("vrn", {"delta": 0.05, "power": 3}, VRNLoss),
 ]

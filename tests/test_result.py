@@ -46,7 +46,8 @@ def _write(tmp_path: Path, data: object, name: str = "result.json") -> Path:
 
 
 def test_reference_results_exist():
-    assert len(REFERENCE) == 28  # 18 digits cells (3 sizes x 2 VRN x 3 seeds) + 10 toy cells
+    # 18 digits cells (3 sizes x 2 VRN x 3 seeds) + 10 toy cells + 6 supcl-collapse cells
+    assert len(REFERENCE) == 34
 
 
 @pytest.mark.parametrize("path", REFERENCE, ids=lambda p: f"{p.parts[-4]}/{p.parts[-3]}")

@@ -283,8 +283,21 @@ def _print_summary(console: Console, result: Result) -> None:
                 "" if ratio is None else f"{ratio:.4f}",
             )
         console.print(table)
+        collapse = layer.collapse
+        if collapse is not None and collapse.within_class_variance is not None:
+            console.print(
+                f"{name}: {collapse.classes} classes, within-class variance "
+                f"{collapse.within_class_variance:.4f}, s_w {_num(collapse.s_w)}, "
+                f"s_b {_num(collapse.s_b)}"
+                + (f", collapsed (< {collapse.epsilon:g})" if collapse.collapsed else ""),
+                highlight=False,
+            )
     if result.probes is not None:
         _print_probes(console, result.probes)
+
+
+def _num(value) -> str:
+    return "—" if value is None else f"{value:.4f}"
 
 
 def _pct(value) -> str:

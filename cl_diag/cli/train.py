@@ -65,6 +65,12 @@ def train_command(
     dim: int = typer.Option(
         _D.dim, help="toy: dimension of the free vectors.", rich_help_panel=_DATA
     ),
+    num_classes: int | None = typer.Option(
+        None,
+        help="toy: give instance i the class i mod N (for supcon/supcl and the collapse study; "
+        "default: every instance its own class).",
+        rich_help_panel=_DATA,
+    ),
     image_size: int | None = typer.Option(
         None,
         help="Crop size of the views (default 8 digits, 32 CIFAR, 224 imagefolder).",
@@ -92,12 +98,13 @@ def train_command(
     # loss
     loss: str = typer.Option(
         _D.loss,
-        help="infonce, simclr, dcl, dhel, sigmoid, spectral, triplet, contrastive or supcon.",
+        help="infonce, simclr, dcl, dhel, sigmoid, spectral, triplet, contrastive, supcon or "
+        "supcl.",
         rich_help_panel=_LOSS,
     ),
     temperature: float | None = typer.Option(
         None,
-        help="Temperature t of infonce/simclr/dcl/dhel/sigmoid/supcon (default: the loss's).",
+        help="Temperature t of infonce/simclr/dcl/dhel/sigmoid/supcon/supcl (default: the loss's).",
         rich_help_panel=_LOSS,
     ),
     bias: float | None = typer.Option(
@@ -114,6 +121,12 @@ def train_command(
     ),
     mining: str | None = typer.Option(
         None, help="triplet: all, semi-hard or batch-hard.", rich_help_panel=_LOSS
+    ),
+    alpha: float | None = typer.Option(
+        None,
+        help="supcl: self-supervised share in [0, 1], (1 - alpha) L_sup + alpha L_self "
+        "(default 0.5; 1 is simclr).",
+        rich_help_panel=_LOSS,
     ),
     vrn: float = typer.Option(
         _D.vrn,
@@ -138,6 +151,18 @@ def train_command(
     batch_size: int = typer.Option(
         _D.batch_size,
         help="Global batch size (split across processes under torchrun).",
+        rich_help_panel=_OPT,
+    ),
+    balanced_batch: bool = typer.Option(
+        _D.balanced_batch,
+        help="Fill every batch with m classes x n instances (m = --classes-per-batch, n = "
+        "batch / m), as the SSEM theory of supcl assumes.",
+        rich_help_panel=_OPT,
+    ),
+    classes_per_batch: int | None = typer.Option(
+        None,
+        help="--balanced-batch: classes per batch m (default: every class of the dataset); "
+        "--batch-size must be a multiple of m.",
         rich_help_panel=_OPT,
     ),
     optimizer: str = typer.Option(

@@ -30,8 +30,8 @@ Example::
     >>> g = torch.Generator().manual_seed(0)
     >>> z1, z2 = torch.randn(8, 16, generator=g), torch.randn(8, 16, generator=g)
     >>> sorted(LOSSES)  # doctest: +NORMALIZE_WHITESPACE
-    ['contrastive', 'dcl', 'dhel', 'infonce', 'sigmoid', 'simclr', 'spectral', 'supcon',
-     'triplet', 'vrn']
+    ['contrastive', 'dcl', 'dhel', 'infonce', 'sigmoid', 'simclr', 'spectral', 'supcl',
+     'supcon', 'triplet', 'vrn']
     >>> total = (LOSSES["simclr"](z1, z2, temperature=0.2)
     ...          + 30 * LOSSES["vrn"](z1, z2, delta=-1/49999))
     >>> simclr = build_loss("simclr", temperature=0.2)
@@ -55,6 +55,7 @@ from . import (
     sigmoid,
     simclr,
     spectral,
+    supcl,
     supcon,
     triplet,
     vrn,
@@ -70,6 +71,7 @@ from .pairs import Pairs
 from .sigmoid import SigmoidLoss
 from .simclr import SimCLRLoss
 from .spectral import SpectralLoss
+from .supcl import SupCLLoss
 from .supcon import SupConLoss
 from .triplet import (
     MINERS,
@@ -97,6 +99,7 @@ LOSSES: dict[str, Loss] = {
         triplet.triplet,
         contrastive.contrastive,
         supcon.supcon,
+        supcl.supcl,
         vrn.vrn,
     )
 }
@@ -139,6 +142,7 @@ __all__ = [
     "SigmoidLoss",
     "SimCLRLoss",
     "SpectralLoss",
+    "SupCLLoss",
     "SupConLoss",
     "TripletLoss",
     "TripletMiner",

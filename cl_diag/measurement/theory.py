@@ -14,6 +14,10 @@ n is the number of training instances (full batch), m a mini-batch size.
 - :func:`sigmoid_optimum`: the constant-embedding-model (CCEM) optimum of the
   full-batch sigmoid loss: regime, x*, s_pos*, s_neg*.
 - :func:`validity`: whether a d-dimensional layer can hold the optima at all.
+- :func:`collapse_threshold`, :func:`ssem_optimum`, :func:`ssem_loss`: supervised contrastive
+  learning with a self-supervised share (the ``supcl`` loss) on the simplex-to-simplex
+  embedding model (SSEM, paper-notes 11.3): the class-collapse threshold alpha_c and the
+  optimum beta* with its predicted s_w, s_b and within-class variance.
 - :func:`theory_panel`: which theorem applies to a run's loss and what it predicts, beside
   the measured layers (the ``theory`` block of result.json). The closed forms above are
   pure Python/numpy; the panel differentiates the loss library's phi and psi with torch.
@@ -36,17 +40,26 @@ import numbers
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from cl_diag.result import Layer
 
 __all__ = [
+    "SSEMOptimum",
     "SigmoidOptimum",
     "additive_cross_only_condition",
     "additive_optimum_x",
     "alignment_ceiling",
+    "collapse_threshold",
     "delta",
     "sigmoid_eq10",
     "sigmoid_eq10_lhs",
     "sigmoid_optimum",
+    "ssem_embedding",
+    "ssem_loss",
+    "ssem_optimum",
+    "ssem_panel",
+    "ssem_similarities",
     "theory_panel",
     "validity",
     "variance_band",
@@ -221,6 +234,175 @@ def additive_optimum_x(
     return float(best)
 
 
+# --------------------------------------------------------------------------- SSEM (supcl)
+
+#: SupCon-style rows of the two published codes (paper-notes 11.3): same-instance views in the
+#: denominator, k_self = p - 1 (variant B, the ``supcl`` loss: self excluded everywhere) or
+#: k_self = p (variant A: the self pair stays in the denominator and is an L_self positive)
+SSEM_VARIANTS = ("B", "A")
+
+
+def _check_ssem(tau: float, m: int, n: int, p: int, variant: str) -> tuple[float, int, int, int]:
+    tau = float(tau)
+    if not (math.isfinite(tau) and tau > 0):
+        raise ValueError(f"tau must be a finite number > 0, got {tau!r}")
+    if variant not in SSEM_VARIANTS:
+        raise ValueError(f"variant must be one of {SSEM_VARIANTS}, got {variant!r}")
+    return tau, _check_n(m, "m"), _check_n(n, "n"), _check_n(p, "p")
+
+
+def _k_self(p: int, variant: str) -> int:
+    return p - 1 if variant == "B" else p
+
+
+def ssem_similarities(beta: float, m: int, n: int) -> tuple[float, float]:
+    """(s_w, s_b) of the SSEM at beta in [0, 1] (paper-notes 11.3).
+
+    m classes of n instances: class means mu_c form a simplex ETF (mu.mu' = -1/(m-1)), each
+    class's offsets r_{c,i} a simplex ETF (r.r' = -1/(n-1)) orthogonal to every mean and to
+    the other classes' offsets, and z_{c,i} = sqrt(beta) mu_c + sqrt(1 - beta) r_{c,i} for
+    every view (needs d >= mn - 1). Then
+
+        s_w = (n beta - 1) / (n - 1)    same class, different instance
+        s_b = -beta / (m - 1)           different classes
+
+    the within-class variance is 1 - beta, the total variance 1, and
+    1 + (n - 1) s_w + n (m - 1) s_b = 0. beta = 1 is class collapse, beta = (m-1)/(mn-1)
+    the instance-level simplex ETF.
+    """
+    m, n = _check_n(m, "m"), _check_n(n, "n")
+    beta = float(beta)
+    if not 0.0 <= beta <= 1.0:
+        raise ValueError(f"beta must lie in [0, 1], got {beta!r}")
+    return (n * beta - 1.0) / (n - 1), -beta / (m - 1)
+
+
+def ssem_embedding(beta: float, m: int, n: int) -> np.ndarray:
+    """The SSEM at beta as (mn, mn) float64 unit rows, instance c*n + i of class c (paper-notes
+    11.3), built from the standard basis e_{c,i} of R^{mn}: class means
+    mu_c = sqrt(m/(m-1)) sqrt(n) (f_c - mean_c' f_c') with centroids f_c = mean_i e_{c,i}
+    (a simplex ETF), offsets r_{c,i} = sqrt(n/(n-1)) (e_{c,i} - f_c) (a simplex ETF inside each
+    class, orthogonal to every mean and to the other classes), and
+    z_{c,i} = sqrt(beta) mu_c + sqrt(1 - beta) r_{c,i}. Use it as both views."""
+    m, n = _check_n(m, "m"), _check_n(n, "n")
+    ssem_similarities(beta, m, n)  # checks beta
+    e = np.eye(m * n).reshape(m, n, m * n)
+    f = e.mean(axis=1)
+    mu = math.sqrt(m / (m - 1)) * math.sqrt(n) * (f - f.mean(axis=0))
+    r = math.sqrt(n / (n - 1)) * (e - f[:, None, :])
+    z = math.sqrt(beta) * mu[:, None, :] + math.sqrt(1.0 - beta) * r
+    return z.reshape(m * n, m * n)
+
+
+def ssem_loss(
+    beta: float, alpha: float, tau: float, m: int, n: int, p: int = 2, *, variant: str = "B"
+) -> float:
+    """The ``supcl`` loss of a balanced batch (m classes x n instances x p views) on the SSEM:
+
+        L(beta) = log D(beta) - (alpha + (1 - alpha) s_w) / tau,
+        D(beta) = k_self e^{1/tau} + (n-1) p e^{s_w/tau} + (m-1) n p e^{s_b/tau},
+
+    with k_self = p - 1 (variant B, the ``supcl`` loss) or p (variant A); every anchor has the
+    same row, so this is the batch mean. Convex in beta. Evaluated as log-sum-exp."""
+    tau, m, n, p = _check_ssem(tau, m, n, p, variant)
+    s_w, s_b = ssem_similarities(beta, m, n)
+    logs = [
+        math.log(_k_self(p, variant)) + 1.0 / tau if _k_self(p, variant) else -math.inf,
+        math.log((n - 1) * p) + s_w / tau,
+        math.log((m - 1) * n * p) + s_b / tau,
+    ]
+    top = max(logs)
+    log_d = top + math.log(sum(math.exp(x - top) for x in logs))
+    return log_d - (float(alpha) + (1.0 - float(alpha)) * s_w) / tau
+
+
+def collapse_threshold(tau: float, m: int, n: int, p: int = 2, *, variant: str = "B") -> float:
+    """alpha_c(tau; m, n, p): the ``supcl`` optimum on the SSEM collapses every class
+    (beta* = 1) iff alpha <= alpha_c (paper-notes 11.3, [inferred], checked by free
+    optimisation in tests/test_supcl_theory.py):
+
+        alpha_c = 1 - (n-1) p (1 - rho) / (k_self + (n-1) p + (m-1) n p rho),
+        rho = exp(-m / ((m-1) tau)),
+
+    the alpha at which dL/dbeta vanishes at beta = 1. tau -> 0 gives
+    k_self / (k_self + (n-1) p); tau -> inf gives 1 (every alpha < 1 collapses).
+    """
+    tau, m, n, p = _check_ssem(tau, m, n, p, variant)
+    rho = math.exp(-m / ((m - 1) * tau))
+    k = _k_self(p, variant)
+    return 1.0 - (n - 1) * p * (1.0 - rho) / (k + (n - 1) * p + (m - 1) * n * p * rho)
+
+
+class SSEMOptimum(NamedTuple):
+    regime: str  # "collapse" (beta* = 1) or "interior"
+    beta: float  # beta* in [0, 1]
+    s_w: float  # predicted same-class, different-instance similarity
+    s_b: float  # predicted between-class similarity
+    within_class_variance: float  # 1 - beta*
+    alpha_c: float  # the collapse threshold at these tau, m, n, p
+
+
+def _ssem_slope_sign(
+    beta: float, alpha: float, tau: float, m: int, n: int, p: int, k: int
+) -> float:
+    """A positive multiple of dL/dbeta on the SSEM (the same sign):
+
+        dL/dbeta = (n p / tau) (e^{s_w/tau} - e^{s_b/tau}) / D - (1 - alpha) n / ((n-1) tau),
+
+    times (n - 1) tau D e^{-1/tau} / n, so that every exponential is e^{(s - 1)/tau} <= 1 and
+    nothing overflows at small tau."""
+    s_w, s_b = ssem_similarities(beta, m, n)
+    e_w = math.exp((s_w - 1.0) / tau)
+    e_b = math.exp((s_b - 1.0) / tau)
+    d = k + (n - 1) * p * e_w + (m - 1) * n * p * e_b
+    return (n - 1) * p * (e_w - e_b) - (1.0 - alpha) * d
+
+
+def ssem_optimum(
+    alpha: float, tau: float, m: int, n: int, p: int = 2, *, variant: str = "B"
+) -> SSEMOptimum:
+    """beta* = argmin_{beta in [0, 1]} :func:`ssem_loss`, with its predicted s_w, s_b and
+    within-class variance 1 - beta*.
+
+    L is convex in beta, so its derivative is increasing: beta* = 1 (class collapse) when the
+    derivative is <= 0 at 1 (alpha <= alpha_c), else the root of the derivative, found by
+    bisection (robust at any tau: see :func:`_ssem_slope_sign`). The interior stationarity
+    condition (paper-notes 11.3) is
+
+        alpha p (n-1) e^{s_w/tau} = (1-alpha) k_self e^{1/tau}
+                                    + p e^{s_b/tau} [(n-1) + (1-alpha)(m-1) n];
+
+    at alpha = 1 it gives s_w = s_b, the instance-level ETF beta* = (m-1)/(mn-1).
+    """
+    tau, m, n, p = _check_ssem(tau, m, n, p, variant)
+    alpha = float(alpha)
+    if not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}")
+    k = _k_self(p, variant)
+    alpha_c = collapse_threshold(tau, m, n, p, variant=variant)
+
+    def slope(beta: float) -> float:
+        return _ssem_slope_sign(beta, alpha, tau, m, n, p, k)
+
+    if slope(1.0) <= 0.0:
+        beta, regime = 1.0, "collapse"
+    elif slope(0.0) >= 0.0:
+        beta, regime = 0.0, "interior"
+    else:
+        lo, hi = 0.0, 1.0
+        for _ in range(200):  # halves the bracket to the float64 resolution of [0, 1]
+            mid = 0.5 * (lo + hi)
+            if mid in (lo, hi):
+                break
+            if slope(mid) > 0.0:
+                hi = mid
+            else:
+                lo = mid
+        beta, regime = 0.5 * (lo + hi), "interior"
+    s_w, s_b = ssem_similarities(beta, m, n)
+    return SSEMOptimum(regime, beta, s_w, s_b, 1.0 - beta, alpha_c)
+
+
 # --------------------------------------------------------------------------- the theory panel
 
 
@@ -259,6 +441,8 @@ def theory_panel(training_config: Mapping[str, Any], n_ref: int, layers: Mapping
     * The Eq. 11 band is the prediction without VRN (VRN changes the fixed-batch optimum).
     * Per layer: the Thm 5.2 ceiling 1 + mean_neg + 1/(n-1) against the measured positive
       mean, and the validity caveat when d < n - 1 (the optima need a simplex to fit).
+    * ``supcl`` (outside Def. 3.1 / 3.2): the SSEM block of :func:`ssem_panel` (the collapse
+      threshold alpha_c and the optimum beta* on the balanced batch) under ``ssem``.
 
     ``layers`` maps a layer name to its :class:`cl_diag.result.Layer` (or the layer's JSON
     form). Returns the ``theory`` block of result.json as a plain dict.
@@ -307,6 +491,14 @@ def theory_panel(training_config: Mapping[str, Any], n_ref: int, layers: Mapping
         else:
             why = f"{name} is not cast into the paper's framework (Def. 3.1 / 3.2)"
         panel["statement"] = f"No optimum is predicted: {why}."
+        if name == "supcl":  # the SSEM speaks to it instead (paper-notes 11.3)
+            loss_d = _layer_facts(layers[panel["loss_layer"]])[0] if panel["loss_layer"] else None
+            panel["ssem"], sentence = ssem_panel(training_config, hp, loss_d)
+            panel["statement"] = (
+                f"Thms 5.1-5.5 do not apply: {why}. {sentence}"
+                if panel["ssem"] is not None
+                else f"{panel['statement']} {sentence}"
+            )
         panel["layers"] = _layer_checks(layers, n_ref, m)
         return panel
 
@@ -493,6 +685,71 @@ def _optimum(
             },
         }
     return out
+
+
+def ssem_panel(
+    training_config: Mapping[str, Any], hp: Mapping[str, Any], d: object
+) -> tuple[dict[str, Any] | None, str]:
+    """The SSEM block of a ``supcl`` run's theory panel and its sentence (paper-notes 11.3).
+
+    N = the balanced batch: m = ``classes_per_batch`` classes x n = batch / m instances, p = 2
+    views, variant B (the ``supcl`` loss); ``d`` is the loss layer's dimension. Without
+    ``--balanced-batch`` the batches hold no fixed m x n and nothing is predicted (None).
+    The block holds alpha, tau, m, n, p, alpha_c, beta*, the regime, the predicted s_w, s_b
+    and within-class variance, and two caveats: ``d_below_mn_minus_1`` (the SSEM needs
+    d >= mn - 1; below, the prediction is qualitative) and ``small_alpha`` (alpha <= 0.1 at
+    tau <= 0.1: variant B left the SSEM in free optimisation there)."""
+    batch = training_config.get("batch_size")
+    m = training_config.get("classes_per_batch")
+    balanced = training_config.get("balanced_batch") is True
+    if not (
+        balanced
+        and isinstance(batch, int)
+        and isinstance(m, int)
+        and m >= 2
+        and batch % m == 0
+        and batch // m >= 2
+    ):
+        return None, (
+            "No SSEM prediction: the run did not use --balanced-batch, so its batches hold no "
+            "fixed m classes x n instances (paper-notes 11.3)."
+        )
+    n, p, alpha, tau = batch // m, 2, float(hp["alpha"]), float(hp["temperature"])
+    opt = ssem_optimum(alpha, tau, m, n, p)
+    d_ok = isinstance(d, int) and not isinstance(d, bool)
+    narrow = bool(d_ok and d < m * n - 1)  # type: ignore[operator]
+    small = alpha <= 0.1 and tau <= 0.1
+    block = {
+        "alpha": alpha,
+        "tau": tau,
+        "m": m,
+        "n": n,
+        "p": p,
+        "variant": "B",
+        "alpha_c": opt.alpha_c,
+        "beta_star": opt.beta,
+        "regime": opt.regime,
+        "predicted": {
+            "s_w": opt.s_w,
+            "s_b": opt.s_b,
+            "within_class_variance": opt.within_class_variance,
+        },
+        "d_below_mn_minus_1": narrow,
+        "small_alpha": small,
+    }
+    verdict = (
+        f"alpha = {alpha:g} <= alpha_c: class collapse is predicted (beta* = 1, within-class "
+        "variance 0)"
+        if opt.regime == "collapse"
+        else f"alpha = {alpha:g} > alpha_c: beta* = {opt.beta:.4g}, within-class variance "
+        f"1 - beta* = {opt.within_class_variance:.4g}, s_w = {opt.s_w:.4g}, s_b = {opt.s_b:.4g}"
+    )
+    sentence = (
+        f"SSEM (paper-notes 11.3) for supcl on the balanced batch of m = {m} classes x n = {n} "
+        f"instances x p = {p} views at tau = {tau:g}: the collapse threshold is alpha_c = "
+        f"{opt.alpha_c:.4g}; {verdict}."
+    )
+    return block, sentence
 
 
 def validity(d: object, n_ref: object, m: object = None) -> tuple[bool, bool]:

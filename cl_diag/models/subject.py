@@ -82,6 +82,8 @@ class Subject:
     splits: dict[str, Any] = field(default_factory=dict)  # the opened evaluation splits
     embeddings: tuple[torch.Tensor, torch.Tensor] | None = None  # toy: the learned vectors
     data_spec: DataSpec | None = None  # the data to attach (None for toy runs)
+    # toy with --num-classes: the classes of the learned vectors (None: each its own class)
+    embedding_labels: torch.Tensor | None = None
 
 
 def rebuild_subject(
@@ -208,6 +210,7 @@ def _cl_diag_subject(
                 f"{file.path} is a toy-dataset checkpoint without its 'embeddings'; it is damaged."
             )
         subject.embeddings = (emb["z1"].float(), emb["z2"].float())
+        # their classes (--num-classes) are the data's: cl_diag.orchestration.subject adds them
         return subject
 
     try:

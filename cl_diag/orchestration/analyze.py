@@ -283,7 +283,13 @@ def measure_layer(
             f"The {ranks.world} torchrun ranks read different views from {where}; every rank "
             "must see the same input (the same file on every node) and the same options."
         ) from None
-    return Layer.from_dict({"n": views.n, "d": views.d, "pairs": pairs, "geometry": geo})
+    layer = {"n": views.n, "d": views.d, "pairs": pairs, "geometry": geo}
+    if codes is not None:  # labels known: the class-collapse diagnostics (exact, O(n d))
+        from cl_diag.measurement.collapse import class_collapse_of
+
+        # O(n d) from class sums, so every rank computes it whole (same views, same bits)
+        layer["collapse"] = class_collapse_of(views, codes)
+    return Layer.from_dict(layer)
 
 
 def build_result(
@@ -606,10 +612,11 @@ def _measure_subject(
     if subject.embeddings is not None:  # toy: the learned vectors are the two views
         z1, z2 = subject.embeddings
         n_ref = config.n_ref if config.n_ref is not None else (subject.n_train or z1.shape[0])
+        labels = subject.embedding_labels  # toy with --num-classes; else no classes
         measured = measure_layer(
             z1,
             z2,
-            None,
+            labels,
             n_ref=n_ref,
             options=config.pair_options,
             where=name,

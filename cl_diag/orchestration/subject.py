@@ -34,6 +34,12 @@ def open_subject(file: CheckpointFile, *, seed: int = 0, **options: Any) -> Subj
     subject = rebuild_subject(file, seed=seed, **options)
     if subject.data_spec is not None:  # toy runs carry their learned vectors instead
         attach_data(subject, subject.data_spec, seed=seed, where=file.path)
+    elif subject.embeddings is not None:  # toy: --num-classes gave its instances classes
+        num_classes = subject.training_config.get("num_classes")
+        if num_classes is not None:
+            from cl_diag.training.data import toy_labels
+
+            subject.embedding_labels = toy_labels(subject.embeddings[0].shape[0], num_classes)
     fingerprint = weights_sha256(file)
     subject.source = {"kind": "checkpoint", **subject.source, "weights_sha256": fingerprint}
     return subject

@@ -55,7 +55,7 @@ SCHEDULES = ("cosine", "constant")
 DEVICES = ("auto", "cpu", "cuda")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 #: TrainConfig fields that carry loss-library hyper-parameters (None: the loss's default).
-LOSS_HPARAM_FIELDS = ("temperature", "bias", "within_view", "margin", "mining")
+LOSS_HPARAM_FIELDS = ("temperature", "bias", "within_view", "margin", "mining", "alpha")
 #: Fields a resumed run may change: where and how it runs, not what it computes.
 RESUME_FREE_FIELDS = frozenset(
     {
@@ -87,6 +87,7 @@ TRAINING_LOSSES = (
     "triplet",
     "contrastive",
     "supcon",
+    "supcl",
 )
 
 
@@ -101,6 +102,7 @@ class TrainConfig:
     download: bool = False
     num_samples: int | None = None
     dim: int = 3
+    num_classes: int | None = None
     image_size: int | None = None
     # model
     arch: str = "auto"
@@ -113,6 +115,7 @@ class TrainConfig:
     within_view: bool | None = None
     margin: float | None = None
     mining: str | None = None
+    alpha: float | None = None
     vrn: float = 0.0
     vrn_delta: float | None = None
     vrn_power: float = 2.0
@@ -120,6 +123,8 @@ class TrainConfig:
     epochs: int = 40
     steps: int | None = None
     batch_size: int = 128
+    balanced_batch: bool = False
+    classes_per_batch: int | None = None
     optimizer: str = "sgd"
     lr: float = 1.0
     lr_scaling: str = "auto"
@@ -195,6 +200,8 @@ class ResolvedTrainConfig(TrainConfig):
     # option's field, holding the value the loop uses; the option as given is below)
     warmup_steps: int
     warmup_steps_given: int | None = None  # --warmup-steps as given (None: from the epochs)
+    # --balanced-batch: n = batch_size / classes_per_batch instances of each class per batch
+    instances_per_class: int | None = None
 
     def record(self) -> dict[str, Any]:
         """The dict stored as a checkpoint's ``config``: the option fields only, each as
@@ -390,6 +397,24 @@ def _check_options(c: TrainConfig) -> TrainConfig:
         c.image_size is None or c.image_size >= 1, f"--image-size {c.image_size} must be >= 1."
     )
     _require(c.dim >= 1, f"--dim {c.dim} must be >= 1.")
+    if c.num_classes is not None:
+        _require(
+            c.dataset == "toy",
+            f"--num-classes applies to --dataset toy only; {c.dataset}'s classes come from its "
+            "labels. Drop --num-classes.",
+        )
+        _require(c.num_classes >= 1, f"--num-classes {c.num_classes} must be >= 1.")
+    if c.classes_per_batch is not None:
+        _require(
+            c.balanced_batch,
+            f"--classes-per-batch {c.classes_per_batch} sets the classes of a balanced batch; "
+            "add --balanced-batch (or drop --classes-per-batch).",
+        )
+        _require(
+            c.classes_per_batch >= 2,
+            f"--classes-per-batch {c.classes_per_batch} must be at least 2 (a batch needs "
+            "negatives of another class).",
+        )
     if c.num_samples is not None:
         _require(
             c.num_samples >= 2,
@@ -413,6 +438,12 @@ def _check_options(c: TrainConfig) -> TrainConfig:
     if out is None:
         out = str(Path(c.resume).expanduser().parent) if c.resume else _default_out(c)
     num_samples = c.num_samples if (c.num_samples is not None or c.dataset != "toy") else 4
+    if c.num_classes is not None and num_samples is not None:  # toy: num_samples is set
+        _require(
+            c.num_classes <= num_samples,
+            f"--num-classes {c.num_classes} exceeds the {num_samples} toy instances "
+            "(--num-samples); use at most that many classes.",
+        )
     return replace(
         c,
         arch=arch,
@@ -450,7 +481,6 @@ def resolve_config(
     from cl_diag.training.loop import amp_dtype
 
     c = _check_options(options)
-    assert c.out is not None  # _check_options resolves --out
     if n_train is None:
         n_train = train_size(c.dataset, num_samples=c.num_samples, data_root=c.data_root)
     if world is None:
@@ -465,6 +495,9 @@ def resolve_config(
         f"--batch-size {c.batch_size} (the global batch) must be divisible by the {world} "
         "processes.",
     )
+    per_class = None
+    if c.balanced_batch:
+        c, per_class = _balanced(c)
     device_type = _device_type(c.device)
     if c.sync_bn and world > 1:
         _require(
@@ -479,6 +512,7 @@ def resolve_config(
 
     steps_per_epoch = n_train // c.batch_size
     total_steps = c.steps if c.steps else c.epochs * steps_per_epoch
+    assert c.out is not None  # _check_options resolves --out
     return ResolvedTrainConfig(
         **{
             **{k: v for k, v in c.options().items() if k != "warmup_steps"},
@@ -500,7 +534,59 @@ def resolve_config(
             else round(c.warmup_epochs * steps_per_epoch)
         ),
         warmup_steps_given=c.warmup_steps,
+        instances_per_class=per_class,
     )
+
+
+def _balanced(c: TrainConfig) -> tuple[TrainConfig, int]:
+    """``--balanced-batch``: m = ``--classes-per-batch`` (default: every class of the training
+    set) classes x n = batch / m instances per batch; UserError when the batch is not m x n
+    with n >= 2 or a class has fewer than n instances. Returns the config with m filled in."""
+    from cl_diag.training.data import class_counts
+
+    counts = class_counts(
+        c.dataset, num_samples=c.num_samples, data_root=c.data_root, num_classes=c.num_classes
+    )
+    if len(counts) < 2 or max(counts) < 2:
+        hint = (
+            " (without --num-classes every toy instance is its own class; add --num-classes)"
+            if c.dataset == "toy" and c.num_classes is None
+            else ""
+        )
+        raise UserError(
+            f"--balanced-batch needs at least 2 classes with 2 or more instances each; the "
+            f"{c.dataset} training set has {len(counts)} class(es) of at most {max(counts)} "
+            f"instance(s){hint}."
+        )
+    m = c.classes_per_batch if c.classes_per_batch is not None else len(counts)
+    _require(
+        m <= len(counts),
+        f"--classes-per-batch {m} exceeds the {len(counts)} classes of {c.dataset}; use at most "
+        f"{len(counts)}.",
+    )
+    given = "--classes-per-batch" if c.classes_per_batch is not None else "classes (all of them)"
+    _require(
+        c.batch_size % m == 0,
+        f"--balanced-batch fills every batch with {m} {given} x n instances, but --batch-size "
+        f"{c.batch_size} is not divisible by {m}; use a multiple of {m} (e.g. "
+        f"{max(2, c.batch_size // m) * m}) or set --classes-per-batch to a divisor of "
+        f"{c.batch_size}.",
+    )
+    n = c.batch_size // m
+    _require(
+        n >= 2,
+        f"--balanced-batch with --batch-size {c.batch_size} and {m} classes per batch leaves "
+        f"{n} instance per class: the supervised positives need at least 2. Use --batch-size "
+        f"{2 * m} or more, or fewer --classes-per-batch.",
+    )
+    smallest = min(counts)
+    _require(
+        smallest >= n,
+        f"--balanced-batch takes {n} instances of each class per batch ({c.batch_size} / {m}), "
+        f"but the smallest class of {c.dataset} has {smallest}; lower --batch-size or raise "
+        "--classes-per-batch.",
+    )
+    return replace(c, classes_per_batch=m), n
 
 
 def _default_out(c: TrainConfig) -> str:
@@ -578,6 +664,7 @@ def train(options: TrainConfig, *, progress: FitProgress | None = None) -> Train
         download=c.download,
         num_samples=c.num_samples,
         image_size=c.image_size,
+        num_classes=c.num_classes,
     )
     if data.n_train != c.n_train:  # train_size and training_data disagree: a bug, not a user error
         raise RuntimeError(f"{c.dataset}: {data.n_train} instances loaded, {c.n_train} counted")

@@ -36,6 +36,7 @@ from cl_diag.result import (
     PAIR_TYPES,
     PIXELS,
     QUANTILES,
+    Collapse,
     Eq10,
     Layer,
     Metric,
@@ -44,6 +45,7 @@ from cl_diag.result import (
     Result,
     Source,
     SplitSize,
+    Ssem,
     Theory,
     VarianceBand,
     probe_report_metrics,
@@ -234,6 +236,74 @@ def geometry_table(result: Result, layer: Layer, name: str = "") -> tuple[Table,
     return Table(columns=["quantity", "value", "convention"], rows=rows, caption="Geometry."), notes
 
 
+#: at most this many classes are listed one by one in a collapse table
+_CLASSES_SHOWN = 20
+
+
+def collapse_table(name: str, collapse: Collapse) -> tuple[Table, list[Note]]:
+    """The class-collapse diagnostics of one labelled layer (cl_diag.measurement.collapse)."""
+    c = collapse
+    n_bar = c.instances / c.classes if c.classes else None
+    counts = sorted({k.count for k in c.per_class if k.count is not None})
+    sizes = (
+        f"{fmt(counts[0])} each (balanced)"
+        if c.balanced and counts
+        else f"{fmt(counts[0] if counts else None)}–{fmt(counts[-1] if counts else None)}"
+    )
+    shown = c.per_class[:_CLASSES_SHOWN]
+    per_class = ", ".join(fmt(k.within_class_variance, 4) for k in shown)
+    if len(c.per_class) > len(shown):
+        per_class += f", … ({len(c.per_class) - len(shown)} more)"
+    n_text = f"{fmt(c.classes)} classes, {fmt(c.instances)} instances ({sizes})"
+    residual = (
+        f"1 + (n−1)·s_w + n(m−1)·s_b with n = instances per class = {fmt(n_bar)}, "
+        f"m = {fmt(c.classes)}; for a balanced sample = n·m·(1 − total variance) + "
+        "(1 − positive mean)/2 ≥ 0, 0 on the simplex-to-simplex embedding model (zero mean, "
+        "aligned positives)"
+    )
+    if not c.balanced:
+        residual += "; classes differ in size, so n is their mean (approximate identity)"
+    rows = [
+        ["classes m, instances", f"{n_text}, {fmt(c.views)} views", "from the labels"],
+        [
+            "within-class variance",
+            fmt(c.within_class_variance),
+            "mean over classes of 1 − ||mean_c||², rows of both views; 0 = collapsed to a point",
+        ],
+        ["within-class variance by class", per_class, "sorted label order"],
+        [
+            "between-class variance",
+            fmt(c.between_class_variance),
+            "Σ_c (n_c/n) ||mean_c − mean||²; total = Σ_c (n_c/n) within_c + between",
+        ],
+        ["total variance", fmt(c.total_variance), "1 − ||mean||², mean over all rows"],
+        [
+            "s_w",
+            fmt(c.s_w),
+            "mean similarity of same-class pairs of different instances (both views)",
+        ],
+        ["s_b", fmt(c.s_b), "mean similarity of pairs of different classes"],
+        ["SSEM identity residual", fmt(c.ssem_residual), residual],
+        ["collapsed", fmt(c.collapsed), f"within-class variance < ε = {fmt(c.epsilon)}"],
+    ]
+    notes = []
+    if c.collapsed:
+        notes.append(
+            Note(
+                f"Class collapse in '{name}': the mean within-class variance "
+                f"{fmt(c.within_class_variance, 4)} is below ε = {fmt(c.epsilon)}; the instances "
+                "of each class sit on one point, so nothing but the label is left to tell them "
+                "apart (paper-notes 11.3)."
+            )
+        )
+    table = Table(
+        columns=["quantity", "value", "convention"],
+        rows=rows,
+        caption="Class collapse (exact, from class sums over every instance).",
+    )
+    return table, notes
+
+
 def validity_caveat(result: Result, name: str) -> Note | None:
     """The validity note of a layer too narrow for the optima: the theory panel's checks
     (``theory.layers``), or for a result without them the same test
@@ -394,6 +464,8 @@ def theory_blocks(result: Result) -> list:
     regimes = _regime_table(theory, n_ref)
     if regimes is not None:
         blocks.append(regimes)
+    if theory.ssem is not None:
+        blocks += ssem_blocks(result, theory.ssem, theory.loss_layer)
     predicted = theory.predicted
     band = theory.variance_band
     vrn = _vrn_weight(result)
@@ -519,6 +591,87 @@ def theory_blocks(result: Result) -> list:
     context = [n for n in layers if n not in main]
     if context and loss_layer is not None:
         blocks.append(_theory_context_table(result, loss_layer, context))
+    return blocks
+
+
+def ssem_blocks(result: Result, ssem: Ssem, loss_layer: str | None) -> list:
+    """The SSEM prediction of a supcl run beside the loss layer's collapse diagnostics."""
+    layer = result.layers.get(loss_layer) if loss_layer is not None else None
+    measured = layer.collapse if layer is not None else None
+
+    def got(read) -> str:
+        return MISSING if measured is None else fmt(read(measured))
+
+    implied_beta = (
+        None
+        if measured is None or measured.within_class_variance is None
+        else 1.0 - measured.within_class_variance
+    )
+    pred = ssem.predicted
+    where = f"m = {fmt(ssem.m)}, n = {fmt(ssem.n)}, p = {fmt(ssem.p)}, τ = {fmt(ssem.tau)}"
+    rows = [
+        [
+            "collapse threshold α_c",
+            fmt(ssem.alpha_c),
+            f"α = {fmt(ssem.alpha)}",
+            f"1 − (n−1)p(1−ρ)/(k + (n−1)p + (m−1)np·ρ), ρ = exp(−m/((m−1)τ)), k = p − 1; {where}",
+        ],
+        [
+            "β* (1 = class collapse)",
+            fmt(ssem.beta_star),
+            fmt(implied_beta),
+            "argmin of the loss on the SSEM (convex in β); measured: 1 − within-class variance",
+        ],
+        [
+            "within-class variance",
+            fmt(pred.within_class_variance),
+            got(lambda c: c.within_class_variance),
+            "1 − β*",
+        ],
+        ["s_w", fmt(pred.s_w), got(lambda c: c.s_w), "(nβ* − 1)/(n − 1)"],
+        ["s_b", fmt(pred.s_b), got(lambda c: c.s_b), "−β*/(m − 1)"],
+        [
+            "SSEM identity residual",
+            fmt(0.0),
+            got(lambda c: c.ssem_residual),
+            "1 + (n−1)s_w + n(m−1)s_b (measured with n, m of the measured sample)",
+        ],
+        [
+            "class collapse",
+            fmt(ssem.regime == "collapse"),
+            got(lambda c: c.collapsed),
+            "predicted: α ≤ α_c; measured: within-class variance < ε",
+        ],
+    ]
+    name = loss_layer or MISSING
+    blocks: list = [
+        Table(
+            columns=["quantity", "predicted (SSEM)", f"measured ({name})", "formula"],
+            rows=rows,
+            caption=(
+                f"Supervised contrastive with a self-supervised share (supcl, variant B): the "
+                f"simplex-to-simplex embedding model on the balanced batch ({where}) beside the "
+                f"class-collapse diagnostics of '{name}' (paper-notes 11.3)."
+            ),
+        )
+    ]
+    if ssem.d_below_mn_minus_1 and layer is not None:
+        mn = (ssem.m or 0) * (ssem.n or 0)
+        blocks.append(
+            Note(
+                f"Validity: d = {fmt(layer.d)} < mn − 1 = {fmt(mn - 1)}: "
+                "the SSEM does not fit in the layer, so its prediction is qualitative (compare "
+                "the trend in α, not the values)."
+            )
+        )
+    if ssem.small_alpha:
+        blocks.append(
+            Note(
+                "Small-α regime: with α ≤ 0.1 at τ ≤ 0.1, free optimisation of this loss (variant "
+                "B) left the SSEM (same-instance views, then only negatives, split apart; "
+                "paper-notes 11.3); the prediction may not describe the optimum here."
+            )
+        )
     return blocks
 
 
@@ -722,6 +875,9 @@ def layer_blocks(result: Result, name: str, layer: Layer) -> list:
                 "(zeros omitted).",
             )
         )
+    if layer.collapse is not None:
+        table, notes = collapse_table(name, layer.collapse)
+        blocks += [Heading(3, f"Class collapse of '{name}'"), table, *notes]
     return blocks
 
 

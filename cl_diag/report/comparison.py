@@ -60,6 +60,7 @@ from cl_diag.report.document import (
 # "simclr +VRN3"
 from cl_diag.report.findings import SEED_KEY, Finding, RunData, findings_blocks, run_findings
 from cl_diag.result import (
+    COLLAPSE_METRICS,
     GEOMETRY_METRICS,
     NEGATIVE_TYPES,
     PAIR_METRICS,
@@ -94,7 +95,7 @@ LABEL_ORDER = ("loss", "batch_size", "vrn", "temperature")
 #: the facts each run's row of comparison.csv repeats
 FACT_COLUMNS = ("loss", "batch_size", "temperature", "vrn")
 #: the per-layer metrics of comparison.csv and the layer tables
-LAYER_METRICS = PAIR_METRICS + GEOMETRY_METRICS
+LAYER_METRICS = PAIR_METRICS + GEOMETRY_METRICS + COLLAPSE_METRICS
 # the pair metrics of the "over seeds" table of each layer
 _SEED_PAIR_KEYS = (
     "positive_mean",
@@ -953,6 +954,120 @@ def _study_blocks(cmp: Comparison, layer: str | None) -> list:
     return blocks
 
 
+# ---- a metric against any swept numeric option ---------------------------------------------
+
+#: options that have a study view of their own (above) or group runs (the seed)
+_OWN_VIEWS = frozenset({"batch_size", "temperature", SEED_KEY})
+#: a curve needs this many distinct values of the option
+_STUDY_MIN_VALUES = 3
+
+
+def _alpha_markers(result: Result) -> list[tuple[float, str]]:
+    ssem = result.theory.ssem if result.theory is not None else None
+    if ssem is None or ssem.alpha_c is None:
+        return []
+    return [
+        (
+            ssem.alpha_c,
+            f"α_c = {fmt(ssem.alpha_c, 4)} (SSEM: m = {fmt(ssem.m)}, n = {fmt(ssem.n)}, "
+            f"τ = {fmt(ssem.tau)})",
+        )
+    ]
+
+
+#: option -> the theory's thresholds on it that a run's result carries, drawn as vertical
+#: lines on that option's study figures: (value, legend text)
+OPTION_MARKERS = {"alpha": _alpha_markers}
+
+
+def _study_metrics(layer: str | None) -> list[tuple[Metric, str | None]]:
+    """(metric, layer or None for a probe): what a swept option's figures plot, when measured."""
+    per_layer = [m for m in COLLAPSE_METRICS if m.key == "within_class_variance"]
+    probes = [m for m in PROBE_METRICS if m.key in ("knn_k20_top1", "linear_top1")]
+    return [(m, layer) for m in per_layer if layer is not None] + [(m, None) for m in probes]
+
+
+def _option_study_blocks(cmp: Comparison, layer: str | None) -> list:
+    """For every numeric training option the runs sweep over (at least three values, other than
+    the batch size, temperature and seed, which have views of their own): the study metrics
+    (:func:`_study_metrics`) against it, one figure per metric with the theory's thresholds on
+    the option marked (:data:`OPTION_MARKERS`), and a table of the values."""
+    keys: list[str] = []
+    for f in cmp.facts:
+        keys += [k for k in f if k not in keys]
+    blocks: list = []
+    n_runs = len(cmp.runs)
+    for key in keys:
+        if key in _OWN_VIEWS or key in IGNORED_CONFIG_KEYS:
+            continue
+        xs = {v for v in (_number(f.get(key)) for f in cmp.facts) if v is not None}
+        if len(xs) < _STUDY_MIN_VALUES or any(isinstance(f.get(key), bool) for f in cmp.facts):
+            continue
+        markers = sorted({m for r in cmp.results for m in OPTION_MARKERS.get(key, lambda _: [])(r)})
+        columns = [
+            (m, lay, m.key if lay is None else _col(lay, m.key)) for m, lay in _study_metrics(layer)
+        ]
+        measured = [
+            (m, lay, col)
+            for m, lay, col in columns
+            if any(cmp.value(i, col) is not None for i in range(n_runs))
+        ]
+        if not measured:
+            continue
+        blocks.append(Heading(2, f"{key.replace('_', ' ')} study"))
+        marker_words = "; ".join(text for _, text in markers)
+        order = sorted(
+            range(n_runs),
+            key=lambda i: (_number(cmp.fact(i, key)) is None, _number(cmp.fact(i, key)) or 0.0),
+        )
+        blocks.append(
+            Table(
+                columns=[
+                    "run",
+                    key,
+                    *[m.title + (f" ({lay})" if lay else "") for m, lay, _ in measured],
+                ],
+                rows=[
+                    [
+                        cmp.labels[i],
+                        fmt(cmp.fact(i, key)),
+                        *[_cell(m, cmp.value(i, col)) for m, _, col in measured],
+                    ]
+                    for i in order
+                ],
+                caption=f"The study metrics against the swept option {key}"
+                + (f"; theory: {marker_words}." if markers else "."),
+            )
+        )
+        positive = min(xs) > 0
+        log_base = 10.0 if positive and max(xs) / min(xs) >= 100 else None
+        for metric, lay, col in measured:
+            scale = 100.0 if metric.accuracy else 1.0
+            ys = [None if (v := cmp.value(i, col)) is None else scale * v for i in range(n_runs)]
+            study = _Study.collect(cmp.facts, key, ys)
+            where = f", layer '{lay}'" if lay else ""
+            ylabel = metric.title + (" (%)" if metric.accuracy else "")
+            blocks.append(
+                Figure(
+                    filename=f"{metric.key}_vs_{key}.svg",
+                    svg=figures.metric_vs(
+                        study.series,
+                        xlabel=key,
+                        ylabel=ylabel,
+                        title=f"{metric.title}{where} vs {key}",
+                        log_base=log_base,
+                        markers=markers,
+                    ),
+                    alt=f"{metric.title}{where} versus {key}",
+                    caption=f"{metric.report_title or metric.title}{where} against the training "
+                    f"option {key}, one point per run"
+                    + (f"; dashed: {marker_words}" if markers else "")
+                    + ".",
+                )
+            )
+    return blocks
+
+
 def _probe_caption(runs: Sequence[Run]) -> str:
     """Say which features each probe saw: the classification probes one layer, retrieval every
     layer."""
@@ -1071,7 +1186,11 @@ def build_comparison(
     for layer in cmp.layers:
         in_layer = [i for i in range(n_runs) if cmp.has_layer(i, layer)]
         blocks.append(Heading(2, f"Layer '{layer}'"))
-        for metrics, what in ((PAIR_METRICS, "Pair similarities"), (GEOMETRY_METRICS, "Geometry")):
+        for metrics, what in (
+            (PAIR_METRICS, "Pair similarities"),
+            (GEOMETRY_METRICS, "Geometry"),
+            (COLLAPSE_METRICS, "Class collapse (labelled runs)"),
+        ):
             rows = [(labels[i], cmp.row(i, metrics, layer)) for i in in_layer]
             table = _metric_table(rows, metrics, caption=f"{what}, layer '{layer}'.")
             if table is not None:
@@ -1172,4 +1291,5 @@ def build_comparison(
             if diff is not None:
                 blocks.append(diff)
     blocks += study
+    blocks += _option_study_blocks(cmp, primary_layer(cmp.runs))
     return Document(title="cl-diag comparison: " + ", ".join(labels), blocks=blocks)

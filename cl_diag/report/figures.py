@@ -332,11 +332,22 @@ def variance_vs_batch(
 
 
 def metric_vs(
-    series: Sequence[Series], *, xlabel: str, ylabel: str, title: str, log_base: float | None
+    series: Sequence[Series],
+    *,
+    xlabel: str,
+    ylabel: str,
+    title: str,
+    log_base: float | None,
+    markers: Sequence[tuple[float, str]] = (),
 ) -> bytes:
-    """Fig. 3 / Fig. 4 views: one line per series (e.g. with and without VRN)."""
+    """Fig. 3 / Fig. 4 views: one line per series (e.g. with and without VRN); ``markers``
+    (x, label) are drawn as dashed vertical lines (a theory's threshold on the x option)."""
     with _fixed_style():
         fig, (ax,) = _panels(9.5, 1, panel_height=2.9, gap=0.0, right=3.1)
+        for k, (x, label) in enumerate(markers):
+            ax.axvline(
+                x, color="#555555", linestyle=LINESTYLES[1 + k % 3], linewidth=1.0, label=label
+            )
         _plot_series(ax, series)
         if log_base is not None:
             ax.set_xscale("log", base=log_base)

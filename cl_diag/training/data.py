@@ -41,11 +41,13 @@ __all__ = [
     "TrainingData",
     "Transformed",
     "TwoViews",
+    "class_counts",
     "dataset_labels",
     "digits_arrays",
     "digits_split",
     "load_dataset",
     "sample_seed",
+    "toy_labels",
     "train_size",
     "training_data",
 ]
@@ -299,23 +301,31 @@ class Transformed(Dataset):
         return self.transform(image), int(label)
 
 
+def toy_labels(n: int, num_classes: int | None = None) -> torch.Tensor:
+    """The labels of the toy dataset's ``n`` instances: instance ``i`` is class
+    ``i mod num_classes`` (``--num-classes``), or its own class ``i`` without it."""
+    index = torch.arange(int(n))
+    return index if num_classes is None else index % int(num_classes)
+
+
 class ToyViews(Dataset):
     """The rebuttal's free-embedding experiment: instance ``i`` has no image.
 
     Its two "views" are the row ids ``i`` and ``n + i`` of a ``(2n, d)`` table of learnable
-    vectors (:class:`cl_diag.models.FreeEmbeddings`); its label is ``i``.
+    vectors (:class:`cl_diag.models.FreeEmbeddings`); its label is :func:`toy_labels`: ``i``,
+    or ``i mod num_classes`` with classes (for the supervised losses and the collapse study).
     """
 
-    def __init__(self, n: int):
+    def __init__(self, n: int, num_classes: int | None = None):
         self.n = int(n)
-        self.targets = torch.arange(self.n)
+        self.targets = toy_labels(self.n, num_classes)
 
     def __len__(self) -> int:
         return self.n
 
     def __getitem__(self, key: Any) -> tuple[int, torch.Tensor, torch.Tensor, int]:
         _, i = _key(key)
-        return i, torch.tensor(i), torch.tensor(self.n + i), i
+        return i, torch.tensor(i), torch.tensor(self.n + i), int(self.targets[i])
 
 
 # --------------------------------------------------------------------------- for the trainer
@@ -341,6 +351,29 @@ def train_size(
     return full if num_samples is None else min(full, int(num_samples))
 
 
+def class_counts(
+    dataset: str,
+    *,
+    num_samples: int | None = None,
+    data_root: str | None = None,
+    num_classes: int | None = None,
+) -> list[int]:
+    """Instances per class of the training set :func:`training_data` gives for these arguments
+    (classes in sorted label order, absent labels left out), read from the labels alone: the
+    toy rule, the digits split, or the dataset's targets (CIFAR's label files are read, an
+    ImageFolder's files listed, no image is decoded)."""
+    if dataset == "toy":
+        labels = toy_labels(train_size("toy", num_samples=num_samples), num_classes)
+    elif dataset == "digits":
+        labels = digits_arrays()[1][digits_split()[0]]
+    else:
+        labels = dataset_labels(load_dataset(dataset, "train", data_root=data_root))
+    if num_samples is not None and dataset != "toy":
+        labels = labels[: int(num_samples)]
+    counts = torch.bincount(labels)
+    return [int(c) for c in counts if c > 0]
+
+
 @dataclass
 class TrainingData:
     """What the trainer needs from the data side of a config."""
@@ -362,18 +395,21 @@ def training_data(
     download: bool = False,
     num_samples: int | None = None,
     image_size: int | None = None,
+    num_classes: int | None = None,
 ) -> TrainingData:
     """The training set of ``dataset`` wrapped in two-view augmentation.
 
-    ``num_samples`` keeps only the first N training images (the toy dataset: N instances).
+    ``num_samples`` keeps only the first N training images (the toy dataset: N instances,
+    in ``num_classes`` classes: :func:`toy_labels`).
     The returned ``split`` says which images are the train and test sets.
     """
     from cl_diag.training.augment import train_transform
 
     if dataset == "toy":
         n = train_size("toy", num_samples=num_samples)
-        toy = ToyViews(n)
-        return TrainingData("toy", toy, toy.targets.clone(), n, n, {"kind": "toy", "n": n})
+        toy = ToyViews(n, num_classes)
+        classes = n if num_classes is None else int(num_classes)
+        return TrainingData("toy", toy, toy.targets.clone(), n, classes, {"kind": "toy", "n": n})
 
     base = load_dataset(dataset, "train", data_root=data_root, val_root=val_root, download=download)
     if dataset == "digits":

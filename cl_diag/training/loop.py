@@ -35,6 +35,7 @@ import math
 import os
 import random
 import time
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,6 +63,7 @@ from cl_diag.training.data import TrainingData
 
 __all__ = [
     "METRIC_COLUMNS",
+    "BalancedBatchSampler",
     "DistEnv",
     "EpochBatchSampler",
     "FitProgress",
@@ -76,9 +78,9 @@ __all__ = [
 ]
 
 
-# Only supcon is supervised by design. The other label-reading losses (triplet,
+# Only supcon and supcl are supervised by design. The other label-reading losses (triplet,
 # contrastive) get no labels, so positives stay "the other view of the same instance".
-SUPERVISED_LOSSES = ("supcon",)
+SUPERVISED_LOSSES = ("supcon", "supcl")
 
 
 # --------------------------------------------------------------------------- devices, DDP
@@ -178,6 +180,99 @@ class EpochBatchSampler(Sampler):
         for b in range(len(self)):
             start = b * self.batch_size + self.rank * local
             yield [(self.epoch, i) for i in order[start : start + local]]
+
+
+class BalancedBatchSampler(Sampler):
+    """Batches of m classes x n instances (``cl-diag train --balanced-batch``), a pure function
+    of ``(seed, epoch)`` like :class:`EpochBatchSampler`, whose ``(epoch, index)`` keys and DDP
+    slicing (rank r takes the r-th contiguous slice of each global batch) it shares.
+
+    ``labels`` are the training set's, in order; ``classes_per_batch`` is m and
+    n = ``batch_size`` / m. Per epoch, from a generator seeded with ``(seed, epoch, 1)``: each
+    class's instances are shuffled into a stream of permutations, and each batch takes the next
+    m classes from a stream of permutations of the classes and the next n instances of each
+    (when a permutation runs short, its rest is taken first and the next one completes the
+    draw without repeats), so a batch never repeats a class or an instance and, within an
+    epoch, every class and every instance of a class is drawn equally often, to within one.
+    The batch is then shuffled, so that a DDP slice is not one class. An epoch has
+    ``len(labels) // batch_size`` batches, as unbalanced training has. Raises ValueError when
+    the batch size is not m x n with n >= 1, when m exceeds the classes, or when a class has
+    fewer than n instances (the orchestration checks the same before training, as a
+    UserError: :func:`cl_diag.orchestration.train.resolve_config`).
+    """
+
+    def __init__(
+        self,
+        labels: torch.Tensor,
+        batch_size: int,
+        classes_per_batch: int,
+        seed: int,
+        rank: int = 0,
+        world: int = 1,
+    ):
+        if batch_size % world:
+            raise ValueError(f"batch_size {batch_size} is not divisible by world size {world}")
+        if classes_per_batch < 1 or batch_size % classes_per_batch:
+            raise ValueError(
+                f"batch_size {batch_size} is not a multiple of classes_per_batch "
+                f"{classes_per_batch}"
+            )
+        labels = torch.as_tensor(labels, dtype=torch.int64).cpu()
+        self.classes = [torch.nonzero(labels == c).flatten() for c in torch.unique(labels)]
+        self.m, self.per_class = classes_per_batch, batch_size // classes_per_batch
+        if self.m > len(self.classes):
+            raise ValueError(f"{self.m} classes per batch, but the labels hold {len(self.classes)}")
+        smallest = min(len(c) for c in self.classes)
+        if smallest < self.per_class:
+            raise ValueError(
+                f"a class has {smallest} instances, fewer than the {self.per_class} per batch"
+            )
+        self.n, self.batch_size, self.seed = len(labels), batch_size, seed
+        self.rank, self.world = rank, world
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return self.n // self.batch_size
+
+    def __iter__(self) -> Iterator[list[tuple[int, int]]]:
+        g = torch.Generator().manual_seed(
+            int(np.random.SeedSequence([self.seed, self.epoch, 1]).generate_state(1)[0])
+        )
+
+        def stream(size: int, take: int) -> Iterator[list[int]]:
+            # `take` distinct items of range(size) at a time, read off successive permutations.
+            # When a permutation runs short, its rest comes first and the next permutation's
+            # items it already holds wait for the following draw: the queue then holds the
+            # rest (distinct) and a whole permutation, so `take` distinct items are always
+            # there, and every item is drawn once per permutation.
+            queue: deque[int] = deque()
+            while True:
+                if len(queue) < take:
+                    queue.extend(torch.randperm(size, generator=g).tolist())
+                picked: list[int] = []
+                chosen: set[int] = set()
+                waiting: list[int] = []
+                while len(picked) < take:
+                    item = queue.popleft()
+                    if item in chosen:
+                        waiting.append(item)
+                    else:
+                        picked.append(item)
+                        chosen.add(item)
+                queue.extendleft(reversed(waiting))
+                yield picked
+
+        class_picks = stream(len(self.classes), self.m)
+        members = [stream(len(c), self.per_class) for c in self.classes]
+        local = self.batch_size // self.world
+        for _ in range(len(self)):
+            batch = [int(self.classes[c][i]) for c in next(class_picks) for i in next(members[c])]
+            batch = [batch[k] for k in torch.randperm(len(batch), generator=g).tolist()]
+            mine = batch[self.rank * local : (self.rank + 1) * local]
+            yield [(self.epoch, i) for i in mine]
 
 
 def _seed_worker(worker_id: int) -> None:
@@ -283,7 +378,7 @@ class _Parts:
     scaler: torch.amp.GradScaler
     autocast: torch.dtype | None
     channels_last: bool
-    sampler: EpochBatchSampler
+    sampler: EpochBatchSampler | BalancedBatchSampler
     loader: DataLoader
     loader_gen: torch.Generator
 
@@ -327,7 +422,20 @@ def _build(
     )
     autocast = amp_dtype(config.autocast, device)
     scaler = torch.amp.GradScaler(device.type, enabled=autocast == torch.float16)
-    sampler = EpochBatchSampler(data.n_train, config.batch_size, config.seed, env.rank, env.world)
+    sampler: EpochBatchSampler | BalancedBatchSampler
+    if getattr(config, "balanced_batch", False):  # m classes x n instances per batch
+        sampler = BalancedBatchSampler(
+            data.labels,
+            config.batch_size,
+            config.classes_per_batch,
+            config.seed,
+            env.rank,
+            env.world,
+        )
+    else:
+        sampler = EpochBatchSampler(
+            data.n_train, config.batch_size, config.seed, env.rank, env.world
+        )
     loader_gen = torch.Generator().manual_seed(config.seed)
     loader = DataLoader(
         data.train_set,

@@ -1,0 +1,169 @@
+"""Class-collapse diagnostics (cl_diag.measurement.collapse): the class-sum formulas against a
+brute-force n x n computation, the SSEM identity, and the block in result.json and reports."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from cl_diag.measurement.collapse import COLLAPSE_EPSILON, class_collapse
+from cl_diag.measurement.theory import ssem_embedding
+from cl_diag.result import COLLAPSE_METRICS, Collapse, Result
+
+
+def brute_force(z1: np.ndarray, z2: np.ndarray, labels: np.ndarray) -> dict:
+    """Every quantity from the explicit 2n x 2n Gram matrix of the unit rows, in float64."""
+    u = z1 / np.linalg.norm(z1, axis=1, keepdims=True)
+    v = z2 / np.linalg.norm(z2, axis=1, keepdims=True)
+    z = np.concatenate([u, v])
+    y = np.concatenate([labels, labels])
+    inst = np.concatenate([np.arange(len(u))] * 2)
+    gram = z @ z.T
+    same_class = y[:, None] == y[None, :]
+    other_inst = inst[:, None] != inst[None, :]
+    classes = np.unique(labels)
+    within = [1 - np.sum(z[y == c].mean(0) ** 2) for c in classes]
+    mean = z.mean(0)
+    between = sum(np.mean(labels == c) * np.sum((z[y == c].mean(0) - mean) ** 2) for c in classes)
+    # the mean squared distance to the class mean, written out (equals 1 - ||mu_c||^2)
+    spread = [np.mean(np.sum((z[y == c] - z[y == c].mean(0)) ** 2, axis=1)) for c in classes]
+    return {
+        "within": within,
+        "spread": spread,
+        "between": between,
+        "total": 1 - mean @ mean,
+        "s_w": gram[same_class & other_inst].mean(),
+        "s_b": gram[~same_class].mean(),
+    }
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_class_sums_equal_the_brute_force_computation(seed):
+    rng = np.random.default_rng(seed)
+    n, d = 37, 6
+    labels = rng.integers(0, 4, n)
+    z1 = rng.standard_normal((n, d)) + 2 * np.eye(4, d)[labels]
+    z2 = z1 + 0.3 * rng.standard_normal((n, d))
+    got = class_collapse(z1, z2, labels)
+    want = brute_force(z1, z2, labels)
+    per_class = [c["within_class_variance"] for c in got["per_class"]]
+    assert per_class == pytest.approx(want["within"], abs=1e-6)
+    assert per_class == pytest.approx(want["spread"], abs=1e-6)
+    assert got["within_class_variance"] == pytest.approx(np.mean(want["within"]), abs=1e-6)
+    assert got["between_class_variance"] == pytest.approx(want["between"], abs=1e-6)
+    assert got["total_variance"] == pytest.approx(want["total"], abs=1e-6)
+    assert got["s_w"] == pytest.approx(want["s_w"], abs=1e-6)
+    assert got["s_b"] == pytest.approx(want["s_b"], abs=1e-6)
+    counts = np.bincount(labels)
+    # total = sum_c (n_c / n) within_c + between, exactly
+    weighted = float(np.sum(counts / n * np.array(per_class)))
+    assert got["total_variance"] == pytest.approx(weighted + got["between_class_variance"])
+    assert [c["count"] for c in got["per_class"]] == counts.tolist()
+    assert got["classes"] == 4 and got["instances"] == n and got["views"] == 2
+    assert got["balanced"] is False
+
+
+def test_chunked_accumulation_does_not_change_the_result(monkeypatch):
+    import cl_diag.measurement.collapse as collapse
+
+    rng = np.random.default_rng(5)
+    z1, z2 = rng.standard_normal((50, 4)), rng.standard_normal((50, 4))
+    labels = np.arange(50) % 3
+    whole = class_collapse(z1, z2, labels)
+    monkeypatch.setattr(collapse, "_CHUNK_ROWS", 7)
+    chunked = class_collapse(z1, z2, labels)
+    for key in ("within_class_variance", "between_class_variance", "s_w", "s_b"):
+        assert chunked[key] == pytest.approx(whole[key], abs=1e-12)
+
+
+def test_balanced_sample_residual_is_the_squared_norm_of_the_sum():
+    # 1 + (n-1) s_w + n(m-1) s_b = ||sum z||^2 / (4N) + (1 - s_pos) / 2
+    #                            = N (1 - total variance) + (1 - s_pos) / 2
+    rng = np.random.default_rng(3)
+    m, n, d = 3, 5, 8
+    z1 = rng.standard_normal((m * n, d))
+    labels = np.arange(m * n) % m
+    for z2 in (z1, z1 + 0.5 * rng.standard_normal((m * n, d))):
+        got = class_collapse(z1, z2, labels)
+        u = z1 / np.linalg.norm(z1, axis=1, keepdims=True)
+        v = z2 / np.linalg.norm(z2, axis=1, keepdims=True)
+        total = u.sum(0) + v.sum(0)
+        s_pos = float(np.mean(np.sum(u * v, axis=1)))
+        want = total @ total / (4 * m * n) + (1 - s_pos) / 2
+        assert got["balanced"] is True
+        assert got["ssem_residual"] == pytest.approx(want, abs=1e-6)
+        assert got["ssem_residual"] == pytest.approx(
+            m * n * (1 - got["total_variance"]) + (1 - s_pos) / 2, abs=1e-6
+        )
+
+
+def test_collapsed_classes_are_flagged_and_the_ssem_has_zero_residual():
+    m, n = 3, 4
+    labels = np.arange(m * n) // n
+    for beta in (1.0, 0.6):
+        z = ssem_embedding(beta, m, n)
+        got = class_collapse(z, z, labels)
+        assert got["within_class_variance"] == pytest.approx(1 - beta, abs=1e-6)
+        assert got["total_variance"] == pytest.approx(1.0, abs=1e-6)
+        assert got["s_w"] == pytest.approx((n * beta - 1) / (n - 1), abs=1e-6)
+        assert got["s_b"] == pytest.approx(-beta / (m - 1), abs=1e-6)
+        assert got["ssem_residual"] == pytest.approx(0.0, abs=1e-6)
+        assert got["collapsed"] is (beta == 1.0)
+        assert got["epsilon"] == COLLAPSE_EPSILON
+
+
+def test_one_class_and_singletons_have_no_s_b_or_s_w():
+    z = torch.randn(4, 3)
+    one = class_collapse(z, z, [1, 1, 1, 1])
+    assert one["s_b"] is None and one["ssem_residual"] is None and one["classes"] == 1
+    singletons = class_collapse(z, z, [0, 1, 2, 3])
+    assert singletons["s_w"] is None and singletons["within_class_variance"] == pytest.approx(
+        0, abs=1e-6
+    )
+    with pytest.raises(ValueError, match="needs labels"):
+        class_collapse(z, z, None)
+
+
+def test_analyze_writes_the_block_for_labelled_embeddings(tmp_path, run_cli, pairs_file):
+    out = tmp_path / "out"
+    r = run_cli("analyze", pairs_file, "--out", out)
+    assert r.code == 0, r.err
+    data = json.loads((out / "result.json").read_text())
+    layer = data["layers"]["embedding"]
+    assert list(layer)[-1] == "collapse" and layer["collapse"]["classes"] == 3
+    data_npz = np.load(pairs_file)
+    want = class_collapse(data_npz["z1"], data_npz["z2"], data_npz["labels"])
+    assert layer["collapse"] == json.loads(json.dumps(want))
+    result = Result.from_dict(data)
+    collapse = result.layers["embedding"].collapse
+    assert isinstance(collapse, Collapse)
+    assert result.to_dict() == data  # read and written back unchanged
+    values = {m.key: m.read(result.layers["embedding"]) for m in COLLAPSE_METRICS}
+    assert values["within_class_variance"] == want["within_class_variance"]
+    report = (out / "report.md").read_text()
+    assert "### Class collapse of 'embedding'" in report and "SSEM identity residual" in report
+
+
+def test_unlabelled_layers_have_no_collapse_block(tmp_path, run_cli):
+    rng = np.random.default_rng(0)
+    path = tmp_path / "e.npz"
+    np.savez(path, z1=rng.standard_normal((20, 4)), z2=rng.standard_normal((20, 4)))
+    r = run_cli("analyze", path, "--out", tmp_path / "out")
+    assert r.code == 0, r.err
+    data = json.loads((tmp_path / "out" / "result.json").read_text())
+    assert "collapse" not in data["layers"]["embedding"]
+    assert "Class collapse" not in (tmp_path / "out" / "report.md").read_text()
+    assert all(m.read(Result.from_dict(data).layers["embedding"]) is None for m in COLLAPSE_METRICS)
+
+
+def test_collapse_values_are_finite_at_scale():
+    g = torch.Generator().manual_seed(0)
+    z = torch.randn(5000, 64, generator=g)
+    got = class_collapse(z, z + 0.1 * torch.randn(5000, 64, generator=g), torch.arange(5000) % 10)
+    assert all(math.isfinite(got[k]) for k in ("s_w", "s_b", "within_class_variance"))
+    # random directions: nothing is collapsed, and the classes do not separate
+    assert got["within_class_variance"] > 0.9 and abs(got["s_w"] - got["s_b"]) < 0.01
