@@ -29,6 +29,7 @@ from cl_diag.losses import (
     SigmoidLoss,
     SimCLRLoss,
     SpectralLoss,
+    HCLLoss,
     SupConLoss,
     TripletLoss,
     VRNLoss,
@@ -58,6 +59,7 @@ CASES = [
     ("triplet", {"margin": 0.7, "mining": "batch-hard"}, TripletLoss),
     ("contrastive", {"margin": 0.8}, ContrastiveLoss),
     ("supcon", {"temperature": 0.2}, SupConLoss),
+    ("hcl", {"temperature": 0.3, "beta": 2.0, "tau_plus": 0.05}, HCLLoss),
     ("vrn", {"delta": -0.1, "power": 2}, VRNLoss),
     ("vrn", {"delta": 0.05, "power": 3}, VRNLoss),
 ]

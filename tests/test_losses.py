@@ -397,6 +397,7 @@ def test_family_metadata():
         "triplet": None,
         "contrastive": None,
         "supcon": None,
+        "hcl": None,
         "vrn": None,
     }
     coeffs = {k: LOSSES[k].coefficients() for k in ALL}
@@ -410,6 +411,7 @@ def test_family_metadata():
         "triplet": None,
         "contrastive": None,
         "supcon": None,
+        "hcl": None,
         "vrn": None,
     }
     assert LOSSES["sigmoid"].coefficients(within_view=True) == (1.0, 1.0)
@@ -428,6 +430,7 @@ def test_family_metadata():
         "triplet": {"margin": 0.2, "mining": "all"},
         "contrastive": {"margin": 1.0},
         "supcon": {"temperature": 0.1},
+        "hcl": {"temperature": 0.5, "beta": 1.0, "tau_plus": 0.1},
         "vrn": {"delta": 0.0, "power": 2.0},
     }
     assert LOSSES["triplet"].hyperparameters[1].choices == ("all", "semi-hard", "batch-hard")
@@ -520,7 +523,7 @@ def test_unknown_kwarg_message_names_accepted_ones():
         LOSSES["spectral"](*rand_pair(), temperature=0.1)
 
 
-@pytest.mark.parametrize("name", ["infonce", "simclr", "dcl", "dhel", "sigmoid", "supcon"])
+@pytest.mark.parametrize("name", ["infonce", "simclr", "dcl", "dhel", "sigmoid", "supcon", "hcl"])
 @pytest.mark.parametrize("bad", [0.0, -0.1, float("nan"), float("inf")])
 def test_non_positive_temperature(name, bad):
     with pytest.raises(ValueError, match="temperature must be a finite number > 0"):
@@ -556,6 +559,7 @@ HARD = {
     "dcl": {"temperature": 0.01},
     "dhel": {"temperature": 0.01},
     "supcon": {"temperature": 0.01},
+    "hcl": {"temperature": 0.01, "beta": 1.0, "tau_plus": 0.1},
     "sigmoid": {"temperature": 100.0, "bias": 10.0, "within_view": True},
     "spectral": {},
     "vrn": {"delta": -0.01},

@@ -86,12 +86,12 @@ def train_command(
     # loss
     loss: str = typer.Option(
         _D.loss,
-        help="infonce, simclr, dcl, dhel, sigmoid, spectral, triplet, contrastive or supcon.",
+        help="infonce, simclr, dcl, dhel, sigmoid, spectral, triplet, contrastive, supcon or hcl.",
         rich_help_panel=_LOSS,
     ),
     temperature: float | None = typer.Option(
         None,
-        help="Temperature t of infonce/simclr/dcl/dhel/sigmoid/supcon (default: the loss's).",
+        help="Temperature t of infonce/simclr/dcl/dhel/sigmoid/supcon/hcl (default: the loss's).",
         rich_help_panel=_LOSS,
     ),
     bias: float | None = typer.Option(
@@ -108,6 +108,16 @@ def train_command(
     ),
     mining: str | None = typer.Option(
         None, help="triplet: all, semi-hard or batch-hard.", rich_help_panel=_LOSS
+    ),
+    beta: float | None = typer.Option(
+        None,
+        help="hcl: concentration beta >= 0 on hard negatives (0: uniform weights; default 1).",
+        rich_help_panel=_LOSS,
+    ),
+    tau_plus: float | None = typer.Option(
+        None,
+        help="hcl: class prior tau+ in [0, 1) of the debiasing (0: none; default 0.1).",
+        rich_help_panel=_LOSS,
     ),
     vrn: float = typer.Option(
         _D.vrn,

@@ -19,7 +19,8 @@ hyper-parameter raises :class:`LossOptionError` (a ``ValueError`` and a
 
 The general families (Lee, Lim, Lee, Sohn, ICML 2025, Section 3) are
 :class:`InfoNCEFamily` and :class:`IndependentlyAdditive`; infonce, simclr,
-dcl, dhel, sigmoid and spectral are presets of them. ``SigmoidLoss(learnable=True)``
+dcl, dhel, sigmoid and spectral are presets of them; hcl (Robinson et al. 2021) reweights
+SimCLR's negatives by hardness. ``SigmoidLoss(learnable=True)``
 learns its temperature and bias (SigLIP). Under DDP use
 :func:`cl_diag.losses.distributed.global_loss`. See docs/losses.md.
 
@@ -30,7 +31,7 @@ Example::
     >>> g = torch.Generator().manual_seed(0)
     >>> z1, z2 = torch.randn(8, 16, generator=g), torch.randn(8, 16, generator=g)
     >>> sorted(LOSSES)
-    ['contrastive', 'dcl', 'dhel', 'infonce', 'sigmoid', 'simclr', 'spectral', 'supcon', 'triplet', 'vrn']
+    ['contrastive', 'dcl', 'dhel', 'hcl', 'infonce', 'sigmoid', 'simclr', 'spectral', 'supcon', 'triplet', 'vrn']
     >>> total = LOSSES["simclr"](z1, z2, temperature=0.2) + 30 * LOSSES["vrn"](z1, z2, delta=-1/49999)
     >>> simclr = build_loss("simclr", temperature=0.2)
     >>> simclr
@@ -51,6 +52,7 @@ from . import (
     dhel,
     distributed,
     families,
+    hcl,
     infonce,
     pairs,
     sigmoid,
@@ -66,6 +68,7 @@ from .dcl import DCLLoss
 from .dhel import DHELLoss
 from .distributed import gather_batch, gather_with_grad, global_indices, global_loss
 from .families import IndependentlyAdditive, InfoNCEFamily, ind_add, info_sym
+from .hcl import HCLLoss
 from .infonce import InfoNCELoss
 from .pairs import Pairs
 from .sigmoid import SigmoidLoss
@@ -98,6 +101,7 @@ LOSSES: dict[str, Loss] = {
         triplet.triplet,
         contrastive.contrastive,
         supcon.supcon,
+        hcl.hcl,
         vrn.vrn,
     )
 }
@@ -129,6 +133,7 @@ __all__ = [
     "ContrastiveLoss",
     "DCLLoss",
     "DHELLoss",
+    "HCLLoss",
     "HParam",
     "IndependentlyAdditive",
     "InfoNCEFamily",

@@ -55,7 +55,15 @@ SCHEDULES = ("cosine", "constant")
 DEVICES = ("auto", "cpu", "cuda")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 #: TrainConfig fields that carry loss-library hyper-parameters (None: the loss's default).
-LOSS_HPARAM_FIELDS = ("temperature", "bias", "within_view", "margin", "mining")
+LOSS_HPARAM_FIELDS = (
+    "temperature",
+    "bias",
+    "within_view",
+    "margin",
+    "mining",
+    "beta",
+    "tau_plus",
+)
 #: Fields a resumed run may change: where and how it runs, not what it computes.
 RESUME_FREE_FIELDS = frozenset(
     {
@@ -87,6 +95,7 @@ TRAINING_LOSSES = (
     "triplet",
     "contrastive",
     "supcon",
+    "hcl",
 )
 
 
@@ -113,6 +122,8 @@ class TrainConfig:
     within_view: bool | None = None
     margin: float | None = None
     mining: str | None = None
+    beta: float | None = None
+    tau_plus: float | None = None
     vrn: float = 0.0
     vrn_delta: float | None = None
     vrn_power: float = 2.0
