@@ -119,6 +119,13 @@ def train_command(
         help="hcl: class prior tau+ in [0, 1) of the debiasing (0: none; default 0.1).",
         rich_help_panel=_LOSS,
     ),
+    views: int = typer.Option(
+        _D.views,
+        help="Augmented views per instance (V >= 2): simclr, infonce and supcon in the "
+        "multi-positive form (every other view of the same instance is a positive), VRN over "
+        "every view pair.",
+        rich_help_panel=_LOSS,
+    ),
     vrn: float = typer.Option(
         _D.vrn,
         help="lambda: add lambda x VRN to the loss (0: off; the paper uses 30).",

@@ -62,7 +62,7 @@ from . import (
     triplet,
     vrn,
 )
-from ._common import CallableLoss, HParam, Loss, LossOptionError
+from ._common import MULTI_VIEW_LOSSES, CallableLoss, HParam, Loss, LossOptionError
 from .contrastive import ContrastiveLoss
 from .dcl import DCLLoss
 from .dhel import DHELLoss
@@ -128,6 +128,7 @@ def build_loss(name: str, **hparams: Any) -> nn.Module:
 __all__ = [
     "LOSSES",
     "MINERS",
+    "MULTI_VIEW_LOSSES",
     "AllTriplets",
     "BatchHardTriplets",
     "ContrastiveLoss",

@@ -44,7 +44,8 @@ from typing import Any
 
 import torch
 
-from ._common import HParam, Loss, LossOptionError, positive
+from ._common import HParam, Loss, LossOptionError, multi_positive, positive
+from .pairs import Pairs
 
 __all__ = ["IndependentlyAdditive", "InfoNCEFamily", "ind_add", "info_sym"]
 
@@ -176,6 +177,9 @@ class InfoNCEFamily(Loss):
         self.psi = psi
         self.name = name or f"info(c1={self._c[0]:g}, c2={self._c[1]:g}, psi={psi})"
         self.negatives = _negatives(self._c)
+        # The multi-positive form over V > 2 views is defined for psi = log(1+x) and
+        # coefficients 0 or 1 (infonce, simclr): the positives stay in the denominator.
+        self.multi_view = psi == "log1p" and set(self._c) <= {0.0, 1.0}
         self._configure(temperature=temperature)
 
     def _coefficients_for(self, hp: Mapping[str, Any]) -> tuple[float, float]:
@@ -183,6 +187,26 @@ class InfoNCEFamily(Loss):
 
     def _compute(self, u, v, labels, *, temperature):
         return info_sym(u, v, c1=self._c[0], c2=self._c[1], psi=self.psi, temperature=temperature)
+
+    def _compute_views(self, views, labels, **hp):
+        """V > 2 views, the multi-positive form: z = [z^1; ...; z^V] (VB rows), anchor a,
+        positives P(a) = the other V - 1 views of a's instance, candidates A(a) = P(a) plus the
+        other instances' rows in the other views (c1 = 1) and in a's view (c2 = 1)::
+
+            L = (1/VB) sum_a -(1/(V-1)) sum_{p in P(a)} log(e^{z_a.z_p/t} / S_a)
+            S_a = sum_{k in A(a)} e^{z_a.z_k/t}
+
+        With V = 2 this is the two-view loss (simclr: A(a) = every other row; infonce: the other
+        view's rows)."""
+        pairs = Pairs.of_views(views[0].shape[0], views=len(views), device=views[0].device)
+        c1, c2 = self._c
+        others = ~pairs.same_id  # different instance (no labels: ids are instances)
+        candidates = pairs.other_views.clone()
+        if c1:
+            candidates |= others & pairs.cross_view
+        if c2:
+            candidates |= others & ~pairs.cross_view
+        return multi_positive(torch.cat(views), pairs.other_views, candidates, hp["temperature"])
 
 
 class IndependentlyAdditive(Loss):

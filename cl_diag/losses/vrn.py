@@ -17,7 +17,9 @@ cannot know the training-set size, so a trainer passes
 differ by 2e-5). VRN is a regulariser added to a contrastive loss
 (``total = L + lambda * L_VRN``, lambda = 30 in the paper), not a standalone
 objective; it is outside the Def. 3.1/3.2 families (``family`` is None).
-Labels are ignored: a negative is a different instance, as in the authors'
+With V > 2 views (``extra_views``) the mean runs over the cross-view negatives
+(z^i_a, z^j_b), a != b, of every ordered pair of views i != j. Labels are ignored: a negative
+is a different instance, as in the authors'
 code, which marks negatives by dataset index.
 
 Example::
@@ -70,6 +72,7 @@ class VRNLoss(Loss):
     name = "vrn"
     family = None
     negatives = "cross"
+    multi_view = True
     hyperparameters = (
         HParam(
             "delta", 0.0, float, "target similarity, -1/(n_train - 1) in the paper", check=_delta_ok
@@ -89,6 +92,17 @@ class VRNLoss(Loss):
         # boolean-mask indexing of the off-diagonal, without its gather/scatter cost
         # (the diagonal's gradient is exactly 1 - 1 = 0).
         return (per_pair.sum() - per_pair.diagonal().sum()) / (b * (b - 1))
+
+    def _compute_views(self, views, labels, **hp):
+        # V views: the mean over every ordered pair of different views (i, j) and of different
+        # instances a != b of |z^i_a . z^j_b - delta|^p (V = 2: the two-view mean).
+        total = 0.0
+        for i, zi in enumerate(views):
+            for j, zj in enumerate(views):
+                if i != j:
+                    total = total + self._compute(zi, zj, labels, **hp)
+        k = len(views)
+        return total / (k * (k - 1))
 
 
 vrn = VRNLoss()

@@ -124,6 +124,7 @@ class TrainConfig:
     mining: str | None = None
     beta: float | None = None
     tau_plus: float | None = None
+    views: int = 2
     vrn: float = 0.0
     vrn_delta: float | None = None
     vrn_power: float = 2.0
@@ -283,7 +284,7 @@ def _opt(name: str) -> str:
 
 def _check_options(c: TrainConfig) -> TrainConfig:
     """Check names and ranges and fill the defaults that need no data; raise UserError."""
-    from cl_diag.losses import LOSSES, LossOptionError
+    from cl_diag.losses import LOSSES, MULTI_VIEW_LOSSES, LossOptionError
     from cl_diag.models import ARCHS, default_arch, default_projector_hidden
     from cl_diag.training.data import DATASETS
 
@@ -331,6 +332,17 @@ def _check_options(c: TrainConfig) -> TrainConfig:
     ) as exc:  # e.g. "simclr: temperature must be a finite number > 0, got -1.0"
         raise UserError(f"{exc} (option {_opt(exc.option)}).") from None
 
+    _require(c.views >= 2, f"--views {c.views} must be at least 2 (two views make a positive).")
+    if c.views > 2:
+        _require(
+            c.dataset != "toy",
+            f"--views {c.views}: the toy dataset has two free vectors per instance; drop --views.",
+        )
+        _require(
+            loss.multi_view,
+            f"--views {c.views}: the {c.loss} loss takes two views; more views work with "
+            f"--loss {', '.join(n for n in MULTI_VIEW_LOSSES if n != 'vrn')} (and --vrn).",
+        )
     _require(
         math.isfinite(c.vrn) and c.vrn >= 0,
         f"--vrn {c.vrn} must be a finite weight >= 0 (0 turns VRN off; the paper uses 30).",
@@ -551,6 +563,7 @@ def train(options: TrainConfig, *, progress: FitProgress | None = None) -> Train
         download=c.download,
         num_samples=c.num_samples,
         image_size=c.image_size,
+        views=c.views,
     )
     if data.n_train != c.n_train:  # train_size and training_data disagree: a bug, not a user error
         raise RuntimeError(f"{c.dataset}: {data.n_train} instances loaded, {c.n_train} counted")

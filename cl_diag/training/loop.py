@@ -49,7 +49,7 @@ from torch.utils.data import DataLoader, Sampler
 from cl_diag.errors import UserError
 from cl_diag.io.atomic import atomic_write_bytes
 from cl_diag.losses import LOSSES, build_loss
-from cl_diag.losses.distributed import gather_batch
+from cl_diag.losses.distributed import gather_batch, gather_with_grad
 from cl_diag.models import ContrastiveModel, FreeEmbeddings, is_convolutional
 from cl_diag.training.checkpoint import (
     FORMAT,
@@ -612,7 +612,8 @@ def fit(
     lam = float(config.vrn)
     # With p = 2 and no VRN in the loss, the logged VRN comes from the pair statistics
     # (var + (mean - delta)^2): no extra B x B product per step.
-    vrn_from_stats = not lam and config.vrn_power == 2.0
+    # (With --views V > 2 VRN runs over every view pair, the statistics over views 1 and 2.)
+    vrn_from_stats = not lam and config.vrn_power == 2.0 and config.views == 2
     supervised = config.loss in SUPERVISED_LOSSES
     writes = out_dir is not None and env.is_main
     last_path = None if out_dir is None else Path(out_dir) / "last.pt"
@@ -635,7 +636,8 @@ def fit(
     while step < config.total_steps:
         sampler.set_epoch(epoch)
         meter.reset(step)
-        for _, v1, v2, labels in parts.loader:
+        for batch in parts.loader:  # (index, view 1, ..., view V, label)
+            images, labels = batch[1:-1], batch[-1]
             lr = lr_at(
                 step,
                 peak=config.peak_lr,
@@ -645,31 +647,34 @@ def fit(
             )
             for group in optimizer.param_groups:
                 group["lr"] = lr
-            x = torch.cat([v1, v2]).to(device, non_blocking=True)
+            x = torch.cat(images).to(device, non_blocking=True)
             if parts.channels_last:
                 x = x.contiguous(memory_format=torch.channels_last)
             amp = parts.autocast
             with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
                 z = parts.net(x)
-            z1, z2 = z.float().chunk(2)
+            z1, z2, *rest = z.float().chunk(len(images))
             g = gather_batch(z1, z2, labels.to(device, non_blocking=True) if supervised else None)
-            main = loss_fn(g.z1, g.z2, g.labels)
+            # views 3..V (--views): gathered like the first two; none leaves the calls as they were
+            more = {"extra_views": [gather_with_grad(r) for r in rest]} if rest else {}
+            main = loss_fn(g.z1, g.z2, g.labels, **more)
             if lam:
-                vrn = vrn_fn(g.z1, g.z2)
+                vrn = vrn_fn(g.z1, g.z2, **more)
                 loss = main + lam * vrn
                 terms = [loss, main, vrn]
             else:
                 loss, terms = main, [main, main]
                 if not vrn_from_stats:
                     with torch.no_grad():  # logged only
-                        terms.append(vrn_fn(g.z1.detach(), g.z2.detach()))
+                        more_d = {k: [r.detach() for r in x] for k, x in more.items()}
+                        terms.append(vrn_fn(g.z1.detach(), g.z2.detach(), **more_d))
             optimizer.zero_grad(set_to_none=True)
             parts.scaler.scale(loss).backward()
             parts.scaler.step(optimizer)
             parts.scaler.update()
             step += 1
             # statistics of the gathered global batch under DDP: every rank logs the same row
-            meter.add(terms, g.z1, g.z2, images=v1.shape[0] * env.world, lr=lr)
+            meter.add(terms, g.z1, g.z2, images=images[0].shape[0] * env.world, lr=lr)
             shown.step(step, epoch + 1)
             if every and step % every == 0:
                 train_seconds += close_row()
