@@ -62,7 +62,14 @@ from . import (
     triplet,
     vrn,
 )
-from ._common import MULTI_VIEW_LOSSES, CallableLoss, HParam, Loss, LossOptionError
+from ._common import (
+    MULTI_VIEW_LOSSES,
+    QUEUE_LOSSES,
+    CallableLoss,
+    HParam,
+    Loss,
+    LossOptionError,
+)
 from .contrastive import ContrastiveLoss
 from .dcl import DCLLoss
 from .dhel import DHELLoss
@@ -129,6 +136,7 @@ __all__ = [
     "LOSSES",
     "MINERS",
     "MULTI_VIEW_LOSSES",
+    "QUEUE_LOSSES",
     "AllTriplets",
     "BatchHardTriplets",
     "ContrastiveLoss",

@@ -23,6 +23,9 @@ R_a >= N e^{-1/t} already), so L is SimCLR's NT-Xent over the 2B - 2 other views
 equals ``LOSSES["simclr"]`` bit for bit (the same shifted logits in the same order). Outside the
 paper's Def. 3.1 family in general (``family`` is None): the weights depend on the similarities.
 
+With a queue (``queue=(K1, K2)``, ``--queue K``) the K keys of the other view join each
+anchor's negatives (N = 2B - 2 + K, in the weights, R_a and the clamp alike).
+
 Computed in log space on logits shifted by the positive, l_ak = (z_a.z_k - z_a.z_p(a)) / t, so
 that a small t cannot overflow: log R_a / pos_a = logsumexp_k(l_ak + log w_ak), and
 -log(pos_a / (pos_a + Ng_a)) = log(1 + Ng_a / pos_a).
@@ -64,6 +67,7 @@ def hcl_direction(
     temperature: float,
     beta: float,
     tau_plus: float,
+    s_queue: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Mean over the A anchors (rows) of log(1 + Ng_a / pos_a), the module docstring's terms.
 
@@ -71,7 +75,8 @@ def hcl_direction(
     (A, B) to their own view's rows; entry (i, i) of each is excluded (the positive and the
     anchor itself), leaving N = 2B - 2 negatives. The layout (cross then within, masked entries
     at the dtype's minimum, a trailing 0 logit) is that of the InfoNCE family's, so that
-    beta = tau_plus = 0 gives SimCLR's bits.
+    beta = tau_plus = 0 gives SimCLR's bits. ``s_queue`` (A, K): similarities to queued keys,
+    K more negatives of every anchor (N = 2B - 2 + K).
     """
     a, b = s_cross.shape
     off = ~torch.eye(a, b, dtype=torch.bool, device=s_cross.device)
@@ -80,6 +85,10 @@ def hcl_direction(
     neg_inf = torch.finfo(s_cross.dtype).min
     logits = torch.cat([(s_cross - shift) / temperature, (s_within - shift) / temperature], dim=1)
     n = 2 * b - 2
+    if s_queue is not None:
+        logits = torch.cat([logits, (s_queue - shift) / temperature], dim=1)
+        keep = torch.cat([keep, torch.ones_like(s_queue, dtype=torch.bool)], dim=1)
+        n += s_queue.shape[1]
     if beta != 0.0:
         # log w_ak = beta l_ak - log mean_k e^{beta l_ak}: the shift by the positive cancels.
         scaled = (beta * logits).masked_fill(~keep, neg_inf)
@@ -126,6 +135,7 @@ class HCLLoss(Loss):
     name = "hcl"
     family = None
     negatives = "both"
+    takes_queue = True
     hyperparameters = (
         HParam("temperature", 0.5, float, "t > 0 dividing the similarity", check=positive),
         HParam(
@@ -155,6 +165,14 @@ class HCLLoss(Loss):
         pos = s_uv.diagonal()
         l_uv = hcl_direction(s_uv, u @ u.T, pos, **hp)
         l_vu = hcl_direction(s_uv.T, v @ v.T, pos, **hp)
+        return 0.5 * (l_uv + l_vu)
+
+    def _compute_queue(self, u, v, k1, k2, labels, **hp):
+        # Anchors of view 1 see view 2's queued keys and the reverse: N = 2B - 2 + K negatives.
+        s_uv = u @ v.T
+        pos = s_uv.diagonal()
+        l_uv = hcl_direction(s_uv, u @ u.T, pos, s_queue=u @ k2.T, **hp)
+        l_vu = hcl_direction(s_uv.T, v @ v.T, pos, s_queue=v @ k1.T, **hp)
         return 0.5 * (l_uv + l_vu)
 
 

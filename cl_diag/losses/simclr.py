@@ -12,7 +12,8 @@ With V > 2 views (``extra_views``, ``--views V``) it is the multi-positive form:
 other view of the anchor's instance is a positive, every other row a candidate (see
 :meth:`InfoNCEFamily._compute_views`).
 
-When every similarity is equal (t -> infinity, or all 2B embeddings identical) each anchor sees 2B - 1 equal logits and L = log(2B - 1).
+When every similarity is equal (t -> infinity, or all 2B embeddings identical) each anchor
+sees 2B - 1 equal logits and L = log(2B - 1).
 
 Example::
 

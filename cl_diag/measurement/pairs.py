@@ -708,18 +708,27 @@ def _exact_parts(
     mine = ranks.share([_tile_cost(task) for task in tiles])
     tasks = _LockedIter((key_base + key, tiles[key]) for key in mine)
     workers = max(1, min(workers, len(mine)))
-    kwargs = dict(bins=bins, t32=t32, tile=tile, sides=sides)
     single = u.device.type == "cpu"
+
+    def work(single_thread: bool) -> tuple[_Split, _Split]:
+        return _exact_worker(
+            tasks,
+            u,
+            v,
+            codes,
+            positives,
+            bins=bins,
+            t32=t32,
+            tile=tile,
+            single_thread=single_thread,
+            sides=sides,
+        )
+
     if workers <= 1:
-        cross, within = _exact_worker(tasks, u, v, codes, positives, single_thread=single, **kwargs)
+        cross, within = work(single)
     else:
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            futures = [
-                pool.submit(
-                    _exact_worker, tasks, u, v, codes, positives, single_thread=True, **kwargs
-                )
-                for _ in range(workers)
-            ]
+            futures = [pool.submit(work, True) for _ in range(workers)]
             results = [f.result() for f in futures]
         cross, within = results[0]
         for c, w in results[1:]:
