@@ -126,6 +126,23 @@ def train_command(
         "every view pair.",
         rich_help_panel=_LOSS,
     ),
+    queue: int = typer.Option(
+        _D.queue,
+        help="Keep the last K key embeddings of each view as extra cross-view negatives (MoCo's "
+        "memory bank) for infonce, simclr, dcl, hcl and VRN; 0: no queue.",
+        rich_help_panel=_LOSS,
+    ),
+    key_encoder: str = typer.Option(
+        _D.key_encoder,
+        help="With --queue: momentum (a momentum copy of encoder + projector, MoCo v2) or same "
+        "(the current encoder's embeddings, detached).",
+        rich_help_panel=_LOSS,
+    ),
+    key_momentum: float = typer.Option(
+        _D.key_momentum,
+        help="With --queue --key-encoder momentum: m in theta_k <- m theta_k + (1 - m) theta.",
+        rich_help_panel=_LOSS,
+    ),
     vrn: float = typer.Option(
         _D.vrn,
         help="lambda: add lambda x VRN to the loss (0: off; the paper uses 30).",

@@ -125,6 +125,9 @@ class TrainConfig:
     beta: float | None = None
     tau_plus: float | None = None
     views: int = 2
+    queue: int = 0
+    key_encoder: str = "momentum"
+    key_momentum: float = 0.99
     vrn: float = 0.0
     vrn_delta: float | None = None
     vrn_power: float = 2.0
@@ -284,9 +287,10 @@ def _opt(name: str) -> str:
 
 def _check_options(c: TrainConfig) -> TrainConfig:
     """Check names and ranges and fill the defaults that need no data; raise UserError."""
-    from cl_diag.losses import LOSSES, MULTI_VIEW_LOSSES, LossOptionError
+    from cl_diag.losses import LOSSES, MULTI_VIEW_LOSSES, QUEUE_LOSSES, LossOptionError
     from cl_diag.models import ARCHS, default_arch, default_projector_hidden
     from cl_diag.training.data import DATASETS
+    from cl_diag.training.queue import KEY_ENCODERS
 
     _choice("dataset", c.dataset, DATASETS)
     if c.loss == "vrn":
@@ -342,6 +346,23 @@ def _check_options(c: TrainConfig) -> TrainConfig:
             loss.multi_view,
             f"--views {c.views}: the {c.loss} loss takes two views; more views work with "
             f"--loss {', '.join(n for n in MULTI_VIEW_LOSSES if n != 'vrn')} (and --vrn).",
+        )
+    _require(c.queue >= 0, f"--queue {c.queue} must be >= 0 (0: no queue).")
+    _choice("key_encoder", c.key_encoder, KEY_ENCODERS)
+    _require(
+        math.isfinite(c.key_momentum) and 0 <= c.key_momentum < 1,
+        f"--key-momentum {c.key_momentum} must lie in [0, 1) (MoCo uses 0.99 or 0.999).",
+    )
+    if c.queue:
+        _require(
+            loss.takes_queue,
+            f"--queue {c.queue}: the {c.loss} loss has no cross-view negatives a queue could add "
+            f"to; use --loss {', '.join(n for n in QUEUE_LOSSES if n != 'vrn')} (or drop --queue).",
+        )
+        _require(
+            c.views == 2,
+            f"--queue with --views {c.views}: queue negatives are defined for two views; drop "
+            "one of them.",
         )
     _require(
         math.isfinite(c.vrn) and c.vrn >= 0,
