@@ -20,7 +20,7 @@ import math
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -81,6 +81,37 @@ def _read_owned(folder: Path) -> set[str]:
     except (OSError, UnicodeDecodeError):
         return set()
     return {line for line in lines if _plain_name(line)}
+
+
+def check_replaceable(
+    out: Path, names: Iterable[str], *, ours: Callable[[Path], bool] | None = None
+) -> None:
+    """Refuse to replace a file of ``out`` that cl-diag did not write.
+
+    ``names`` are the files (relative paths) a write is about to move into ``out``. Each
+    that already exists there must be cl-diag's: named in ``out``'s :data:`OWNED_FILES`
+    listing, the listing itself, or recognised by ``ours`` (e.g. a result.json by its
+    content). Anything else, such as a report.md of the user's own, ends in a
+    :class:`UserError` that names it and the fix (another folder, or overwrite).
+    """
+    out = Path(out)
+    owned = _read_owned(out) | {OWNED_FILES}
+    foreign = [
+        name
+        for name in names
+        if (out / name).exists()
+        and name not in owned
+        and not (ours is not None and (out / name).is_file() and ours(out / name))
+    ]
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (
+            f" and {len(foreign) - 5} more" if len(foreign) > 5 else ""
+        )
+        raise UserError(
+            f"--out {out} already holds {shown}, which cl-diag did not write; writing there would "
+            "replace it. Choose another folder, or pass --overwrite (overwrite=True in Python) "
+            "to replace it."
+        )
 
 
 @contextmanager
