@@ -187,7 +187,7 @@ def encode_two_views(
     amp: bool = True,
     progress: Callable[[int], None] | None = None,
     ranks: Ranks | None = None,
-) -> tuple[dict[str, dict[str, tuple[torch.Tensor, torch.Tensor]]], torch.Tensor]:
+) -> tuple[dict[str, dict[str, tuple[torch.Tensor, ...]]], torch.Tensor]:
     """Encode both augmented views of the given instances through every tap.
 
     ``two_views[i]`` must return ``(index, view1, view2, label)`` with the views a pure

@@ -53,6 +53,10 @@ class KeyQueue(nn.Module):
     write) and ``filled`` (rows holding keys, up to K).
     """
 
+    keys: torch.Tensor
+    pointer: torch.Tensor
+    filled: torch.Tensor
+
     def __init__(self, size: int, dim: int):
         super().__init__()
         if size < 1 or dim < 1:
@@ -101,7 +105,7 @@ class MomentumEncoder(nn.Module):
         if not 0.0 <= momentum < 1.0:
             raise ValueError(f"MomentumEncoder: momentum must lie in [0, 1), got {momentum}")
         self.momentum = float(momentum)
-        self.model = copy.deepcopy(model)
+        self.model: Any = copy.deepcopy(model)  # a ContrastiveModel: backbone + projector
         for p in self.model.parameters():
             p.requires_grad_(False)
 
