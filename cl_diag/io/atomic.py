@@ -17,6 +17,7 @@ replaces, rather than the ``0o600`` of :func:`tempfile.mkstemp`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import tempfile
@@ -83,10 +84,8 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[BinaryIO], objec
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
     _fsync_dir(folder)
 

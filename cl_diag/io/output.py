@@ -33,7 +33,8 @@ def ensure_writable_parent(out: Path) -> Path:
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise UserError(
-            f"--out {out} exists and is not a folder. Give a folder path (it is created if missing)."
+            f"--out {out} exists and is not a folder. Give a folder path (it is created if "
+            "missing)."
         )
     parent = out.parent.resolve()
     while not parent.exists():
@@ -45,7 +46,8 @@ def ensure_writable_parent(out: Path) -> Path:
     for folder in (parent, out) if out.exists() else (parent,):
         if not os.access(folder, os.W_OK | os.X_OK):
             raise UserError(
-                f"Cannot write to {folder} (for --out {out}): permission denied. Choose a writable folder."
+                f"Cannot write to {folder} (for --out {out}): permission denied. Choose a writable "
+                "folder."
             )
     return parent
 
@@ -131,7 +133,8 @@ def staged_output(out: Path) -> Iterator[Path]:
         OSError
     ) as exc:  # e.g. a read-only or virtual file system (/proc) that access() did not reveal
         raise UserError(
-            f"Cannot write to {anchor} (for --out {out}): {exc.strerror or exc}. Choose a writable folder."
+            f"Cannot write to {anchor} (for --out {out}): {exc.strerror or exc}. Choose a "
+            "writable folder."
         ) from None
     try:
         yield staging

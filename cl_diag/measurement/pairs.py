@@ -67,7 +67,7 @@ import math
 import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -147,7 +147,7 @@ def full_fp32_matmul() -> Iterator[None]:
     Similarities near delta are tiny (about -2e-5 for n_ref = 50,000); TF32 keeps
     only 10 mantissa bits and would blur them. The previous settings are restored.
     """
-    saved = []
+    saved: list[tuple[Any, ...]] = []  # ("precision", value) or (owner, attribute, value)
     with contextlib.suppress(Exception):
         saved.append(("precision", torch.get_float32_matmul_precision()))
         torch.set_float32_matmul_precision("highest")
@@ -480,7 +480,8 @@ class _UpperIndex:
 
 
 class _Split:
-    """One negative pair type: one stream, or same-class and different-class streams when labelled."""
+    """One negative pair type: one stream, or same-class and different-class streams when
+    labelled."""
 
     def __init__(self, bins: int, t32: float, ws: _Workspace, labelled: bool):
         self.labelled = labelled
@@ -500,7 +501,7 @@ class _Split:
     def merge(self, other: _Split) -> _Split:
         out = _Split.__new__(_Split)
         out.labelled = self.labelled
-        out.streams = [a.merge(b) for a, b in zip(self.streams, other.streams)]
+        out.streams = [a.merge(b) for a, b in zip(self.streams, other.streams, strict=True)]
         return out
 
     def portable(self) -> list:
@@ -571,9 +572,9 @@ def _exact_worker(
     single_thread: bool,
     sides: tuple[bool, bool] = (True, True),
 ):
-    """Process tasks pulled from the shared iterator ``tasks``; returns this worker's (cross, within).
-
-    ``sides`` says whose within-view pairs the upper tiles add: u's, v's (both by default)."""
+    """Process tasks pulled from the shared iterator ``tasks``; returns this worker's (cross,
+    within). ``sides`` says whose within-view pairs the upper tiles add: u's, v's (both by
+    default)."""
     if single_thread:
         torch.set_num_threads(1)
     device = u.device
@@ -781,7 +782,8 @@ class _LockedIter:
 
 
 def _distinct_pairs(n: int, k: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """k ordered pairs (i, j), i != j, uniform over the n(n-1) of them: j' uniform on n-1 values, skip i."""
+    """k ordered pairs (i, j), i != j, uniform over the n(n-1) of them: j' uniform on n-1 values,
+    skip i."""
     i = torch.randint(0, n, (k,), generator=gen)
     j = torch.randint(0, n - 1, (k,), generator=gen)
     return i, j + (j >= i).long()

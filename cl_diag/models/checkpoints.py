@@ -5,7 +5,9 @@ Four kinds of file are told apart by their contents, not their names:
 * an **embeddings file** (``.npz``, or a torch file holding ``z1`` and ``z2``): see
   :mod:`cl_diag.io.embeddings`;
 * a **cl-diag checkpoint** (written by ``cl-diag train``; see
-  :mod:`cl_diag.training.checkpoint`);
+  :mod:`cl_diag.training.checkpoint`), checked by :func:`check_checkpoint` against
+  :data:`FORMAT` and :data:`FORMAT_VERSION`: the format's reading side lives here, below
+  the training that writes it, so that rebuilding a model never reaches up into training;
 * a **foreign checkpoint** of one of :data:`~cl_diag.models.foreign.FOREIGN_LAYOUTS`
   (``solo-learn``, ``state-dict``).
 
@@ -16,6 +18,7 @@ data, never code.
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +29,17 @@ from cl_diag.errors import UserError
 from cl_diag.io.checkpoints import TorchFileError, check_input_file, safe_torch_load, sniff
 from cl_diag.models.foreign import SUPPORTED_LAYOUTS, recognise_layout
 
-__all__ = ["CheckpointFile", "read_checkpoint_file", "weights_sha256"]
+__all__ = [
+    "FORMAT",
+    "FORMAT_VERSION",
+    "CheckpointFile",
+    "check_checkpoint",
+    "read_checkpoint_file",
+    "weights_sha256",
+]
+
+FORMAT = "cl-diag/checkpoint"
+FORMAT_VERSION = 1
 
 _GIVE = "Give the path of a checkpoint or embeddings file."
 
@@ -40,8 +53,29 @@ class CheckpointFile:
     payload: Any = field(repr=False)  # None for a .npz (read by load_embeddings)
 
 
+def check_checkpoint(obj: Any, path: str | os.PathLike) -> dict[str, Any]:
+    """``obj`` (read from ``path``) if it is a cl-diag checkpoint this version can read;
+    UserError otherwise. For a payload that is already loaded, so the file is read once."""
+    p = Path(path)
+    if not isinstance(obj, dict) or obj.get("format") != FORMAT:
+        raise UserError(
+            f"{p} is a torch file but not a cl-diag checkpoint (no format marker {FORMAT!r}). "
+            f"Give the last.pt that cl-diag train wrote."
+        )
+    version = obj.get("format_version")
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise UserError(
+            f"{p} has checkpoint format version {version!r}; this cl-diag reads up to "
+            f"{FORMAT_VERSION}. Upgrade cl-diag to read it."
+        )
+    missing = [k for k in ("config", "backbone", "projector", "epoch", "step") if k not in obj]
+    if missing:
+        raise UserError(f"{p} is a damaged cl-diag checkpoint: it lacks {', '.join(missing)}.")
+    return obj
+
+
 def _is_cl_diag(payload: Any) -> bool:
-    """A cl-diag checkpoint names its format (see cl_diag.training.checkpoint)."""
+    """A cl-diag checkpoint names its format (:data:`FORMAT`, or a future cl-diag one)."""
     if not isinstance(payload, dict):
         return False
     fmt = payload.get("format")

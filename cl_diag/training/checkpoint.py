@@ -9,7 +9,8 @@ None -- so loading a file never unpickles arbitrary objects::
     dataset, n_train, split     what the model was trained on; split says which images
                                 are train and test (digits: the index tensors)
     backbone, projector         state dicts, separately
-    optimizer, scheduler, scaler  optimiser state dict; {"step", "total_steps", ...}; GradScaler state or None
+    optimizer, scheduler, scaler  optimiser state dict; {"step", "total_steps", ...}; GradScaler
+                                state or None
     epoch, step                 completed epochs and optimiser steps
     complete                    True once the run reached its last step
     rng                         torch, cuda, numpy, python and DataLoader-generator states
@@ -36,24 +37,23 @@ from typing import Any
 import numpy as np
 import torch
 
-from cl_diag.errors import UserError
 from cl_diag.io.atomic import atomic_write
 from cl_diag.io.checkpoints import safe_torch_load
+
+# The format's reading side (marker, version, check) is models.checkpoints'; FORMAT and
+# FORMAT_VERSION are re-exported here because the tests import them from this module.
+from cl_diag.models.checkpoints import FORMAT, FORMAT_VERSION, check_checkpoint
 
 __all__ = [
     "FORMAT",
     "FORMAT_VERSION",
     "capture_rng_state",
-    "check_checkpoint",
     "check_plain_types",
     "library_versions",
     "load_checkpoint",
     "restore_rng_state",
     "save_checkpoint",
 ]
-
-FORMAT = "cl-diag/checkpoint"
-FORMAT_VERSION = 1
 
 _PLAIN = (str, int, float, bool, type(None))
 
@@ -103,33 +103,14 @@ def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[
     return check_checkpoint(obj, p)
 
 
-def check_checkpoint(obj: Any, path: str | os.PathLike) -> dict[str, Any]:
-    """``obj`` (read from ``path``) if it is a cl-diag checkpoint this version can read;
-    UserError otherwise. For a payload that is already loaded, so the file is read once."""
-    p = Path(path)
-    if not isinstance(obj, dict) or obj.get("format") != FORMAT:
-        raise UserError(
-            f"{p} is a torch file but not a cl-diag checkpoint (no format marker {FORMAT!r}). "
-            f"Give the last.pt that cl-diag train wrote."
-        )
-    version = obj.get("format_version")
-    if not isinstance(version, int) or version > FORMAT_VERSION:
-        raise UserError(
-            f"{p} has checkpoint format version {version!r}; this cl-diag reads up to "
-            f"{FORMAT_VERSION}. Upgrade cl-diag to read it."
-        )
-    missing = [k for k in ("config", "backbone", "projector", "epoch", "step") if k not in obj]
-    if missing:
-        raise UserError(f"{p} is a damaged cl-diag checkpoint: it lacks {', '.join(missing)}.")
-    return obj
-
-
 # --------------------------------------------------------------------------- RNG states
 
 
 def capture_rng_state(loader_generator: torch.Generator | None = None) -> dict[str, Any]:
     """Every RNG state as tensors and plain lists (weights-only loadable)."""
     np_state = np.random.get_state()
+    # numpy's global RandomState is an MT19937, whose legacy state is this 5-tuple
+    assert isinstance(np_state, tuple)
     py_version, py_internal, py_gauss = random.getstate()
     return {
         "torch": torch.get_rng_state(),

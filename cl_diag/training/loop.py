@@ -4,7 +4,7 @@ Per step::
 
     lr      = lr_at(step)                           # linear warm-up, then cosine (or constant)
     z1, z2  = model(cat(view1, view2)).chunk(2)     # one forward pass, AMP on CUDA
-    g       = gather_batch(z1, z2)                  # the global batch under DDP (identity otherwise)
+    g       = gather_batch(z1, z2)                  # the global batch under DDP (else identity)
     loss    = LOSSES[loss](g.z1, g.z2) + lambda * LOSSES["vrn"](g.z1, g.z2, delta, power)
     backward, optimizer step
     monitor.update(g.z1, g.z2, loss terms)          # on the device: no wait for the host
@@ -44,7 +44,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 import torch
@@ -57,9 +57,8 @@ from cl_diag.losses.distributed import gather_batch, gather_with_grad
 from cl_diag.measurement.monitor import METRIC_COLUMNS, Monitor
 from cl_diag.measurement.monitor import PairStats as PairStats  # tests import it from here
 from cl_diag.models import ContrastiveModel, FreeEmbeddings, is_convolutional
+from cl_diag.models.checkpoints import FORMAT, FORMAT_VERSION
 from cl_diag.training.checkpoint import (
-    FORMAT,
-    FORMAT_VERSION,
     capture_rng_state,
     library_versions,
     restore_rng_state,
@@ -335,7 +334,8 @@ def _build(
         ids = [device.index] if device.type == "cuda" else None
         net = nn.parallel.DistributedDataParallel(model, device_ids=ids)
     if config.compile:
-        net = torch.compile(net)
+        # torch.compile of a module returns a module (OptimizedModule); its stub says Callable
+        net = cast(nn.Module, torch.compile(net))
     if device.type == "cuda":
         torch.backends.cudnn.benchmark = True  # fixed input shapes; bit-exactness is a CPU promise
 
@@ -484,7 +484,8 @@ def fit(
     # (With --queue the VRN term also runs over the queue's similarities: computed, not read.)
     vrn_from_stats = not lam and config.vrn_power == 2.0 and config.views == 2 and not config.queue
     supervised = config.loss in SUPERVISED_LOSSES
-    writes = out_dir is not None and env.is_main
+    save_dir = Path(out_dir) if out_dir is not None and env.is_main else None
+    writes = save_dir is not None
     last_path = None if out_dir is None else Path(out_dir) / "last.pt"
     # The monitor keeps the metrics rows: a row every log_every steps (0: none inside an
     # epoch) and at each epoch end. It is given the gathered global batch (gather=False), and
@@ -582,9 +583,9 @@ def fit(
         if (row := monitor.flush(force=True, epoch=epoch + 1)) is not None:
             train_seconds += take(row)
         epoch += 1
-        if writes:
+        if save_dir is not None:
             t1 = time.perf_counter()
-            _save(config, data, parts, Path(out_dir), epoch, step, monitor)
+            _save(config, data, parts, save_dir, epoch, step, monitor)
             ckpt_seconds += time.perf_counter() - t1
     return FitResult(
         epochs=epoch,
