@@ -114,8 +114,8 @@ def _as_float_matrix(
         )
     if array.dim() != 2:
         raise UserError(
-            f"'{key}' in {where} has shape {tuple(array.shape)}; it must be 2-D "
-            "(n instances x d dimensions)."
+            f"'{key}' in {where} has shape {tuple(array.shape)}; "
+            "it must be 2-D (n instances x d dimensions)."
         )
     return array.to(torch.float32)
 
