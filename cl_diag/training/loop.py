@@ -319,7 +319,7 @@ def _build(
     if config.sync_bn and env.distributed:
         model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
     queue, key_encoder = None, None
-    if getattr(config, "queue", 0):
+    if config.queue:
         if config.key_encoder == "momentum":  # a copy of the (resumed) model: MoCo's start
             key_encoder = MomentumEncoder(model, config.key_momentum)
             key_encoder.train()  # BatchNorm on the key batch, as MoCo's key encoder
