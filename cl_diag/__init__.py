@@ -24,12 +24,14 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:
     from cl_diag.api import Result, compare, load, measure
     from cl_diag.measurement.monitor import Monitor
+    from cl_diag.orchestration.analyze import analyze_module as analyze
 
-__all__ = ["Monitor", "Result", "__version__", "compare", "load", "measure"]
+__all__ = ["Monitor", "Result", "__version__", "analyze", "compare", "load", "measure"]
 
-#: public name -> the module that defines it (imported on first access)
+#: public name -> "module" that defines it, or "module:name" (imported on first access)
 _LAZY = {
     "Monitor": "cl_diag.measurement.monitor",
+    "analyze": "cl_diag.orchestration.analyze:analyze_module",
     "Result": "cl_diag.api",
     "compare": "cl_diag.api",
     "load": "cl_diag.api",
@@ -38,10 +40,11 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
+    where = _LAZY.get(name)
+    if where is None:
         raise AttributeError(f"module 'cl_diag' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    module, _, attribute = where.partition(":")
+    value = getattr(importlib.import_module(module), attribute or name)
     globals()[name] = value  # later lookups skip this function
     return value
 

@@ -61,6 +61,7 @@ __all__ = [
     "Condition",
     "EffectiveRank",
     "Eq10",
+    "FullBatch",
     "Geometry",
     "Histogram",
     "KnnProbe",
@@ -981,6 +982,54 @@ class LayerCheck:
         }
 
 
+@dataclass(frozen=True, kw_only=True)
+class FullBatch:
+    """The theory panel's N-dependent entries evaluated for the full batch, N = n_ref (the
+    top-level ones take one fixed mini-batch, N = m): which theorem applies (Thm 5.1 (iii) or
+    Thm 5.3 for a Def. 3.2 loss with (c1, c2) = (1, 0)), its predicted means, the condition,
+    and for the sigmoid loss Eq. 10 and the CCEM optimum at N = n_ref."""
+
+    N: int | None
+    theorem: str | None
+    predicted: Predicted
+    condition: Condition | None = None
+    eq10: Eq10 | None = None
+    ccem: Ccem | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], at: _At = _HERE) -> FullBatch:
+        d = at.obj(d)
+        sigmoid = (at / "sigmoid").obj(d.get("sigmoid") or {})
+        return cls(
+            N=(at / "N").integer(d.get("N")),
+            theorem=(at / "theorem").text(d.get("theorem")),
+            predicted=Predicted.from_dict(d.get("predicted") or {}, at / "predicted"),
+            condition=_optional(d, "condition", Condition.from_dict, at),
+            eq10=_optional(sigmoid, "eq10", Eq10.from_dict, at / "sigmoid"),
+            ccem=_optional(sigmoid, "ccem", Ccem.from_dict, at / "sigmoid"),
+            extra=_rest(d, ("N", "theorem", "predicted", "condition", "sigmoid")),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "N": self.N,
+            "theorem": self.theorem,
+            "predicted": self.predicted.to_dict(),
+        }
+        if self.condition is not None:
+            out["condition"] = self.condition.to_dict()
+        if self.eq10 is not None or self.ccem is not None:
+            sigmoid: dict[str, Any] = {}
+            if self.eq10 is not None:
+                sigmoid["eq10"] = self.eq10.to_dict()
+            if self.ccem is not None:
+                sigmoid["ccem"] = self.ccem.to_dict()
+            out["sigmoid"] = sigmoid
+        out.update(self.extra)
+        return out
+
+
 _THEORY_KEYS = (
     "n_ref",
     "batch_size",
@@ -993,6 +1042,7 @@ _THEORY_KEYS = (
     "sigmoid",
     "loss_layer",
     "condition",
+    "full_batch",
     "layers",
 )
 
@@ -1014,8 +1064,25 @@ class Theory:
     #: the layer the loss is computed on, which the theorems describe (None: every layer)
     loss_layer: str | None = None
     condition: Condition | None = None
+    #: the N-dependent entries for the full batch, N = n_ref (absent when N = m gives the same)
+    full_batch: FullBatch | None = None
     layers: dict[str, LayerCheck] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def N(self) -> int | None:
+        """The number of pairs the top-level theorem, condition and sigmoid entries were
+        evaluated at: one fixed mini-batch (N = m) when m >= 3, else n_ref."""
+        for block in (
+            self.condition,
+            self.sigmoid.ccem if self.sigmoid else None,
+            self.sigmoid.eq10 if self.sigmoid else None,
+        ):
+            if block is not None and block.N is not None:
+                return block.N
+        if self.batch_size is not None and self.batch_size >= 3:
+            return self.batch_size
+        return self.n_ref
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], at: _At = _HERE) -> Theory:
@@ -1040,6 +1107,7 @@ class Theory:
             sigmoid=_optional(d, "sigmoid", SigmoidPanel.from_dict, at),
             loss_layer=(at / "loss_layer").text(d.get("loss_layer")),
             condition=_optional(d, "condition", Condition.from_dict, at),
+            full_batch=_optional(d, "full_batch", FullBatch.from_dict, at),
             layers=layers,
             extra=_rest(d, _THEORY_KEYS),
         )
@@ -1059,6 +1127,8 @@ class Theory:
         }
         if self.condition is not None:
             out["condition"] = self.condition.to_dict()
+        if self.full_batch is not None:
+            out["full_batch"] = self.full_batch.to_dict()
         if self.layers is not None:
             out["layers"] = {k: v.to_dict() for k, v in self.layers.items()}
         out.update(self.extra)

@@ -39,3 +39,23 @@ def pairs_file(tmp_path):
     path = tmp_path / "pairs.npz"
     np.savez(path, z1=z1, z2=z2, labels=labels)
     return path
+
+
+@pytest.fixture
+def tiny_imagefolder(tmp_path):
+    """A tiny ImageFolder pair written here: train/ (2 classes x 8 images) and val/ (2 x 4),
+    32x32 RGB PNGs whose mean colour depends on the class. Returns (train root, val root)."""
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    roots = []
+    for split, per_class in (("train", 8), ("val", 4)):
+        root = tmp_path / "images" / split
+        for label, colour in enumerate(((200, 60, 60), (60, 60, 200))):
+            folder = root / f"class{label}"
+            folder.mkdir(parents=True)
+            for i in range(per_class):
+                pixels = rng.normal(colour, 40.0, size=(32, 32, 3)).clip(0, 255).astype(np.uint8)
+                Image.fromarray(pixels).save(folder / f"{i}.png")
+        roots.append(root)
+    return roots[0], roots[1]

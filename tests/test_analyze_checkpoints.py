@@ -592,6 +592,55 @@ def test_theory_sigmoid_autograd_condition_agrees_with_eq10(t, b, m):
         assert panel["predicted"]["negative_mean"] == -1 / 49999
 
 
+def test_theory_n_dependent_predictions_for_a_mini_batch_and_the_full_batch():
+    # issue 12: for t = b = 10 the verdict flips between one fixed mini-batch of 128 pairs
+    # (Eq. 10 fails: the simplex ETF, Thm 5.1 (iii)) and the full batch of 50,000 (Thm 5.3)
+    panel = theory_panel(
+        {"loss": "sigmoid", "batch_size": 128, "temperature": 10.0, "bias": 10.0}, 50000, {}
+    )
+    assert panel["theorem"] == "5.1(iii)" and panel["condition"]["N"] == 128
+    assert panel["sigmoid"]["eq10"]["holds"] is False and panel["sigmoid"]["ccem"]["N"] == 128
+    full = panel["full_batch"]
+    assert full["N"] == 50000 and full["theorem"] == "5.3"
+    assert full["condition"]["N"] == 50000 and full["condition"]["verdict"] == "excessive"
+    assert full["sigmoid"]["eq10"] == {
+        "N": 50000,
+        "lhs": th.sigmoid_eq10_lhs(10.0, 10.0, 50000),
+        "rhs": 24999.0,
+        "holds": True,
+    }
+    opt = th.sigmoid_optimum(10.0, 10.0, 50000)
+    assert full["sigmoid"]["ccem"]["regime"] == opt.regime == "interior"
+    assert full["predicted"] == {"positive_mean": opt.s_pos, "negative_mean": opt.s_neg}
+    assert "one fixed mini-batch, N = m = 128" in panel["statement"]
+    assert "full batch, N = n_ref = 50000" in panel["statement"]
+    # it round-trips through the typed result, and the report labels both columns
+    from cl_diag.result import Theory
+
+    typed = Theory.from_dict(panel)
+    assert typed.N == 128 and typed.full_batch is not None and typed.full_batch.N == 50000
+    assert typed.to_dict() == panel
+    # N-independent theorems (Def. 3.1, or c2 = 1) have no full-batch block
+    assert "full_batch" not in theory_panel({"loss": "simclr", "batch_size": 32}, 50000, {})
+    # the band is the prediction without VRN: the statement says so for a VRN run
+    vrn = theory_panel({"loss": "simclr", "batch_size": 32, "vrn": 30.0}, 50000, {})
+    assert "changes the fixed-batch optimum" in vrn["statement"]
+
+
+def test_theory_coefficients_outside_the_papers_cases_get_no_theorem():
+    from cl_diag.losses.families import InfoNCEFamily
+    from cl_diag.measurement.theory import _optimum
+
+    loss = InfoNCEFamily(c1=1, c2=0.5, psi="log")
+    out = _optimum(loss, "custom", "info", {}, (1.0, 0.5), 32, 1000, 32)
+    assert out["theorem"] is None and out["predicted"] is None
+    assert "(c1, c2) = (1, 0.5) is outside the paper's cases" in " ".join(out["statement"])
+    inside = _optimum(
+        InfoNCEFamily(c1=1, c2=1, psi="log"), "c", "info", {}, (1.0, 1.0), 32, 1000, 32
+    )
+    assert inside["theorem"] == "5.1(i)"
+
+
 def test_theory_layer_checks():
     layers = {
         "projector": {

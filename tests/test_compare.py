@@ -183,7 +183,7 @@ def test_baseline_differences(grid):
     after = "run − baseline (simclr b128)"
     row = md_row(md, "simclr b32", after=after)
     var = lambda x: x["layers"]["projector"]["pairs"]["cross_view_negative"]["var"]  # noqa: E731
-    assert row[2] == f"{var(run) - var(base):+.6g}"
+    assert row[2] == f"{var(run) - var(base):+.4g}"  # reports print 4 significant digits
     assert md_row(md, "simclr b128", after=after)[2] == "+0"
     probe_row = md_row(md, "simclr b32", after="Probes: run − baseline")
     # 0.80 - 0.5/32 against 0.80 - 0.5/128: -1.171875 percentage points
@@ -193,7 +193,8 @@ def test_baseline_differences(grid):
 def test_runs_table_marks_the_baseline(grid):
     root, runs, _ = grid
     md = (root / "cmp" / "report.md").read_text(encoding="utf-8")
-    row = md_row(md, "simclr b128 (baseline)")
+    # the runs table follows the Findings section
+    row = md_row(md, "simclr b128 (baseline)", after="## Runs")
     assert row == [
         runs[(128, 0.0)].as_posix(),
         "simclr",
@@ -201,11 +202,12 @@ def test_runs_table_marks_the_baseline(grid):
         "0.2",
         "0",
         "50000",
-        "-2.00004e-05",
+        "-2e-05",
         "exact",
         "projector, backbone",
+        "—",  # the fixture's runs have no report.html to link
     ]
-    assert md_row(md, "simclr b32 +VRN30")[:6] == [
+    assert md_row(md, "simclr b32 +VRN30", after="## Runs")[:6] == [
         runs[(32, 30.0)].as_posix(),
         "simclr",
         "32",
@@ -353,10 +355,10 @@ def test_different_n_ref_warns_and_shows_both_thresholds(tmp_path, run_cli):
     b = write_run(tmp_path, "b", make_result(n=20, n_ref=1001, layers=("embedding",), config={}))
     outcome = compare(CompareConfig(inputs=[a, b], out=tmp_path / "cmp"))
     assert len(outcome.warnings) == 1 and "different n_ref" in outcome.warnings[0]
-    assert "a: n_ref = 50000, δ = -2.00004e-05; b: n_ref = 1001, δ = -0.001" in outcome.warnings[0]
+    assert "a: n_ref = 50000, δ = -2e-05; b: n_ref = 1001, δ = -0.001" in outcome.warnings[0]
     md = outcome.report_md.read_text(encoding="utf-8")
     assert "> **Note.** The runs have different n_ref" in md
-    assert "n_ref = 50000: δ = -2.00004e-05; n_ref = 1001: δ = -0.001" in md
+    assert "n_ref = 50000: δ = -2e-05; n_ref = 1001: δ = -0.001" in md
     cli = run_cli("compare", a, b, "--out", tmp_path / "cmp2")
     assert cli.code == 0
     assert "warning:" in cli.err and "different n_ref" in cli.err
@@ -369,7 +371,7 @@ def test_baseline_outside_inputs_is_added(tmp_path):
     outcome = compare(CompareConfig(inputs=[a / "result.json"], out=tmp_path / "cmp", baseline=ref))
     assert list(outcome.labels.values()) == ["simclr b256", "simclr b32"]
     md = outcome.report_md.read_text(encoding="utf-8")
-    assert md_row(md, "simclr b256 (baseline)")[0] == ref.as_posix()
+    assert md_row(md, "simclr b256 (baseline)", after="## Runs")[0] == ref.as_posix()
 
 
 def test_cli_help_has_an_example(run_cli):
@@ -475,11 +477,20 @@ window.addEventListener('load', function () {
             natural: el.naturalWidth === undefined ? -1 : el.naturalWidth,
             complete: el.complete === undefined ? true : el.complete};
   });
+  var root = document.documentElement;
+  var wraps = Array.prototype.map.call(document.querySelectorAll('.table-wrap'), function (el) {
+    var r = el.getBoundingClientRect();
+    return {left: r.left, right: r.right, inner: el.scrollWidth, outer: el.clientWidth};
+  });
+  var headings = Array.prototype.map.call(document.querySelectorAll('h2'), function (el) {
+    return el.textContent;
+  });
   var pre = document.createElement('pre');
   pre.id = 'cl-diag-probe';
   pre.textContent = JSON.stringify({errors: window.__clErrors, figures: figs,
     tables: document.querySelectorAll('table').length,
-    rows: document.querySelectorAll('tbody tr').length});
+    rows: document.querySelectorAll('tbody tr').length, headings: headings,
+    viewport: root.clientWidth, page: root.scrollWidth, wraps: wraps});
   document.body.appendChild(pre);
 });
 </script>"""
@@ -521,7 +532,14 @@ def _open_in_browser(page: Path, tmp_path: Path) -> dict:
         ),
         encoding="utf-8",
     )
-    dumped = _chromium(tmp_path, "--virtual-time-budget=5000", "--dump-dom", probe.as_uri())
+    # a narrow window (480 px, a phone): wide tables scroll inside their box, not the page
+    dumped = _chromium(
+        tmp_path,
+        "--virtual-time-budget=5000",
+        "--window-size=480,2000",
+        "--dump-dom",
+        probe.as_uri(),
+    )
     assert dumped.returncode == 0, dumped.stderr[-2000:]
     found = re.search(r'<pre id="cl-diag-probe">(.*?)</pre>', dumped.stdout, re.S)
     assert found, "the page did not finish loading"
@@ -554,6 +572,14 @@ def test_reports_render_in_headless_chromium(grid, tmp_path):
             assert fig["width"] > 100 and fig["height"] > 100, fig
         assert report["tables"] == md.count("\n|---") > 0
         assert report["rows"] > 20
+        # issue 12: the Findings section comes first, and no table overflows the page width
+        assert report["headings"][0] == "Findings", report["headings"]
+        assert report["page"] <= report["viewport"], (report["page"], report["viewport"])
+        assert len(report["wraps"]) == report["tables"]
+        for wrap in report["wraps"]:
+            assert wrap["left"] >= 0 and wrap["right"] <= report["viewport"], wrap
+        # ... while some table is wider than the window, and scrolls inside its box
+        assert any(w["inner"] > w["outer"] for w in report["wraps"])
         image = Image.open(report["screenshot"])
         assert image.size == (1280, 2400)
         low, high = image.convert("L").getextrema()
@@ -653,7 +679,11 @@ def test_over_seeds_table_and_csv_match_numpy(tmp_path):
     assert row.cross_view_negative_mean_std == pytest.approx(xneg_mean.std(ddof=1), rel=1e-15)
     # accuracies over seeds: make_result's accuracy depends on VRN, not on the seed -> std 0
     top1 = results[(1, 3.0)]["probes"]["linear"]["top1"]
-    assert md_row(md, "simclr +VRN3", after="Probes over seeds")[1] == f"{100 * top1:.2f} ± 0.00 %"
+    # mean ± sd over the seeds and the t interval of the mean (sd 0: the interval is the mean)
+    assert (
+        md_row(md, "simclr +VRN3", after="Probes over seeds")[1]
+        == f"{100 * top1:.2f} ± 0.00 % [{100 * top1:.2f}, {100 * top1:.2f}]"
+    )
     assert row.linear_top1_mean == pytest.approx(top1, rel=1e-15) and row.linear_top1_std == 0.0
 
 
@@ -664,7 +694,7 @@ def test_seed_groups_pool_the_overlay_and_the_threshold_caption(tmp_path):
     outcome = compare(CompareConfig(inputs=sorted(runs.values()), out=tmp_path / "cmp"))
     md = outcome.report_md.read_text(encoding="utf-8")
     caption = md[md.index("*Negative-similarity densities") :].splitlines()[0]
-    assert "one curve per seed group" in caption and "n_ref = 4: δ = -0.333333" in caption
+    assert "one curve per seed group" in caption and "n_ref = 4: δ = -0.3333" in caption
     # δ = -1/3 is far from 0: the caption must not say it sits at 0
     assert "visually at 0" not in caption and "strictly left of it" in caption
     pairs = [(p.as_posix(), r) for p, r in ((runs[k], v) for k, v in _results(runs).items())]

@@ -103,7 +103,7 @@ def test_unknown_arch_names_the_choices():
     with pytest.raises(ValueError, match=r"unknown arch 'vgg11'.*resnet18-cifar"):
         get_arch("vgg11")
     with pytest.raises(ValueError, match="unknown arch 'timm:vit_tiny'"):
-        get_arch("timm:vit_tiny")  # no family registered: timm is not part of cl-diag yet
+        get_arch("timm:vit_tiny")  # the timm family: timm has no model 'vit_tiny'
 
 
 def test_an_arch_family_resolves_prefixed_names(monkeypatch):

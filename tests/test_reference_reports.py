@@ -51,3 +51,26 @@ def test_toy_vrn_reference_report_regenerates_byte_identical(run_cli, tmp_path, 
         assert (tmp_path / "reports" / "toy-vrn" / relative).read_bytes() == (
             TOY / relative
         ).read_bytes(), relative
+
+
+def _quote_findings():
+    """tools/quote_findings.py, loaded from its file (tools/ is not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "quote_findings", REPO / "tools" / "quote_findings.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("folder", ["toy-vrn", "digits-batch-study"])
+def test_reference_readmes_quote_the_generated_findings(folder):
+    # issue 12: the READMEs quote the findings the tool wrote, never a paraphrase of them
+    tool = _quote_findings()
+    root = REPO / "reports" / folder
+    generated = tool.generated(root / "comparison" / "report.md")
+    assert len(generated) >= 5
+    assert tool.quoted(root / "README.md") == generated

@@ -145,3 +145,58 @@ def test_parallel_cells_run_in_their_own_processes(run_cli, tmp_path):
         assert (out / cell / "analysis" / "result.json").is_file()
         assert "trained 10 steps" in (out / cell / "sweep.log").read_text()
     assert (out / "comparison" / "report.md").is_file()
+
+
+def test_equal_steps_mode_holds_steps_and_warm_up_across_batch_sizes(run_cli, tmp_path):
+    out = tmp_path / "sweep"
+    result = run_cli(
+        "sweep",
+        TOY,
+        "--grid",
+        "batch-size=2,4",
+        "--grid",
+        "seed=1,2",
+        "--equal-steps",
+        "8",
+        "--out",
+        out,
+        "--quiet",
+    )
+    assert result.code == 0, result.err
+    configs = {}
+    for m in (2, 4):
+        for seed in (1, 2):
+            config = json.loads(
+                (out / f"batch-size={m}_seed={seed}" / "analysis" / "result.json").read_text()
+            )["config"]
+            configs[(m, seed)] = config
+            # the same steps and warm-up for every batch size: the recipe's warm-up fraction
+            # (warmup_epochs / epochs) of the 8 steps
+            assert config["steps"] == 8 and config["batch_size"] == m
+            assert config["warmup_steps"] == round(8 * config["warmup_epochs"] / config["epochs"])
+    md = (out / "comparison" / "report.md").read_text(encoding="utf-8")
+    # seeds are replicates: the Findings test the batch-size trend over all four runs
+    assert md.startswith("# cl-diag comparison\n\n## Findings\n")
+    assert "Smaller batches give a larger negative-similarity variance" in md
+    assert "over 4 runs at 2 batch sizes" in md
+
+
+@pytest.mark.parametrize(
+    "extra, fragment",
+    [
+        (["--grid", "steps=5,6"], "the grid cannot vary --steps"),
+        (["--grid", "warmup-steps=1,2"], "the grid cannot vary --warmup-steps"),
+        (["--steps", "3"], "drop --steps"),
+        (["--equal-steps", "0"], "--equal-steps 0 must be at least 1"),
+    ],
+)
+def test_equal_steps_refusals(run_cli, tmp_path, extra, fragment):
+    out = tmp_path / "sweep"
+    args = ["sweep", TOY, "--grid", "seed=1,2", *extra, "--out", out]
+    if "--equal-steps" not in extra:
+        args[4:4] = ["--equal-steps", "5"]
+    result = run_cli(*args)
+    assert result.code == 2, (result.out, result.err)
+    assert fragment in " ".join(result.err.split())
+    assert "Traceback" not in result.err
+    assert not out.exists()

@@ -183,3 +183,16 @@ def test_train_summary_and_already_complete(tmp_path):
     assert again.steps_this_run == 0
     expected = f"{out / 'last.pt'}: the run is already complete (2 steps); nothing to do."
     assert again.summary() == expected
+
+
+def test_warmup_steps_override_the_epochs_and_are_recorded_as_given():
+    # equal-steps studies warm every batch size up over the same number of steps
+    c = resolve_config(TrainConfig(device="cpu", batch_size=64, steps=200, warmup_steps=15))
+    assert (c.steps_per_epoch, c.total_steps, c.warmup_steps) == (21, 200, 15)
+    assert c.record()["warmup_steps"] == 15
+    # by default the warm-up comes from --warmup-epochs, and the record keeps the option unset,
+    # so that runs at different batch sizes record the same options
+    d = resolve_config(TrainConfig(device="cpu"))
+    assert d.warmup_steps == 30 and d.record()["warmup_steps"] is None
+    with pytest.raises(UserError, match="--warmup-steps -1 must be >= 0"):
+        resolve_config(TrainConfig(device="cpu", warmup_steps=-1))

@@ -45,8 +45,9 @@ def analyze(
     ctx: typer.Context,
     source: Path = typer.Argument(
         ...,
-        help="An embeddings file (.npz/.pt with z1, z2[, labels]), a cl-diag checkpoint (last.pt), "
-        "a solo-learn .ckpt, or a torchvision ResNet state dict (with --arch).",
+        help="An embeddings file (.npz/.pt with z1, z2[, labels]), a cl-diag checkpoint "
+        "(last.pt), a solo-learn, lightly, MoCo or DINO checkpoint, or a torchvision ResNet or "
+        "timm state dict (with --arch); any other file with --backbone-prefix.",
     ),
     probe: str | None = typer.Option(
         None,
@@ -134,7 +135,9 @@ def analyze(
     arch: str | None = typer.Option(
         None,
         help="Backbone of a foreign checkpoint: resnet18-cifar, resnet18, resnet34-cifar, "
-        "resnet34, resnet50-cifar, resnet50 \\[default: from args.json beside a solo-learn .ckpt].",
+        "resnet34, resnet50-cifar, resnet50, or timm:NAME (any timm model, built with "
+        "pretrained=False) \\[default: from args.json beside a solo-learn .ckpt, MoCo's 'arch', "
+        "DINO's 'args'].",
         rich_help_panel=_FOREIGN,
     ),
     dataset: str | None = typer.Option(
@@ -148,6 +151,33 @@ def analyze(
         help="Padding of the 3x3 CIFAR stem (not stored in the weights) \\[default: 2 for upstream "
         "solo-learn, 1 for the paper's fork (BN in the projector or add_vrn_loss_term in "
         "args.json) and plain state dicts].",
+        rich_help_panel=_FOREIGN,
+    ),
+    encoder: str | None = typer.Option(
+        None,
+        help="Which encoder of a two-encoder checkpoint: MoCo query or key \\[default: query], "
+        "DINO teacher or student \\[default: teacher].",
+        rich_help_panel=_FOREIGN,
+    ),
+    backbone_prefix: str | None = typer.Option(
+        None,
+        help="Read any file: the keys under this prefix are the backbone (prefix removed; '' "
+        "for every key outside --projector-prefix). The error for an unknown layout lists the "
+        "file's prefixes.",
+        rich_help_panel=_FOREIGN,
+    ),
+    projector_prefix: str | None = typer.Option(
+        None,
+        help="With --backbone-prefix: the keys under this prefix are the projector "
+        "(an nn.Sequential of Linear, BatchNorm1d and activations).",
+        rich_help_panel=_FOREIGN,
+    ),
+    rename: list[str] | None = typer.Option(
+        None,
+        "--rename",
+        help="'REGEX=REPLACEMENT' applied to every key (re.sub, split at the last '='), before "
+        "the layout is recognised and the strict key check; repeatable, applied in order. "
+        "E.g. --rename '^module\\.encoder\\.=backbone.'",
         rich_help_panel=_FOREIGN,
     ),
     device: str = typer.Option(
@@ -183,6 +213,12 @@ def analyze(
 
       cl-diag analyze resnet18.pth --arch resnet18-cifar --dataset cifar10 --data-root ~/data --out b/
 
+      cl-diag analyze moco_0199.pth.tar --encoder key --dataset imagefolder --data-root ~/in
+
+      cl-diag analyze dino.pth --arch timm:vit_small_patch16_224 --dataset imagefolder ...
+
+      cl-diag analyze x.pt --arch resnet18 --backbone-prefix net.enc. --dataset cifar10 ...
+
       cl-diag analyze last.pt --probe probes/paper.toml
 
       cl-diag analyze last.pt --probe quick
@@ -211,6 +247,10 @@ def analyze(
         data_root=values["data_root"],
         val_root=values["val_root"],
         cifar_stem_padding=values["cifar_stem_padding"],
+        encoder=values["encoder"],
+        backbone_prefix=values["backbone_prefix"],
+        projector_prefix=values["projector_prefix"],
+        renames=tuple(values["rename"] or ()),
         device=values["device"],
         batch_size=values["batch_size"],
         workers=values["workers"],

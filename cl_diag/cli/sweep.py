@@ -93,13 +93,19 @@ def sweep(
     parallel: int = typer.Option(
         1, help="Cells run at once, each in its own process on its own GPU."
     ),
+    equal_steps: int | None = typer.Option(
+        None,
+        help="Equal-steps mode: every cell trains N optimiser steps whatever its batch size, with "
+        "the same warm-up (--warmup-steps, else the recipe's warm-up fraction of its epochs). "
+        "Without it the cells hold the epochs.",
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ) -> None:
     """Train and analyze every cell of a grid, skipping complete cells, then compare them all.
 
     Options after the recipe that are not the sweep's own (e.g. --epochs 5) override the recipe for every cell, exactly as with `cl-diag train`.
 
-    Example: [bold]cl-diag sweep trainers/simclr.toml --grid batch-size=16,32,64 --grid vrn=0,30 --epochs 5 --out sweeps/bs[/]
+    Example: [bold]cl-diag sweep trainers/simclr.toml --grid batch-size=16,32,64 --grid vrn=0,30 --grid seed=1,2,3 --equal-steps 200 --out sweeps/bs[/]
     """  # noqa: E501 (typer's help shows a command docstring's lines as written)
     config = SweepConfig(
         recipe=recipe,
@@ -108,6 +114,7 @@ def sweep(
         overrides=_train_overrides(list(ctx.args)),
         analysis=_analysis_fields(probe),
         parallel=parallel,
+        equal_steps=equal_steps,
     )
     console = Console()
     if use_bar(quiet):

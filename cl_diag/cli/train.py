@@ -73,8 +73,9 @@ def train_command(
     # model
     arch: str = typer.Option(
         _D.arch,
-        help="auto, small-cnn, resnet18-cifar, resnet18, resnet50 (embedding: toy only). auto: "
-        "small-cnn for digits, resnet18-cifar for CIFAR, resnet18 for imagefolder.",
+        help="auto, small-cnn, resnet18-cifar, resnet18, resnet50 (embedding: toy only), or "
+        "timm:NAME (any timm model, random init; needs timm). auto: small-cnn for digits, "
+        "resnet18-cifar for CIFAR, resnet18 for imagefolder.",
         rich_help_panel=_MODEL,
     ),
     projector_hidden: int | None = typer.Option(
@@ -192,6 +193,12 @@ def train_command(
     ),
     warmup_epochs: float = typer.Option(
         _D.warmup_epochs, help="Linear warm-up length in epochs (per-step).", rich_help_panel=_OPT
+    ),
+    warmup_steps: int | None = typer.Option(
+        None,
+        help="Linear warm-up length in optimiser steps instead of --warmup-epochs (an equal-steps "
+        "study warms every batch size up over the same steps).",
+        rich_help_panel=_OPT,
     ),
     schedule: str = typer.Option(
         _D.schedule, help="After warm-up: cosine (decay to 0) or constant.", rich_help_panel=_OPT

@@ -10,6 +10,10 @@
   corrupt, or a pickle torch cannot read) and ``pickled-code`` (the pickle calls functions or
   classes the weights-only unpickler does not allow, which could run arbitrary code).
 
+One class beyond torch's own allowlist is accepted: ``argparse.Namespace``, which DINO's and
+other research code's checkpoints carry as their ``args``. It is a plain attribute bag:
+unpickling one only fills its ``__dict__`` and runs no code.
+
 Which failure it was is decided from the file, not from torch's wording (which changes
 between releases): the pickle is disassembled with :mod:`pickletools`, which never executes
 anything, and every global it would import is compared with torch's allowlist.
@@ -20,6 +24,8 @@ dict) is decided above this layer, in :mod:`cl_diag.models.checkpoints`.
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import os
 import pickletools
 import re
@@ -48,6 +54,10 @@ PICKLE_HELP = (
     "python -c \"import torch; c = torch.load('IN', weights_only=False); "
     "torch.save({'state_dict': c['state_dict']}, 'OUT.ckpt')\", and analyse OUT.ckpt."
 )
+
+#: Classes a weights-only load accepts beyond torch's allowlist: plain attribute bags
+#: (``args`` in DINO's checkpoints) whose unpickling only fills ``__dict__``.
+DATA_CLASSES: tuple[type, ...] = (argparse.Namespace,)
 
 #: How many pickle opcodes :func:`unsafe_globals` reads at most: a real checkpoint's pickle
 #: has a few per tensor; the bound keeps a crafted file from making the scan run for ever.
@@ -120,9 +130,18 @@ def _allowed_globals() -> set[str]:
         # get_unsafe_globals_in_checkpoint compares with)
         from torch import _weights_only_unpickler as unpickler
 
-        return set(unpickler._get_allowed_globals()) | set(unpickler._get_user_allowed_globals())
+        allowed = set(unpickler._get_allowed_globals()) | set(unpickler._get_user_allowed_globals())
     except (ImportError, AttributeError):  # a torch without them: tensors and containers
-        return {"collections.OrderedDict", "_codecs.encode", "builtins.set", "torch.Size"}
+        allowed = {"collections.OrderedDict", "_codecs.encode", "builtins.set", "torch.Size"}
+    return allowed | {f"{cls.__module__}.{cls.__qualname__}" for cls in DATA_CLASSES}
+
+
+def _data_classes_allowed() -> contextlib.AbstractContextManager:
+    """torch.load accepts :data:`DATA_CLASSES` inside this context (torch >= 2.5; older
+    torch refuses them as before). A context, not add_safe_globals: a notebook's own
+    torch.load must not change because cl-diag ran."""
+    allow = getattr(torch.serialization, "safe_globals", None)
+    return allow(list(DATA_CLASSES)) if allow is not None else contextlib.nullcontext()
 
 
 _STRING_OPS = {
@@ -255,7 +274,8 @@ def safe_torch_load(
             "not-torch",
         )
     try:
-        with warnings.catch_warnings():  # e.g. "pickle protocol 4": the message below says it all
+        # e.g. "pickle protocol 4": the message below says it all
+        with warnings.catch_warnings(), _data_classes_allowed():
             warnings.simplefilter("ignore")
             return torch.load(path, map_location=map_location, weights_only=True)
     except Exception as exc:

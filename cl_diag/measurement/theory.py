@@ -244,16 +244,19 @@ def theory_panel(training_config: Mapping[str, Any], n_ref: int, layers: Mapping
     """Predictions of the paper's theorems for this run (paper-notes 5 and 11), beside the
     measured layers.
 
-    * Which theorem applies follows from the loss's family and (c1, c2): Def. 3.1 (any
-      coefficients) -> Thm 5.1(i); Def. 3.2 with c2 = 1 -> 5.1(ii); Def. 3.2 with
-      (c1, c2) = (1, 0) -> 5.1(iii) if phi'(1) > ((N-2)/(2(N-1))) psi'(-1/(N-1)), else
-      Thm 5.3 (excessive separation), evaluated at the batch the loss sees, N = m.
+    * Which theorem applies follows from the loss's family and (c1, c2), for the paper's
+      cases (0, 1), (1, 0), (1, 1) only (others are said to be outside them): Def. 3.1 ->
+      Thm 5.1(i); Def. 3.2 with c2 = 1 -> 5.1(ii); Def. 3.2 with (c1, c2) = (1, 0) ->
+      5.1(iii) if phi'(1) > ((N-2)/(2(N-1))) psi'(-1/(N-1)), else Thm 5.3 (excessive
+      separation). That last test depends on N: the top-level entries take one fixed
+      mini-batch, N = m; ``full_batch`` the same at N = n_ref (present when they differ).
     * Thm 5.1 predicts s_pos = 1 and s_neg = -1/(n-1); with fixed mini-batches of size m
       (Thm 5.5, Eq. 11) the negative-similarity variance lies in
       [(n-m)/((m-1)(n-1)^2), n(n-m)/((m-1)(n-1)^2)] and each batch is its own simplex at
       -1/(m-1).
     * Sigmoid loss (Example 5.4): the Eq. 10 test and the double-constant optimum of
-      paper-notes 11.1, both at N = m.
+      paper-notes 11.1, at N = m (``sigmoid``) and at N = n_ref (``full_batch.sigmoid``).
+    * The Eq. 11 band is the prediction without VRN (VRN changes the fixed-batch optimum).
     * Per layer: the Thm 5.2 ceiling 1 + mean_neg + 1/(n-1) against the measured positive
       mean, and the validity caveat when d < n - 1 (the optima need a simplex to fit).
 
@@ -261,7 +264,7 @@ def theory_panel(training_config: Mapping[str, Any], n_ref: int, layers: Mapping
     form). Returns the ``theory`` block of result.json as a plain dict.
     """
     # imported here: the closed forms above (the reports use them) need neither losses nor torch
-    from cl_diag.losses import LOSSES, IndependentlyAdditive
+    from cl_diag.losses import LOSSES
 
     name = training_config.get("loss")
     m = training_config.get("batch_size")
@@ -316,86 +319,163 @@ def theory_panel(training_config: Mapping[str, Any], n_ref: int, layers: Mapping
         "c1": float(c1),
         "c2": float(c2),
     }
+    # Thm 5.3, Eq. 10 and the CCEM optimum depend on the number of pairs N the loss sees: one
+    # fixed mini-batch (N = m, the top-level entries) or the full batch (N = n_ref, full_batch).
     N = m if m is not None and m >= 3 else n_ref
-    statement: list[str] = []
-    excessive = False
+    top = _optimum(loss, name, family, hp, (c1, c2), N, n_ref, m)
+    panel["theorem"] = top["theorem"]
+    if top["condition"] is not None:
+        panel["condition"] = top["condition"]
+    if top["predicted"] is not None:
+        panel["predicted"] = top["predicted"]
+    panel["sigmoid"] = top["sigmoid"]
+    statement: list[str] = list(top["statement"])
+    if panel["theorem"] and panel["theorem"].startswith("5.1") and m is not None and 2 <= m < n_ref:
+        lo, hi = variance_band(n_ref, m)
+        panel["variance_band"] = {"n": n_ref, "m": m, "lo": lo, "hi": hi}
+        panel["within_batch_optimum"] = delta(m)
+        statement.append(
+            f"With fixed mini-batches of m = {m} (Thm 5.5) each batch collapses to its own "
+            f"simplex at -1/(m-1) = {delta(m):.6g}, more separated than -1/(n-1), and the "
+            f"negative variance lies in [{lo:.4g}, {hi:.4g}] (Eq. 11), without VRN."
+        )
+    if top["depends_on_n"] and n_ref != N:
+        full = _optimum(loss, name, family, hp, (c1, c2), n_ref, n_ref, m)
+        block: dict[str, Any] = {"N": n_ref, "theorem": full["theorem"]}
+        block["predicted"] = full["predicted"]
+        if full["condition"] is not None:
+            block["condition"] = full["condition"]
+        if full["sigmoid"] is not None:
+            block["sigmoid"] = {"eq10": full["sigmoid"]["eq10"], "ccem": full["sigmoid"]["ccem"]}
+        panel["full_batch"] = block
+        statement += full["statement"]
+    vrn = training_config.get("vrn")
+    if isinstance(vrn, (int, float)) and vrn > 0:
+        statement.append(
+            f"VRN (lambda = {vrn:g}) penalises the squared distance of cross-view negatives from "
+            "-1/(n-1), shrinking their variance (Def. 5.7); it changes the fixed-batch optimum, so "
+            "the Eq. 11 band (without VRN) is not its prediction."
+        )
+    panel["statement"] = " ".join(statement)
+    panel["layers"] = _layer_checks(layers, n_ref, m)
+    return panel
+
+
+#: the (c1, c2) of the paper's theorems (Def. 3.1 and 3.2 list only these)
+PAPER_CASES = ((0.0, 1.0), (1.0, 0.0), (1.0, 1.0))
+
+
+def _where(pairs: int, n_ref: int, m: int | None) -> str:
+    """How a theorem's N reads in words: one fixed mini-batch, or the full batch."""
+    if pairs == n_ref:
+        return f"full batch, N = n_ref = {pairs}"
+    return f"one fixed mini-batch, N = m = {pairs}"
+
+
+def _optimum(
+    loss: Any,
+    name: str | None,
+    family: str,
+    hp: Mapping[str, Any],
+    c: tuple[float, float],
+    N: int,
+    n_ref: int,
+    m: int | None,
+) -> dict[str, Any]:
+    """Which theorem applies with N pairs in the loss and what it predicts: ``theorem``,
+    ``condition`` (Thm 5.1 (iii) against Thm 5.3 (8)), ``predicted`` means, ``sigmoid`` (Eq. 10
+    and the CCEM optimum), ``statement`` sentences and ``depends_on_n`` (True for the (1, 0)
+    additive case, whose theorem and optimum change with N)."""
+    from cl_diag.losses import IndependentlyAdditive  # (see theory_panel: losses import torch)
+
+    c1, c2 = c
+    out: dict[str, Any] = {
+        "theorem": None,
+        "condition": None,
+        "predicted": None,
+        "sigmoid": None,
+        "statement": [],
+        "depends_on_n": False,
+    }
+    statement: list[str] = out["statement"]
+    in_cases = (float(c1), float(c2)) in PAPER_CASES
     psi_increasing = True
+    phi = psi = None
     if family == "ind-add":
         assert isinstance(loss, IndependentlyAdditive)  # the family's one class
         phi, psi = loss.phi_psi(N, **hp)
-        # Thms 5.1 (ii)/(iii) and 5.3 assume an increasing psi on [-1, 1]; spectral's psi = x^2 is
-        # not (its optimum has orthogonal negatives, s_neg = 0, not a simplex).
+        # Thms 5.1 (ii)/(iii) and 5.3 assume an increasing psi on [-1, 1]; spectral's psi = x^2
+        # is not (its optimum has orthogonal negatives, s_neg = 0, not a simplex).
         psi_increasing = all(_derivative(psi, x) >= 0 for x in (-1.0, -0.5, -1e-3, 0.5, 1.0))
-    if family == "info":
-        panel["theorem"] = "5.1(i)"
+    excessive = False
+    if not in_cases:
+        statement.append(
+            f"No optimum is predicted: (c1, c2) = ({c1:g}, {c2:g}) is outside the paper's cases "
+            "(0, 1), (1, 0) and (1, 1), for which Thms 5.1 and 5.3 are stated."
+        )
+    elif family == "info":
+        out["theorem"] = "5.1(i)"
     elif not psi_increasing:
-        panel["theorem"] = None
         statement.append(
             f"No optimum is predicted: psi of {name} is not increasing on [-1, 1], so Thms 5.1 "
             "and 5.3 do not apply."
         )
-    elif (c1, c2) in ((0, 1), (1, 1)):
-        panel["theorem"] = "5.1(ii)"
     elif c2 > 0:
-        panel["theorem"] = None
-        statement.append(
-            "No optimum is predicted: Thm 5.1 (ii) covers (c1, c2) = (0, 1) and (1, 1), "
-            f"not ({c1:g}, {c2:g})."
-        )
+        out["theorem"] = "5.1(ii)"
     else:
+        out["depends_on_n"] = True
+        assert phi is not None and psi is not None
         lhs, rhs_psi = _derivative(phi, 1.0), _derivative(psi, delta(N))
         verdict = additive_cross_only_condition(lhs, rhs_psi, N)
-        panel["condition"] = {
+        out["condition"] = {
             "N": N,
             "dphi_at_1": lhs,
             "rhs": (N - 2) / (2 * (N - 1)) * rhs_psi,
             "verdict": verdict,
         }
         if verdict == "excessive":
-            panel["theorem"] = "5.3"
+            out["theorem"] = "5.3"
             excessive = True
         elif verdict == "etf":
-            panel["theorem"] = "5.1(iii)"
+            out["theorem"] = "5.1(iii)"
         else:
-            panel["theorem"] = None
             statement.append(
-                "phi'(1) equals the bound of Thm 5.3 (8): neither theorem applies as stated."
+                f"At N = {N}, phi'(1) equals the bound of Thm 5.3 (8): neither theorem applies "
+                "as stated."
             )
     delta_n = delta(n_ref)
-    if panel["theorem"] and panel["theorem"].startswith("5.1"):
-        panel["predicted"] = {"positive_mean": 1.0, "negative_mean": delta_n}
-        statement.append(
-            f"Thm {panel['theorem']}: at the full-batch optimum positives align (s_pos = 1) and "
-            f"every negative sits at -1/(n-1) = {delta_n:.6g} (a simplex ETF)."
-        )
-        if m is not None and 2 <= m < n_ref:
-            lo, hi = variance_band(n_ref, m)
-            panel["variance_band"] = {"n": n_ref, "m": m, "lo": lo, "hi": hi}
-            panel["within_batch_optimum"] = delta(m)
+    if out["theorem"] and out["theorem"].startswith("5.1"):
+        out["predicted"] = {"positive_mean": 1.0, "negative_mean": delta_n}
+        if out["depends_on_n"]:
             statement.append(
-                f"With fixed mini-batches of m = {m} (Thm 5.5) each batch collapses to its own "
-                f"simplex at -1/(m-1) = {delta(m):.6g}, more separated than -1/(n-1), and the "
-                f"negative variance lies in [{lo:.4g}, {hi:.4g}] (Eq. 11)."
+                f"Thm 5.1(iii) ({_where(N, n_ref, m)}): phi'(1) exceeds the Thm 5.3 bound, so the "
+                f"optimum is the simplex ETF, s_pos = 1 and s_neg = -1/(n-1) = {delta_n:.6g}."
+            )
+        else:
+            statement.append(
+                f"Thm {out['theorem']}: at the full-batch optimum positives align (s_pos = 1) and "
+                f"every negative sits at -1/(n-1) = {delta_n:.6g} (a simplex ETF)."
             )
     if excessive:
         if name == "sigmoid":
             opt = sigmoid_optimum(hp["temperature"], hp["bias"], N)
-            panel["predicted"] = {"positive_mean": opt.s_pos, "negative_mean": opt.s_neg}
+            out["predicted"] = {"positive_mean": opt.s_pos, "negative_mean": opt.s_neg}
         else:
+            assert phi is not None and psi is not None
             x = additive_optimum_x(_float_fn(phi), _float_fn(psi), N)
-            panel["predicted"] = {
+            out["predicted"] = {
                 "positive_mean": x,
                 "negative_mean": ((N - 2) * x - N) / (2 * (N - 1)),
             }
         statement.append(
-            f"Thm 5.3: the cross-view-only additive loss over N = {N} pairs separates negatives "
-            "excessively at its optimum, s_pos < 1 and s_neg < -1/(N-1); adding within-view "
-            "negatives (c2 = 1) removes this."
+            f"Thm 5.3 ({_where(N, n_ref, m)}): the cross-view-only additive loss over N = {N} "
+            "pairs separates negatives excessively at its optimum, s_pos < 1 and s_neg < "
+            "-1/(N-1); adding within-view negatives (c2 = 1) removes this."
         )
-    if name == "sigmoid" and c2 == 0 and N >= 3:
+    if name == "sigmoid" and in_cases and c2 == 0 and N >= 3:
         t, b = hp["temperature"], hp["bias"]
         opt = sigmoid_optimum(t, b, N)
-        panel["sigmoid"] = {
+        out["sigmoid"] = {
             "t": t,
             "b": b,
             "eq10": {
@@ -412,15 +492,7 @@ def theory_panel(training_config: Mapping[str, Any], n_ref: int, layers: Mapping
                 "regime": opt.regime,
             },
         }
-    vrn = training_config.get("vrn")
-    if isinstance(vrn, (int, float)) and vrn > 0:
-        statement.append(
-            f"VRN (lambda = {vrn:g}) penalises the squared distance of cross-view negatives from "
-            "-1/(n-1), shrinking their variance (Def. 5.7)."
-        )
-    panel["statement"] = " ".join(statement)
-    panel["layers"] = _layer_checks(layers, n_ref, m)
-    return panel
+    return out
 
 
 def validity(d: object, n_ref: object, m: object = None) -> tuple[bool, bool]:

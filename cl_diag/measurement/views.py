@@ -1,12 +1,13 @@
 """Running frozen encoders over images: two augmented views, or one un-augmented view.
 
 The paper measures embeddings of trained encoders this way (Lee et al., ICML 2025, Sec. 6.1;
-paper-notes 8): sample training images, apply the *training* augmentation twice, encode in
-eval mode (BatchNorm running statistics) and read the projector output; the probes read the
-backbone output of un-augmented images (App. D). Both are one pass of a ``DataLoader`` through
-one or more :class:`Taps` modules, each returning a dict of named layer outputs, so the
-trained model, its random-init twin and the raw pixels are all computed from the same
-decoded and augmented batch.
+paper-notes 8): sample training images, apply the *training* augmentation twice and read the
+projector output; the probes read the backbone output of un-augmented images (App. D). The
+paper does not say whether the encoder runs in train or eval mode: we encode in eval mode
+(BatchNorm running statistics), so that a view's embedding does not depend on its batch.
+Both are one pass of a ``DataLoader`` through one or more :class:`Taps` modules, each
+returning a dict of named layer outputs, so the trained model, its random-init twin and the
+raw pixels are all computed from the same decoded and augmented batch.
 
 Pure torch: datasets, transforms and models are passed in. Outputs are float32 on CPU.
 On CUDA the pass runs under ``torch.inference_mode`` with fp16 autocast, channels_last

@@ -4,14 +4,17 @@ trained model from a checkpoint, cl-diag's own or a foreign one.
 Below :mod:`cl_diag.training` (it imports :mod:`cl_diag.io` and :mod:`cl_diag.errors`;
 training and orchestration import it, never the other way)::
 
-    registry     ArchSpec per name: builder, feature dim, projector width, CIFAR stem
-    backbones    the ResNet / CIFAR-stem builder, the digits CNN, the toy's free vectors
-    build        build_backbone, build_projector, build_model, ContrastiveModel
-    foreign      foreign layouts (solo-learn, plain state dict), projector rebuilt from keys
-    checkpoints  which kind a user's file is; the cl-diag checkpoint format's reading side
-                 (FORMAT, check_checkpoint); the weights' fingerprint
-    subject      a checkpoint rebuilt for measuring, and the DataSpec of the data it was
-                 trained on (cl_diag.orchestration.subject opens that data)
+    registry        ArchSpec per name: builder, feature dim, projector width, CIFAR stem
+    timm_backbones  the family timm:NAME (any timm model, pretrained=False; timm optional)
+    backbones       the ResNet / CIFAR-stem builder, the digits CNN, the toy's free vectors
+    build           build_backbone, build_projector, build_model, ContrastiveModel
+    keymap          a foreign file's tensors by key; --rename / --backbone-prefix / ...
+    foreign         foreign layouts (lightly, MoCo, DINO, solo-learn, plain state dict,
+                    user-mapped), projector rebuilt from keys
+    checkpoints     which kind a user's file is; the cl-diag checkpoint format's reading
+                    side (FORMAT, check_checkpoint); the weights' fingerprint
+    subject         a checkpoint (or any nn.Module) rebuilt for measuring, and the DataSpec
+                    of its data (cl_diag.orchestration.subject opens that data)
 
 For example::
 
@@ -39,6 +42,7 @@ from cl_diag.models.foreign import (
     load_foreign_encoder,
     rebuild_projector,
 )
+from cl_diag.models.keymap import KeyMapping
 from cl_diag.models.registry import (
     ARCHS,
     FOREIGN_ARCHS,
@@ -52,12 +56,14 @@ from cl_diag.models.registry import (
     register_arch,
     register_arch_family,
 )
-from cl_diag.models.subject import DataSpec, Subject, rebuild_subject
+from cl_diag.models.subject import DataSpec, Subject, module_subject, rebuild_subject
+from cl_diag.models.timm_backbones import TIMM_FAMILY, resolve_timm
 
 __all__ = [
     "ARCHS",
     "FOREIGN_ARCHS",
     "FOREIGN_LAYOUTS",
+    "TIMM_FAMILY",
     "ArchSpec",
     "BackboneOptions",
     "CheckpointFile",
@@ -65,6 +71,7 @@ __all__ = [
     "DataSpec",
     "ForeignEncoder",
     "FreeEmbeddings",
+    "KeyMapping",
     "SmallCNN",
     "Subject",
     "arch_names",
@@ -78,11 +85,13 @@ __all__ = [
     "get_arch",
     "is_convolutional",
     "load_foreign_encoder",
+    "module_subject",
     "read_checkpoint_file",
     "rebuild_projector",
     "rebuild_subject",
     "register_arch",
     "register_arch_family",
+    "resolve_timm",
     "seeded",
     "weights_sha256",
 ]

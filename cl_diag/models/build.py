@@ -66,7 +66,8 @@ def build_projector(in_dim: int, hidden: int, out: int) -> nn.Sequential:
 
 def fresh_like(projector: nn.Module) -> nn.Sequential:
     """A projector of the same layers and widths as ``projector``, freshly initialised
-    (Linear, BatchNorm1d and ReLU layers, as :func:`rebuild_projector` makes them)."""
+    (Linear, BatchNorm1d and parameter-free ReLU/GELU layers, as :func:`rebuild_projector`
+    makes them)."""
     layers: list[nn.Module] = []
     for layer in projector.children():
         if isinstance(layer, nn.Linear):
@@ -74,8 +75,8 @@ def fresh_like(projector: nn.Module) -> nn.Sequential:
             layers.append(nn.Linear(layer.in_features, layer.out_features, bias=bias))
         elif isinstance(layer, nn.BatchNorm1d):
             layers.append(nn.BatchNorm1d(layer.num_features, affine=layer.affine))
-        else:
-            layers.append(nn.ReLU())
+        else:  # an activation: the same kind (DINO's head uses GELU)
+            layers.append(nn.GELU() if isinstance(layer, nn.GELU) else nn.ReLU())
     return nn.Sequential(*layers)
 
 

@@ -9,7 +9,11 @@ Four kinds of file are told apart by their contents, not their names:
   :data:`FORMAT` and :data:`FORMAT_VERSION`: the format's reading side lives here, below
   the training that writes it, so that rebuilding a model never reaches up into training;
 * a **foreign checkpoint** of one of :data:`~cl_diag.models.foreign.FOREIGN_LAYOUTS`
-  (``solo-learn``, ``state-dict``).
+  (``lightly``, ``moco``, ``dino``, ``solo-learn``, ``state-dict``), or one whose keys the
+  user maps (``mapped``: ``--backbone-prefix``).
+
+A file of none of these kinds is refused with the key prefixes it holds and the mapping
+options that would read it (:func:`unknown_layout_message`).
 
 Every torch file is opened by :func:`cl_diag.io.checkpoints.safe_torch_load`: a file is
 data, never code.
@@ -27,7 +31,14 @@ import torch
 
 from cl_diag.errors import UserError
 from cl_diag.io.checkpoints import TorchFileError, check_input_file, safe_torch_load, sniff
-from cl_diag.models.foreign import SUPPORTED_LAYOUTS, recognise_layout
+from cl_diag.models.foreign import SUPPORTED_LAYOUTS, layout_of, recognise_layout
+from cl_diag.models.keymap import (
+    MAPPING_OPTIONS,
+    KeyMapping,
+    key_prefixes,
+    mapping_example,
+    raw_weights,
+)
 
 __all__ = [
     "FORMAT",
@@ -35,6 +46,8 @@ __all__ = [
     "CheckpointFile",
     "check_checkpoint",
     "read_checkpoint_file",
+    "tensors_sha256",
+    "unknown_layout_message",
     "weights_sha256",
 ]
 
@@ -49,7 +62,7 @@ class CheckpointFile:
     """What a file turned out to be: ``kind`` and the object read from it."""
 
     path: Path
-    kind: str  # "embeddings" | "cl-diag" | a foreign layout ("solo-learn" | "state-dict")
+    kind: str  # "embeddings" | "cl-diag" | a foreign layout (FOREIGN_LAYOUTS, or "mapped")
     payload: Any = field(repr=False)  # None for a .npz (read by load_embeddings)
 
 
@@ -91,8 +104,33 @@ def _describe_keys(payload: Any) -> str:
     return f"a {type(payload).__name__}, not a dict"
 
 
-def read_checkpoint_file(path: str | Path) -> CheckpointFile:
-    """Open ``path`` safely and say which of the supported kinds it is (UserError otherwise)."""
+def unknown_layout_message(path: Path, payload: Any, mapping: KeyMapping | None = None) -> str:
+    """Why ``payload`` was refused, where its tensors are, and what to type to read it."""
+    mapping = mapping or KeyMapping()
+    weights = mapping.rename(raw_weights(payload))
+    text = f"{path} is not a checkpoint layout cl-diag knows ({_describe_keys(payload)})."
+    if weights:
+        prefixes = key_prefixes(weights)
+        shown = ", ".join(
+            f"'{prefix}' ({count} tensor{'s' if count != 1 else ''})"
+            for prefix, count in prefixes[:10]
+        )
+        after = " after --rename" if mapping.renames else ""
+        text += (
+            f" Its tensors{after} are under: {shown}. Map them onto an architecture with "
+            f"--arch and {MAPPING_OPTIONS}; e.g. {mapping_example(prefixes)}."
+        )
+    return f"{text} {SUPPORTED_LAYOUTS}"
+
+
+def read_checkpoint_file(
+    path: str | Path, *, arch: str | None = None, mapping: KeyMapping | None = None
+) -> CheckpointFile:
+    """Open ``path`` safely and say which of the supported kinds it is (UserError otherwise).
+
+    ``arch`` (``--arch``) lets any state dict be read as the ``state-dict`` layout; ``mapping``
+    (``--rename`` before recognising; ``--backbone-prefix``: the ``mapped`` layout) applies to
+    foreign checkpoints only."""
     path = Path(path)
     if not path.exists():  # analyze's wording (its tests and users know it)
         raise UserError(f"No such file: {path}. {_GIVE}")
@@ -116,13 +154,10 @@ def read_checkpoint_file(path: str | Path) -> CheckpointFile:
         return CheckpointFile(path, "embeddings", payload)
     if _is_cl_diag(payload):
         return CheckpointFile(path, "cl-diag", payload)
-    layout = recognise_layout(payload)
+    layout = recognise_layout(payload, arch=arch, mapping=mapping)
     if layout is not None:
         return CheckpointFile(path, layout, payload)
-    raise UserError(
-        f"{path} is not a checkpoint layout cl-diag knows ({_describe_keys(payload)}). "
-        f"{SUPPORTED_LAYOUTS}"
-    )
+    raise UserError(unknown_layout_message(path, payload, mapping))
 
 
 def weights_sha256(file: CheckpointFile) -> str:
@@ -136,10 +171,15 @@ def weights_sha256(file: CheckpointFile) -> str:
     if file.kind == "cl-diag":
         keys = ("backbone", "projector", "embeddings")
         tree = {key: payload[key] for key in keys if key in payload}
-    elif file.kind == "solo-learn":
-        tree = payload.get("state_dict", payload)
-    else:
-        tree = payload
+    else:  # the layout's weights, not the optimiser's or the trainer's run records
+        tree = layout_of(file.kind).fingerprinted(payload)
+    return tensors_sha256(tree)
+
+
+def tensors_sha256(tree: Any) -> str:
+    """SHA-256 of every tensor in a tree of dicts, lists and tuples: names (paths in the
+    tree), dtypes, shapes and bytes. The fingerprint of :func:`weights_sha256`, and of the
+    modules passed to ``cl_diag.analyze`` (their state dicts)."""
     digest = hashlib.sha256()
 
     def visit(prefix: str, node: Any) -> None:

@@ -1,22 +1,44 @@
 """Checkpoints cl-diag did not write: recognising their layout and rebuilding them as modules.
 
-Two layouts are recognised from their keys (:data:`FOREIGN_LAYOUTS`, tried in order):
+The layouts recognised from their keys (:data:`FOREIGN_LAYOUTS`, tried in order):
 
+* **lightly**: lightly's SimCLR pattern, ``backbone = nn.Sequential(*list(resnet.children())[:-1])``
+  and ``projection_head = SimCLRProjectionHead(512, 512, 128)``, saved as a plain state dict or
+  inside a Lightning ``.ckpt`` (keys ``backbone.0.weight``, ``backbone.4.0.conv1.weight``, ...,
+  ``projection_head.layers.0.weight``), or the backbone's own state dict (``0.weight``,
+  ``4.0.conv1.weight``, ...). The children's positions map back onto torchvision's names
+  (0 conv1, 1 bn1, 4-7 layer1-4); the head is rebuilt from its keys;
+* **moco**: MoCo v2/v3's official checkpoints, ``{"state_dict": {"module.encoder_q.*",
+  "module.encoder_k.*", "module.queue", ...}, "arch": "resnet50"}`` (v3: ``base_encoder``,
+  ``momentum_encoder``, ``predictor``). The query encoder by default, ``--encoder key`` for the
+  momentum encoder; the MLP that replaced its ``fc`` (a ViT's ``head``) is the projector;
+* **dino**: DINO's ``{"student": ..., "teacher": ..., "args": Namespace(...)}`` with
+  ``[module.]backbone.*`` (a ViT, read as ``timm:vit_*``, or a ResNet) and ``[module.]head.*``
+  (DINOHead). The teacher by default, ``--encoder student`` for the student; the head's MLP up
+  to its bottleneck is the projector (the weight-normalised last layer scores prototypes, it
+  is not an embedding); ``args`` names the architecture;
 * **solo-learn**: a PyTorch Lightning ``.ckpt`` whose ``state_dict`` holds ``backbone.*``
   (older releases: ``encoder.*``), ``projector.*`` and ``classifier.*``; ``args.json``
   beside the file, when present, names the method, backbone and dataset;
 * **state-dict**: a plain torchvision ResNet state dict (``conv1.weight``,
   ``layer1.0.conv1.weight``, ...), optionally under a ``module.`` or ``backbone.`` prefix
-  and optionally wrapped as ``{"state_dict": ...}`` or ``{"model": ...}``.
+  and optionally wrapped as ``{"state_dict": ...}`` or ``{"model": ...}``; with ``--arch``,
+  any state dict (a timm model's, say) is read as this layout.
 
-A layout is a :class:`ForeignLayout`: a recogniser and a function that splits the weights
-into backbone, projector and the parts left unused. More layouts (lightly, MoCo, DINO) and
-user-given key mappings (issue 15) are added as more entries of that table.
+A user maps any other file without code (:mod:`cl_diag.models.keymap`): ``--rename
+'REGEX=REPLACEMENT'`` renames keys before anything else, and ``--backbone-prefix`` /
+``--projector-prefix`` name the keys of the two parts (the layout is then **mapped**).
+
+A layout is a :class:`ForeignLayout`: a recogniser, a function that splits the weights into
+backbone, projector and the parts left unused, the ``--encoder`` choices of a file holding
+two encoders, and what the file records about its training.
 
 Loading is strict: a backbone key that is missing, unexpected or of the wrong shape is an
 error that lists them, so a wrong ``--arch`` cannot pass silently. The backbone comes from
-the architecture registry (:mod:`cl_diag.models.registry`), the projector is rebuilt from
-its own keys (:func:`rebuild_projector`).
+the architecture registry (:mod:`cl_diag.models.registry`; ``timm:NAME`` included), the
+projector is rebuilt from its own keys (:func:`rebuild_projector`). The weights of the
+architecture's classification head (torchvision's ``fc``, a timm model's ``head``) are set
+aside, not loaded: the backbone is the feature extractor.
 
 The CIFAR stem's padding is not stored in the weights (a 3x3 kernel has the same shape
 with padding 1 or 2): solo-learn upstream builds ``Conv2d(3, 64, 3, stride 1, padding 2)``,
@@ -26,11 +48,12 @@ padding 1. See :func:`resolve_cifar_stem_padding` for the default.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +62,7 @@ from torch import nn
 
 from cl_diag.errors import UserError
 from cl_diag.models.build import build_backbone, fresh_like, seeded
+from cl_diag.models.keymap import KeyMapping, raw_weights, state_dict_of
 from cl_diag.models.registry import FOREIGN_ARCHS, BackboneOptions, get_arch
 
 __all__ = [
@@ -50,6 +74,7 @@ __all__ = [
     "LayoutParts",
     "foreign_weights",
     "infer_resnet_arch",
+    "layout_of",
     "lightning_metadata",
     "load_foreign_encoder",
     "load_strict",
@@ -69,30 +94,21 @@ SUPPORTED_LAYOUTS = (
     "'projector.*', 'classifier.*'; "
     "(4) a plain torchvision ResNet state dict (keys 'conv1.weight', 'layer1.0.conv1.weight', ...; "
     "optional 'module.' or 'backbone.' prefix; optionally under 'state_dict' or 'model'), "
-    "analysed with --arch."
+    "analysed with --arch; with --arch timm:NAME, a timm model's state dict; "
+    "(5) lightly's nn.Sequential of ResNet children ('backbone.0.weight', "
+    "'backbone.4.0.conv1.weight', 'projection_head.layers.*'), plain or in a Lightning .ckpt; "
+    "(6) a MoCo v2/v3 checkpoint ('module.encoder_q.*' / 'module.encoder_k.*', or "
+    "'module.base_encoder.*'; --encoder query|key); "
+    "(7) a DINO checkpoint ('student' / 'teacher' with 'backbone.*' and 'head.*'; "
+    "--encoder teacher|student)."
 )
+
+#: The unused-encoder choices: the first is the default.
+MOCO_ENCODERS = ("query", "key")
+DINO_ENCODERS = ("teacher", "student")
 
 
 # --------------------------------------------------------------------------- weights and keys
-
-
-def _is_tensor_dict(value: Any) -> bool:
-    return (
-        isinstance(value, dict)
-        and bool(value)
-        and all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in value.items())
-    )
-
-
-def _weights_of(payload: Any) -> dict[str, torch.Tensor] | None:
-    """The state dict inside a foreign payload, or None."""
-    if _is_tensor_dict(payload):
-        return payload
-    if isinstance(payload, dict):
-        for key in ("state_dict", "model"):
-            if _is_tensor_dict(payload.get(key)):
-                return payload[key]
-    return None
 
 
 def _strip(keys_to_values: dict[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:
@@ -106,9 +122,32 @@ def _unwrap_module(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return dict(weights)
 
 
-def foreign_weights(payload: Any) -> dict[str, torch.Tensor]:
-    """The state dict of a foreign payload, DDP's ``module.`` prefix removed ({} if none)."""
-    return _unwrap_module(_weights_of(payload) or {})
+def foreign_weights(payload: Any, mapping: KeyMapping | None = None) -> dict[str, torch.Tensor]:
+    """The tensors a layout splits ({} if none): :func:`~cl_diag.models.keymap.raw_weights`
+    after ``--rename``, DDP's ``module.`` prefix removed when every key has it. With
+    ``--backbone-prefix`` (a mapped layout) the keys stay as the user sees them."""
+    return _layout_weights(payload, mapping or KeyMapping())[0]
+
+
+def _layout_weights(payload: Any, mapping: KeyMapping) -> tuple[dict[str, torch.Tensor], bool]:
+    """:func:`foreign_weights`, and whether DDP's ``module.`` prefix was removed."""
+    weights = mapping.rename(raw_weights(payload))
+    if mapping.selects:
+        return weights, False
+    unwrapped = _unwrap_module(weights)
+    return unwrapped, unwrapped.keys() != weights.keys()
+
+
+def _indexed(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """A lone Linear (``weight``, ``bias``: MoCo v1's fc, a one-layer DINO head) as entry 0
+    of an ``nn.Sequential``, the form :func:`rebuild_projector` reads."""
+    if state and all("." not in key for key in state):
+        return {f"0.{key}": value for key, value in state.items()}
+    return state
+
+
+def _tops(keys: Any, *, besides: tuple[str, ...] = ()) -> list[str]:
+    return sorted({k.split(".", 1)[0] for k in keys} - set(besides))
 
 
 # --------------------------------------------------------------------------- layouts
@@ -122,16 +161,42 @@ class LayoutParts:
     projector: dict[str, torch.Tensor]  # {} when the file has none
     classifier: torch.Tensor | None  # the online classifier's weight, when present
     ignored: list[str]  # top-level modules not used (classifier, momentum_*, fc, ...)
+    backbone_prefix: str = ""  # where the backbone's keys were (after DDP's module.)
+    projector_prefix: str | None = None  # and the projector's
+    key_map: str | None = None  # a renaming the layout itself applies, in words
+    activation: str = "relu"  # the projector's parameter-free layers (DINO's head: GELU)
+
+
+Split = Callable[[dict[str, torch.Tensor], "str | None", KeyMapping], LayoutParts]
+
+
+def _records_nothing(payload: Any) -> tuple[dict, str]:
+    return {}, ""
+
+
+def _whole_payload(payload: Any) -> Any:
+    return payload
 
 
 @dataclass(frozen=True)
 class ForeignLayout:
-    """A checkpoint layout: ``recognise(payload, weights)`` and ``split(weights)``; ``weights``
-    is :func:`foreign_weights` of the payload."""
+    """A checkpoint layout.
+
+    ``recognise(payload, weights)`` and ``split(weights, encoder, mapping)``, where
+    ``weights`` is :func:`foreign_weights` of the payload and ``encoder`` one of
+    ``encoders`` (the first is the default; empty: the file holds one encoder).
+    ``recorded(payload)`` is the training config the file itself records, in ``cl-diag
+    train``'s vocabulary (``arch`` included), and where it was found; ``fingerprinted`` the
+    part of the payload :func:`~cl_diag.models.checkpoints.weights_sha256` hashes (the
+    weights, not the optimiser's or the trainer's run records).
+    """
 
     name: str
     recognise: Callable[[Any, dict[str, torch.Tensor]], bool]
-    split: Callable[[dict[str, torch.Tensor]], LayoutParts]
+    split: Split
+    encoders: tuple[str, ...] = ()
+    recorded: Callable[[Any], tuple[dict, str]] = _records_nothing
+    fingerprinted: Callable[[Any], Any] = _whole_payload
 
 
 def _drop_fc(backbone: dict[str, torch.Tensor], prefix: str) -> list[str]:
@@ -149,13 +214,22 @@ def _solo_recognise(payload: Any, weights: dict[str, torch.Tensor]) -> bool:
     )
 
 
-def _solo_split(weights: dict[str, torch.Tensor]) -> LayoutParts:
+def _solo_split(
+    weights: dict[str, torch.Tensor], encoder: str | None, mapping: KeyMapping
+) -> LayoutParts:
     prefix = "backbone." if any(k.startswith("backbone.") for k in weights) else "encoder."
     backbone = _strip(weights, prefix)
     tops = sorted({k.split(".", 1)[0] for k in weights} - {prefix.rstrip("."), "projector"})
     ignored = tops + _drop_fc(backbone, prefix)
     projector = _strip(weights, "projector.")
-    return LayoutParts(backbone, projector, weights.get("classifier.weight"), ignored)
+    return LayoutParts(
+        backbone,
+        projector,
+        weights.get("classifier.weight"),
+        ignored,
+        backbone_prefix=prefix,
+        projector_prefix="projector." if projector else None,
+    )
 
 
 def _state_dict_recognise(payload: Any, weights: dict[str, torch.Tensor]) -> bool:
@@ -163,32 +237,311 @@ def _state_dict_recognise(payload: Any, weights: dict[str, torch.Tensor]) -> boo
     return "conv1.weight" in plain and any(k.startswith("layer1.0.") for k in plain)
 
 
-def _state_dict_split(weights: dict[str, torch.Tensor]) -> LayoutParts:
+def _state_dict_split(
+    weights: dict[str, torch.Tensor], encoder: str | None, mapping: KeyMapping
+) -> LayoutParts:
     prefix = "backbone." if any(k.startswith("backbone.") for k in weights) else ""
     backbone = _strip(weights, prefix) if prefix else dict(weights)
     tops = sorted({k.split(".", 1)[0] for k in weights if prefix and not k.startswith(prefix)})
-    return LayoutParts(backbone, {}, None, tops + _drop_fc(backbone, prefix))
+    return LayoutParts(
+        backbone, {}, None, tops + _drop_fc(backbone, prefix), backbone_prefix=prefix
+    )
 
 
-#: The foreign layouts, in the order they are tried.
+def _solo_fingerprinted(payload: Any) -> Any:
+    return payload.get("state_dict", payload)
+
+
+# ---- lightly: an nn.Sequential of a torchvision ResNet's children
+
+#: Positions of torchvision ResNet's children that hold weights (2 relu, 3 maxpool and
+#: 8 avgpool have none; 9, fc, is there when the list was not cut at [:-1]).
+_RESNET_CHILDREN = {
+    "0": "conv1",
+    "1": "bn1",
+    "4": "layer1",
+    "5": "layer2",
+    "6": "layer3",
+    "7": "layer4",
+    "9": "fc",
+}
+_CHILDREN_MAP = "nn.Sequential of ResNet children: 0 -> conv1, 1 -> bn1, 4..7 -> layer1..layer4"
+
+
+def _resnet_children(state: dict[str, torch.Tensor]) -> bool:
+    first = state.get("0.weight")
+    return (
+        isinstance(first, torch.Tensor)
+        and first.dim() == 4
+        and any(k.startswith("4.0.") for k in state)
+    )
+
+
+def _lightly_prefix(weights: dict[str, torch.Tensor]) -> str | None:
+    if _resnet_children(_strip(weights, "backbone.")):
+        return "backbone."
+    if all(k.split(".", 1)[0].isdigit() for k in weights) and _resnet_children(weights):
+        return ""  # backbone.state_dict() alone
+    return None
+
+
+def _lightly_recognise(payload: Any, weights: dict[str, torch.Tensor]) -> bool:
+    return _lightly_prefix(weights) is not None
+
+
+def _lightly_split(
+    weights: dict[str, torch.Tensor], encoder: str | None, mapping: KeyMapping
+) -> LayoutParts:
+    prefix = _lightly_prefix(weights) or ""
+    children = _strip(weights, prefix) if prefix else dict(weights)
+    backbone = {}
+    for key, value in children.items():
+        position, _, rest = key.partition(".")
+        # a position that holds no weights in a ResNet stays as it is: the strict check lists it
+        backbone[f"{_RESNET_CHILDREN.get(position, position)}.{rest}"] = value
+    ignored = _drop_fc(backbone, prefix)
+    # lightly's heads keep their nn.Sequential in `.layers` (SimCLR, MoCo, BYOL, ...)
+    projector = _strip(weights, "projection_head.layers.")
+    if prefix:
+        ignored = _tops(weights, besides=("backbone", "projection_head")) + ignored
+    return LayoutParts(
+        backbone,
+        projector,
+        None,
+        ignored,
+        backbone_prefix=prefix,
+        projector_prefix="projection_head.layers." if projector else None,
+        key_map=_CHILDREN_MAP,
+    )
+
+
+# ---- MoCo v2 / v3 (facebookresearch/moco, moco-v3)
+
+#: Key prefixes of each encoder: v2's names, then v3's.
+_MOCO_PREFIXES = {
+    "query": ("encoder_q.", "base_encoder."),
+    "key": ("encoder_k.", "momentum_encoder."),
+}
+
+
+def _moco_recognise(payload: Any, weights: dict[str, torch.Tensor]) -> bool:
+    return any(k.startswith(_MOCO_PREFIXES["query"]) for k in weights)
+
+
+def _moco_split(
+    weights: dict[str, torch.Tensor], encoder: str | None, mapping: KeyMapping
+) -> LayoutParts:
+    choice = encoder or MOCO_ENCODERS[0]
+    prefix = next(
+        (p for p in _MOCO_PREFIXES[choice] if any(k.startswith(p) for k in weights)), None
+    )
+    if prefix is None:
+        other = MOCO_ENCODERS[1 - MOCO_ENCODERS.index(choice)]
+        raise UserError(
+            f"This MoCo checkpoint holds no {choice} encoder (keys "
+            f"{' or '.join(repr(p + '*') for p in _MOCO_PREFIXES[choice])}); use --encoder {other}."
+        )
+    encoder_weights = _strip(weights, prefix)
+    # MoCo v2 replaces a ResNet's fc by its MLP (v1: fc is one Linear); v3 a ViT's head
+    head = next(
+        (h for h in ("fc.", "head.") if any(k.startswith(h) for k in encoder_weights)), None
+    )
+    projector = _indexed(_strip(encoder_weights, head)) if head else {}
+    backbone = {k: v for k, v in encoder_weights.items() if not (head and k.startswith(head))}
+    ignored = _tops(k for k in weights if not k.startswith(prefix))
+    return LayoutParts(
+        backbone,
+        projector,
+        None,
+        ignored,
+        backbone_prefix=prefix,
+        projector_prefix=prefix + head if head else None,
+    )
+
+
+def _moco_recorded(payload: Any) -> tuple[dict, str]:
+    arch = payload.get("arch") if isinstance(payload, dict) else None
+    if isinstance(arch, str) and arch:
+        return {"arch": arch}, "the checkpoint's 'arch' entry"
+    return {}, ""
+
+
+# ---- DINO (facebookresearch/dino)
+
+#: DINO's own ViT names; with its patch size they are timm's ViTs (same keys, same heads).
+_DINO_VITS = ("vit_tiny", "vit_small", "vit_base")
+
+
+def _dino_encoder(
+    weights: dict[str, torch.Tensor], encoder: str
+) -> tuple[str, dict[str, torch.Tensor]] | None:
+    # the student is wrapped in DDP (module.); the teacher only when it has BatchNorms
+    for prefix in (f"{encoder}.module.", f"{encoder}."):
+        part = _strip(weights, prefix)
+        if any(k.startswith("backbone.") for k in part):
+            return prefix, part
+    return None
+
+
+def _dino_recognise(payload: Any, weights: dict[str, torch.Tensor]) -> bool:
+    return any(_dino_encoder(weights, encoder) for encoder in DINO_ENCODERS)
+
+
+def _dino_split(
+    weights: dict[str, torch.Tensor], encoder: str | None, mapping: KeyMapping
+) -> LayoutParts:
+    choice = encoder or DINO_ENCODERS[0]
+    found = _dino_encoder(weights, choice)
+    if found is None:
+        other = DINO_ENCODERS[1 - DINO_ENCODERS.index(choice)]
+        raise UserError(
+            f"This DINO checkpoint holds no {choice} weights ('{choice}' with 'backbone.*'); "
+            f"use --encoder {other}."
+        )
+    prefix, part = found
+    backbone = _strip(part, "backbone.")
+    # DINOHead's MLP (mlp.*; lightly's DINOProjectionHead: layers.*) ends in the bottleneck
+    mlp = next(
+        (h for h in ("head.mlp.", "head.layers.") if any(k.startswith(h) for k in part)), None
+    )
+    projector = _indexed(_strip(part, mlp)) if mlp else {}
+    ignored = _tops(k for k in weights if not k.startswith(f"{choice}."))
+    if any(k.startswith("head.last_layer.") for k in part):
+        ignored.append(f"{prefix}head.last_layer")
+    return LayoutParts(
+        backbone,
+        projector,
+        None,
+        ignored,
+        backbone_prefix=prefix + "backbone.",
+        projector_prefix=prefix + mlp if mlp else None,
+        activation="gelu",
+    )
+
+
+def _dino_arch(args: dict) -> Any:
+    arch, patch = args.get("arch"), args.get("patch_size")
+    if arch in _DINO_VITS and isinstance(patch, int):
+        return f"timm:{arch}_patch{patch}_224"
+    return arch  # a torchvision name (resnet50), or one cl-diag cannot build (--arch then)
+
+
+def _dino_recorded(payload: Any) -> tuple[dict, str]:
+    args = payload.get("args") if isinstance(payload, dict) else None
+    if isinstance(args, argparse.Namespace):
+        args = vars(args)
+    if not isinstance(args, dict):
+        return {}, ""
+    per_device, world = args.get("batch_size_per_gpu"), args.get("world_size")
+    config = {
+        "loss": "dino",
+        "arch": _dino_arch(args),
+        "batch_size": per_device * world
+        if isinstance(per_device, int) and isinstance(world, int)
+        else None,
+        "batch_size_per_device": per_device,
+        "epochs": args.get("epochs"),
+        "lr": args.get("lr"),
+        "weight_decay": args.get("weight_decay"),
+        "optimizer": args.get("optimizer"),
+        "seed": args.get("seed"),
+        "patch_size": args.get("patch_size"),
+        "out_dim": args.get("out_dim"),
+        "teacher_temp": args.get("teacher_temp"),
+        "momentum_teacher": args.get("momentum_teacher"),
+    }
+    plain = (str, int, float, bool)
+    return {k: v for k, v in config.items() if isinstance(v, plain)}, "the checkpoint's 'args'"
+
+
+def _dino_fingerprinted(payload: Any) -> Any:
+    return {k: payload[k] for k in DINO_ENCODERS if k in payload}
+
+
+# ---- mapped: the user names the keys
+
+
+def _mapped_recognise(payload: Any, weights: dict[str, torch.Tensor]) -> bool:
+    return False  # chosen by --backbone-prefix, never recognised
+
+
+def _mapped_split(
+    weights: dict[str, torch.Tensor], encoder: str | None, mapping: KeyMapping
+) -> LayoutParts:
+    backbone, projector, ignored = mapping.select(weights)
+    if not backbone:
+        from cl_diag.models.keymap import key_prefixes
+
+        shown = ", ".join(repr(p) for p, _ in key_prefixes(weights))
+        after = " (after --rename)" if mapping.renames else ""
+        raise UserError(
+            f"--backbone-prefix {mapping.backbone_prefix!r} selects no keys; the file's "
+            f"keys{after} are under: {shown}."
+        )
+    return LayoutParts(
+        backbone,
+        _indexed(projector),
+        None,
+        ignored,
+        backbone_prefix=mapping.backbone_prefix or "",
+        projector_prefix=mapping.projector_prefix if projector else None,
+    )
+
+
+def _state_dict_fingerprinted(payload: Any) -> Any:
+    return state_dict_of(payload) or payload
+
+
+#: The foreign layouts, in the order they are tried: lightly's Lightning .ckpt also has
+#: 'backbone.*' under 'state_dict', so it goes before solo-learn.
 FOREIGN_LAYOUTS: tuple[ForeignLayout, ...] = (
-    ForeignLayout("solo-learn", _solo_recognise, _solo_split),
+    ForeignLayout(
+        "lightly", _lightly_recognise, _lightly_split, fingerprinted=_state_dict_fingerprinted
+    ),
+    ForeignLayout(
+        "moco",
+        _moco_recognise,
+        _moco_split,
+        encoders=MOCO_ENCODERS,
+        recorded=_moco_recorded,
+        fingerprinted=_state_dict_fingerprinted,
+    ),
+    ForeignLayout(
+        "dino",
+        _dino_recognise,
+        _dino_split,
+        encoders=DINO_ENCODERS,
+        recorded=_dino_recorded,
+        fingerprinted=_dino_fingerprinted,
+    ),
+    ForeignLayout("solo-learn", _solo_recognise, _solo_split, fingerprinted=_solo_fingerprinted),
     ForeignLayout("state-dict", _state_dict_recognise, _state_dict_split),
 )
+#: The layout of a file whose keys the user names (--backbone-prefix); never recognised.
+MAPPED = ForeignLayout("mapped", _mapped_recognise, _mapped_split, fingerprinted=raw_weights)
 
 
-def recognise_layout(payload: Any) -> str | None:
-    """The name of the first :data:`FOREIGN_LAYOUTS` entry that recognises ``payload``."""
-    weights = _weights_of(payload)
-    if weights is None:
+def recognise_layout(
+    payload: Any, *, arch: str | None = None, mapping: KeyMapping | None = None
+) -> str | None:
+    """The name of the first :data:`FOREIGN_LAYOUTS` entry that recognises ``payload`` (its
+    keys after ``--rename``), ``mapped`` when the user names the backbone's keys, and
+    ``state-dict`` for any state dict when the user names the architecture (``--arch``)."""
+    if mapping is not None and mapping.selects:
+        return MAPPED.name if raw_weights(payload) else None
+    weights = foreign_weights(payload, mapping)
+    if not weights:
         return None
-    weights = _unwrap_module(weights)
     found = (layout.name for layout in FOREIGN_LAYOUTS if layout.recognise(payload, weights))
-    return next(found, None)
+    name = next(found, None)
+    if name is None and arch is not None and state_dict_of(payload) is not None:
+        name = "state-dict"
+    return name
 
 
-def _layout(name: str) -> ForeignLayout:
-    for layout in FOREIGN_LAYOUTS:
+def layout_of(name: str) -> ForeignLayout:
+    """The :class:`ForeignLayout` called ``name`` (ValueError if none)."""
+    for layout in (*FOREIGN_LAYOUTS, MAPPED):
         if layout.name == name:
             return layout
     raise ValueError(f"not a foreign checkpoint layout: {name}")
@@ -251,23 +604,34 @@ def load_strict(module: nn.Module, state: dict[str, torch.Tensor], what: str, hi
 # --------------------------------------------------------------------------- projector
 
 
-def rebuild_projector(state: dict[str, torch.Tensor]) -> tuple[nn.Sequential, str]:
+#: The parameter-free layer a gap in a projector's indices stands for, and its name.
+_ACTIVATIONS: dict[str, tuple[Callable[[], nn.Module], str]] = {
+    "relu": (nn.ReLU, "ReLU"),
+    "gelu": (nn.GELU, "GELU"),
+}
+
+
+def rebuild_projector(
+    state: dict[str, torch.Tensor], *, activation: str = "relu", where: str = "projector."
+) -> tuple[nn.Sequential, str]:
     """Rebuild an ``nn.Sequential`` projector from its state-dict keys and shapes.
 
     A position with a 2-D ``weight`` is a Linear, one with ``running_mean`` a BatchNorm1d,
-    and a position with no parameters (a gap in the indices) is a ReLU, as in every
-    solo-learn projector: upstream SimCLR's Linear-ReLU-Linear (indices 0, 2) and the
-    paper's fork's Linear-BN-ReLU-Linear (0, 1, 3) both come out right. Returns the module
-    (weights loaded, strictly) and a description such as
-    ``Linear(512,2048)-BN-ReLU-Linear(2048,128)``.
+    and a position with no parameters (a gap in the indices) is the ``activation`` (ReLU,
+    or GELU for DINO's head), as in every solo-learn projector: upstream SimCLR's
+    Linear-ReLU-Linear (indices 0, 2) and the paper's fork's Linear-BN-ReLU-Linear (0, 1, 3)
+    both come out right, and so do lightly's SimCLRProjectionHead and MoCo v3's MLP, which
+    end in a BatchNorm1d. Returns the module (weights loaded, strictly) and a description
+    such as ``Linear(512,2048)-BN-ReLU-Linear(2048,128)``. ``where`` is the keys' prefix in
+    the file, for the messages.
     """
     by_index: dict[int, dict[str, torch.Tensor]] = {}
     for key, value in state.items():
         head, _, rest = key.partition(".")
         if not head.isdigit() or not rest:
             raise UserError(
-                f"The projector key 'projector.{key}' is not an nn.Sequential entry; cl-diag "
-                "rebuilds projectors made of Linear, BatchNorm1d and ReLU layers only."
+                f"The projector key '{where}{key}' is not an nn.Sequential entry; cl-diag "
+                "rebuilds projectors made of Linear, BatchNorm1d and ReLU/GELU layers only."
             )
         by_index.setdefault(int(head), {})[rest] = value
     if not by_index:
@@ -277,8 +641,9 @@ def rebuild_projector(state: dict[str, torch.Tensor]) -> tuple[nn.Sequential, st
     for index in range(max(by_index) + 1):
         params = by_index.get(index)
         if params is None:
-            layers.append(nn.ReLU())
-            parts.append("ReLU")
+            make, name = _ACTIVATIONS[activation]
+            layers.append(make())
+            parts.append(name)
         elif "running_mean" in params:
             width = params["running_mean"].shape[0]
             layers.append(nn.BatchNorm1d(width, affine="weight" in params))
@@ -292,9 +657,12 @@ def rebuild_projector(state: dict[str, torch.Tensor]) -> tuple[nn.Sequential, st
                 f"The projector layer {index} has parameters {sorted(params)} that are neither a "
                 "Linear nor a BatchNorm1d; cl-diag cannot rebuild this projector."
             )
-    if not isinstance(layers[-1], nn.Linear):
+    # the last Linear may be followed by a BatchNorm1d (lightly's SimCLR head, MoCo v3)
+    last = layers[-2] if isinstance(layers[-1], nn.BatchNorm1d) and len(layers) > 1 else layers[-1]
+    if not isinstance(last, nn.Linear):
         raise UserError(
-            "The checkpoint's projector does not end with a Linear layer; cannot rebuild it."
+            "The checkpoint's projector does not end with a Linear layer (and at most a "
+            "BatchNorm1d after it); cannot rebuild it."
         )
     projector = nn.Sequential(*layers)
     hint = "The projector layout could not be inferred from its keys."
@@ -406,7 +774,7 @@ def lightning_metadata(payload: Any) -> dict:
 class ForeignEncoder:
     """A foreign checkpoint rebuilt as torch modules (eval mode)."""
 
-    kind: str  # the layout: "solo-learn" | "state-dict"
+    kind: str  # the layout: lightly, moco, dino, solo-learn, state-dict or mapped
     arch: str
     backbone: nn.Module
     projector: nn.Module | None
@@ -418,7 +786,8 @@ class ForeignEncoder:
     args_path: str | None
     cifar_stem_padding: dict | None  # {"value": p, "from": why}; None without a CIFAR stem
     ignored: list[str]  # top-level modules of the checkpoint not used (classifier, momentum_*, ...)
-    provenance: dict  # where arch and dataset came from
+    provenance: dict  # where arch and dataset (and the encoder) came from
+    layout: dict = field(default_factory=dict)  # which keys went where, and every choice made
 
     def random_init(self, seed: int) -> tuple[nn.Module, nn.Module | None]:
         """The same architecture at random initialisation (seeded), for the probes' baseline."""
@@ -455,7 +824,36 @@ def resolve_cifar_stem_padding(given: int | None, *, kind: str, fork_signs: list
     if kind == "solo-learn":
         why = "default for the paper's fork, recognised by " + " and ".join(fork_signs)
         return {"value": 1, "from": why}
-    return {"value": 1, "from": "default for plain state dicts (the usual CIFAR ResNet stem)"}
+    if kind == "state-dict":
+        return {"value": 1, "from": "default for plain state dicts (the usual CIFAR ResNet stem)"}
+    return {"value": 1, "from": f"default for {kind} checkpoints (the usual CIFAR ResNet stem)"}
+
+
+def _arch_error(arch: str, origin: str, exc: ValueError | None, looks: str) -> UserError:
+    choices = f"one of {', '.join(FOREIGN_ARCHS)}, or timm:NAME (any timm model)"
+    if origin != "--arch":
+        return UserError(
+            f"{origin} names the architecture {arch!r}, which cl-diag cannot build: give "
+            f"--arch, {choices}.{looks}"
+        )
+    if exc is not None and ":" in arch:  # a family's own message (timm's close names)
+        return UserError(f"--arch {arch}: {exc}")
+    return UserError(
+        f"--arch {arch!r} is not supported for foreign checkpoints; choose {choices}.{looks}"
+    )
+
+
+def _drop_heads(backbone: nn.Module, state: dict[str, torch.Tensor], heads: tuple[str, ...]):
+    """Set aside the classification head's weights (``fc``, a timm model's ``head``) that
+    the feature extractor does not have; return the heads found."""
+    expected = backbone.state_dict()
+    found = set()
+    for key in [k for k in state if k not in expected]:
+        head = next((h for h in heads if key.startswith(h + ".")), None)
+        if head is not None:
+            state.pop(key)
+            found.add(head)
+    return sorted(found)
 
 
 def load_foreign_encoder(
@@ -464,36 +862,64 @@ def load_foreign_encoder(
     arch: str | None = None,
     dataset: str | None = None,
     cifar_stem_padding: int | None = None,
+    encoder: str | None = None,
+    mapping: KeyMapping | None = None,
 ) -> ForeignEncoder:
     """Rebuild a foreign checkpoint (a :class:`~cl_diag.models.checkpoints.CheckpointFile` of a
-    :data:`FOREIGN_LAYOUTS` kind) as backbone (+ projector).
+    :data:`FOREIGN_LAYOUTS` kind, or ``mapped``) as backbone (+ projector).
 
-    ``arch`` and ``dataset`` from the command line win over ``args.json``; one of the two
-    must name the architecture. Raises UserError for every mismatch.
+    ``arch`` and ``dataset`` from the command line win over ``args.json`` and over what the
+    file records (MoCo's ``arch``, DINO's ``args``); one of them must name the architecture.
+    ``encoder`` picks one of a MoCo (query, key) or DINO (teacher, student) file's encoders;
+    ``mapping`` is the user's ``--rename`` / ``--backbone-prefix`` / ``--projector-prefix``.
+    Raises UserError for every mismatch.
     """
-    layout = _layout(file.kind)
-    parts = layout.split(foreign_weights(file.payload))
+    layout = layout_of(file.kind)
+    mapping = mapping or KeyMapping()
+    provenance: dict[str, str] = {}
+    if encoder is not None and not layout.encoders:
+        raise UserError(
+            f"--encoder applies to MoCo ({', '.join(MOCO_ENCODERS)}) and DINO "
+            f"({', '.join(DINO_ENCODERS)}) checkpoints; {file.path} is a {file.kind} "
+            "checkpoint, which holds one encoder. Drop --encoder."
+        )
+    if encoder is not None and encoder not in layout.encoders:
+        raise UserError(
+            f"--encoder {encoder!r}: a {file.kind} checkpoint holds the encoders "
+            f"{', '.join(layout.encoders)} (default {layout.encoders[0]})."
+        )
+    choice = encoder or (layout.encoders[0] if layout.encoders else None)
+    if choice is not None:
+        provenance["encoder"] = "--encoder" if encoder is not None else "default"
+    weights, ddp = _layout_weights(file.payload, mapping)
+    parts = layout.split(weights, choice, mapping)
     args, args_path = read_solo_args(file.path) if file.kind == "solo-learn" else (None, None)
-    config = solo_training_config(args) if args else {}
+    if args:
+        config, recorded_in = (
+            solo_training_config(args),
+            (f"{args_path.name} beside the checkpoint" if args_path else "args.json"),
+        )
+    else:
+        config, recorded_in = layout.recorded(file.payload)
 
     guess = infer_resnet_arch(parts.backbone)
     looks = f" These weights look like {guess}." if guess else ""
-    provenance: dict[str, str] = {}
     if arch is not None:
         provenance["arch"] = "--arch"
     elif config.get("arch"):
         arch = str(config["arch"])
-        provenance["arch"] = f"{args_path.name} beside the checkpoint" if args_path else "args.json"
+        provenance["arch"] = recorded_in
     else:
         raise UserError(
             f"{file.path} does not record its architecture (no args.json beside it): give --arch, "
-            f"one of {', '.join(FOREIGN_ARCHS)}.{looks}"
+            f"one of {', '.join(FOREIGN_ARCHS)}, or timm:NAME.{looks}"
         )
-    if arch not in FOREIGN_ARCHS:
-        raise UserError(
-            f"--arch {arch!r} is not supported for foreign checkpoints; choose one of "
-            f"{', '.join(FOREIGN_ARCHS)}.{looks}"
-        )
+    try:
+        spec = get_arch(arch)
+    except ValueError as exc:
+        raise _arch_error(arch, provenance["arch"], exc, looks) from None
+    if not spec.foreign:
+        raise _arch_error(arch, provenance["arch"], None, looks)
 
     if dataset is not None:
         provenance["dataset"] = "--dataset"
@@ -504,12 +930,13 @@ def load_foreign_encoder(
     fork_signs = []
     projector = description = None
     if parts.projector:
-        projector, description = rebuild_projector(parts.projector)
+        projector, description = rebuild_projector(
+            parts.projector, activation=parts.activation, where=parts.projector_prefix or ""
+        )
         if any(isinstance(m, nn.BatchNorm1d) for m in projector):
             fork_signs.append("a BatchNorm in the projector")
     if args and _get(args, "add_vrn_loss_term") is not None:
         fork_signs.append("'add_vrn_loss_term' in args.json")
-    spec = get_arch(arch)
     padding = (
         resolve_cifar_stem_padding(cifar_stem_padding, kind=file.kind, fork_signs=fork_signs)
         if spec.cifar_stem
@@ -519,11 +946,16 @@ def load_foreign_encoder(
         backbone, feature_dim = build_backbone(
             arch, BackboneOptions(cifar_stem_padding=padding["value"] if padding else 1)
         )
-    hint = (
-        f"These weights look like {guess}; pass --arch {guess}."
-        if guess and guess != arch
-        else f"Check --arch (given or recorded: {arch}); supported: {', '.join(FOREIGN_ARCHS)}."
-    )
+    ignored = parts.ignored + [
+        parts.backbone_prefix + head for head in _drop_heads(backbone, parts.backbone, spec.heads)
+    ]
+    if guess and guess != arch:
+        hint = f"These weights look like {guess}; pass --arch {guess}."
+    else:
+        hint = (
+            f"Check --arch (given or recorded: {arch}); supported: {', '.join(FOREIGN_ARCHS)}, "
+            "timm:NAME. Keys can be renamed with --rename 'REGEX=REPLACEMENT'."
+        )
     load_strict(backbone, parts.backbone, f"backbone ({arch})", hint)
     if projector is not None and _projector_in_dim(projector) != feature_dim:
         raise UserError(
@@ -534,6 +966,18 @@ def load_foreign_encoder(
     num_classes = None
     if isinstance(classifier, torch.Tensor) and classifier.dim() == 2:
         num_classes = int(classifier.shape[0])
+    record: dict[str, Any] = {
+        "name": file.kind,
+        "backbone_keys": parts.backbone_prefix + "*",
+        "projector_keys": None if parts.projector_prefix is None else parts.projector_prefix + "*",
+    }
+    if ddp:
+        record["ddp_prefix_removed"] = "module."
+    if choice is not None:
+        record["encoder"] = choice
+    if parts.key_map:
+        record["key_map"] = parts.key_map
+    record.update(mapping.record())
     return ForeignEncoder(
         kind=file.kind,
         arch=arch,
@@ -546,6 +990,7 @@ def load_foreign_encoder(
         training_config=config,
         args_path=str(args_path) if args_path else None,
         cifar_stem_padding=padding,
-        ignored=parts.ignored,
+        ignored=ignored,
         provenance=provenance,
+        layout=record,
     )

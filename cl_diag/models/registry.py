@@ -17,7 +17,7 @@ foreign checkpoint in ``cl-diag analyze``)::
 
 Families of names with a prefix (``timm:vit_small_patch16_224``) resolve through
 :func:`register_arch_family`: a family is a function from the part after the colon to an
-:class:`ArchSpec`. None is registered here; the timm backbones (issue 13) plug in that way.
+:class:`ArchSpec`. The timm backbones (:mod:`cl_diag.models.timm_backbones`) plug in that way.
 """
 
 from __future__ import annotations
@@ -71,6 +71,11 @@ class ArchSpec:
     cifar_stem: bool
     trainable: bool  # offered by `cl-diag train --arch`
     foreign: bool  # a foreign checkpoint (solo-learn, plain state dict) can be rebuilt as it
+    #: the image side the backbone requires (a ViT's position embeddings fix it); None: any
+    input_size: int | None = None
+    #: top-level modules of the classification head a feature extractor leaves out (their
+    #: weights in a foreign file are set aside, not loaded): torchvision's ``fc``, timm's head
+    heads: tuple[str, ...] = ()
 
 
 _REGISTRY: dict[str, ArchSpec] = {}
@@ -185,6 +190,7 @@ def _register_builtins() -> None:
                     cifar_stem=cifar,
                     trainable=base == "resnet18" or (base == "resnet50" and not cifar),
                     foreign=True,
+                    heads=("fc",),
                 )
             )
     register_arch(

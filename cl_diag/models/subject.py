@@ -10,6 +10,9 @@ model was trained on.
 A cl-diag checkpoint is rebuilt from the config it stores (:func:`build_model`) and must
 fit it exactly; its ``toy`` runs carry their learned vectors instead of an encoder. A
 foreign checkpoint is rebuilt by :func:`~cl_diag.models.foreign.load_foreign_encoder`.
+:func:`module_subject` makes a subject of any ``nn.Module`` a user passes from Python
+(``cl_diag.analyze(encoder=..., projector=...)``): no file, so the random-init twin is the
+module re-initialised where every parameter's module can reset itself.
 
 Opening that data (datasets, augmentation) is training's business, which sits above
 models: :func:`cl_diag.orchestration.subject.open_subject` rebuilds the subject here and
@@ -18,7 +21,8 @@ then attaches the data :class:`DataSpec` names (``two_views``, ``eval_split``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+import copy
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,15 +31,26 @@ import torch
 from torch import nn
 
 from cl_diag.errors import UserError
-from cl_diag.models.build import build_model
+from cl_diag.models.build import build_model, seeded
 from cl_diag.models.checkpoints import CheckpointFile, check_checkpoint
 from cl_diag.models.foreign import lightning_metadata, load_foreign_encoder
+from cl_diag.models.keymap import KeyMapping
 from cl_diag.models.registry import get_arch
 
-__all__ = ["FOREIGN_DATASETS", "DataSpec", "Subject", "rebuild_subject"]
+__all__ = [
+    "FOREIGN_DATASETS",
+    "MODULE_DATASETS",
+    "DataSpec",
+    "Subject",
+    "module_subject",
+    "random_twin",
+    "rebuild_subject",
+]
 
 #: Datasets a foreign checkpoint can be measured on.
 FOREIGN_DATASETS = ("cifar10", "cifar100", "imagefolder")
+#: Datasets a module passed from Python can be measured on (the image datasets).
+MODULE_DATASETS = ("digits", "cifar10", "cifar100", "imagefolder")
 
 
 @dataclass(frozen=True)
@@ -79,17 +94,28 @@ def rebuild_subject(
     val_root: Path | None = None,
     seed: int = 0,
     run_record_fields: Collection[str] = (),
+    encoder: str | None = None,
+    mapping: KeyMapping | None = None,
 ) -> Subject:
     """Rebuild the model in ``file`` and name the data it was trained on (``data_spec``);
     UserError for every mismatch between the file and the options.
 
-    ``arch``, ``dataset`` and ``cifar_stem_padding`` are the user's options for a foreign
-    checkpoint (a cl-diag checkpoint records them); ``data_root``/``val_root`` override the
+    ``arch``, ``dataset``, ``cifar_stem_padding``, ``encoder`` (MoCo, DINO) and ``mapping``
+    (``--rename``, ``--backbone-prefix``, ``--projector-prefix``) are the user's options for
+    a foreign checkpoint (a cl-diag checkpoint records its model and takes none of them);
+    ``data_root``/``val_root`` override the
     roots a cl-diag checkpoint recorded; ``seed`` draws the random-init twin.
     ``run_record_fields``: config keys of a cl-diag checkpoint that describe where and how
     a run ran rather than what it computed; they are left out of ``training_config``.
     """
     if file.kind == "cl-diag":
+        options = {"--encoder": encoder, **_mapping_options(mapping)}
+        given = next((name for name, value in options.items() if value is not None), None)
+        if given is not None:
+            raise UserError(
+                f"{given} applies to foreign checkpoints only; {file.path} is a cl-diag "
+                "checkpoint, which records its model. Drop the option."
+            )
         return _cl_diag_subject(
             file,
             dataset=dataset,
@@ -108,7 +134,19 @@ def rebuild_subject(
         data_root=data_root,
         val_root=val_root,
         seed=seed,
+        which=encoder,
+        mapping=mapping,
     )
+
+
+def _mapping_options(mapping: KeyMapping | None) -> dict[str, Any]:
+    if mapping is None:
+        return {}
+    return {
+        "--backbone-prefix": mapping.backbone_prefix,
+        "--projector-prefix": mapping.projector_prefix,
+        "--rename": mapping.renames or None,
+    }
 
 
 def _first_line(exc: BaseException) -> str:
@@ -212,9 +250,16 @@ def _foreign_subject(
     data_root: Path | None,
     val_root: Path | None,
     seed: int,
+    which: str | None,
+    mapping: KeyMapping | None,
 ) -> Subject:
     encoder = load_foreign_encoder(
-        file, arch=arch, dataset=dataset, cifar_stem_padding=cifar_stem_padding
+        file,
+        arch=arch,
+        dataset=dataset,
+        cifar_stem_padding=cifar_stem_padding,
+        encoder=which,
+        mapping=mapping,
     )
     trained_on = encoder.dataset
     if trained_on is None:
@@ -252,6 +297,7 @@ def _foreign_subject(
         "provenance": encoder.provenance,
         "ignored_modules": encoder.ignored,
         **lightning_metadata(file.payload),
+        "layout": encoder.layout,
     }
     if note:
         source["note"] = note
@@ -266,13 +312,131 @@ def _foreign_subject(
         random_backbone=random_backbone,
         random_projector=random_projector,
     )
-    # A CIFAR-stem network measured on an image folder sees the images at CIFAR's size.
-    size = 32 if get_arch(encoder.arch).cifar_stem and trained_on == "imagefolder" else None
+    spec = get_arch(encoder.arch)
+    size = None
+    if spec.input_size is not None:
+        # a ViT's position embeddings are laid out for one image side: crop to it
+        size = spec.input_size
+        source["image_size"] = {"value": size, "from": f"the fixed input size of {spec.name}"}
+    elif spec.cifar_stem and trained_on == "imagefolder":
+        # A CIFAR-stem network measured on an image folder sees the images at CIFAR's size.
+        size = 32
     subject.data_spec = DataSpec(
         trained_on,
         data_root=_as_str(data_root, None),
         val_root=_as_str(val_root, None),
         image_size=size,
+        num_samples=None,
+    )
+    return subject
+
+
+# --------------------------------------------------------------------------- any nn.Module
+
+
+def random_twin(module: nn.Module, seed: int) -> tuple[nn.Module | None, str | None]:
+    """``module`` re-initialised under ``seed`` (a copy; the original is untouched), by the
+    ``reset_parameters`` of every submodule that has one; or ``(None, why)`` when some
+    parameter belongs to a module that cannot reset itself (a ViT's position embedding, an
+    ``nn.MultiheadAttention``): such a twin would keep trained weights, so there is none."""
+    stuck = [
+        f"{prefix}.{name}" if prefix else name
+        for prefix, owner in module.named_modules()
+        if not callable(getattr(owner, "reset_parameters", None))
+        for name, _ in owner.named_parameters(recurse=False)
+    ]
+    if stuck:
+        more = f", ... ({len(stuck)} in all)" if len(stuck) > 4 else ""
+        return None, (
+            f"no random-init twin: {', '.join(stuck[:4])}{more} belong to modules without "
+            "reset_parameters()"
+        )
+    twin = copy.deepcopy(module)
+    with seeded(seed), torch.no_grad():
+        for owner in twin.modules():
+            reset = getattr(owner, "reset_parameters", None)
+            if callable(reset):
+                reset()
+    return twin.eval(), None
+
+
+def _qualname(module: nn.Module | None) -> str | None:
+    if module is None:
+        return None
+    kind = type(module)
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
+def module_subject(
+    backbone: nn.Module,
+    projector: nn.Module | None,
+    *,
+    dataset: str,
+    data_root: Path | None = None,
+    val_root: Path | None = None,
+    image_size: int | None = None,
+    training_config: Mapping[str, Any] | None = None,
+    seed: int = 0,
+    baselines: bool = True,
+) -> Subject:
+    """A :class:`Subject` of modules a user passes from Python, measured on ``dataset`` (one
+    of :data:`MODULE_DATASETS`, read from ``data_root``/``val_root`` as the CLI does).
+
+    ``training_config`` (``cl-diag train``'s vocabulary: loss, batch_size, temperature, ...)
+    is what the theory panel reads. With ``baselines`` the random-init twins are made where
+    :func:`random_twin` can make them; the source records why one could not be.
+    """
+    if not isinstance(backbone, nn.Module):
+        raise UserError(
+            f"encoder must be a torch.nn.Module (got {type(backbone).__name__}); pass the model "
+            "that maps an image batch to features."
+        )
+    if projector is not None and not isinstance(projector, nn.Module):
+        raise UserError(
+            f"projector must be a torch.nn.Module or None (got {type(projector).__name__})."
+        )
+    if dataset not in MODULE_DATASETS:
+        raise UserError(
+            f"dataset {dataset!r} is not one of {', '.join(MODULE_DATASETS)}; give the name of "
+            "the images to measure on (and data_root for cifar10, cifar100 and imagefolder)."
+        )
+    if image_size is not None and image_size < 1:
+        raise UserError(f"image_size must be at least 1 (got {image_size}).")
+    source: dict[str, Any] = {
+        "kind": "module",
+        "format": "nn.Module",
+        "arch": _qualname(backbone),
+        "dataset": dataset,
+        "projector": _qualname(projector),
+    }
+    subject = Subject(
+        source=source,
+        training_config=dict(training_config or {}),
+        n_train=None,
+        dataset=dataset,
+        backbone=backbone,
+        projector=projector,
+    )
+    if baselines:
+        twin, why = random_twin(backbone, seed)
+        skipped = {"encoder": why} if why else {}
+        twin_projector = None
+        if projector is not None:
+            twin_projector, why = random_twin(projector, seed + 1)
+            if why:
+                skipped["projector"] = why
+        if skipped:  # a twin is the whole model or nothing
+            source["random_init"] = skipped
+        else:
+            subject.random_backbone, subject.random_projector = twin, twin_projector
+    if image_size is not None:
+        source["image_size"] = {"value": int(image_size), "from": "image_size"}
+    # the data is opened above models (cl_diag.orchestration.subject.open_module_subject)
+    subject.data_spec = DataSpec(
+        dataset,
+        data_root=_as_str(data_root, None),
+        val_root=_as_str(val_root, None),
+        image_size=image_size,
         num_samples=None,
     )
     return subject

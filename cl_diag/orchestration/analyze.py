@@ -6,12 +6,15 @@ docs/result-schema.md); the reports are rendered from it alone.
 What the input is decides the work (:func:`cl_diag.models.checkpoints.read_checkpoint_file`):
 
 * an **embeddings file**: its two views are measured as the layer ``embedding``;
-* a **cl-diag checkpoint** (rebuilt from its stored config), a **solo-learn checkpoint** or a
-  **plain backbone state dict**: the paper's protocol (Lee et al., ICML 2025, Sec. 6.1;
-  paper-notes 8) made explicit -- sample ``num_images`` training images (seeded), apply the
-  training augmentation twice, encode in eval mode and measure the layers ``projector``
-  and ``backbone``; then the probes on backbone features of the un-augmented train and
-  test splits, next to the same probes on raw pixels and on the architecture at random
+* a **cl-diag checkpoint** (rebuilt from its stored config) or a foreign one (solo-learn,
+  lightly, MoCo, DINO, a plain backbone state dict, a timm model's, or keys the user maps):
+  the paper's measurement protocol where it states one (Lee et al., ICML 2025, Sec. 6.1;
+  paper-notes 8: sampled training images, the training augmentation twice, the projector
+  output) and our choices where it does not -- sample ``num_images`` training images
+  (seeded), apply the training augmentation twice, encode in eval mode (BatchNorm running
+  statistics; the paper does not say which mode) and measure the layers ``projector`` and
+  ``backbone``; then the probes on backbone features of the un-augmented train and test
+  splits, next to the same probes on raw pixels and on the architecture at random
   initialisation; and the theory panel from the checkpoint's training config. A cl-diag
   checkpoint of the ``toy`` dataset carries its learned vectors: those are the two views.
 
@@ -25,13 +28,17 @@ the uniformity tiles; their partial results are merged exactly in the single-pro
 embeddings file whatever the threads per process; for a checkpoint the same bytes as one
 process with as many threads as each rank, one under torchrun, since an encoder's last bits
 may depend on them). The probes are fitted on rank 0, and only rank 0 writes.
+
+:func:`analyze_module` (``cl_diag.analyze`` in Python) runs the same protocol on any
+``nn.Module`` a user passes, so no file format ever stands between a model and the analysis.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,8 +51,8 @@ from cl_diag.io.output import check_replaceable, ensure_writable_parent, staged_
 from cl_diag.measurement.inputs import UnitViews, ViewsError, label_codes, normalise_views
 from cl_diag.measurement.ranks import SINGLE, Ranks, RanksMismatch
 from cl_diag.measurement.theory import delta, theory_panel
-from cl_diag.models import CheckpointFile, Subject, read_checkpoint_file
-from cl_diag.orchestration.subject import open_subject
+from cl_diag.models import CheckpointFile, KeyMapping, Subject, read_checkpoint_file
+from cl_diag.orchestration.subject import open_module_subject, open_subject
 from cl_diag.result import (
     EMBEDDING_LAYER,
     LAYERS,
@@ -154,6 +161,10 @@ class AnalyzeConfig:
     data_root: Path | None = None
     val_root: Path | None = None
     cifar_stem_padding: int | None = None
+    encoder: str | None = None  # MoCo: query | key; DINO: teacher | student
+    backbone_prefix: str | None = None  # the user's key mapping (--backbone-prefix, ...)
+    projector_prefix: str | None = None
+    renames: tuple[str, ...] = ()  # 'REGEX=REPLACEMENT', applied in order
     device: str = "auto"
     batch_size: int = 512
     workers: int | None = None  # None: 0 on CPU, up to 8 on CUDA
@@ -369,12 +380,13 @@ def analyze(config: AnalyzeConfig, *, progress: ProgressFactory | None = None) -
 
     _check_config(config)
     device = resolve_device(config.device)
-    if config.workers is None:
-        from dataclasses import replace
-
-        cuda = device.type == "cuda"
-        config = replace(config, workers=min(8, os.cpu_count() or 1) if cuda else 0)
-    file = read_checkpoint_file(config.input)
+    config = _resolve_workers(config, device)
+    mapping = KeyMapping.parse(
+        backbone_prefix=config.backbone_prefix,
+        projector_prefix=config.projector_prefix,
+        renames=config.renames,
+    )
+    file = read_checkpoint_file(config.input, arch=config.arch, mapping=mapping)
     joined = dist.is_available() and dist.is_initialized()
     env = distributed_env(device.type)
     run = _Run(env.device, Ranks(env.rank, env.world))
@@ -383,12 +395,144 @@ def analyze(config: AnalyzeConfig, *, progress: ProgressFactory | None = None) -
             result = _analyze_embeddings(config, file.payload, run)
         else:
             shown = (progress or _no_progress) if env.is_main else _no_progress
-            result = _analyze_checkpoint(config, file, shown, run)
+            result = _analyze_checkpoint(config, file, mapping, shown, run)
     finally:
         if not joined:
             close_distributed(env)
     if not env.is_main:
         return AnalyzeResult(out=Path(config.out), result=result, is_main=False)
+    return _write(config, result)
+
+
+def _resolve_workers(config: AnalyzeConfig, device: torch.device) -> AnalyzeConfig:
+    """Data-loader workers: up to 8 on CUDA, none on CPU (the encoding shares the cores)."""
+    if config.workers is not None:
+        return config
+    cuda = device.type == "cuda"
+    return replace(config, workers=min(8, os.cpu_count() or 1) if cuda else 0)
+
+
+#: ``AnalyzeConfig.input`` of an analysis of modules passed from Python (there is no file).
+MODULE_INPUT = Path("<nn.Module>")
+#: AnalyzeConfig fields that describe a file, not a measurement: analyze_module takes none.
+_FILE_FIELDS = (
+    "input",
+    "out",
+    "arch",
+    "dataset",
+    "data_root",
+    "val_root",
+    "cifar_stem_padding",
+    "encoder",
+    "backbone_prefix",
+    "projector_prefix",
+    "renames",
+)
+
+
+@contextmanager
+def _restored(*modules: torch.nn.Module | None) -> Iterator[None]:
+    """Give the caller's modules back as they were: encoding sets eval mode and moves them
+    to the analysis device."""
+    present = [m for m in modules if m is not None]
+    modes = [(sub, sub.training) for m in present for sub in m.modules()]
+    devices = [next(iter([*m.parameters(), *m.buffers()]), None) for m in present]
+    places = [None if t is None else t.device for t in devices]
+    try:
+        yield
+    finally:
+        for module, place in zip(present, places, strict=True):
+            if place is not None:
+                module.to(place)
+        for sub, training in modes:
+            sub.train(training)
+
+
+def analyze_module(
+    encoder: torch.nn.Module,
+    projector: torch.nn.Module | None = None,
+    *,
+    dataset: str,
+    out: str | os.PathLike[str],
+    data_root: str | os.PathLike[str] | None = None,
+    val_root: str | os.PathLike[str] | None = None,
+    image_size: int | None = None,
+    training_config: Any = None,
+    progress: ProgressFactory | None = None,
+    **options: Any,
+) -> AnalyzeResult:
+    """The full analysis of any ``nn.Module``: ``cl_diag.analyze`` in Python.
+
+    ``encoder`` maps an image batch to features (the ``backbone`` layer, probed);
+    ``projector`` (optional) maps those on to the embedding the loss saw (the ``projector``
+    layer). The protocol is ``cl-diag analyze``'s for a checkpoint (Lee et al., ICML 2025,
+    Sec. 6.1): ``num_images`` training images of ``dataset`` (digits, cifar10, cifar100 or
+    imagefolder, read from ``data_root``/``val_root``; ``image_size`` crops) augmented twice,
+    encoded in eval mode, pair statistics and geometry of both layers, the probes on the
+    un-augmented splits, the raw-pixel baseline, the random-init baseline when every
+    parameter's module has ``reset_parameters()`` (else ``source.random_init`` says why not),
+    and the theory panel from ``training_config`` (``cl-diag train``'s vocabulary: ``loss``,
+    ``batch_size``, ``temperature``, ...; a mapping or a dataclass). ``options`` are the
+    other fields of :class:`AnalyzeConfig` (``num_images``, ``probes``, ``layers``, ``seed``,
+    ``n_ref``, ``device``, ...). Writes result.json, report.md and report.html into ``out``
+    and returns them with the typed result; the modules are given back in the mode and on
+    the device they came in. For example::
+
+        import cl_diag, torchvision
+        net = torchvision.models.resnet18(num_classes=10)
+        net.fc = torch.nn.Identity()
+        res = cl_diag.analyze(encoder=net, dataset="cifar10", data_root="~/data", out="a/",
+                              training_config={"loss": "simclr", "batch_size": 256})
+        res.result.layers["backbone"].pairs["cross_view_negative"].excessive_ratio
+    """
+    allowed = sorted({f.name for f in fields(AnalyzeConfig)} - set(_FILE_FIELDS))
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        raise UserError(
+            f"cl_diag.analyze got unknown option(s) {', '.join(unknown)}; besides encoder, "
+            f"projector, dataset, out, data_root, val_root, image_size and training_config it "
+            f"takes {', '.join(allowed)}."
+        )
+    for name in ("layers", "probes"):
+        if isinstance(options.get(name), str):  # "backbone" as well as ("backbone",)
+            options[name] = (options[name],)
+        elif name in options:
+            options[name] = tuple(options[name])
+    if is_dataclass(training_config) and not isinstance(training_config, type):
+        training_config = asdict(training_config)
+    if training_config is not None and not isinstance(training_config, Mapping):
+        raise UserError(
+            "training_config must be a mapping such as {'loss': 'simclr', 'batch_size': 256} "
+            f"(got {type(training_config).__name__})."
+        )
+    config = AnalyzeConfig(
+        input=MODULE_INPUT,
+        out=Path(out),
+        dataset=dataset,
+        data_root=None if data_root is None else Path(data_root),
+        val_root=None if val_root is None else Path(val_root),
+        **options,
+    )
+    _check_config(config)
+    from cl_diag.measurement.views import resolve_device
+
+    # one process: a module from Python is measured where the caller runs, never over ranks
+    run = _Run(resolve_device(config.device))
+    config = _resolve_workers(config, run.device)
+    subject = open_module_subject(
+        encoder,
+        projector,
+        dataset=dataset,
+        data_root=config.data_root,
+        val_root=config.val_root,
+        image_size=image_size,
+        training_config=training_config,
+        seed=config.seed,
+        baselines=config.baselines and bool(config.probes),
+    )
+    name = f"the {type(encoder).__name__} passed to cl_diag.analyze"
+    with _restored(encoder, projector):
+        result = _measure_subject(config, subject, name, progress or _no_progress, run)
     return _write(config, result)
 
 
@@ -448,7 +592,11 @@ def _no_progress(description: str, total: int | None) -> Callable[[int], None]:
 
 
 def _analyze_checkpoint(
-    config: AnalyzeConfig, file: CheckpointFile, progress: ProgressFactory, run: _Run
+    config: AnalyzeConfig,
+    file: CheckpointFile,
+    mapping: KeyMapping,
+    progress: ProgressFactory,
+    run: _Run,
 ) -> Result:
     from cl_diag.orchestration.train import RESUME_FREE_FIELDS
 
@@ -462,13 +610,24 @@ def _analyze_checkpoint(
         val_root=config.val_root,
         seed=config.seed,
         run_record_fields=RESUME_FREE_FIELDS,
+        encoder=config.encoder,
+        mapping=mapping,
     )
+    return _measure_subject(config, subject, str(file.path), progress, run)
+
+
+def _measure_subject(
+    config: AnalyzeConfig, subject: Subject, name: str, progress: ProgressFactory, run: _Run
+) -> Result:
+    """The protocol on a subject: views, layers, probes, baselines and theory. ``name`` says
+    what was analysed (a path, or the module passed from Python), for the messages; ``run``
+    where it is measured (this rank's device, the ranks of a torchrun job)."""
     source = subject.source
 
     if subject.embeddings is not None:  # toy: the learned vectors are the two views
         if config.views > 2:
             raise UserError(
-                f"--views {config.views}: {file.path} holds the toy dataset's two learned "
+                f"--views {config.views}: {name} holds the toy dataset's two learned "
                 "vectors per instance, not an encoder to make more views with; drop --views."
             )
         z1, z2 = subject.embeddings
@@ -479,7 +638,7 @@ def _analyze_checkpoint(
             None,
             n_ref=n_ref,
             options=config.pair_options,
-            where=str(file.path),
+            where=name,
             device=run.device,
             ranks=run.ranks,
         )
@@ -493,20 +652,20 @@ def _analyze_checkpoint(
     if subject.projector is None and "projector" in layers_wanted:
         if list(config.layers) == ["projector"]:
             raise UserError(
-                f"{file.path} holds no projector weights, so the layer 'projector' cannot be "
-                "measured; use --layers backbone."
+                f"{name} holds no projector weights, so the layer 'projector' cannot be measured; "
+                "use --layers backbone."
             )
         layers_wanted.remove("projector")
         source["layers_skipped"] = {"projector": "the file holds no projector weights"}
     known_n = config.n_ref if config.n_ref is not None else subject.n_train
     if known_n is None or known_n < 2:
         raise UserError(
-            f"The training-set size of {file.path} is unknown; give --n-ref (e.g. 50000 for CIFAR)."
+            f"The training-set size of {name} is unknown; give --n-ref (e.g. 50000 for CIFAR)."
         )
     n_ref = known_n
-    # open_subject gives every encoder its random-init twin and its data (only toy runs,
-    # handled above, carry embeddings instead)
-    assert subject.backbone is not None and subject.random_backbone is not None
+    # open_subject and open_module_subject give every encoder its data (only toy runs,
+    # handled above, carry embeddings instead); a module from Python may have no twin
+    assert subject.backbone is not None
     assert subject.two_views is not None and subject.eval_split is not None
     eval_split = subject.eval_split
 
@@ -521,12 +680,18 @@ def _analyze_checkpoint(
     taps: dict[str, torch.nn.Module] = {"trained": Taps(subject.backbone, subject.projector)}
     baselines = config.baselines and bool(config.probes)
     if baselines and "retrieval" in config.probes:
-        taps["random_init"] = Taps(subject.random_backbone, subject.random_projector)
+        if subject.random_backbone is not None:  # a module from Python may have no twin
+            taps["random_init"] = Taps(subject.random_backbone, subject.random_projector)
         taps["raw_pixels"] = Pixels()
     drawn = subject.two_views
     if config.views > 2:  # V draws per image; the first two are the two-view draws
         from cl_diag.training.data import TwoViews
 
+        if not isinstance(drawn, TwoViews):
+            raise UserError(
+                f"--views {config.views}: the views of {name} do not come from cl-diag's "
+                "augmentation, so no more can be drawn; drop --views."
+            )
         drawn = TwoViews(drawn.base, drawn.transform, drawn.seed, views=config.views)
     views, view_labels = encode_two_views(
         taps,
@@ -560,7 +725,7 @@ def _analyze_checkpoint(
     layers = {}
     for layer in layers_wanted:
         z1, z2, *more = views["trained"][layer]
-        where = f"the {layer} outputs of {file.path}"
+        where = f"the {layer} outputs of {name}"
         layers[layer] = measure_layer(
             z1,
             z2,
@@ -636,13 +801,16 @@ def _probes(
     probes: dict[str, Any] = {"layer": "backbone"}
     baselines: dict[str, dict] = {}
     with_baselines = config.baselines
+    # a module passed from Python has no random-init twin when it cannot be re-initialised
+    twin = subject.random_backbone if with_baselines else None
     needs_splits = any(p in config.probes for p in ("linear", "knn", "clustering"))
-    # _analyze_checkpoint has checked that the subject is an encoder with its twin
-    assert subject.backbone is not None and subject.random_backbone is not None
+    # _measure_subject has checked that the subject is an encoder (its twin: twin)
+    assert subject.backbone is not None
     if needs_splits:
         taps: dict[str, torch.nn.Module] = {"trained": Taps(subject.backbone)}
+        if twin is not None:
+            taps["random_init"] = Taps(twin)
         if with_baselines:
-            taps["random_init"] = Taps(subject.random_backbone)
             taps["raw_pixels"] = Pixels()
         split_features = {}
         for split, limit in (
@@ -685,6 +853,7 @@ def _probes(
         probes.update(_classification_probes(config, *pair("trained", "backbone")))
         if with_baselines:
             baselines["raw_pixels"] = _classification_probes(config, *pair("raw_pixels", "pixels"))
+        if twin is not None:
             baselines["random_init"] = _classification_probes(
                 config, *pair("random_init", "backbone")
             )
@@ -694,6 +863,7 @@ def _probes(
         if with_baselines:
             pixels = _retrieval(*views["raw_pixels"][PIXELS][:2])
             baselines.setdefault("raw_pixels", {})["retrieval"] = {PIXELS: pixels}
+        if twin is not None:
             baselines.setdefault("random_init", {})["retrieval"] = {
                 layer: _retrieval(*views["random_init"][layer][:2]) for layer in layers
             }

@@ -9,8 +9,9 @@ report.html, comparison.csv and the figures from it into a staging folder beside
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pandas as pd
 
@@ -103,6 +104,26 @@ def _check_out(out: Path, runs: list[_Run]) -> None:
         )
 
 
+def _report_links(runs: list[_Run], out: Path) -> dict[str, str]:
+    """Run name -> the link from the comparison's folder to the run's own report.html, for the
+    runs that have one. A run named by a relative path gets a relative link (the report opens
+    wherever the folders move together); one named by an absolute path, an absolute link, so
+    that the same inputs give the same bytes wherever the comparison is written."""
+    links = {}
+    for run in runs:
+        if not (run.path.parent / "report.html").is_file():
+            continue
+        named = PurePosixPath(Path(run.name).as_posix())
+        # the name is the run's folder, or (a result file not called result.json) the file
+        folder = named.parent if run.path.name != RESULT_NAME else named
+        target = folder / "report.html"
+        if target.is_absolute():
+            links[run.name] = target.as_posix()
+        else:
+            links[run.name] = Path(os.path.relpath(target, out)).as_posix()
+    return links
+
+
 def compare(config: CompareConfig) -> CompareResult:
     """Compare the runs of ``config.inputs`` into ``config.out`` (report.md, report.html,
     comparison.csv, SVGs)."""
@@ -139,7 +160,9 @@ def compare(config: CompareConfig) -> CompareResult:
     pairs = [(r.name, r.result) for r in runs]
     # the CLI's warnings name the runs in the order given; the report's, in display order
     warnings = comparison_warnings(pairs)
-    comparison = Comparison(pairs, baseline=baseline_name)
+    comparison = Comparison(
+        pairs, baseline=baseline_name, reports=_report_links(runs, Path(config.out))
+    )
     label_of = dict(zip(comparison.names, comparison.labels, strict=True))
     out = Path(config.out)
     with staged_output(out) as staging:

@@ -12,12 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch import nn
 
 from cl_diag.errors import UserError
-from cl_diag.models.checkpoints import CheckpointFile, weights_sha256
-from cl_diag.models.subject import DataSpec, Subject, rebuild_subject
+from cl_diag.models.checkpoints import CheckpointFile, tensors_sha256, weights_sha256
+from cl_diag.models.subject import DataSpec, Subject, module_subject, rebuild_subject
 
-__all__ = ["attach_data", "open_subject"]
+__all__ = ["attach_data", "open_module_subject", "open_subject"]
 
 
 def open_subject(file: CheckpointFile, *, seed: int = 0, **options: Any) -> Subject:
@@ -35,6 +36,22 @@ def open_subject(file: CheckpointFile, *, seed: int = 0, **options: Any) -> Subj
         attach_data(subject, subject.data_spec, seed=seed, where=file.path)
     fingerprint = weights_sha256(file)
     subject.source = {"kind": "checkpoint", **subject.source, "weights_sha256": fingerprint}
+    return subject
+
+
+def open_module_subject(
+    backbone: nn.Module, projector: nn.Module | None, *, seed: int = 0, **options: Any
+) -> Subject:
+    """:func:`~cl_diag.models.subject.module_subject` (``options`` are its own) with the data
+    it names opened, as :func:`open_subject` does for a file; ``source`` ends with the
+    fingerprint of the modules' tensors (names, dtypes, shapes, bytes)."""
+    subject = module_subject(backbone, projector, seed=seed, **options)
+    assert subject.data_spec is not None  # a module is always measured on images
+    attach_data(subject, subject.data_spec, seed=seed, where=Path(type(backbone).__name__))
+    parts = {"encoder": backbone, "projector": projector}
+    subject.source["weights_sha256"] = tensors_sha256(
+        {name: module.state_dict() for name, module in parts.items() if module is not None}
+    )
     return subject
 
 

@@ -15,6 +15,12 @@ a rerun whose options differ from those a cell was trained with is refused, nami
 Cells run in this process, or with ``parallel > 1`` each in a process of its own on its own GPU
 (``python -m cl_diag.orchestration.sweep``, the cell's options on stdin). The sweep ends with
 ``compare`` over all cells into ``OUT/comparison/``.
+
+A batch-size study can hold the epochs (the default: a larger batch then takes fewer steps) or,
+with ``equal_steps`` (``--equal-steps N``), the number of optimiser steps and the warm-up, which
+separates the batch size from the amount of training. ``seed`` is a replicate axis
+(``--grid seed=1,2,3``): ``compare`` averages the runs that differ only in their seed and tests
+the findings across them.
 """
 
 from __future__ import annotations
@@ -74,6 +80,9 @@ class SweepConfig:
     analysis: dict[str, Any] = field(default_factory=dict)
     """AnalyzeConfig fields for every cell's analysis (a probe suite's), besides input and out."""
     parallel: int = 1
+    equal_steps: int | None = None
+    """Equal-steps mode: every cell trains this many optimiser steps, whatever its batch size,
+    and warms up over the same steps (:func:`equal_steps_layer`); None holds the epochs."""
 
 
 @dataclass
@@ -151,6 +160,40 @@ def _typed(key: str, text: str, kind: Any) -> Any:
     return text
 
 
+#: the options equal-steps mode sets for every cell, which neither the grid nor --steps may set
+EQUAL_STEPS_OWNED = ("steps", "epochs", "warmup_steps", "warmup_epochs")
+
+
+def equal_steps_layer(steps: int, values: Mapping[str, Any]) -> dict[str, Any]:
+    """The options of equal-steps mode: ``steps`` optimiser steps for every cell, and a warm-up of
+    ``warmup_steps`` given, else the recipe's own warm-up fraction of its training,
+    round(steps x warmup_epochs / epochs), so that no batch size spends more of its training
+    warming up than another (epoch-based warm-up would: 3 epochs are 252 steps at batch 16 on
+    digits and 30 at batch 128)."""
+    if values.get("warmup_steps") is not None:
+        warmup = int(values["warmup_steps"])
+    else:
+        warmup = round(steps * float(values["warmup_epochs"]) / int(values["epochs"]))
+    return {"steps": steps, "warmup_steps": warmup}
+
+
+def _check_equal_steps(config: SweepConfig, axes: Sequence[GridAxis]) -> None:
+    if config.equal_steps is None:
+        return
+    if config.equal_steps < 1:
+        raise UserError(f"--equal-steps {config.equal_steps} must be at least 1.")
+    varied = [a.flag for a in axes if a.key in EQUAL_STEPS_OWNED]
+    if varied:
+        raise UserError(
+            f"--equal-steps holds the steps and the warm-up of every cell; the grid cannot vary "
+            f"{varied[0]}. Drop that --grid, or drop --equal-steps to hold the epochs instead."
+        )
+    if config.overrides.get("steps") is not None:
+        raise UserError(
+            "--equal-steps N sets every cell's steps; drop --steps (or drop --equal-steps)."
+        )
+
+
 def _plan(
     config: SweepConfig,
     recipe: Mapping[str, Any],
@@ -169,7 +212,11 @@ def _plan(
     owned: dict[str, Any] = {"out": str(folder), "quiet": True}
     if last.exists():
         owned["resume"] = str(last)
-    values, given = merge_layers(TrainConfig.defaults(), recipe, config.overrides, grid, owned)
+    layers: list[Mapping[str, Any]] = [recipe, config.overrides]
+    if config.equal_steps is not None:
+        merged, _ = merge_layers(TrainConfig.defaults(), recipe, config.overrides, grid)
+        layers.append(equal_steps_layer(config.equal_steps, merged))
+    values, given = merge_layers(TrainConfig.defaults(), *layers, grid, owned)
     try:
         options = train_options(values, given)
         # A cell trained before (complete or not): the options of this sweep must be those it was
@@ -277,6 +324,7 @@ def sweep(
     # unknown keys and bad values fail here, before any work
     recipe = read_recipe(config.recipe, TrainConfig) if config.recipe is not None else {}
     axes = parse_grid(config.grid, {k: t for k, t in kinds.items() if k not in CELL_OWNED})
+    _check_equal_steps(config, axes)
     cells = cells_of(axes)
     out = Path(config.out)
     ensure_writable_parent(out)

@@ -141,6 +141,7 @@ class TrainConfig:
     momentum: float = 0.9
     weight_decay: float = 1e-4
     warmup_epochs: float = 3.0
+    warmup_steps: int | None = None
     schedule: str = "cosine"
     seed: int = 0
     # running
@@ -205,11 +206,16 @@ class ResolvedTrainConfig(TrainConfig):
     steps_per_epoch: int  # full batches per epoch (the last partial batch is dropped)
     total_steps: int  # --steps, or --epochs x steps_per_epoch
     run_epochs: int  # epochs the run spans (the last one may stop early under --steps)
-    warmup_steps: int  # --warmup-epochs x steps_per_epoch, rounded
+    # the resolved warm-up: --warmup-steps, or --warmup-epochs x steps_per_epoch rounded (the
+    # option's field, holding the value the loop uses; the option as given is below)
+    warmup_steps: int
+    warmup_steps_given: int | None = None  # --warmup-steps as given (None: from the epochs)
 
     def record(self) -> dict[str, Any]:
-        """The dict stored as a checkpoint's ``config``: the option fields only."""
-        return self.options()
+        """The dict stored as a checkpoint's ``config``: the option fields only, each as
+        resolved except ``warmup_steps``, recorded as given (None unless set), so that runs
+        warming up over the same epochs at different batch sizes record the same options."""
+        return {**self.options(), "warmup_steps": self.warmup_steps_given}
 
 
 @dataclass
@@ -288,7 +294,7 @@ def _opt(name: str) -> str:
 def _check_options(c: TrainConfig) -> TrainConfig:
     """Check names and ranges and fill the defaults that need no data; raise UserError."""
     from cl_diag.losses import LOSSES, MULTI_VIEW_LOSSES, QUEUE_LOSSES, LossOptionError
-    from cl_diag.models import ARCHS, default_arch, default_projector_hidden
+    from cl_diag.models import ARCHS, default_arch, default_projector_hidden, get_arch
     from cl_diag.training.data import DATASETS
     from cl_diag.training.queue import KEY_ENCODERS
 
@@ -299,7 +305,22 @@ def _check_options(c: TrainConfig) -> TrainConfig:
             "--vrn LAMBDA."
         )
     _choice("loss", c.loss, TRAINING_LOSSES)
-    _choice("arch", c.arch, ("auto", *ARCHS))
+    if ":" in str(c.arch):  # a family (timm:NAME): any name the family resolves
+        try:
+            spec = get_arch(c.arch)
+        except ValueError as exc:
+            raise UserError(f"--arch {c.arch}: {exc}") from None
+        _require(spec.trainable, f"--arch {c.arch} cannot be trained by cl-diag.")
+        if spec.input_size is not None:
+            # a ViT's position embeddings are laid out for one image side
+            _require(
+                c.image_size in (None, spec.input_size),
+                f"--arch {c.arch} takes {spec.input_size}x{spec.input_size} images (its fixed "
+                f"input size); drop --image-size {c.image_size} or give {spec.input_size}.",
+            )
+            c = replace(c, image_size=spec.input_size)
+    else:
+        _choice("arch", c.arch, ("auto", *ARCHS))
     for name, choices in (
         ("optimizer", OPTIMIZERS),
         ("lr_scaling", LR_SCALINGS),
@@ -397,6 +418,10 @@ def _check_options(c: TrainConfig) -> TrainConfig:
     _require(0 <= c.momentum < 1, f"--momentum {c.momentum} must be in [0, 1).")
     _require(c.weight_decay >= 0, f"--weight-decay {c.weight_decay} must be >= 0.")
     _require(c.warmup_epochs >= 0, f"--warmup-epochs {c.warmup_epochs} must be >= 0.")
+    _require(
+        c.warmup_steps is None or c.warmup_steps >= 0,
+        f"--warmup-steps {c.warmup_steps} must be >= 0 (or omit it to warm up --warmup-epochs).",
+    )
     _require(c.save_every >= 0, f"--save-every {c.save_every} must be >= 0 (0: only last.pt).")
     _require(c.log_every >= 0, f"--log-every {c.log_every} must be >= 0 (0: once per epoch).")
     _require(c.workers is None or c.workers >= 0, f"--workers {c.workers} must be >= 0.")
@@ -500,7 +525,7 @@ def resolve_config(
     total_steps = c.steps if c.steps else c.epochs * steps_per_epoch
     return ResolvedTrainConfig(
         **{
-            **c.options(),
+            **{k: v for k, v in c.options().items() if k != "warmup_steps"},
             "vrn_delta": c.vrn_delta if c.vrn_delta is not None else delta(n_train),
             "workers": workers,
             "out": str(Path(c.out).expanduser()),
@@ -513,7 +538,12 @@ def resolve_config(
         steps_per_epoch=steps_per_epoch,
         total_steps=total_steps,
         run_epochs=math.ceil(total_steps / steps_per_epoch),
-        warmup_steps=round(c.warmup_epochs * steps_per_epoch),
+        warmup_steps=(
+            c.warmup_steps
+            if c.warmup_steps is not None
+            else round(c.warmup_epochs * steps_per_epoch)
+        ),
+        warmup_steps_given=c.warmup_steps,
     )
 
 
@@ -531,10 +561,11 @@ def check_resume(c: ResolvedTrainConfig) -> dict[str, Any] | None:
     checkpoint = load_checkpoint(c.resume)
     saved = checkpoint["config"]
     diffs = []
+    recorded = c.record()  # compared as the checkpoint records them
     for f in fields(TrainConfig):
         if f.name in RESUME_FREE_FIELDS or f.name not in saved:
             continue
-        mine, theirs = getattr(c, f.name), saved[f.name]
+        mine, theirs = recorded[f.name], saved[f.name]
         if mine != theirs:
             diffs.append(f"{_opt(f.name)} {mine!r} (the checkpoint has {theirs!r})")
     if diffs:

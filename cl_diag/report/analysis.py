@@ -9,11 +9,14 @@ foundation issue asks. Blocks that a result lacks (``by_class`` without labels,
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
+from cl_diag.measurement.stats import pair_mean_se, z_value
 from cl_diag.measurement.theory import validity
 from cl_diag.report import figures
 from cl_diag.report.document import (
     MISSING,
+    Cell,
     Document,
     Figure,
     Heading,
@@ -24,13 +27,16 @@ from cl_diag.report.document import (
     fmt,
     fmt_setting,
     pct,
+    pct_interval,
 )
+from cl_diag.report.findings import Finding, RunData, findings_blocks, run_findings
 from cl_diag.result import (
     BASELINES,
     NEGATIVE_TYPES,
     PAIR_TYPES,
     PIXELS,
     QUANTILES,
+    Eq10,
     Layer,
     Metric,
     PairStats,
@@ -38,6 +44,7 @@ from cl_diag.result import (
     Result,
     Source,
     SplitSize,
+    Theory,
     VarianceBand,
     probe_report_metrics,
 )
@@ -145,7 +152,7 @@ def by_class_table(result: Result, layer: Layer) -> Table | None:
     )
 
 
-def geometry_table(result: Result, layer: Layer) -> tuple[Table, list[Note]]:
+def geometry_table(result: Result, layer: Layer, name: str = "") -> tuple[Table, list[Note]]:
     geo = layer.geometry
     eps = geo.effective_rank.epsilon
     ceiling = geo.alignment_ceiling
@@ -201,12 +208,27 @@ def geometry_table(result: Result, layer: Layer) -> tuple[Table, list[Note]]:
         ]
     )
     notes = []
-    if ceiling.below_one:
+    neg = layer.pairs.get("cross_view_negative")
+    if ceiling.value is not None and neg is not None and neg.var is not None:
+        # the ceiling is estimated from the sample's mean negative: call it below 1 only beyond
+        # that mean's sampling error (a conservative U-statistic bound, cl_diag.measurement.stats)
+        margin = z_value() * pair_mean_se(neg.var, layer.n)
+        if ceiling.value + margin < 1.0:
+            notes.append(
+                Note(
+                    f"The Theorem 5.2 alignment ceiling ({fmt(ceiling.value)}) is below 1 beyond "
+                    f"its sampling error (± {fmt(margin, 2)} at 95 %): the mean cross-view "
+                    "negative similarity is below δ = −1/(n_ref − 1), so perfect alignment of "
+                    "positives is impossible (excessive separation)."
+                )
+            )
+    if neg is not None and neg.min is not None and neg.min >= 0.0 and result.threshold < 0:
         notes.append(
             Note(
-                "The Theorem 5.2 alignment ceiling is below 1: the mean cross-view negative "
-                "similarity is below δ = −1/(n_ref − 1), so perfect alignment of positives is "
-                "impossible (excessive separation)."
+                f"Every cross-view negative similarity of '{name}' is ≥ 0 (minimum "
+                f"{fmt(neg.min)}): the features are non-negative (e.g. taken after a ReLU), so no "
+                "pair can fall below δ < 0 and the excessive ratios are 0 by construction, not a "
+                "finding."
             )
         )
     return Table(columns=["quantity", "value", "convention"], rows=rows, caption="Geometry."), notes
@@ -255,6 +277,85 @@ def _inverse_d(layer: Layer) -> str:
     return fmt(1.0 / layer.d) if layer.d > 0 else MISSING
 
 
+def _regime_words(pairs: int | None, n_ref: int, m: int | None) -> str:
+    """Where an N-dependent prediction holds (N = ``pairs``): one fixed mini-batch or the full
+    batch."""
+    if pairs is not None and pairs == n_ref:
+        return f"full batch, N = n_ref = {fmt(pairs)}"
+    if pairs is not None and pairs == m:
+        return f"one fixed mini-batch, N = m = {fmt(pairs)}"
+    return f"N = {fmt(pairs)}"
+
+
+def _eq10_text(eq10: Eq10) -> str:
+    verdict = "holds, excessive separation predicted (Thm 5.3)" if eq10.holds else "does not hold"
+    return (
+        f"(1 + exp(t/(n−1) + b)) / (1 + exp(t − b)) = {fmt(eq10.lhs)} vs (n−2)/2 = "
+        f"{fmt(eq10.rhs)}: {verdict}"
+    )
+
+
+def _regime_table(theory: Theory, n_ref: int) -> Table | None:
+    """Each N-dependent prediction (Thm 5.3 against 5.1(iii), Eq. 10, the CCEM optimum) for one
+    fixed mini-batch and for the full batch, side by side; None without a full-batch block."""
+    full = theory.full_batch
+    if full is None:
+        return None
+    m = theory.batch_size
+    sig = theory.sigmoid
+    rows: list[list[Cell]] = [
+        ["theorem", fmt(theory.theorem), fmt(full.theorem)],
+        [
+            "positive mean at the optimum",
+            fmt(theory.predicted.positive_mean),
+            fmt(full.predicted.positive_mean),
+        ],
+        [
+            "negative mean at the optimum",
+            fmt(theory.predicted.negative_mean),
+            fmt(full.predicted.negative_mean),
+        ],
+    ]
+    if theory.condition is not None and full.condition is not None:
+        rows.append(
+            [
+                "phi'(1) vs ((N−2)/(2(N−1))) psi'(−1/(N−1))",
+                f"{fmt(theory.condition.dphi_at_1)} vs {fmt(theory.condition.rhs)}",
+                f"{fmt(full.condition.dphi_at_1)} vs {fmt(full.condition.rhs)}",
+            ]
+        )
+    if sig is not None and full.eq10 is not None:
+        rows.append(["Eq. 10", _eq10_text(sig.eq10), _eq10_text(full.eq10)])
+    if sig is not None and full.ccem is not None:
+        rows.append(
+            [
+                "CCEM optimum: regime, x*",
+                f"{fmt(sig.ccem.regime)}, {fmt(sig.ccem.x_star)}",
+                f"{fmt(full.ccem.regime)}, {fmt(full.ccem.x_star)}",
+            ]
+        )
+    return Table(
+        columns=["prediction", _regime_words(theory.N, n_ref, m), _regime_words(full.N, n_ref, m)],
+        rows=rows,
+        caption=(
+            "Where each prediction holds: the cross-view-only additive loss's optimum depends on "
+            "the number of pairs N it sees. Fixed mini-batches of m pairs (Thm 5.5's setting) each "
+            "reach the N = m optimum; a full batch of the n_ref training instances the N = n_ref "
+            "one."
+        ),
+    )
+
+
+def _vrn_weight(result: Result) -> float:
+    """The run's VRN weight from its training config (0 when off or unknown)."""
+    value = result.config.get("vrn")
+    if isinstance(value, dict):  # a nested config: {"enabled": ..., "lambda": ...}
+        value = value.get("lambda") if value.get("enabled", True) else 0.0
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 0.0
+    return float(value)
+
+
 def theory_blocks(result: Result) -> list:
     theory = result.theory
     if theory is None:
@@ -263,10 +364,16 @@ def theory_blocks(result: Result) -> list:
     m = theory.batch_size
     n_ref = theory.n_ref if theory.n_ref is not None else result.n_ref
     blocks: list = [Heading(2, "Theory panel: predicted next to measured")]
+    applies = fmt(theory.theorem)
+    if theory.full_batch is not None:
+        applies = (
+            f"{fmt(theory.theorem)} ({_regime_words(theory.N, n_ref, m)}), "
+            f"{fmt(theory.full_batch.theorem)} ({_regime_words(theory.full_batch.N, n_ref, m)})"
+        )
     blocks.append(
         Paragraph(
             f"Loss {fmt(loss.name)}, family {fmt(loss.family)}, (c1, c2) = "
-            f"({fmt(loss.c1)}, {fmt(loss.c2)}); applicable theorem: {fmt(theory.theorem)}. "
+            f"({fmt(loss.c1)}, {fmt(loss.c2)}); applicable theorem: {applies}. "
             f"{theory.statement or ''}".rstrip()
             + f" Training batch size m = {fmt(m)}; n = n_ref = {fmt(n_ref)}."
         )
@@ -274,21 +381,22 @@ def theory_blocks(result: Result) -> list:
     sig = theory.sigmoid
     if sig is not None:
         eq10, ccem = sig.eq10, sig.ccem
-        verdict = (
-            "holds, excessive separation predicted (Thm 5.3)" if eq10.holds else "does not hold"
-        )
         blocks.append(
             Paragraph(
                 f"Sigmoid loss, t = {fmt(sig.t)}, b = {fmt(sig.b)} "
                 "(paper convention, b = −b_SigLIP). "
-                f"Eq. 10: (1 + exp(t/(n−1) + b)) / (1 + exp(t − b)) = {fmt(eq10.lhs)} vs (n−2)/2 = "
-                f"{fmt(eq10.rhs)}: {verdict}. "
+                f"Eq. 10 at {_regime_words(eq10.N if eq10.N is not None else ccem.N, n_ref, m)}, "
+                f"n = N: {_eq10_text(eq10)}. "
                 f"Double-constant (CCEM) optimum at N = {fmt(ccem.N)}: regime {fmt(ccem.regime)}, "
                 f"x* = {fmt(ccem.x_star)} (paper-notes 11.1)."
             )
         )
+    regimes = _regime_table(theory, n_ref)
+    if regimes is not None:
+        blocks.append(regimes)
     predicted = theory.predicted
     band = theory.variance_band
+    vrn = _vrn_weight(result)
     layers = result.layers
     loss_layer = theory.loss_layer
     # The theorems describe the embedding the loss is computed on; other layers are context.
@@ -300,12 +408,18 @@ def theory_blocks(result: Result) -> list:
         xneg_mean = _stat(layer, "cross_view_negative", lambda s: s.mean)
         xneg_var = _stat(layer, "cross_view_negative", lambda s: s.var)
         d = layer.d
+        optimum = (
+            "full-batch optimum (Thm 5.1); the mean over all pairs of the fixed-batch optimum "
+            "too (Thm 5.5)"
+            if (theory.theorem or "").startswith("5.1")
+            else f"optimum at {_regime_words(theory.N, n_ref, m)}"
+        )
         rows = [
             [
                 "positive mean",
                 fmt(predicted.positive_mean),
                 fmt(pos_mean),
-                "full-batch optimum (Thm 5.1; Thm 5.5 per batch)",
+                optimum,
             ],
             [
                 "positive mean, upper bound",
@@ -318,14 +432,22 @@ def theory_blocks(result: Result) -> list:
                 "cross-view negative mean",
                 fmt(predicted.negative_mean),
                 fmt(xneg_mean),
-                "−1/(n_ref − 1) (Thm 5.1, 5.5)",
+                "−1/(n_ref − 1) (Thm 5.1, 5.5)"
+                if (theory.theorem or "").startswith("5.1")
+                else optimum,
             ],
             [
                 "cross-view negative variance",
                 _band_text(band),
                 fmt(xneg_var),
                 f"Thm 5.5 band (Eq. 11), n = {fmt(band.n if band else None)}, "
-                f"m = {fmt(band.m if band else None)}, fixed batches",
+                f"m = {fmt(band.m if band else None)}, fixed batches, the prediction without VRN"
+                + (
+                    f" (this run has VRN λ = {fmt(vrn)}, which changes the fixed-batch optimum: "
+                    "the band is shown for reference only)"
+                    if vrn
+                    else ""
+                ),
             ],
             [
                 "variance of random unit vectors",
@@ -344,6 +466,7 @@ def theory_blocks(result: Result) -> list:
                     "not measurable from pairs",
                 ]
             )
+        full = theory.full_batch
         if sig is not None:
             rows.append(
                 [
@@ -357,6 +480,23 @@ def theory_blocks(result: Result) -> list:
                 [
                     "negative mean (CCEM, N = m)",
                     fmt(sig.ccem.s_neg),
+                    fmt(xneg_mean),
+                    "paper-notes 11.1",
+                ]
+            )
+        if full is not None and full.ccem is not None:
+            rows.append(
+                [
+                    "positive mean (CCEM, full batch N = n_ref)",
+                    fmt(full.ccem.s_pos),
+                    fmt(pos_mean),
+                    "paper-notes 11.1",
+                ]
+            )
+            rows.append(
+                [
+                    "negative mean (CCEM, full batch N = n_ref)",
+                    fmt(full.ccem.s_neg),
                     fmt(xneg_mean),
                     "paper-notes 11.1",
                 ]
@@ -432,6 +572,17 @@ def _baseline_value(probes: Probes, name: str, metric: Metric) -> object:
     return value
 
 
+def test_images(probes: Probes | None) -> int | None:
+    """How many test images the classification probes were scored on (None: not recorded)."""
+    split = ((probes.splits or {}) if probes is not None else {}).get("test")
+    return split.images if split is not None else None
+
+
+def is_test_accuracy(metric: Metric) -> bool:
+    """An accuracy scored on the test split (linear and kNN), which carries a Wilson interval."""
+    return metric.accuracy and metric.key.startswith(("linear_", "knn_"))
+
+
 def probe_blocks(result: Result) -> list:
     probes = result.probes
     if probes is None:
@@ -443,8 +594,12 @@ def probe_blocks(result: Result) -> list:
         *[{"raw_pixels": "raw pixels", "random_init": "random init"}[b] for b in base_names],
     ]
     rows = []
+    n_test = test_images(probes)
     for metric in probe_report_metrics(probes.retrieval or {}):
-        show = pct if metric.accuracy else (lambda v: fmt(v, 4))
+        if is_test_accuracy(metric):
+            show = lambda v: pct_interval(v, n_test)  # noqa: E731
+        else:
+            show = pct if metric.accuracy else (lambda v: fmt(v, 4))
         values = [metric.read(probes)] + [_baseline_value(probes, b, metric) for b in base_names]
         if all(v is None for v in values):
             continue
@@ -463,7 +618,12 @@ def probe_blocks(result: Result) -> list:
                 f"{_splits_text(probes.splits)}; retrieval: "
                 "rank of v_i among all v for each u_i, on the two augmented views of the layer "
                 "named. Accuracies in %, "
-                "NMI in [0, 1], ARI in [−1, 1]. "
+                + (
+                    "with the 95 % Wilson interval of the test split in brackets, "
+                    if n_test is not None
+                    else ""
+                )
+                + "NMI in [0, 1], ARI in [−1, 1]. "
                 "Baselines: the same probes on raw input pixels and on the architecture at random "
                 "initialisation"
                 + (
@@ -549,7 +709,7 @@ def layer_blocks(result: Result, name: str, layer: Layer) -> list:
                 ),
             )
         )
-    table, notes = geometry_table(result, layer)
+    table, notes = geometry_table(result, layer, name)
     blocks += [Heading(3, f"Geometry of '{name}'"), table, *notes]
     spec_svg = figures.spectrum(layer.geometry.spectrum, name)
     if spec_svg is not None:
@@ -637,6 +797,17 @@ def source_rows(source: Source) -> list[list[str]]:
     return rows
 
 
+def analysis_findings(result: Result) -> list[Finding]:
+    """The claims that apply to one run, on the layer its loss sees: excessive separation,
+    the Thm 5.2 ceiling, and without VRN the Thm 5.5 band (cl_diag.report.findings)."""
+    from cl_diag.report.comparison import run_facts
+
+    data = RunData.of(result, facts=run_facts(result))
+    if data is None:
+        return []
+    return run_findings([replace(data, label=f"this run, {data.layer}")])
+
+
 def build_analysis(result: Result) -> Document:
     source = result.source
     layers = result.layers
@@ -652,15 +823,17 @@ def build_analysis(result: Result) -> Document:
             fmt(result.seed)
             + (
                 " (of this analysis: image sample, augmentations, sampled pairs, probes)"
-                if source.kind == "checkpoint"
+                if source.kind in ("checkpoint", "module")
                 else " (of this analysis: sampled pairs)"
             ),
         ],
         ["similarity", SIMILARITY_CONVENTION],
         ["schema / tool", f"{fmt(result.schema)} / {tool.name} {tool.version}".rstrip()],
     ]
-    blocks: list = [
-        Heading(1, "cl-diag analysis"),
+    blocks: list = [Heading(1, "cl-diag analysis")]
+    blocks += findings_blocks(analysis_findings(result))
+    blocks += [
+        Heading(2, "Run"),
         Table(columns=["item", "value"], rows=header_rows, caption="Run."),
     ]
     if result.conventions:

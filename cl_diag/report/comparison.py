@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import PurePath
@@ -35,21 +35,30 @@ from typing import TypeVar
 
 import numpy as np
 import pandas as pd
+from scipy.stats import t as t_dist
 
+from cl_diag.measurement.stats import CONFIDENCE
 from cl_diag.report import figures
-from cl_diag.report.analysis import SIMILARITY_CONVENTION
+from cl_diag.report.analysis import SIMILARITY_CONVENTION, is_test_accuracy, test_images
 from cl_diag.report.document import (
     MISSING,
+    Cell,
     Document,
     Figure,
     Heading,
+    Link,
     Note,
     Paragraph,
     Table,
     flatten,
     fmt,
     pct,
+    pct_interval,
 )
+
+# SEED_KEY: the seed goes last in a label: "simclr +VRN3 seed1" reads as a member of the group
+# "simclr +VRN3"
+from cl_diag.report.findings import SEED_KEY, Finding, RunData, findings_blocks, run_findings
 from cl_diag.result import (
     GEOMETRY_METRICS,
     NEGATIVE_TYPES,
@@ -82,8 +91,6 @@ _ALIASES = {
     "seed": ("seed",),
 }
 LABEL_ORDER = ("loss", "batch_size", "vrn", "temperature")
-# the seed goes last in a label: "simclr +VRN3 seed1" reads as a member of the group "simclr +VRN3"
-SEED_KEY = "seed"
 #: the facts each run's row of comparison.csv repeats
 FACT_COLUMNS = ("loss", "batch_size", "temperature", "vrn")
 #: the per-layer metrics of comparison.csv and the layer tables
@@ -99,6 +106,11 @@ _SEED_PAIR_KEYS = (
     "within_view_negative_excessive_ratio",
 )
 SEED_STD_WORDS = "sample standard deviation (ddof 1) across seeds"
+# the figures that carry a finding, placed next to it in the Findings section
+_FINDING_FIGURES = {
+    "batch_variance": "variance_vs_batch.svg",
+    "batch_accuracy": "accuracy_vs_batch.svg",
+}
 
 
 def _number(value: object) -> float | None:
@@ -162,16 +174,17 @@ def _part(key: str, value: object) -> str:
         return ""
     if key == "loss":
         return str(value)
+    # labels identify runs: more digits than the 4 a report prints for reading
     if key == "batch_size":
-        return f"b{fmt(value)}"
+        return f"b{fmt(value, 6)}"
     if key == "vrn":
         weight = _number(value)
         return f"+VRN{weight:g}" if weight is not None and weight > 0 else ""
     if key == "temperature":
-        return f"t{fmt(value)}"
+        return f"t{fmt(value, 6)}"
     if key == SEED_KEY:
-        return f"seed{fmt(value)}"
-    return f"{key}={fmt(value)}"
+        return f"seed{fmt(value, 6)}"
+    return f"{key}={fmt(value, 6)}"
 
 
 def _folder_names(names: list[str]) -> list[str]:
@@ -442,7 +455,15 @@ def _fact_col(key: str) -> str:
 class Comparison:
     """Runs side by side, in display order, with the one frame every number is read from."""
 
-    def __init__(self, runs: Sequence[tuple[str, Result | dict]], *, baseline: str | None = None):
+    def __init__(
+        self,
+        runs: Sequence[tuple[str, Result | dict]],
+        *,
+        baseline: str | None = None,
+        reports: Mapping[str, str] | None = None,
+    ):
+        #: run name -> the link to that run's own report.html (relative to the comparison)
+        self.reports = dict(reports or {})
         self.runs = ordered(_typed(runs))
         self.names = [name for name, _ in self.runs]
         self.results = [result for _, result in self.runs]
@@ -517,6 +538,24 @@ class Comparison:
         for g, part in grouped:
             out[int(g)] = {c: _mean_std(part[c].to_numpy(dtype=np.float64)) for c in part.columns}
         return out
+
+    @cached_property
+    def findings(self) -> list[Finding]:
+        """The paper's claims tested on these runs (cl_diag.report.findings), each on the layer
+        its loss sees; groups are named by the runs' config labels."""
+        data = [
+            RunData.of(result, label=label, facts=facts)
+            for result, label, facts in zip(self.results, self.labels, self.facts, strict=True)
+        ]
+        index = {id(d): i for i, d in enumerate(data) if d is not None}
+        cache: dict[tuple[str, ...], list[str]] = {}
+
+        def name(run: RunData, exclude: tuple[str, ...]) -> str:
+            if exclude not in cache:
+                cache[exclude] = config_labels(self.facts, exclude=exclude)
+            return cache[exclude][index[id(run)]]
+
+        return run_findings([d for d in data if d is not None], name, figures=_FINDING_FIGURES)
 
     # -- reading
 
@@ -638,11 +677,15 @@ def seed_frame(runs: Sequence[tuple[str, Result | dict]]) -> pd.DataFrame | None
 # ---- tables -------------------------------------------------------------------------------------
 
 
-def _cell(metric: Metric, value: float | None, *, delta: bool = False) -> str:
+def _cell(
+    metric: Metric, value: float | None, *, delta: bool = False, n_test: int | None = None
+) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return MISSING
     if delta:
-        return f"{100.0 * value:+.2f} pp" if metric.accuracy else f"{value:+.6g}"
+        return f"{100.0 * value:+.2f} pp" if metric.accuracy else f"{value:+.4g}"
+    if is_test_accuracy(metric):
+        return pct_interval(value, n_test)
     return pct(value) if metric.accuracy else fmt(value)
 
 
@@ -652,28 +695,36 @@ def _metric_table(
     *,
     caption: str,
     delta: bool = False,
+    test_images: Sequence[int | None] | None = None,
 ) -> Table | None:
     """Runs x metrics: ``rows`` = [(label, metric key -> value)]; columns no run has are left
-    out."""
+    out. ``test_images``: per row, the test split the accuracies were scored on (their Wilson
+    interval)."""
     present = [m for m in metrics if any(values.get(m.key) is not None for _, values in rows)]
     if not present:
         return None
+    sizes = list(test_images) if test_images is not None else [None] * len(rows)
     return Table(
         columns=["run", *[m.title for m in present]],
         rows=[
-            [label, *[_cell(m, values.get(m.key), delta=delta) for m in present]]
-            for label, values in rows
+            [label, *[_cell(m, values.get(m.key), delta=delta, n_test=n) for m in present]]
+            for (label, values), n in zip(rows, sizes, strict=True)
         ],
         caption=caption,
     )
 
 
-def _seed_cell(metric: Metric, stats: tuple[float, float] | None) -> str:
+def _seed_cell(metric: Metric, stats: tuple[float, float] | None, n: int) -> str:
+    """mean ± sd over a group's n seeds; accuracies also the t interval of the mean."""
     if stats is None:
         return MISSING
     mean, std = stats
     if metric.accuracy:
-        return f"{100.0 * mean:.2f} ± {100.0 * std:.2f} %"
+        half = float(t_dist.ppf(0.5 + CONFIDENCE / 2, n - 1)) * std / math.sqrt(n)
+        return (
+            f"{100.0 * mean:.2f} ± {100.0 * std:.2f} % "
+            f"[{100.0 * (mean - half):.2f}, {100.0 * (mean + half):.2f}]"
+        )
     return f"{fmt(mean, 4)} ± {fmt(std, 2)}"
 
 
@@ -692,7 +743,7 @@ def _seed_table(
             [
                 g.label,
                 f"{len(g.members)}: {g.seeds_text}",
-                *[_seed_cell(m, stats.get(m.key)) for m in present],
+                *[_seed_cell(m, stats.get(m.key), len(g.members)) for m in present],
             ]
             for g, stats in rows
         ],
@@ -705,31 +756,53 @@ def _seed_table(
 
 @dataclass(frozen=True)
 class _Study:
-    """Points of one study figure: series label -> [(x, y)]."""
+    """Points of one study figure: series label -> [(x, y)], the seeds of a config averaged
+    (``Series.err`` their sample sd, ``Series.n`` their number; seed is a replicate axis)."""
 
     series: list[figures.Series]
 
     @classmethod
     def collect(cls, facts: list[dict], x_key: str, ys: list[float | None]) -> _Study:
-        series_labels = config_labels(facts, exclude=(x_key,))
-        groups: dict[str, list[tuple[float, float]]] = {}
+        series_labels = config_labels(facts, exclude=(x_key, SEED_KEY))
+        groups: dict[str, dict[float, list[float]]] = {}
         for f, y, s_label in zip(facts, ys, series_labels, strict=True):
             x = _number(f.get(x_key))
             if x is None or y is None:
                 continue
-            groups.setdefault(s_label or "runs", []).append((x, y))
+            groups.setdefault(s_label or "runs", {}).setdefault(x, []).append(y)
         # series with and without VRN side by side: without first, a stable order
         ordered = sorted(groups.items(), key=lambda kv: ("+VRN" in kv[0], _natural_key(kv[0])))
-        return cls(
-            [
-                figures.Series(label, [p[0] for p in pts], [p[1] for p in pts])
-                for label, pts in ordered
-            ]
-        )
+        series = []
+        for label, by_x in ordered:
+            xs = list(by_x)
+            values = [np.asarray(by_x[x], dtype=np.float64) for x in xs]
+            series.append(
+                figures.Series(
+                    label,
+                    xs,
+                    [float(v.mean()) for v in values],
+                    err=[float(v.std(ddof=1)) if v.size > 1 else 0.0 for v in values],
+                    n=[int(v.size) for v in values],
+                )
+            )
+        return cls(series)
 
     @property
     def points(self) -> int:
         return sum(len(s.x) for s in self.series)
+
+    @property
+    def replicated(self) -> bool:
+        """True when some point averages several seeds."""
+        return any(k > 1 for s in self.series for k in s.n)
+
+
+def _study_cell(series: figures.Series, x: float) -> str:
+    """A Table 1 cell: the value, or mean ± sd (n seeds)."""
+    for sx, y, err, k in zip(series.x, series.y, series.err, series.n, strict=True):
+        if sx == x:
+            return fmt(y) if k == 1 else f"{fmt(y)} ± {fmt(err, 2)} (n = {k})"
+    return MISSING
 
 
 def _band(n_ref: object, ms: list[float]) -> tuple[list[float], list[float], list[float]] | None:
@@ -766,12 +839,10 @@ def _study_blocks(cmp: Comparison, layer: str | None) -> list:
             cmp.value(i, _col(layer, "cross_view_negative_var")) for i in range(len(cmp.runs))
         ]
         var_study = _Study.collect(facts, "batch_size", xneg_var)
-        table_rows = []
+        table_rows: list[list[Cell]] = []
         for m in batch_sizes:
-            row = [fmt(int(m)) if float(m).is_integer() else fmt(m)]
-            for s in var_study.series:
-                ys = [y for x, y in zip(s.x, s.y, strict=True) if x == m]
-                row.append(", ".join(fmt(y, 4) for y in ys) if ys else MISSING)
+            row: list[Cell] = [fmt(int(m)) if float(m).is_integer() else fmt(m)]
+            row += [_study_cell(series, m) for series in var_study.series]
             table_rows.append(row)
         blocks.append(
             Table(
@@ -779,7 +850,12 @@ def _study_blocks(cmp: Comparison, layer: str | None) -> list:
                 rows=table_rows,
                 caption=(
                     "Variance (population) of cross-view negative similarities, layer "
-                    f"'{layer}', by training batch size (the layout of the paper's Table 1)."
+                    f"'{layer}', by training batch size (the layout of the paper's Table 1)"
+                    + (
+                        f"; a config's seeds as mean ± {SEED_STD_WORDS} (n seeds)."
+                        if var_study.replicated
+                        else "."
+                    )
                 ),
             )
         )
@@ -807,11 +883,13 @@ def _study_blocks(cmp: Comparison, layer: str | None) -> list:
                 caption=(
                     "Table 1 view: variance of cross-view negative similarities "
                     f"(layer '{layer}') versus training batch size m, log–log. Grey band: "
-                    "Theorem 5.5 (Eq. 11), [(n−m)/((m−1)(n−1)²), n(n−m)/((m−1)(n−1)²)] "
-                    f"with n = n_ref = {fmt(n_ref)}, the optimum with fixed batches and "
-                    "d ≥ m − 1; dotted: 1/d, the variance of uniformly random unit vectors. Real "
+                    "Theorem 5.5 (Eq. 11), "
+                    "[(n−m)/((m−1)(n−1)²), n(n−m)/((m−1)(n−1)²)] "
+                    f"with n = n_ref = {fmt(n_ref)}, the optimum with fixed batches and d ≥ m − 1, "
+                    "without VRN; dotted: 1/d, the variance of uniformly random unit vectors. Real "
                     "encoders (d ≪ n, reshuffled batches) sit far above the band; only the "
                     "ordering across m is predicted."
+                    + (" Points: mean over seeds, bars ± 1 sd." if var_study.replicated else "")
                     + (
                         f" Runs have several n_ref; the band uses the first, {fmt(n_ref)}."
                         if len(thresholds) > 1
@@ -834,7 +912,8 @@ def _study_blocks(cmp: Comparison, layer: str | None) -> list:
                     ),
                     alt="Linear-probe top-1 accuracy versus batch size",
                     caption="Fig. 4 view: linear-probe top-1 accuracy (backbone features) versus "
-                    "training batch size.",
+                    "training batch size."
+                    + (" Points: mean over seeds, bars ± 1 sd." if acc_study.replicated else ""),
                 )
             )
         else:
@@ -891,7 +970,13 @@ def _probe_caption(runs: Sequence[Run]) -> str:
     if retrieval:
         parts.append("retrieval: rank of the positive v_i among all v, on each named layer")
     text = "; ".join(parts) or "probes"
-    return text[0].upper() + text[1:] + "; accuracies in %."
+    wilson = any(test_images(p) is not None for p in probes)
+    return (
+        text[0].upper()
+        + text[1:]
+        + "; accuracies in %"
+        + (", test-split accuracies with their 95 % Wilson interval." if wilson else ".")
+    )
 
 
 # ---- the report ---------------------------------------------------------------------------------
@@ -909,7 +994,14 @@ def build_comparison(
             raise ValueError("a comparison needs at least one run")
         cmp = Comparison(runs, baseline=baseline)
     labels, base_index, n_runs = cmp.labels, cmp.baseline, len(cmp.runs)
+    study = _study_blocks(cmp, primary_layer(cmp.runs))
+    # the figures that carry a finding sit next to it; the study section keeps the others
+    carried = {f.figure for f in cmp.findings if f.figure is not None}
+    beside = [b for b in study if isinstance(b, Figure) and b.filename in carried]
+    study = [b for b in study if not (isinstance(b, Figure) and b.filename in carried)]
     blocks: list = [Heading(1, "cl-diag comparison")]
+    blocks += findings_blocks(cmp.findings, beside)
+    blocks.append(Heading(2, "Runs"))
     blocks.append(
         Table(
             columns=[
@@ -923,6 +1015,7 @@ def build_comparison(
                 "threshold δ",
                 "mode",
                 "layers",
+                "report",
             ],
             rows=[
                 [
@@ -936,10 +1029,14 @@ def build_comparison(
                     fmt(r.threshold),
                     fmt(r.mode),
                     ", ".join(r.layers),
+                    Link("report", cmp.reports[name]) if name in cmp.reports else MISSING,
                 ]
                 for i, ((name, r), label) in enumerate(zip(cmp.runs, labels, strict=True))
             ],
-            caption="Runs, labelled by what differs between their training configs.",
+            caption=(
+                "Runs, labelled by what differs between their training configs; each run's own "
+                "report is linked."
+            ),
         )
     )
     for warning in comparison_warnings(cmp.runs):
@@ -1047,13 +1144,21 @@ def build_comparison(
                 )
             )
     probe_rows = [(labels[i], cmp.row(i, cmp.probe_metrics)) for i in range(n_runs)]
-    probe_table = _metric_table(probe_rows, cmp.probe_metrics, caption=_probe_caption(cmp.runs))
+    probe_table = _metric_table(
+        probe_rows,
+        cmp.probe_metrics,
+        caption=_probe_caption(cmp.runs),
+        test_images=[test_images(r.probes) for r in cmp.results],
+    )
     if probe_table is not None:
         blocks += [Heading(2, "Probes"), probe_table]
         seed_probe = _seed_table(
             [(g, cmp.seed_values(k)) for k, g in enumerate(groups)],
             cmp.probe_metrics,
-            caption=f"Probes over seeds: mean ± {SEED_STD_WORDS}; accuracies in %.",
+            caption=(
+                f"Probes over seeds: mean ± {SEED_STD_WORDS}; accuracies in %, with the 95 % "
+                "Student-t interval of the mean over the seeds in brackets."
+            ),
         )
         if seed_probe is not None:
             blocks.append(seed_probe)
@@ -1066,5 +1171,5 @@ def build_comparison(
             )
             if diff is not None:
                 blocks.append(diff)
-    blocks += _study_blocks(cmp, primary_layer(cmp.runs))
+    blocks += study
     return Document(title="cl-diag comparison: " + ", ".join(labels), blocks=blocks)

@@ -9,6 +9,7 @@ format. Numbers go through :func:`fmt` so that both formats print them alike.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 
@@ -31,9 +32,24 @@ class Note:
 
 
 @dataclass(frozen=True)
+class Link:
+    """A table cell that links to another file (a run's own report), relative to the report."""
+
+    text: str
+    href: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+#: a table cell: plain text, or a link
+Cell = str | Link
+
+
+@dataclass(frozen=True)
 class Table:
     columns: list[str]
-    rows: list[list[str]]
+    rows: Sequence[Sequence[Cell]]
     caption: str = ""
 
 
@@ -63,8 +79,13 @@ class Document:
 MISSING = "—"
 
 
-def fmt(value: object, digits: int = 6) -> str:
-    """Print a number the same way everywhere: ``digits`` significant digits, ints exact."""
+#: significant digits of every number a report prints (result.json and the CSVs keep them all)
+DIGITS = 4
+
+
+def fmt(value: object, digits: int = DIGITS) -> str:
+    """Print a number the same way everywhere: ``digits`` significant digits (4: a report is
+    read, the full precision stays in result.json and the CSVs), ints exact."""
     if value is None:
         return MISSING
     if isinstance(value, bool):
@@ -74,6 +95,9 @@ def fmt(value: object, digits: int = 6) -> str:
     if isinstance(value, float):
         if math.isnan(value):
             return "nan"
+        if value.is_integer() and 1e4 <= abs(value) < 1e15:
+            # a whole number (a count, (n-2)/2) in full rather than as 2.5e+04
+            return str(int(value))
         return f"{value:.{digits}g}"
     return str(value)
 
@@ -83,6 +107,18 @@ def pct(value: object, decimals: int = 2) -> str:
     if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
         return MISSING
     return f"{100.0 * value:.{decimals}f} %"
+
+
+def pct_interval(value: object, n: object) -> str:
+    """An accuracy on ``n`` items with its 95 % Wilson interval: "98.44 % [96.82, 99.24]"
+    (the interval is the sampling error of the n test items; without n the bare value)."""
+    text = pct(value)
+    if text == MISSING or isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        return text
+    from cl_diag.measurement.stats import wilson_interval
+
+    lo, hi = wilson_interval(float(value) * n, n)  # type: ignore[arg-type]
+    return f"{text} [{100.0 * lo:.2f}, {100.0 * hi:.2f}]"
 
 
 def flatten(mapping: object, prefix: str = "") -> dict[str, object]:

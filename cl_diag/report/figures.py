@@ -15,7 +15,7 @@ from __future__ import annotations
 import io
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import matplotlib
@@ -247,9 +247,21 @@ def negative_overlay(
 
 @dataclass(frozen=True)
 class Series:
+    """One line of a study figure; ``err`` (optional) the sd of each point over its ``n``
+    replicates (seeds), drawn as error bars."""
+
     label: str
     x: list[float]
     y: list[float]
+    err: list[float] = field(default_factory=list)
+    n: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        # a plain series is one replicate per point
+        if not self.err:
+            object.__setattr__(self, "err", [0.0] * len(self.x))
+        if not self.n:
+            object.__setattr__(self, "n", [1] * len(self.x))
 
 
 def _data_ticks(ax, series: Sequence[Series]) -> None:
@@ -265,16 +277,24 @@ def _plot_series(ax, series: Sequence[Series]) -> None:
         order = np.argsort(np.asarray(s.x, dtype=np.float64), kind="stable")
         x = np.asarray(s.x, dtype=np.float64)[order]
         y = np.asarray(s.y, dtype=np.float64)[order]
+        color = COLORS[k % len(COLORS)]
         ax.plot(
             x,
             y,
             marker="o",
             markersize=4,
-            color=COLORS[k % len(COLORS)],
+            color=color,
             linestyle=LINESTYLES[(k // len(COLORS)) % len(LINESTYLES)],
             linewidth=1.2,
             label=s.label,
         )
+        err = np.asarray(s.err, dtype=np.float64)[order]
+        if (err > 0).any():
+            # +-1 sd over seeds; on a log axis the lower bar stops above 0
+            lower = np.minimum(err, np.where(y > 0, y * 0.999, err))
+            ax.errorbar(
+                x, y, yerr=[lower, err], fmt="none", ecolor=color, elinewidth=1.0, capsize=3
+            )
 
 
 def variance_vs_batch(

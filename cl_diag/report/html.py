@@ -9,9 +9,11 @@ opens offline, from a file or an e-mail attachment.
 from __future__ import annotations
 
 import base64
+import re
 from html import escape
+from urllib.parse import quote
 
-from cl_diag.report.document import Document, Figure, Heading, Note, Paragraph, Table
+from cl_diag.report.document import Cell, Document, Figure, Heading, Link, Note, Paragraph, Table
 
 # A backslash at a line's end joins it to the next: each rule stays one line of the page.
 _CSS = """
@@ -36,16 +38,33 @@ figure img { display: block; max-width: 100%; height: auto; border: 1px solid #e
 figcaption { font-size: .85rem; color: #444; margin-top: .35rem; }
 .note { border-left: 4px solid #d4a72c; background: #fff8e5; padding: .5rem .8rem; \
 margin: .8rem 0; }
+td.supported { background: #e6f4ea; } td.contradicted { background: #fce8e6; }
+td.inconclusive { background: #f1f3f4; }
 """.strip()
 
 
-def _is_number(text: str) -> bool:
-    # "mean ± std" cells (seed groups) align like numbers
-    token = text.replace(" %", "").replace("−", "-").split(" ± ")[0]
-    try:
-        float(token)
-    except ValueError:
+#: table cells holding a finding's verdict are tinted by it
+_VERDICTS = frozenset({"supported", "contradicted", "inconclusive"})
+
+
+#: what may follow a number in a numeric cell: a 95 % interval, a replicate count
+_TRAILER = re.compile(r"\s*(\[[^\]]*\])?\s*(\(n = \d+\))?$")
+
+
+def _is_number(text: Cell) -> bool:
+    """A cell that is a number: "0.1234", "98.44 %", "mean ± sd" (seed groups), each possibly
+    followed by its interval "[lo, hi]" or "(n = k)"; such cells align like numbers."""
+    if isinstance(text, Link):
         return False
+    core = _TRAILER.sub("", text.replace("−", "-"))
+    parts = core.split(" ± ")
+    if not core or len(parts) > 2:
+        return False
+    for part in parts:
+        try:
+            float(part.removesuffix(" %").removesuffix(" pp"))
+        except ValueError:
+            return False
     return True
 
 
@@ -60,13 +79,21 @@ def _table(table: Table) -> str:
     )
     out.append("<tbody>")
     for row in table.rows:
-        cells = "".join(
-            f'<td class="num">{escape(c)}</td>' if _is_number(c) else f"<td>{escape(c)}</td>"
-            for c in row
-        )
+        cells = "".join(_td(c) for c in row)
         out.append(f"<tr>{cells}</tr>")
     out.append("</tbody></table></div>")
     return "\n".join(out)
+
+
+def _td(cell: Cell) -> str:
+    if isinstance(cell, Link):
+        href = escape(quote(cell.href, safe="/.=_-~:#"))
+        return f'<td><a href="{href}">{escape(cell.text)}</a></td>'
+    if _is_number(cell):
+        return f'<td class="num">{escape(cell)}</td>'
+    if cell in _VERDICTS:
+        return f'<td class="{cell}">{escape(cell)}</td>'
+    return f"<td>{escape(cell)}</td>"
 
 
 def _figure(figure: Figure) -> str:

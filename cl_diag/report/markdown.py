@@ -5,10 +5,15 @@ Figures are referenced by file name (the SVG files sit beside report.md).
 
 from __future__ import annotations
 
-from cl_diag.report.document import Document, Figure, Heading, Note, Paragraph, Table
+from urllib.parse import quote
+
+from cl_diag.report.document import Cell, Document, Figure, Heading, Link, Note, Paragraph, Table
 
 
-def _cell(text: str) -> str:
+def _cell(text: Cell) -> str:
+    if isinstance(text, Link):
+        # the target percent-encoded: a space or ')' would end the link
+        return f"[{_cell(text.text)}]({quote(text.href, safe='/.=_-~:#')})"
     # a literal '|' would end the cell; newlines would end the row
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 

@@ -1,0 +1,106 @@
+"""timm backbones: ``--arch timm:NAME`` for any model name timm knows (issue 13, section 3).
+
+``timm:NAME`` resolves (through :func:`~cl_diag.models.registry.register_arch_family`) to an
+:class:`~cl_diag.models.registry.ArchSpec` whose builder is
+``timm.create_model(NAME, pretrained=False, num_classes=0, in_chans=C)``: the feature
+extractor without its classifier, never any downloaded weights (a foreign checkpoint brings
+its own; ``cl-diag train`` starts from random weights). Its output is the pooled feature
+(``head_hidden_size`` where the model has a pre-logits layer, else ``num_features``).
+
+What the registry needs besides the builder comes from timm's pretrained config, without
+building the model: ``input_size`` when the model has a fixed one (a ViT's position
+embeddings are laid out for one image side, so the data is cropped to it) and the name of the
+classifier head (``head``, ``fc``, ``head.fc``, ...), whose weights in a foreign state dict
+are set aside rather than loaded.
+
+timm is an optional dependency (the ``[timm]`` extra): it is imported inside the functions
+here, so cl-diag works without it until a ``timm:`` name is used.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from torch import nn
+
+from cl_diag.errors import UserError
+from cl_diag.models.registry import ArchSpec, BackboneOptions, register_arch_family
+
+__all__ = ["TIMM_FAMILY", "resolve_timm", "timm_feature_dim"]
+
+#: The prefix of timm's names: ``--arch timm:vit_small_patch16_224``.
+TIMM_FAMILY = "timm"
+#: Projector hidden width of a timm backbone when --projector-hidden is not given (the tool's
+#: default for every backbone but ResNet-50).
+TIMM_PROJECTOR_HIDDEN = 512
+
+
+def _timm(name: str) -> Any:
+    try:
+        import timm
+    except ImportError:
+        raise UserError(
+            f"--arch {TIMM_FAMILY}:{name} needs the timm package, which is not installed: "
+            "pip install 'cl-diag[timm]' (or pip install timm)."
+        ) from None
+    return timm
+
+
+def timm_feature_dim(model: nn.Module) -> int:
+    """Width of a timm model's output with ``num_classes=0``: the pre-logits layer's
+    (``head_hidden_size``, e.g. MobileNetV3's 1024) where it has one, else ``num_features``."""
+    width = getattr(model, "head_hidden_size", None) or getattr(model, "num_features", None)
+    if not isinstance(width, int):
+        raise ValueError(f"{type(model).__name__} does not say its feature width")
+    return width
+
+
+@functools.cache
+def resolve_timm(name: str) -> ArchSpec:
+    """The :class:`ArchSpec` of ``timm:NAME``; ValueError naming close names when timm has
+    no model ``NAME``; UserError when timm is not installed."""
+    timm = _timm(name)
+    if not name or not timm.is_model(name):
+        stem = name.split(".", 1)[0]
+        # names that start like the one given first (vit_tiny -> vit_tiny_patch16_224)
+        found = timm.list_models(f"*{stem}*") if stem else []
+        close = sorted(found, key=lambda n: (not n.startswith(stem), n))[:8]
+        hint = f"; close names: {', '.join(close)}" if close else ""
+        pattern = f"*{stem or 'vit'}*"
+        raise ValueError(
+            f"unknown arch '{TIMM_FAMILY}:{name}': timm {timm.__version__} has no model "
+            f"{name!r}{hint}. python -c \"import timm; print(timm.list_models('{pattern}'))\" "
+            "lists the names."
+        )
+    cfg = timm.get_pretrained_cfg(name)
+    fixed = bool(getattr(cfg, "fixed_input_size", False))
+    size = getattr(cfg, "input_size", None)
+    classifier = getattr(cfg, "classifier", None)
+    heads = (classifier,) if isinstance(classifier, str) else tuple(classifier or ())
+
+    def build(options: BackboneOptions) -> nn.Module:
+        # pretrained=False: nothing is downloaded; num_classes=0: the pooled features
+        model = timm.create_model(
+            name, pretrained=False, num_classes=0, in_chans=options.in_channels
+        )
+        model.out_dim = timm_feature_dim(model)  # what build_backbone reads (feature_dim None)
+        return model
+
+    return ArchSpec(
+        f"{TIMM_FAMILY}:{name}",
+        build,
+        None,
+        TIMM_PROJECTOR_HIDDEN,
+        # every timm image model starts with a convolution (a stem or the patch embedding),
+        # so channels_last on CUDA is a layout choice that never changes the result
+        convolutional=True,
+        cifar_stem=False,
+        trainable=True,
+        foreign=True,
+        input_size=int(size[-1]) if fixed and size else None,
+        heads=heads,
+    )
+
+
+register_arch_family(TIMM_FAMILY, resolve_timm)
