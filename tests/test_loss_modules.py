@@ -20,6 +20,7 @@ from cl_diag.losses import (
     ContrastiveLoss,
     DCLLoss,
     DHELLoss,
+    HCLLoss,
     IndependentlyAdditive,
     InfoNCEFamily,
     InfoNCELoss,
@@ -60,6 +61,7 @@ CASES = [
     ("contrastive", {"margin": 0.8}, ContrastiveLoss),
     ("supcon", {"temperature": 0.2}, SupConLoss),
     ("supcl", {"temperature": 0.2, "alpha": 0.3}, SupCLLoss),
+    ("hcl", {"temperature": 0.3, "beta": 2.0, "tau_plus": 0.05}, HCLLoss),
     ("vrn", {"delta": -0.1, "power": 2}, VRNLoss),
     ("vrn", {"delta": 0.05, "power": 3}, VRNLoss),
 ]

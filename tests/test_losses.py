@@ -398,6 +398,7 @@ def test_family_metadata():
         "contrastive": None,
         "supcon": None,
         "supcl": None,
+        "hcl": None,
         "vrn": None,
     }
     coeffs = {k: LOSSES[k].coefficients() for k in ALL}
@@ -412,6 +413,7 @@ def test_family_metadata():
         "contrastive": None,
         "supcon": None,
         "supcl": None,
+        "hcl": None,
         "vrn": None,
     }
     assert LOSSES["sigmoid"].coefficients(within_view=True) == (1.0, 1.0)
@@ -431,6 +433,7 @@ def test_family_metadata():
         "contrastive": {"margin": 1.0},
         "supcon": {"temperature": 0.1},
         "supcl": {"temperature": 0.1, "alpha": 0.5},
+        "hcl": {"temperature": 0.5, "beta": 1.0, "tau_plus": 0.1},
         "vrn": {"delta": 0.0, "power": 2.0},
     }
     assert LOSSES["triplet"].hyperparameters[1].choices == ("all", "semi-hard", "batch-hard")
@@ -523,7 +526,9 @@ def test_unknown_kwarg_message_names_accepted_ones():
         LOSSES["spectral"](*rand_pair(), temperature=0.1)
 
 
-@pytest.mark.parametrize("name", ["infonce", "simclr", "dcl", "dhel", "sigmoid", "supcon", "supcl"])
+@pytest.mark.parametrize(
+    "name", ["infonce", "simclr", "dcl", "dhel", "sigmoid", "supcon", "supcl", "hcl"]
+)
 @pytest.mark.parametrize("bad", [0.0, -0.1, float("nan"), float("inf")])
 def test_non_positive_temperature(name, bad):
     with pytest.raises(ValueError, match="temperature must be a finite number > 0"):
@@ -560,6 +565,7 @@ HARD = {
     "dhel": {"temperature": 0.01},
     "supcon": {"temperature": 0.01},
     "supcl": {"temperature": 0.01, "alpha": 0.3},
+    "hcl": {"temperature": 0.01, "beta": 1.0, "tau_plus": 0.1},
     "sigmoid": {"temperature": 100.0, "bias": 10.0, "within_view": True},
     "spectral": {},
     "vrn": {"delta": -0.01},

@@ -60,8 +60,11 @@ def _losses(out: Path) -> list[float]:
         ["--loss", "simclr", "--vrn", "3"],
         # labels gathered across ranks too; slow only because torchrun starts twice
         pytest.param(["--loss", "supcon", "--temperature", "0.5"], marks=pytest.mark.slow),
+        # the queue is filled with the gathered global batch: the same queue on every rank as
+        # in one process (keys from a momentum copy of the free vectors; it wraps at step 3)
+        ["--loss", "infonce", "--queue", "12", "--key-momentum", "0.5", "--vrn", "1"],
     ],
-    ids=["simclr-vrn", "supcon"],
+    ids=["simclr-vrn", "supcon", "queue"],
 )
 def test_two_gloo_ranks_match_one_process(tmp_path, extra):
     single, ddp = tmp_path / "single", tmp_path / "ddp"
@@ -105,6 +108,12 @@ def test_two_gloo_ranks_match_one_process(tmp_path, extra):
     wa = load_checkpoint(single / "last.pt")["backbone"]["weight"]
     wb = load_checkpoint(ddp / "last.pt")["backbone"]["weight"]
     assert torch.allclose(wa, wb, rtol=0, atol=1e-5), (wa - wb).abs().max()
+    if "--queue" in extra:
+        qa, qb = (load_checkpoint(out / "last.pt") for out in (single, ddp))
+        assert torch.allclose(qa["queue"]["keys"], qb["queue"]["keys"], rtol=0, atol=1e-5)
+        assert int(qb["queue"]["filled"]) == 12 and int(qb["queue"]["pointer"]) == (5 * 8) % 12
+        ka, kb = qa["key_encoder"]["backbone"]["weight"], qb["key_encoder"]["backbone"]["weight"]
+        assert torch.allclose(ka, kb, rtol=0, atol=1e-5)
     # the weights moved, so the comparison is not vacuous
     w0 = build_model(load_checkpoint(single / "last.pt")["config"], seed=2).backbone.weight.detach()
     assert (wa - w0).abs().max() > 1e-2

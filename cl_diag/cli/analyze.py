@@ -92,6 +92,12 @@ def analyze(
         help="Training images sampled (seeded) and augmented twice to make the two views.",
         rich_help_panel=_CKPT,
     ),
+    views: int = typer.Option(
+        _D.views,
+        help="Augmented views per image (V >= 2; exact pairs): positives and cross-view negatives "
+        "over every view pair, within-view negatives in every view. V = 2 is the default result.",
+        rich_help_panel=_CKPT,
+    ),
     layers: str = typer.Option(
         ",".join(_D.layers),
         help=f"Layers measured: comma-separated subset of {', '.join(LAYERS)}, or all.",
@@ -230,6 +236,7 @@ def analyze(
         block_size=values["block_size"],
         hist_bins=values["hist_bins"],
         num_images=values["num_images"],
+        views=values["views"],
         layers=_names(values["layers"], LAYERS, "--layers"),
         probes=_names(values["probes"], PROBES, "--probes"),
         baselines=values["baselines"],

@@ -98,13 +98,14 @@ def train_command(
     # loss
     loss: str = typer.Option(
         _D.loss,
-        help="infonce, simclr, dcl, dhel, sigmoid, spectral, triplet, contrastive, supcon or "
-        "supcl.",
+        help="infonce, simclr, dcl, dhel, sigmoid, spectral, triplet, contrastive, supcon, "
+        "supcl or hcl.",
         rich_help_panel=_LOSS,
     ),
     temperature: float | None = typer.Option(
         None,
-        help="Temperature t of infonce/simclr/dcl/dhel/sigmoid/supcon/supcl (default: the loss's).",
+        help="Temperature t of infonce/simclr/dcl/dhel/sigmoid/supcon/supcl/hcl (default: the "
+        "loss's).",
         rich_help_panel=_LOSS,
     ),
     bias: float | None = typer.Option(
@@ -126,6 +127,40 @@ def train_command(
         None,
         help="supcl: self-supervised share in [0, 1], (1 - alpha) L_sup + alpha L_self "
         "(default 0.5; 1 is simclr).",
+        rich_help_panel=_LOSS,
+    ),
+    beta: float | None = typer.Option(
+        None,
+        help="hcl: concentration beta >= 0 on hard negatives (0: uniform weights; default 1).",
+        rich_help_panel=_LOSS,
+    ),
+    tau_plus: float | None = typer.Option(
+        None,
+        help="hcl: class prior tau+ in [0, 1) of the debiasing (0: none; default 0.1).",
+        rich_help_panel=_LOSS,
+    ),
+    views: int = typer.Option(
+        _D.views,
+        help="Augmented views per instance (V >= 2): simclr, infonce and supcon in the "
+        "multi-positive form (every other view of the same instance is a positive), VRN over "
+        "every view pair.",
+        rich_help_panel=_LOSS,
+    ),
+    queue: int = typer.Option(
+        _D.queue,
+        help="Keep the last K key embeddings of each view as extra cross-view negatives (MoCo's "
+        "memory bank) for infonce, simclr, dcl, hcl and VRN; 0: no queue.",
+        rich_help_panel=_LOSS,
+    ),
+    key_encoder: str = typer.Option(
+        _D.key_encoder,
+        help="With --queue: momentum (a momentum copy of encoder + projector, MoCo v2) or same "
+        "(the current encoder's embeddings, detached).",
+        rich_help_panel=_LOSS,
+    ),
+    key_momentum: float = typer.Option(
+        _D.key_momentum,
+        help="With --queue --key-encoder momentum: m in theta_k <- m theta_k + (1 - m) theta.",
         rich_help_panel=_LOSS,
     ),
     vrn: float = typer.Option(

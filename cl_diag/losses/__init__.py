@@ -19,7 +19,8 @@ hyper-parameter raises :class:`LossOptionError` (a ``ValueError`` and a
 
 The general families (Lee, Lim, Lee, Sohn, ICML 2025, Section 3) are
 :class:`InfoNCEFamily` and :class:`IndependentlyAdditive`; infonce, simclr,
-dcl, dhel, sigmoid and spectral are presets of them. ``SigmoidLoss(learnable=True)``
+dcl, dhel, sigmoid and spectral are presets of them; hcl (Robinson et al. 2021) reweights
+SimCLR's negatives by hardness. ``SigmoidLoss(learnable=True)``
 learns its temperature and bias (SigLIP). Under DDP use
 :func:`cl_diag.losses.distributed.global_loss`. See docs/losses.md.
 
@@ -30,7 +31,7 @@ Example::
     >>> g = torch.Generator().manual_seed(0)
     >>> z1, z2 = torch.randn(8, 16, generator=g), torch.randn(8, 16, generator=g)
     >>> sorted(LOSSES)  # doctest: +NORMALIZE_WHITESPACE
-    ['contrastive', 'dcl', 'dhel', 'infonce', 'sigmoid', 'simclr', 'spectral', 'supcl',
+    ['contrastive', 'dcl', 'dhel', 'hcl', 'infonce', 'sigmoid', 'simclr', 'spectral', 'supcl',
      'supcon', 'triplet', 'vrn']
     >>> total = (LOSSES["simclr"](z1, z2, temperature=0.2)
     ...          + 30 * LOSSES["vrn"](z1, z2, delta=-1/49999))
@@ -51,6 +52,7 @@ from . import (
     contrastive,
     dcl,
     dhel,
+    hcl,
     infonce,
     sigmoid,
     simclr,
@@ -60,12 +62,20 @@ from . import (
     triplet,
     vrn,
 )
-from ._common import CallableLoss, HParam, Loss, LossOptionError
+from ._common import (
+    MULTI_VIEW_LOSSES,
+    QUEUE_LOSSES,
+    CallableLoss,
+    HParam,
+    Loss,
+    LossOptionError,
+)
 from .contrastive import ContrastiveLoss
 from .dcl import DCLLoss
 from .dhel import DHELLoss
 from .distributed import gather_batch, gather_with_grad, global_indices, global_loss
 from .families import IndependentlyAdditive, InfoNCEFamily, ind_add, info_sym
+from .hcl import HCLLoss
 from .infonce import InfoNCELoss
 from .pairs import Pairs
 from .sigmoid import SigmoidLoss
@@ -100,6 +110,7 @@ LOSSES: dict[str, Loss] = {
         contrastive.contrastive,
         supcon.supcon,
         supcl.supcl,
+        hcl.hcl,
         vrn.vrn,
     )
 }
@@ -126,11 +137,14 @@ def build_loss(name: str, **hparams: Any) -> nn.Module:
 __all__ = [
     "LOSSES",
     "MINERS",
+    "MULTI_VIEW_LOSSES",
+    "QUEUE_LOSSES",
     "AllTriplets",
     "BatchHardTriplets",
     "ContrastiveLoss",
     "DCLLoss",
     "DHELLoss",
+    "HCLLoss",
     "HParam",
     "IndependentlyAdditive",
     "InfoNCEFamily",

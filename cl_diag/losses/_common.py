@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple, TypeVar
 
 import torch
@@ -35,9 +35,38 @@ from torch import nn
 
 from cl_diag.errors import UserError
 
-__all__ = ["HParam", "Loss", "LossOptionError", "check_inputs", "normalise_pair"]
+__all__ = [
+    "MULTI_VIEW_LOSSES",
+    "QUEUE_LOSSES",
+    "HParam",
+    "Loss",
+    "LossOptionError",
+    "check_inputs",
+    "multi_positive",
+    "normalise_pair",
+]
 
 _L = TypeVar("_L", bound="Loss")
+
+#: The losses with a multi-positive form over V > 2 views (``multi_view``), named in messages.
+MULTI_VIEW_LOSSES = ("simclr", "infonce", "supcon", "vrn")
+#: The losses that take queue negatives (``takes_queue``): cross-view negatives in the denominator.
+QUEUE_LOSSES = ("infonce", "simclr", "dcl", "hcl", "vrn")
+
+
+def multi_positive(
+    z: torch.Tensor, positive: torch.Tensor, candidates: torch.Tensor, temperature: float
+) -> torch.Tensor:
+    """Mean over the rows a of z of -(1/|P(a)|) sum_{p in P(a)} log(e^{s_ap/t} / sum_{k in A(a)}
+    e^{s_ak/t}), s = z z^T, with P(a) = ``positive[a]`` (a subset of A(a) = ``candidates[a]``).
+
+    SupCon's L_out form (Khosla et al. 2020, Eq. 2): the multi-positive InfoNCE over stacked
+    views. Every row must have a positive."""
+    logits = (z @ z.T / temperature).masked_fill(~candidates, float("-inf"))
+    log_prob = logits - torch.logsumexp(logits, dim=1, keepdim=True)
+    # where() rather than a product: log_prob is -inf outside the candidates.
+    pos_sum = torch.where(positive, log_prob, torch.zeros_like(log_prob)).sum(dim=1)
+    return (-pos_sum / positive.sum(dim=1)).mean()
 
 
 class LossOptionError(UserError, ValueError):
@@ -186,6 +215,10 @@ class Loss(nn.Module):
     family: str | None = None
     negatives: str = "both"
     uses_labels: bool = False
+    #: True when the loss takes views 3..V (``extra_views``, ``--views``): see MULTI_VIEW_LOSSES.
+    multi_view: bool = False
+    #: True when the loss takes queue negatives (``queue``, ``--queue``): see QUEUE_LOSSES.
+    takes_queue: bool = False
     hyperparameters: tuple[HParam, ...] = ()
 
     def __init__(self) -> None:
@@ -273,21 +306,113 @@ class Loss(nn.Module):
 
     # ------------------------------------------------------------- the forward pass
     def forward(
-        self, z1: torch.Tensor, z2: torch.Tensor, labels: Any = None, **hparams: Any
+        self,
+        z1: torch.Tensor,
+        z2: torch.Tensor,
+        labels: Any = None,
+        *,
+        extra_views: Sequence[torch.Tensor] = (),
+        queue: tuple[torch.Tensor, torch.Tensor] | None = None,
+        **hparams: Any,
     ) -> torch.Tensor:
         """The mean loss of the batch as a 0-dim fp32 tensor. ``hparams``
-        (optional) override the configured values for this call only."""
+        (optional) override the configured values for this call only.
+
+        ``extra_views`` are views 3..V of the same B instances (row i of each is
+        instance i), for the losses with ``multi_view`` (the multi-positive form:
+        every other view of the same instance is a positive); none is the
+        two-view loss, computed exactly as without the argument.
+
+        ``queue`` = (K1, K2), (K, d) each: stored keys of view 1 and of view 2 of
+        earlier instances (MoCo's memory bank), for the losses with ``takes_queue``.
+        They are extra cross-view negatives: anchors of view 1 (rows of z1) see K2,
+        anchors of view 2 see K1 (each loss's docstring says in which terms). None
+        is the loss without a queue, computed exactly as without the argument."""
         hp = self._hparams_for_call(hparams)
         labels = check_inputs(z1, z2, labels, self.name)
+        if extra_views:
+            self._check_extra_views(z1, extra_views)
+        if queue is not None:
+            self._check_queue(z1, queue, extra_views)
         # fp32 regardless of an enclosing autocast region: similarities near
         # delta(n) and exp(s/t) at small t do not survive half precision.
         with torch.autocast(device_type=z1.device.type, enabled=False):
             u, v = normalise_pair(z1, z2)
+            if queue is not None:
+                k1, k2 = normalise_pair(queue[0], queue[1])
+                return self._compute_queue(u, v, k1, k2, labels, **hp)
+            if extra_views:
+                rest = [F.normalize(z.float(), dim=1) for z in extra_views]
+                return self._compute_views([u, v, *rest], labels, **hp)
             return self._compute(u, v, labels, **hp)
+
+    def _check_extra_views(self, z1: torch.Tensor, extra: Sequence[torch.Tensor]) -> None:
+        if not self.multi_view:
+            raise LossOptionError(
+                f"{self.name} takes two views; more than two views (--views) work with: "
+                f"{', '.join(MULTI_VIEW_LOSSES)}",
+                option="views",
+                loss=self.name,
+            )
+        for k, z in enumerate(extra, start=3):
+            if not isinstance(z, torch.Tensor) or z.shape != z1.shape or not z.is_floating_point():
+                shape = tuple(z.shape) if isinstance(z, torch.Tensor) else type(z).__name__
+                raise ValueError(
+                    f"{self.name}: view {k} must be a floating-point tensor shaped like z1 "
+                    f"{tuple(z1.shape)}, got {shape}"
+                )
+
+    def _check_queue(self, z1: torch.Tensor, queue: Any, extra: Sequence[torch.Tensor]) -> None:
+        if not self.takes_queue:
+            raise LossOptionError(
+                f"{self.name} has no cross-view negatives a queue could add to; queue negatives "
+                f"(--queue) work with: {', '.join(QUEUE_LOSSES)}",
+                option="queue",
+                loss=self.name,
+            )
+        if extra:
+            raise LossOptionError(
+                f"{self.name}: queue negatives are defined for two views; drop the extra views "
+                "or the queue",
+                option="queue",
+                loss=self.name,
+            )
+        ok = (
+            isinstance(queue, (tuple, list))
+            and len(queue) == 2
+            and all(isinstance(k, torch.Tensor) and k.is_floating_point() for k in queue)
+            and queue[0].shape == queue[1].shape
+            and queue[0].dim() == 2
+            and queue[0].shape[0] >= 1
+            and queue[0].shape[1] == z1.shape[1]
+        )
+        if not ok:
+            raise ValueError(
+                f"{self.name}: queue must be two floating-point tensors (K, {z1.shape[1]}) of "
+                "the same shape, the keys of view 1 and of view 2, K >= 1"
+            )
 
     # *args and **hp typed Any: each loss spells its own hyper-parameters as keyword-only
     # arguments (mypy accepts any override of this gradual signature)
     def _compute(self, u, v, labels, *args: Any, **hp: Any) -> torch.Tensor:  # pragma: no cover
+        raise NotImplementedError
+
+    def _compute_queue(
+        self,
+        u: torch.Tensor,
+        v: torch.Tensor,
+        k1: torch.Tensor,
+        k2: torch.Tensor,
+        labels: torch.Tensor | None,
+        **hp: Any,
+    ) -> torch.Tensor:  # pragma: no cover
+        """The loss with the unit keys k1 (view 1's) and k2 (view 2's) as extra negatives."""
+        raise NotImplementedError
+
+    def _compute_views(
+        self, views: list[torch.Tensor], labels: torch.Tensor | None, **hp: Any
+    ) -> torch.Tensor:  # pragma: no cover
+        """The loss of V >= 3 normalised fp32 views (losses with ``multi_view``)."""
         raise NotImplementedError
 
     def extra_repr(self) -> str:

@@ -44,7 +44,8 @@ from typing import Any
 
 import torch
 
-from ._common import HParam, Loss, LossOptionError, positive
+from ._common import HParam, Loss, LossOptionError, multi_positive, positive
+from .pairs import Pairs
 
 __all__ = ["IndependentlyAdditive", "InfoNCEFamily", "ind_add", "info_sym"]
 
@@ -80,11 +81,14 @@ def _info_direction(
     c2: float,
     psi: str,
     temperature: float,
+    s_queue: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """(1/B) sum_i psi(c1 sum_{j!=i} e^{(s_cross_ij - pos_i)/t}
                      + c2 sum_{j!=i} e^{(s_within_ij - pos_i)/t}),
     the sum over anchors i being the rows; s_cross, s_within are (A, B)
-    similarities of A anchors to B candidates, and ``off`` masks j == i."""
+    similarities of A anchors to B candidates, and ``off`` masks j == i.
+    ``s_queue`` (A, K): the anchors' similarities to queued keys of the other
+    view, added to the sum as c1 sum_k e^{(s_queue_ik - pos_i)/t}."""
     a, b = s_cross.shape
     off = ~torch.eye(a, b, dtype=torch.bool, device=s_cross.device)
     shift = pos[:, None]
@@ -94,6 +98,8 @@ def _info_direction(
         parts.append(((s_cross - shift) / temperature + math.log(c1)).masked_fill(~off, neg_inf))
     if c2 > 0:
         parts.append(((s_within - shift) / temperature + math.log(c2)).masked_fill(~off, neg_inf))
+    if s_queue is not None:
+        parts.append((s_queue - shift) / temperature + math.log(c1))
     if psi == "log1p":
         # log(1 + X) = logsumexp over the negatives' logits and a 0 logit.
         parts.append(torch.zeros(a, 1, dtype=s_cross.dtype, device=s_cross.device))
@@ -177,6 +183,11 @@ class InfoNCEFamily(Loss):
         self.psi = psi
         self.name = name or f"info(c1={self._c[0]:g}, c2={self._c[1]:g}, psi={psi})"
         self.negatives = _negatives(self._c)
+        # The multi-positive form over V > 2 views is defined for psi = log(1+x) and
+        # coefficients 0 or 1 (infonce, simclr): the positives stay in the denominator.
+        self.multi_view = psi == "log1p" and set(self._c) <= {0.0, 1.0}
+        # Queue negatives are cross-view negatives: they need c1 > 0.
+        self.takes_queue = self._c[0] > 0
         self._configure(temperature=temperature)
 
     def _coefficients_for(self, hp: Mapping[str, Any]) -> tuple[float, float]:
@@ -184,6 +195,44 @@ class InfoNCEFamily(Loss):
 
     def _compute(self, u, v, labels, *, temperature):
         return info_sym(u, v, c1=self._c[0], c2=self._c[1], psi=self.psi, temperature=temperature)
+
+    def _compute_queue(self, u, v, k1, k2, labels, **hp):
+        """With queued keys K1 (view 1's) and K2 (view 2's), MoCo's InfoNCE form: each direction's
+        sum gains the queue as cross-view negatives of weight c1::
+
+            L_info(U, V; K2) = (1/B) sum_i psi( c1 sum_{j != i} e^{(u_i.v_j - u_i.v_i)/t}
+                                              + c1 sum_k e^{(u_i.k2_k - u_i.v_i)/t}
+                                              + c2 sum_{j != i} e^{(u_i.u_j - u_i.v_i)/t} )
+
+        and L_info(V, U; K1) likewise with the roles of u and v (and K1 for K2) swapped;
+        L = (L_info(U, V; K2) + L_info(V, U; K1)) / 2. The within-view term sees no queue."""
+        c1, c2 = self._c
+        t = hp["temperature"]
+        s_uv = u @ v.T
+        pos = s_uv.diagonal()
+        l_uv = _info_direction(s_uv, u @ u.T, pos, c1, c2, self.psi, t, s_queue=u @ k2.T)
+        l_vu = _info_direction(s_uv.T, v @ v.T, pos, c1, c2, self.psi, t, s_queue=v @ k1.T)
+        return 0.5 * (l_uv + l_vu)
+
+    def _compute_views(self, views, labels, **hp):
+        """V > 2 views, the multi-positive form: z = [z^1; ...; z^V] (VB rows), anchor a,
+        positives P(a) = the other V - 1 views of a's instance, candidates A(a) = P(a) plus the
+        other instances' rows in the other views (c1 = 1) and in a's view (c2 = 1)::
+
+            L = (1/VB) sum_a -(1/(V-1)) sum_{p in P(a)} log(e^{z_a.z_p/t} / S_a)
+            S_a = sum_{k in A(a)} e^{z_a.z_k/t}
+
+        With V = 2 this is the two-view loss (simclr: A(a) = every other row; infonce: the other
+        view's rows)."""
+        pairs = Pairs.of_views(views[0].shape[0], views=len(views), device=views[0].device)
+        c1, c2 = self._c
+        others = ~pairs.same_id  # different instance (no labels: ids are instances)
+        candidates = pairs.other_views.clone()
+        if c1:
+            candidates |= others & pairs.cross_view
+        if c2:
+            candidates |= others & ~pairs.cross_view
+        return multi_positive(torch.cat(views), pairs.other_views, candidates, hp["temperature"])
 
 
 class IndependentlyAdditive(Loss):

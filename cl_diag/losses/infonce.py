@@ -8,7 +8,10 @@ App. A.1)::
         -(1/2B) sum_i log( e^{u_i.v_i/t} / sum_j e^{u_j.v_i/t} )
 
 i.e. the mean of the cross-entropies of the B x B logit matrix U V^T / t and
-its transpose with the diagonal as targets.
+its transpose with the diagonal as targets. With V > 2 views (``extra_views``,
+``--views V``) it is the multi-positive form: every other view of the anchor's
+instance is a positive and the candidates are the rows of the other views (see
+:meth:`InfoNCEFamily._compute_views`).
 
 Example::
 

@@ -10,7 +10,8 @@ Then, for rows a and k:
 - ``positive``: same id, a != k (every view of the same class or instance);
 - ``negative``: different id;
 - ``other_views``: the same *instance*, a != k (SimCLR's positives; with labels
-  these are a subset of ``positive``).
+  these are a subset of ``positive``);
+- ``cross_view``: a and k in different views (InfoNCE's candidates).
 
 This is the one place that decides who is whose positive; the masks are built
 on the rows it is given, so under DDP they are built on the gathered global
@@ -41,13 +42,17 @@ __all__ = ["Pairs"]
 class Pairs:
     """Positive / negative / self masks of the stacked views of one batch."""
 
-    def __init__(self, ids: torch.Tensor, instances: torch.Tensor):
+    def __init__(
+        self, ids: torch.Tensor, instances: torch.Tensor, view: torch.Tensor | None = None
+    ):
         if ids.shape != instances.shape or ids.dim() != 1:
             raise ValueError(
                 f"Pairs: ids and instances must be 1-D of the same length, "
                 f"got {tuple(ids.shape)} and {tuple(instances.shape)}"
             )
-        self.ids, self.instances = ids, instances
+        if view is not None and view.shape != ids.shape:
+            raise ValueError(f"Pairs: view must have shape {tuple(ids.shape)}")
+        self.ids, self.instances, self.view = ids, instances, view
 
     @classmethod
     def of_views(
@@ -63,7 +68,8 @@ class Pairs:
             raise ValueError(f"Pairs: views must be >= 1, got {views}")
         instances = torch.arange(batch, device=device if labels is None else labels.device)
         ids = instances if labels is None else labels
-        return cls(ids.repeat(views), instances.repeat(views))
+        view = torch.arange(views, device=instances.device).repeat_interleave(batch)
+        return cls(ids.repeat(views), instances.repeat(views), view)
 
     @property
     def size(self) -> int:
@@ -89,3 +95,10 @@ class Pairs:
     @cached_property
     def other_views(self) -> torch.Tensor:
         return (self.instances[:, None] == self.instances[None, :]) & ~self.self_mask
+
+    @cached_property
+    def cross_view(self) -> torch.Tensor:
+        """Rows of different views (any instance); needs the ``view`` of each row."""
+        if self.view is None:
+            raise ValueError("Pairs: cross_view needs the view of each row (use of_views)")
+        return self.view[:, None] != self.view[None, :]

@@ -8,8 +8,12 @@ normalised embeddings and p(a) the other view of anchor a, the mean over all
 
     L = (1/2B) sum_a -log( e^{z_a.z_p(a)/t} / sum_{k != a} e^{z_a.z_k/t} )
 
-When every similarity is equal (t -> infinity, or all 2B embeddings
-identical) each anchor sees 2B - 1 equal logits and L = log(2B - 1).
+With V > 2 views (``extra_views``, ``--views V``) it is the multi-positive form: every
+other view of the anchor's instance is a positive, every other row a candidate (see
+:meth:`InfoNCEFamily._compute_views`).
+
+When every similarity is equal (t -> infinity, or all 2B embeddings identical) each anchor
+sees 2B - 1 equal logits and L = log(2B - 1).
 
 Example::
 

@@ -7,7 +7,9 @@ either view)::
 
     L = (1/2B) sum_a  -1/|P(a)| sum_{p in P(a)} log( e^{z_a.z_p/t} / sum_{k in A(a)} e^{z_a.z_k/t} )
 
-P(a) always holds the other view of a, so every anchor counts. Without
+P(a) always holds the other view of a, so every anchor counts. With V > 2 views
+(``extra_views``, ``--views V``) z stacks all VB rows and P(a) holds every other view of a's
+instance and every view of its classmates: the same formula. Without
 labels each pair is its own class, P(a) = {other view}, and the loss equals
 ``simclr`` exactly. Khosla et al.'s code also multiplies by t / t_base
 (t_base = 0.07); that constant factor is not applied here. Outside the
@@ -28,7 +30,7 @@ from __future__ import annotations
 
 import torch
 
-from ._common import HParam, Loss, positive
+from ._common import HParam, Loss, multi_positive, positive
 from .pairs import Pairs
 
 
@@ -62,6 +64,7 @@ class SupConLoss(Loss):
     family = None
     negatives = "labels"
     uses_labels = True
+    multi_view = True
     hyperparameters = (
         HParam("temperature", 0.1, float, "t > 0 dividing the similarity", check=positive),
     )
@@ -79,6 +82,11 @@ class SupConLoss(Loss):
         # where() rather than a product: log_prob is -inf on the diagonal.
         pos_sum = torch.where(pos, log_prob, torch.zeros_like(log_prob)).sum(dim=1)
         return (-pos_sum / pos.sum(dim=1)).mean()
+
+    def _compute_views(self, views, labels, **hp):
+        # V views: z = [z^1; ...; z^V], P(a) = every other row of a's label (or instance).
+        pairs = Pairs.of_views(views[0].shape[0], labels, views=len(views), device=views[0].device)
+        return multi_positive(torch.cat(views), pairs.positive, ~pairs.self_mask, hp["temperature"])
 
 
 supcon = SupConLoss()

@@ -17,7 +17,15 @@ cannot know the training-set size, so a trainer passes
 differ by 2e-5). VRN is a regulariser added to a contrastive loss
 (``total = L + lambda * L_VRN``, lambda = 30 in the paper), not a standalone
 objective; it is outside the Def. 3.1/3.2 families (``family`` is None).
-Labels are ignored: a negative is a different instance, as in the authors'
+With queued keys (``queue=(K1, K2)``, ``--queue K``) the mean also runs over
+the queue's cross-view similarities u_i.k2_k and v_i.k1_k::
+
+    L_VRN = ( sum_{i != j} |u_i.v_j - delta|^p + sum_{i,k} |u_i.k2_k - delta|^p
+              + sum_{i,k} |v_i.k1_k - delta|^p ) / (B(B-1) + 2BK)
+
+With V > 2 views (``extra_views``) the mean runs over the cross-view negatives
+(z^i_a, z^j_b), a != b, of every ordered pair of views i != j. Labels are ignored: a negative
+is a different instance, as in the authors'
 code, which marks negatives by dataset index.
 
 Example::
@@ -32,6 +40,10 @@ Example::
 """
 
 from __future__ import annotations
+
+from typing import Any
+
+import torch
 
 from ._common import HParam, Loss
 
@@ -70,6 +82,8 @@ class VRNLoss(Loss):
     name = "vrn"
     family = None
     negatives = "cross"
+    multi_view = True
+    takes_queue = True
     hyperparameters = (
         HParam(
             "delta", 0.0, float, "target similarity, -1/(n_train - 1) in the paper", check=_delta_ok
@@ -89,6 +103,40 @@ class VRNLoss(Loss):
         # boolean-mask indexing of the off-diagonal, without its gather/scatter cost
         # (the diagonal's gradient is exactly 1 - 1 = 0).
         return (per_pair.sum() - per_pair.diagonal().sum()) / (b * (b - 1))
+
+    def _compute_queue(
+        self,
+        u: torch.Tensor,
+        v: torch.Tensor,
+        k1: torch.Tensor,
+        k2: torch.Tensor,
+        labels: torch.Tensor | None,
+        **hp: Any,
+    ) -> torch.Tensor:
+        # The queue's cross-view similarities u_i.k2_k and v_i.k1_k join the B(B-1) in-batch
+        # ones, and the mean runs over all B(B-1) + 2BK of them.
+        b, k = u.shape[0], k1.shape[0]
+        delta, power = hp["delta"], hp["power"]
+
+        def dev_p(s: torch.Tensor) -> torch.Tensor:
+            d = s - delta
+            return d.square() if power == 2.0 else d.abs().pow(power)
+
+        batch = dev_p(u @ v.T)
+        total = batch.sum() - batch.diagonal().sum()
+        total = total + dev_p(u @ k2.T).sum() + dev_p(v @ k1.T).sum()
+        return total / (b * (b - 1) + 2 * b * k)
+
+    def _compute_views(self, views, labels, **hp):
+        # V views: the mean over every ordered pair of different views (i, j) and of different
+        # instances a != b of |z^i_a . z^j_b - delta|^p (V = 2: the two-view mean).
+        total = 0.0
+        for i, zi in enumerate(views):
+            for j, zj in enumerate(views):
+                if i != j:
+                    total = total + self._compute(zi, zj, labels, **hp)
+        k = len(views)
+        return total / (k * (k - 1))
 
 
 vrn = VRNLoss()

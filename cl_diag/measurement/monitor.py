@@ -45,9 +45,12 @@ fp16/bf16 or TF32 similarity cannot resolve delta = -2e-5) and without gradients
 the two views are gathered from every rank (without gradients, one all_gather), so every
 rank's row describes the global batch, as the loss sees it with global negatives.
 
-Streams. The in-batch pairs are one stream of statistics (:class:`PairStats`); a later stream
-(negatives from a queue, a memory bank) adds its own kinds with their own counts, sums and
-below-delta counts next to it, read in the same host sync.
+Streams. The in-batch pairs are one stream of statistics (:class:`PairStats`); negatives from a
+queue (``update(..., queue=(K1, K2))``, MoCo's memory bank) are a second one
+(:class:`QueueStats`, kind ``queue_neg``: the anchors' similarities to the queued keys of the
+other view) with its own count, sums and below-delta count, read in the same host sync. Its
+columns ``queue_neg_mean``, ``queue_neg_var`` (and ``queue_neg_excessive_ratio``) follow the
+in-batch ones in rows that had a queue.
 """
 
 from __future__ import annotations
@@ -67,7 +70,14 @@ from cl_diag.losses.distributed import is_distributed
 from cl_diag.measurement.pairs import float32_at_least, full_fp32_matmul
 from cl_diag.measurement.theory import delta as simplex_delta
 
-__all__ = ["EXCESSIVE_COLUMNS", "KINDS", "METRIC_COLUMNS", "Monitor", "PairStats"]
+__all__ = [
+    "EXCESSIVE_COLUMNS",
+    "KINDS",
+    "METRIC_COLUMNS",
+    "Monitor",
+    "PairStats",
+    "QueueStats",
+]
 
 #: the columns of ``cl-diag train``'s metrics.csv, in order; :meth:`Monitor.to_csv` writes
 #: these first (empty where a monitor was not given the value, e.g. ``loss``)
@@ -299,6 +309,67 @@ class PairStats:
         }
 
 
+class QueueStats:
+    """The queue stream: similarities of the anchors to negatives kept in a queue (MoCo's memory
+    bank, ``cl-diag train --queue K``), separate from the in-batch pairs.
+
+    Per step, with unit anchors u_i, v_i (the batch's two views) and unit queued keys k1_k (of
+    view 1) and k2_k (of view 2), K of each: the 2BK similarities u_i.k2_k and v_i.k1_k, the
+    cross-view negatives the loss adds from the queue. Kind ``queue_neg``: mean and population
+    variance over every step's similarities (float64 S1, S2 and the count, as
+    :class:`PairStats`), with ``excessive`` also the fraction below delta. The sums come from
+    d x d products, sum_ik u_i.k_k = (sum_i u_i).(sum_k k_k) and sum_ik (u_i.k_k)^2 =
+    <U^T U, K^T K>_F, in float64; only the excessive count forms the B x K products (fp32).
+    Keys written by an older encoder than the anchors' show up here as a distribution shifted
+    from the in-batch ``cross_neg``.
+    """
+
+    KINDS = ("queue_neg",)
+
+    def __init__(self, delta: float | None = None, *, excessive: bool = False) -> None:
+        self.excessive = excessive
+        self._t32 = float32_at_least(delta) if excessive and delta is not None else None
+        self.count = 0
+        # float64 (2,): sum s, sum s^2 (and (3,) with the below-delta count)
+        self.sums: torch.Tensor | None = None
+
+    @torch.no_grad()
+    def add(self, views: torch.Tensor, k1: torch.Tensor, k2: torch.Tensor) -> None:
+        """Add a step: ``views`` (2, B, d) the anchors, ``k1``, ``k2`` (K, d) the queued keys."""
+        with torch.autocast(views.device.type, enabled=False), full_fp32_matmul():
+            p = torch.nn.functional.normalize(views.detach().float(), dim=2)
+            keys = torch.nn.functional.normalize(
+                torch.stack([k2.detach(), k1.detach()]).float(), dim=2
+            )  # (2, K, d): the keys each view's anchors see
+            a64, k64 = p.double(), keys.double()
+            total = (a64.sum(1) * k64.sum(1)).sum()
+            grams_a = a64.transpose(1, 2) @ a64  # (2, d, d)
+            grams_k = k64.transpose(1, 2) @ k64
+            squares = (grams_a * grams_k).sum()
+            parts = [total, squares]
+            if self._t32 is not None:
+                s = torch.bmm(p, keys.transpose(1, 2))  # (2, B, K) fp32
+                parts.append(torch.count_nonzero(s < self._t32).double())
+            batch = torch.stack(parts)
+        self.sums = batch if self.sums is None else self.sums + batch
+        self.count += 2 * views.shape[1] * k1.shape[0]
+
+    def packed(self) -> torch.Tensor | None:
+        return self.sums
+
+    def read(self, values: list[float] | None) -> dict[str, float]:
+        """``queue_neg_mean``, ``queue_neg_var`` (and ``queue_neg_excessive_ratio``) from
+        :meth:`packed`'s values; empty when no step had a queue."""
+        if values is None or not self.count:
+            return {}
+        n = self.count
+        mean = values[0] / n
+        out = {"queue_neg_mean": mean, "queue_neg_var": max(0.0, values[1] / n - mean * mean)}
+        if self.excessive:
+            out["queue_neg_excessive_ratio"] = values[2] / n
+        return out
+
+
 # --------------------------------------------------------------------------- the monitor
 
 
@@ -371,6 +442,7 @@ class Monitor:
 
     def _open_row(self) -> None:
         self._stats = PairStats(self.delta, excessive=self.excessive)
+        self._queue = QueueStats(self.delta, excessive=self.excessive)
         # per step: (step, names of its tensor scalars, their values stacked, host scalars)
         self._steps: list[tuple[int, tuple[str, ...], torch.Tensor | None, dict[str, float]]] = []
         self._images = 0
@@ -394,9 +466,15 @@ class Monitor:
         z2: torch.Tensor,
         *,
         lr: float | None = None,
+        queue: tuple[torch.Tensor, torch.Tensor] | None = None,
         **scalars: torch.Tensor | float,
     ) -> None:
         """Add one step: the two views' embeddings (B, d) each, row i of both instance i.
+
+        ``queue`` = (K1, K2), (K, d) each: the keys of view 1 and of view 2 a queue held at this
+        step (the negatives the loss added); the row then also holds the queue stream's
+        ``queue_neg_mean`` and ``queue_neg_var`` (:class:`QueueStats`). Under DDP the queue
+        is the same on every rank (filled with the global batch) and is not gathered.
 
         Never waits for the device. ``scalars`` (``loss=loss``, any name) are logged as
         their mean over the row's steps: pass tensors as they are (calling ``.item()``
@@ -416,6 +494,8 @@ class Monitor:
         if gather and is_distributed():
             views = _gather_views(views)
         self._stats.add_views(views)
+        if queue is not None:
+            self._queue.add(views, queue[0], queue[1])
 
         names, values, host = [], [], {}
         for name, value in scalars.items():
@@ -448,6 +528,9 @@ class Monitor:
     def _close(self, epoch: int | None) -> dict[str, Any]:
         packed = self._stats.packed()
         assert packed is not None
+        queued = self._queue.packed()
+        if queued is not None:  # the queue stream, read in the same host sync
+            packed = torch.cat([packed, queued])
         device_values = [t for _, _, t, _ in self._steps if t is not None]
         flat = packed
         if device_values:  # float32 scalars, exactly representable beside the float64 moments
@@ -479,7 +562,13 @@ class Monitor:
         row.update({name: sums[name] / counts[name] for name in sums})
         # a "vrn" scalar (a VRN loss term the caller computed) wins over the statistic
         vrn_delta = None if "vrn" in row else self.delta
-        row.update(self._stats.read(values[offset:], vrn_delta))
+        stats = values[offset:]
+        if queued is not None:
+            queue_values, stats = stats[len(stats) - queued.numel() :], stats[: -queued.numel()]
+            row.update(self._stats.read(stats, vrn_delta))
+            row.update(self._queue.read(queue_values))
+        else:
+            row.update(self._stats.read(stats, vrn_delta))
         self.row_steps = steps
         self._open_row()
         return row

@@ -65,7 +65,7 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
 
@@ -560,10 +560,21 @@ def _class_relation(codes: torch.Tensor, r0: int, r1: int, c0: int, c1: int):
 
 
 def _exact_worker(
-    tasks, u, v, codes, positives, *, bins: int, t32: float, tile: int, single_thread: bool
+    tasks,
+    u,
+    v,
+    codes,
+    positives,
+    *,
+    bins: int,
+    t32: float,
+    tile: int,
+    single_thread: bool,
+    sides: tuple[bool, bool] = (True, True),
 ):
     """Process tasks pulled from the shared iterator ``tasks``; returns this worker's (cross,
-    within)."""
+    within). ``sides`` says whose within-view pairs the upper tiles add: u's, v's (both by
+    default)."""
     if single_thread:
         torch.set_num_threads(1)
     device = u.device
@@ -590,6 +601,8 @@ def _exact_worker(
             if not upper:
                 continue
             for offset, x in ((1, u), (2, v)):
+                if not sides[offset - 1]:
+                    continue
                 torch.mm(x[r0:r1], x[c0:c1].T, out=s)
                 if diagonal:
                     pick = upper_index.get(rows)
@@ -607,31 +620,122 @@ def _exact_worker(
 def _exact(
     u, v, codes, *, t32: float, hist_bins: int, tile: int, workers: int, ranks: Ranks = SINGLE
 ) -> dict:
-    n = u.shape[0]
-    bins = fine_bins(hist_bins)
     if codes is not None:
         # The statistics are over sets of pairs, so any common reordering of the instances
         # leaves them unchanged; sorted by class, most tiles are wholly same- or different-class.
         order = torch.sort(codes, stable=True).indices
         u, v, codes = u[order], v[order], codes[order]
+    bins = fine_bins(hist_bins)
+    cross, within, positives = _exact_parts(
+        u, v, codes, t32=t32, bins=bins, tile=tile, workers=workers, ranks=ranks
+    )
+    return {
+        "positive": _sample_summary(
+            positives, t32=t32, hist_bins=hist_bins, negative=False, estimate=False
+        ),
+        "cross_view_negative": cross.summary(hist_bins),
+        "within_view_negative": within.summary(hist_bins),
+    }
+
+
+def _exact_views(
+    views: list[torch.Tensor],
+    codes,
+    *,
+    t32: float,
+    hist_bins: int,
+    tile: int,
+    workers: int,
+    ranks: Ranks = SINGLE,
+) -> dict:
+    """The three pair types over V >= 3 views z^1..z^V of n instances:
+
+    * positives z^i_a . z^j_a for every view pair i < j (n V(V-1)/2 values);
+    * cross-view negatives z^i_a . z^j_b, a != b, for every view pair i < j (V(V-1)/2 n(n-1));
+    * within-view negatives z^i_a . z^i_b, a < b, in every view (V n(n-1)/2).
+
+    Each view pair (i, j) is the two-view tile pass with keys after the previous pairs' (so the
+    parts reduce in one fixed order, as for two views); the within-view pairs of view 1 come
+    with the pair (1, 2) and those of view j >= 2 with the pair (1, j), each view once."""
+    if codes is not None:
+        order = torch.sort(codes, stable=True).indices
+        views, codes = [z[order] for z in views], codes[order]
+    bins = fine_bins(hist_bins)
+    n = views[0].shape[0]
+    per_pair = len(_tiles(n, tile))
+    cross = within = None
+    positives = []
+    pairs = [(i, j) for i in range(len(views)) for j in range(i + 1, len(views))]
+    for p, (i, j) in enumerate(pairs):
+        c, w, pos = _exact_parts(
+            views[i],
+            views[j],
+            codes,
+            t32=t32,
+            bins=bins,
+            tile=tile,
+            workers=workers,
+            ranks=ranks,
+            sides=(p == 0, i == 0),
+            key_base=p * per_pair,
+        )
+        cross = c if cross is None else cross.merge(c)
+        within = w if within is None else within.merge(w)
+        positives.append(pos)
+    assert cross is not None and within is not None
+    return {
+        "positive": _sample_summary(
+            torch.cat(positives), t32=t32, hist_bins=hist_bins, negative=False, estimate=False
+        ),
+        "cross_view_negative": cross.summary(hist_bins),
+        "within_view_negative": within.summary(hist_bins),
+    }
+
+
+def _exact_parts(
+    u,
+    v,
+    codes,
+    *,
+    t32: float,
+    bins: int,
+    tile: int,
+    workers: int,
+    ranks: Ranks = SINGLE,
+    sides: tuple[bool, bool] = (True, True),
+    key_base: int = 0,
+) -> tuple[_Split, _Split, torch.Tensor]:
+    """(cross, within, positives) of the views u, v (already in class order): the tile pass.
+
+    A tile's key is ``key_base`` plus its place in the single-process order, whichever rank
+    computes it; ``sides`` as for :func:`_exact_worker`."""
+    n = u.shape[0]
     positives = torch.empty(n, dtype=torch.float32, device=u.device)
     tiles = _tiles(n, tile)
-    # a tile's key is its place in the single-process order, whichever rank computes it
     mine = ranks.share([_tile_cost(task) for task in tiles])
-    tasks = _LockedIter((key, tiles[key]) for key in mine)
+    tasks = _LockedIter((key_base + key, tiles[key]) for key in mine)
     workers = max(1, min(workers, len(mine)))
-    kwargs: dict[str, Any] = dict(bins=bins, t32=t32, tile=tile)
     single = u.device.type == "cpu"
+
+    def work(single_thread: bool) -> tuple[_Split, _Split]:
+        return _exact_worker(
+            tasks,
+            u,
+            v,
+            codes,
+            positives,
+            bins=bins,
+            t32=t32,
+            tile=tile,
+            single_thread=single_thread,
+            sides=sides,
+        )
+
     if workers <= 1:
-        cross, within = _exact_worker(tasks, u, v, codes, positives, single_thread=single, **kwargs)
+        cross, within = work(single)
     else:
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            futures = [
-                pool.submit(
-                    _exact_worker, tasks, u, v, codes, positives, single_thread=True, **kwargs
-                )
-                for _ in range(workers)
-            ]
+            futures = [pool.submit(work, True) for _ in range(workers)]
             results = [f.result() for f in futures]
         cross, within = results[0]
         for c, w in results[1:]:
@@ -641,13 +745,7 @@ def _exact(
         cross, within, positives = _gather_exact(
             ranks, cross, within, positives, diagonal, bins=bins, t32=t32
         )
-    return {
-        "positive": _sample_summary(
-            positives, t32=t32, hist_bins=hist_bins, negative=False, estimate=False
-        ),
-        "cross_view_negative": cross.summary(hist_bins),
-        "within_view_negative": within.summary(hist_bins),
-    }
+    return cross, within, positives
 
 
 def _gather_exact(ranks: Ranks, cross: _Split, within: _Split, positives, diagonal, *, bins, t32):
@@ -799,14 +897,22 @@ def pair_statistics_of(
     block_size: int | None = None,
     hist_bins: int = 100,
     ranks: Ranks | None = None,
+    more_views: Sequence[torch.Tensor] = (),
 ) -> dict:
     """:func:`pair_statistics` of views already checked and normalised by
     :func:`cl_diag.measurement.inputs.normalise_views` (the rows are used as they are), with
     class ``codes`` from :func:`cl_diag.measurement.inputs.label_codes`. Orchestration
-    normalises each layer once and passes the same rows here and to geometry."""
+    normalises each layer once and passes the same rows here and to geometry.
+
+    ``more_views``: views 3..V of the same instances (unit rows shaped like ``views.u``, on its
+    device), exact mode only: positives over every view pair, cross-view negatives over every
+    view pair and within-view negatives in every view (see :func:`_exact_views`); none gives
+    the two-view result, computed as before."""
     options = _Options.check(mode, num_pairs, seed, block_size, hist_bins)
+    if more_views and options.mode != "exact":
+        raise ValueError("more than two views are measured in exact mode only")
     with _cpu_workers() as threads:
-        return _measure(views, n_ref, codes, options, threads, ranks or SINGLE)
+        return _measure(views, n_ref, codes, options, threads, ranks or SINGLE, list(more_views))
 
 
 class _Options(NamedTuple):
@@ -829,7 +935,15 @@ class _Options(NamedTuple):
         return cls(mode, num_pairs, seed, block_size, hist_bins)
 
 
-def _measure(views: UnitViews, n_ref, codes, options: _Options, threads: int, ranks: Ranks) -> dict:
+def _measure(
+    views: UnitViews,
+    n_ref,
+    codes,
+    options: _Options,
+    threads: int,
+    ranks: Ranks,
+    more: list[torch.Tensor] | None = None,
+) -> dict:
     u, v = views
     n = views.n
     n_ref = check_n_ref(n_ref, n)
@@ -845,8 +959,19 @@ def _measure(views: UnitViews, n_ref, codes, options: _Options, threads: int, ra
         workers = 1 if u.device.type != "cpu" else min(threads, len(range(0, n, tile)) ** 2)
         # ranks holding different views (or tiles) would merge into a silently wrong result
         ranks.check_same(
-            "views, labels or tile sizes", lambda: (tile, t32, tensor_fingerprint(u, v, codes))
+            "views, labels or tile sizes",
+            lambda: (tile, t32, tensor_fingerprint(u, v, codes, *(more or []))),
         )
+        if more:
+            return _exact_views(
+                [u, v, *more],
+                codes,
+                t32=t32,
+                hist_bins=hist_bins,
+                tile=tile,
+                workers=workers,
+                ranks=ranks,
+            )
         return _exact(
             u, v, codes, t32=t32, hist_bins=hist_bins, tile=tile, workers=workers, ranks=ranks
         )

@@ -188,7 +188,7 @@ def encode_two_views(
     amp: bool = True,
     progress: Callable[[int], None] | None = None,
     ranks: Ranks | None = None,
-) -> tuple[dict[str, dict[str, tuple[torch.Tensor, torch.Tensor]]], torch.Tensor]:
+) -> tuple[dict[str, dict[str, tuple[torch.Tensor, ...]]], torch.Tensor]:
     """Encode both augmented views of the given instances through every tap.
 
     ``two_views[i]`` must return ``(index, view1, view2, label)`` with the views a pure
@@ -197,14 +197,16 @@ def encode_two_views(
     ``{tap: {layer: (z1, z2)}}`` with row k of ``z1`` and ``z2`` the two views of
     ``indices[k]``, and the labels in the same order. ``ranks``: under ``torchrun``, each
     rank encodes its share of the batches and every rank gets all rows (module docstring).
+    Items ``(index, view1, ..., viewV, label)`` (``TwoViews(views=V)``) give V-tuples
+    ``(z1, ..., zV)``.
     """
     device = resolve_device(device)
     modules = _prepare(taps, device)
     subset = torch.utils.data.Subset(two_views, [int(i) for i in indices])
 
     def step(batch):
-        _, v1, v2, y = batch
-        return _run(modules, v1, device, amp), _run(modules, v2, device, amp), torch.as_tensor(y)
+        _, *images, y = batch
+        return (*(_run(modules, x, device, amp) for x in images), torch.as_tensor(y))
 
     done = _shared_pass(
         subset,
@@ -215,11 +217,13 @@ def encode_two_views(
         ranks=ranks or SINGLE,
         progress=progress,
     )
-    first = [d[0] for d in done]
-    second = [d[1] for d in done]
-    labels = [d[2] for d in done]
-    a, b = _concat(first), _concat(second)
-    views = {name: {layer: (a[name][layer], b[name][layer]) for layer in a[name]} for name in a}
+    count = len(done[0]) - 1 if done else 2
+    per_view = [_concat([d[k] for d in done]) for k in range(count)]
+    labels = [d[-1] for d in done]
+    a = per_view[0]
+    views = {
+        name: {layer: tuple(z[name][layer] for z in per_view) for layer in a[name]} for name in a
+    }
     return views, torch.cat(labels) if labels else torch.empty(0, dtype=torch.int64)
 
 

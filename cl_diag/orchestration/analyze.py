@@ -36,7 +36,7 @@ may depend on them). The probes are fitted on rank 0, and only rank 0 writes.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
@@ -171,6 +171,8 @@ class AnalyzeConfig:
     amp: bool = True
     # replace files in --out that cl-diag did not write (write_analysis)
     overwrite: bool = False
+    # augmented views per image of a checkpoint (V > 2: pairs over every view pair)
+    views: int = 2
 
     @property
     def pair_options(self) -> PairOptions:
@@ -195,6 +197,12 @@ class AnalyzeResult:
 
 def _check_config(config: AnalyzeConfig) -> None:
     config.pair_options.check(config.n_ref)
+    if config.views < 2:
+        raise UserError(f"--views must be at least 2 (got {config.views}).")
+    if config.views > 2 and config.pairs != "exact":
+        raise UserError(
+            f"--views {config.views} is measured with exact pairs; drop --pairs sampled."
+        )
     if config.num_images < 2:
         raise UserError(
             f"--num-images must be at least 2 (got {config.num_images}): negatives need two "
@@ -244,13 +252,16 @@ def measure_layer(
     where: str,
     device: torch.device | None = None,
     ranks: Ranks = SINGLE,
+    more_views: Sequence[torch.Tensor] = (),
 ) -> Layer:
     """Pair statistics and geometry of one layer's two views, normalised once for both.
 
     ``where`` names the views' origin (a file, a checkpoint's layer outputs) in the message
     of a :class:`UserError` for views that cannot be measured (NaN, zero rows, ...).
     ``device``: where to measure (None: where the views are); ``ranks``: the ranks of a
-    torchrun job, which each pass the same views and get the same layer.
+    torchrun job, which each pass the same views and get the same layer. ``more_views``:
+    views 3..V of the same instances (``analyze --views V``, exact pairs): the pair statistics
+    run over every view pair and every view, the geometry over views 1 and 2.
     """
     from cl_diag.measurement.geometry import geometry_of
     from cl_diag.measurement.pairs import pair_statistics_of
@@ -260,6 +271,8 @@ def measure_layer(
         if device is not None:  # normalised where they are: the same unit rows on any device
             views = UnitViews(views.u.to(device), views.v.to(device))
         codes = label_codes(labels, views.n, views.u.device)
+        # each further view checked and normalised as the first two are
+        more = [normalise_views(z, z1).u.to(views.u.device) for z in more_views]
     except ViewsError as exc:
         raise UserError(exc.user_message(where)) from None
     try:
@@ -273,10 +286,13 @@ def measure_layer(
             block_size=options.block_size,
             hist_bins=options.hist_bins,
             ranks=ranks,
+            more_views=more,
         )
         # The exact cross-view mean is already known; a sampled one is an estimate, so let
-        # geometry compute the exact mean itself (O(nd)).
-        exact_mean = pairs["cross_view_negative"]["mean"] if options.pairs == "exact" else None
+        # geometry compute the exact mean itself (O(nd)); so too with more views, whose
+        # cross-view mean runs over every view pair.
+        exact = options.pairs == "exact" and not more
+        exact_mean = pairs["cross_view_negative"]["mean"] if exact else None
         geo = geometry_of(views, n_ref=n_ref, cross_view_mean=exact_mean, ranks=ranks)
     except RanksMismatch:
         raise UserError(
@@ -527,6 +543,11 @@ def analyze_module(
 
 
 def _analyze_embeddings(config: AnalyzeConfig, payload: dict | None, run: _Run) -> Result:
+    if config.views > 2:
+        raise UserError(
+            f"--views {config.views} makes views of a checkpoint's training images; "
+            f"{config.input} is an embeddings file of two views: drop --views."
+        )
     embeddings = load_embeddings(config.input, payload=payload)
     source = {"kind": "embeddings", "path": str(config.input), "sha256": embeddings.sha256}
     return measure_embeddings(
@@ -610,6 +631,11 @@ def _measure_subject(
     source = subject.source
 
     if subject.embeddings is not None:  # toy: the learned vectors are the two views
+        if config.views > 2:
+            raise UserError(
+                f"--views {config.views}: {name} holds the toy dataset's two learned "
+                "vectors per instance, not an encoder to make more views with; drop --views."
+            )
         z1, z2 = subject.embeddings
         n_ref = config.n_ref if config.n_ref is not None else (subject.n_train or z1.shape[0])
         labels = subject.embedding_labels  # toy with --num-classes; else no classes
@@ -664,30 +690,48 @@ def _measure_subject(
         if subject.random_backbone is not None:  # a module from Python may have no twin
             taps["random_init"] = Taps(subject.random_backbone, subject.random_projector)
         taps["raw_pixels"] = Pixels()
+    drawn = subject.two_views
+    if config.views > 2:  # V draws per image; the first two are the two-view draws
+        from cl_diag.training.data import TwoViews
+
+        if not isinstance(drawn, TwoViews):
+            raise UserError(
+                f"--views {config.views}: the views of {name} do not come from cl-diag's "
+                "augmentation, so no more can be drawn; drop --views."
+            )
+        drawn = TwoViews(drawn.base, drawn.transform, drawn.seed, views=config.views)
     views, view_labels = encode_two_views(
         taps,
-        subject.two_views,
+        drawn,
         indices,
         batch_size=config.batch_size,
         device=run.device,
         workers=config.workers or 0,  # resolved by analyze(): never None here
         amp=config.amp,
         progress=progress(
-            f"encoding 2 augmented views of {len(indices)} training images", len(indices)
+            f"encoding {config.views} augmented views of {len(indices)} training images",
+            len(indices),
         ),
         ranks=run.ranks,
     )
+    times = "twice" if config.views == 2 else f"{config.views} times"
     source["views"] = {
         "num_images": len(indices),
         "pool": int(n_pool),
         "sampling": "uniform without replacement under --seed, sorted by index",
-        "augmentation": "the training augmentation, twice, seeded per image from (seed, index)",
+        "augmentation": f"the training augmentation, {times}, seeded per image from (seed, index)",
         "mode": "eval (BatchNorm running statistics)",
         "amp": bool(config.amp and torch.cuda.is_available() and config.device != "cpu"),
     }
+    if config.views > 2:
+        source["views"]["views"] = config.views
+        source["views"]["pairs"] = (
+            "positives and cross-view negatives over every view pair, within-view negatives in "
+            "every view; geometry and probes on views 1 and 2"
+        )
     layers = {}
     for layer in layers_wanted:
-        z1, z2 = views["trained"][layer]
+        z1, z2, *more = views["trained"][layer]
         where = f"the {layer} outputs of {name}"
         layers[layer] = measure_layer(
             z1,
@@ -698,6 +742,7 @@ def _measure_subject(
             where=where,
             device=run.device,
             ranks=run.ranks,
+            more_views=more,
         )
 
     probes = (
@@ -821,13 +866,13 @@ def _probes(
             )
         advance(1)
     if "retrieval" in config.probes:
-        probes["retrieval"] = {layer: _retrieval(*views["trained"][layer]) for layer in layers}
+        probes["retrieval"] = {layer: _retrieval(*views["trained"][layer][:2]) for layer in layers}
         if with_baselines:
-            pixels = _retrieval(*views["raw_pixels"][PIXELS])
+            pixels = _retrieval(*views["raw_pixels"][PIXELS][:2])
             baselines.setdefault("raw_pixels", {})["retrieval"] = {PIXELS: pixels}
         if twin is not None:
             baselines.setdefault("random_init", {})["retrieval"] = {
-                layer: _retrieval(*views["random_init"][layer]) for layer in layers
+                layer: _retrieval(*views["random_init"][layer][:2]) for layer in layers
             }
     if with_baselines:
         probes["baselines"] = baselines

@@ -55,7 +55,16 @@ SCHEDULES = ("cosine", "constant")
 DEVICES = ("auto", "cpu", "cuda")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 #: TrainConfig fields that carry loss-library hyper-parameters (None: the loss's default).
-LOSS_HPARAM_FIELDS = ("temperature", "bias", "within_view", "margin", "mining", "alpha")
+LOSS_HPARAM_FIELDS = (
+    "temperature",
+    "bias",
+    "within_view",
+    "margin",
+    "mining",
+    "beta",
+    "tau_plus",
+    "alpha",
+)
 #: Fields a resumed run may change: where and how it runs, not what it computes.
 RESUME_FREE_FIELDS = frozenset(
     {
@@ -88,6 +97,7 @@ TRAINING_LOSSES = (
     "contrastive",
     "supcon",
     "supcl",
+    "hcl",
 )
 
 
@@ -116,6 +126,12 @@ class TrainConfig:
     margin: float | None = None
     mining: str | None = None
     alpha: float | None = None
+    beta: float | None = None
+    tau_plus: float | None = None
+    views: int = 2
+    queue: int = 0
+    key_encoder: str = "momentum"
+    key_momentum: float = 0.99
     vrn: float = 0.0
     vrn_delta: float | None = None
     vrn_power: float = 2.0
@@ -285,9 +301,10 @@ def _opt(name: str) -> str:
 
 def _check_options(c: TrainConfig) -> TrainConfig:
     """Check names and ranges and fill the defaults that need no data; raise UserError."""
-    from cl_diag.losses import LOSSES, LossOptionError
+    from cl_diag.losses import LOSSES, MULTI_VIEW_LOSSES, QUEUE_LOSSES, LossOptionError
     from cl_diag.models import ARCHS, default_arch, default_projector_hidden, get_arch
     from cl_diag.training.data import DATASETS
+    from cl_diag.training.queue import KEY_ENCODERS
 
     _choice("dataset", c.dataset, DATASETS)
     if c.loss == "vrn":
@@ -352,6 +369,34 @@ def _check_options(c: TrainConfig) -> TrainConfig:
     ) as exc:  # e.g. "simclr: temperature must be a finite number > 0, got -1.0"
         raise UserError(f"{exc} (option {_opt(exc.option)}).") from None
 
+    _require(c.views >= 2, f"--views {c.views} must be at least 2 (two views make a positive).")
+    if c.views > 2:
+        _require(
+            c.dataset != "toy",
+            f"--views {c.views}: the toy dataset has two free vectors per instance; drop --views.",
+        )
+        _require(
+            loss.multi_view,
+            f"--views {c.views}: the {c.loss} loss takes two views; more views work with "
+            f"--loss {', '.join(n for n in MULTI_VIEW_LOSSES if n != 'vrn')} (and --vrn).",
+        )
+    _require(c.queue >= 0, f"--queue {c.queue} must be >= 0 (0: no queue).")
+    _choice("key_encoder", c.key_encoder, KEY_ENCODERS)
+    _require(
+        math.isfinite(c.key_momentum) and 0 <= c.key_momentum < 1,
+        f"--key-momentum {c.key_momentum} must lie in [0, 1) (MoCo uses 0.99 or 0.999).",
+    )
+    if c.queue:
+        _require(
+            loss.takes_queue,
+            f"--queue {c.queue}: the {c.loss} loss has no cross-view negatives a queue could add "
+            f"to; use --loss {', '.join(n for n in QUEUE_LOSSES if n != 'vrn')} (or drop --queue).",
+        )
+        _require(
+            c.views == 2,
+            f"--queue with --views {c.views}: queue negatives are defined for two views; drop "
+            "one of them.",
+        )
     _require(
         math.isfinite(c.vrn) and c.vrn >= 0,
         f"--vrn {c.vrn} must be a finite weight >= 0 (0 turns VRN off; the paper uses 30).",
@@ -665,6 +710,7 @@ def train(options: TrainConfig, *, progress: FitProgress | None = None) -> Train
         num_samples=c.num_samples,
         image_size=c.image_size,
         num_classes=c.num_classes,
+        views=c.views,
     )
     if data.n_train != c.n_train:  # train_size and training_data disagree: a bug, not a user error
         raise RuntimeError(f"{c.dataset}: {data.n_train} instances loaded, {c.n_train} counted")

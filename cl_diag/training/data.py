@@ -257,20 +257,25 @@ def _key(key: Any) -> tuple[int, int]:
 
 
 class TwoViews(Dataset):
-    """Two augmented views of each instance: items are ``(index, view1, view2, label)``.
+    """Augmented views of each instance: items are ``(index, view1, view2, label)``, or with
+    ``views`` V > 2 ``(index, view1, ..., viewV, label)``.
 
-    The views of instance ``i`` in epoch ``e`` are drawn with torch's CPU generator seeded
-    with ``sample_seed(seed, e, i)``; keys are ``(epoch, index)`` tuples or plain indices
-    (epoch 0). In the main process the global RNG state is restored afterwards.
+    The views of instance ``i`` in epoch ``e`` are drawn in order with torch's CPU generator
+    seeded with ``sample_seed(seed, e, i)`` (so views 1 and 2 are the same for any V); keys are
+    ``(epoch, index)`` tuples or plain indices (epoch 0). In the main process the global RNG
+    state is restored afterwards.
     """
 
-    def __init__(self, base: Dataset, transform: Callable, seed: int):
+    def __init__(self, base: Dataset, transform: Callable, seed: int, views: int = 2):
+        if views < 2:
+            raise ValueError(f"TwoViews: views must be >= 2, got {views}")
         self.base, self.transform, self.seed = base, transform, int(seed)
+        self.views = int(views)
 
     def __len__(self) -> int:
         return _size(self.base)
 
-    def __getitem__(self, key: Any) -> tuple[int, torch.Tensor, torch.Tensor, int]:
+    def __getitem__(self, key: Any) -> tuple[Any, ...]:
         epoch, i = _key(key)
         image, label = self.base[i]
         # Transforms draw from torch's default CPU generator. Seed only that one:
@@ -280,11 +285,11 @@ class TwoViews(Dataset):
         saved = None if in_worker else cpu.get_state()
         try:
             cpu.manual_seed(sample_seed(self.seed, epoch, i))
-            v1, v2 = self.transform(image), self.transform(image)
+            drawn = [self.transform(image) for _ in range(self.views)]
         finally:
             if saved is not None:
                 cpu.set_state(saved)
-        return i, v1, v2, int(label)
+        return (i, *drawn, int(label))
 
 
 class Transformed(Dataset):
@@ -396,11 +401,12 @@ def training_data(
     num_samples: int | None = None,
     image_size: int | None = None,
     num_classes: int | None = None,
+    views: int = 2,
 ) -> TrainingData:
-    """The training set of ``dataset`` wrapped in two-view augmentation.
+    """The training set of ``dataset`` wrapped in two-view augmentation (``views`` V > 2: V views).
 
     ``num_samples`` keeps only the first N training images (the toy dataset: N instances,
-    in ``num_classes`` classes: :func:`toy_labels`).
+    in ``num_classes`` classes: :func:`toy_labels`; two views always).
     The returned ``split`` says which images are the train and test sets.
     """
     from cl_diag.training.augment import train_transform
@@ -436,5 +442,5 @@ def training_data(
         labels = labels[: int(num_samples)]
         split["num_samples"] = int(num_samples)
     num_classes = int(labels.max()) + 1 if len(labels) else 0
-    views = TwoViews(base, train_transform(dataset, image_size), seed)
-    return TrainingData(dataset, views, labels, _size(base), num_classes, split)
+    drawn = TwoViews(base, train_transform(dataset, image_size), seed, views=views)
+    return TrainingData(dataset, drawn, labels, _size(base), num_classes, split)

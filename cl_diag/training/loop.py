@@ -9,6 +9,12 @@ Per step::
     backward, optimizer step
     monitor.update(g.z1, g.z2, loss terms)          # on the device: no wait for the host
 
+With ``--views V`` the batch holds V views, views 3..V go to the losses as ``extra_views``
+(gathered like the first two) and the monitor reads views 1 and 2. With ``--queue K`` the
+loss and VRN also get ``queue=`` the keys queued by earlier steps
+(:mod:`cl_diag.training.queue`), the step's keys (momentum encoder, or the step's own
+embeddings) are pushed after the optimiser step, and the monitor gets the queue it used too.
+
 Every ``log_every`` steps and at each epoch end (one metrics *row*) the loop syncs with the
 device once (:meth:`cl_diag.measurement.monitor.Monitor.flush`, the monitor any training loop
 can use): it reads the row's loss terms and in-batch pair statistics, stops if the loss
@@ -48,7 +54,7 @@ from torch.utils.data import DataLoader, Sampler
 
 from cl_diag.errors import UserError
 from cl_diag.losses import LOSSES, build_loss
-from cl_diag.losses.distributed import gather_batch
+from cl_diag.losses.distributed import gather_batch, gather_with_grad
 from cl_diag.measurement.monitor import METRIC_COLUMNS, Monitor
 from cl_diag.measurement.monitor import PairStats as PairStats  # tests import it from here
 from cl_diag.models import ContrastiveModel, FreeEmbeddings, is_convolutional
@@ -60,6 +66,7 @@ from cl_diag.training.checkpoint import (
     save_checkpoint,
 )
 from cl_diag.training.data import TrainingData
+from cl_diag.training.queue import KeyQueue, MomentumEncoder
 
 __all__ = [
     "METRIC_COLUMNS",
@@ -381,6 +388,9 @@ class _Parts:
     sampler: EpochBatchSampler | BalancedBatchSampler
     loader: DataLoader
     loader_gen: torch.Generator
+    # --queue: the queued keys (made at the first push, or restored) and the momentum key encoder
+    queue: KeyQueue | None = None
+    key_encoder: MomentumEncoder | None = None
 
 
 def _build(
@@ -403,6 +413,17 @@ def _build(
         model.projector.load_state_dict(resume["projector"])
     if config.sync_bn and env.distributed:
         model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
+    queue, key_encoder = None, None
+    if config.queue:
+        if config.key_encoder == "momentum":  # a copy of the (resumed) model: MoCo's start
+            key_encoder = MomentumEncoder(model, config.key_momentum)
+            key_encoder.train()  # BatchNorm on the key batch, as MoCo's key encoder
+            if resume is not None and resume.get("key_encoder") is not None:
+                key_encoder.load_checkpoint_state(resume["key_encoder"])
+        if resume is not None and resume.get("queue") is not None:
+            saved = resume["queue"]
+            queue = KeyQueue(config.queue, int(saved["keys"].shape[2])).to(device)
+            queue.load_state_dict(saved)
     net: nn.Module = model
     if env.distributed:
         ids = [device.index] if device.type == "cuda" else None
@@ -455,8 +476,35 @@ def _build(
             scaler.load_state_dict(resume["scaler"])
         restore_rng_state(resume["rng"], loader_gen)
     return _Parts(
-        model, net, optimizer, scaler, autocast, channels_last, sampler, loader, loader_gen
+        model,
+        net,
+        optimizer,
+        scaler,
+        autocast,
+        channels_last,
+        sampler,
+        loader,
+        loader_gen,
+        queue,
+        key_encoder,
     )
+
+
+@torch.no_grad()
+def _keys(parts: _Parts, x: torch.Tensor, z1: torch.Tensor, z2: torch.Tensor):
+    """The unit keys of this step's two views for the queue, of the global batch under DDP:
+    the momentum encoder's (updated first from the current weights, as MoCo does) or, with
+    ``--key-encoder same``, the step's own embeddings ``z1``, ``z2`` (global), detached."""
+    if parts.key_encoder is None:
+        k1, k2 = z1.detach(), z2.detach()
+    else:
+        parts.key_encoder.update(parts.model)
+        amp = parts.autocast
+        with torch.autocast(x.device.type, dtype=amp, enabled=amp is not None):
+            k = parts.key_encoder(x)
+        g = gather_batch(*k.float().chunk(2))
+        k1, k2 = g.z1, g.z2
+    return nn.functional.normalize(k1.float(), dim=1), nn.functional.normalize(k2.float(), dim=1)
 
 
 def _save(
@@ -498,6 +546,10 @@ def _save(
     if isinstance(model.backbone, FreeEmbeddings):
         z1, z2 = model.backbone.views()
         ck["embeddings"] = {"z1": z1, "z2": z2}
+    if parts.queue is not None:  # --queue: what --resume needs to continue bit-exactly
+        ck["queue"] = parts.queue.state_dict()
+    if parts.key_encoder is not None:
+        ck["key_encoder"] = parts.key_encoder.checkpoint_state()
     save_checkpoint(out_dir / "last.pt", ck)
     if config.save_every and (epoch % config.save_every == 0):
         save_checkpoint(out_dir / f"epoch_{epoch:04d}.pt", ck)
@@ -536,7 +588,9 @@ def fit(
     lam = float(config.vrn)
     # With p = 2 and no VRN in the loss, the logged VRN comes from the pair statistics
     # (var + (mean - delta)^2): no extra B x B product per step.
-    vrn_from_stats = not lam and config.vrn_power == 2.0
+    # (With --views V > 2 VRN runs over every view pair, the statistics over views 1 and 2.)
+    # (With --queue the VRN term also runs over the queue's similarities: computed, not read.)
+    vrn_from_stats = not lam and config.vrn_power == 2.0 and config.views == 2 and not config.queue
     supervised = config.loss in SUPERVISED_LOSSES
     save_dir = Path(out_dir) if out_dir is not None and env.is_main else None
     writes = save_dir is not None
@@ -578,7 +632,8 @@ def fit(
     while step < config.total_steps:
         sampler.set_epoch(epoch)
         monitor.restart_clock()  # the checkpoint written between epochs is not a step's time
-        for _, v1, v2, labels in parts.loader:
+        for batch in parts.loader:  # (index, view 1, ..., view V, label)
+            images, labels = batch[1:-1], batch[-1]
             lr = lr_at(
                 step,
                 peak=config.peak_lr,
@@ -588,31 +643,46 @@ def fit(
             )
             for group in optimizer.param_groups:
                 group["lr"] = lr
-            x = torch.cat([v1, v2]).to(device, non_blocking=True)
+            x = torch.cat(images).to(device, non_blocking=True)
             if parts.channels_last:
                 x = x.contiguous(memory_format=torch.channels_last)
             amp = parts.autocast
             with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
                 z = parts.net(x)
-            z1, z2 = z.float().chunk(2)
+            z1, z2, *rest = z.float().chunk(len(images))
             g = gather_batch(z1, z2, labels.to(device, non_blocking=True) if supervised else None)
-            main = loss_fn(g.z1, g.z2, g.labels)
+            # views 3..V (--views): gathered like the first two; none leaves the calls as they were
+            more: dict[str, Any] = (
+                {"extra_views": [gather_with_grad(r) for r in rest]} if rest else {}
+            )
+            # --queue: the keys queued by earlier steps are extra cross-view negatives (none yet
+            # at the first step); this step's keys join the queue after the optimiser step
+            negatives = parts.queue.negatives() if parts.queue is not None else None
+            if negatives is not None:
+                more["queue"] = negatives
+            keys = _keys(parts, x, g.z1, g.z2) if config.queue else None
+            main = loss_fn(g.z1, g.z2, g.labels, **more)
             if lam:
-                vrn = vrn_fn(g.z1, g.z2)
+                vrn = vrn_fn(g.z1, g.z2, **more)
                 loss = main + lam * vrn
                 terms = {"loss": loss, "contrastive": main, "vrn": vrn}
             else:
                 loss, terms = main, {"loss": main, "contrastive": main}
                 if not vrn_from_stats:
                     with torch.no_grad():  # logged only
-                        terms["vrn"] = vrn_fn(g.z1.detach(), g.z2.detach())
+                        more_d = {k: [r.detach() for r in vs] for k, vs in more.items()}
+                        terms["vrn"] = vrn_fn(g.z1.detach(), g.z2.detach(), **more_d)
             optimizer.zero_grad(set_to_none=True)
             parts.scaler.scale(loss).backward()
             parts.scaler.step(optimizer)
             parts.scaler.update()
             step += 1
             # statistics of the gathered global batch under DDP: every rank logs the same row
-            monitor.update(g.z1, g.z2, lr=lr, **terms)
+            monitor.update(g.z1, g.z2, lr=lr, queue=negatives, **terms)
+            if keys is not None:  # after the statistics read the queue this step used
+                if parts.queue is None:
+                    parts.queue = KeyQueue(config.queue, keys[0].shape[1]).to(device)
+                parts.queue.push(*keys)
             shown.step(step, epoch + 1)
             if (row := monitor.flush(epoch=epoch + 1)) is not None:
                 train_seconds += take(row)
