@@ -153,6 +153,11 @@ def analyze(
     amp: bool = typer.Option(
         _D.amp, help="fp16 autocast and channels_last while encoding on CUDA.", rich_help_panel=_RUN
     ),
+    overwrite: bool = typer.Option(
+        False,
+        help="Replace files in --out that cl-diag did not write (or that changed since): "
+        "without it such files stop the command.",
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the report path."),
 ) -> None:
     """Measure positive, cross-view and within-view negative similarities; probes and theory for checkpoints.
@@ -196,6 +201,7 @@ def analyze(
         batch_size=values["batch_size"],
         workers=values["workers"],
         amp=values["amp"],
+        overwrite=values["overwrite"],
     )
     quiet = values["quiet"]
     console = Console()

@@ -23,12 +23,15 @@ For example::
 
 from cl_diag.models.backbones import FreeEmbeddings, SmallCNN, build_resnet
 from cl_diag.models.build import (
+    SIZE_LIMITS,
     ContrastiveModel,
     build_backbone,
     build_model,
     build_projector,
     fresh_like,
     seeded,
+    size_problem,
+    toy_size_problem,
 )
 from cl_diag.models.checkpoints import CheckpointFile, read_checkpoint_file, weights_sha256
 from cl_diag.models.foreign import (
@@ -56,6 +59,7 @@ __all__ = [
     "ARCHS",
     "FOREIGN_ARCHS",
     "FOREIGN_LAYOUTS",
+    "SIZE_LIMITS",
     "ArchSpec",
     "BackboneOptions",
     "CheckpointFile",
@@ -81,5 +85,7 @@ __all__ = [
     "register_arch",
     "register_arch_family",
     "seeded",
+    "size_problem",
+    "toy_size_problem",
     "weights_sha256",
 ]

@@ -29,10 +29,12 @@ import torch
 import cl_diag
 from cl_diag.errors import UserError
 from cl_diag.io.embeddings import load_embeddings
-from cl_diag.io.output import ensure_writable_parent, staged_output
+from cl_diag.io.output import OWNED_FILES, check_targets, ensure_writable_parent, staged_output
 from cl_diag.measurement.inputs import ViewsError, label_codes, normalise_views
+from cl_diag.measurement.pairs import MAX_HIST_BINS, MAX_NUM_PAIRS, MAX_SEED
 from cl_diag.measurement.theory import delta, theory_panel
 from cl_diag.models import CheckpointFile, Subject, open_subject, read_checkpoint_file
+from cl_diag.orchestration.train import MAX_WORKERS
 from cl_diag.result import (
     EMBEDDING_LAYER,
     LAYERS,
@@ -59,6 +61,11 @@ CONVENTIONS = {
     "excessive_ratio": "fraction of negatives with similarity strictly below threshold = -1/(n_ref - 1)",
     "variance": "population variance (ddof 0)",
 }
+
+#: largest --block-size: a tile of 8192 x 8192 similarities takes about 1.6 GB
+MAX_BLOCK_SIZE = 8192
+#: the files every analysis writes, whatever it measured (checked before the measuring)
+_FIXED_OUTPUTS = (RESULT_NAME, "report.md", "report.html")
 
 #: the probes ``--probes`` can name
 PROBES = ("linear", "knn", "retrieval", "clustering")
@@ -96,6 +103,8 @@ class AnalyzeConfig:
     batch_size: int = 512
     workers: int | None = None  # None: 0 on CPU, up to 8 on CUDA
     amp: bool = True
+    # replace files in ``out`` that cl-diag cannot prove it wrote (see cl_diag.io.output)
+    overwrite: bool = False
 
 
 @dataclass
@@ -105,7 +114,9 @@ class AnalyzeResult:
     files: list[Path] = field(default_factory=list)
 
 
-def _check_config(config: AnalyzeConfig) -> None:
+def check_analysis(config: AnalyzeConfig) -> None:
+    """Every check of ``config`` that needs no input file: ranges, names, the device, and that
+    ``config.out`` can take the outputs. UserError for the first problem; nothing is written."""
     if config.pairs not in ("exact", "sampled"):
         raise UserError(f"--pairs must be 'exact' or 'sampled', not {config.pairs!r}.")
     if config.n_ref is not None and config.n_ref < 2:
@@ -115,12 +126,23 @@ def _check_config(config: AnalyzeConfig) -> None:
         )
     if config.num_pairs < 1:
         raise UserError(f"--num-pairs must be at least 1 (got {config.num_pairs}).")
-    if config.block_size is not None and config.block_size < 1:
-        raise UserError(f"--block-size must be at least 1 (got {config.block_size}).")
-    if config.seed < 0:
-        raise UserError(f"--seed must be 0 or more (got {config.seed}).")
-    if config.hist_bins < 1:
-        raise UserError(f"--hist-bins must be at least 1 (got {config.hist_bins}).")
+    if config.num_pairs > MAX_NUM_PAIRS:
+        raise UserError(
+            f"--num-pairs {config.num_pairs} is more than the {MAX_NUM_PAIRS:,} pairs sampled "
+            "mode draws; for that many use --pairs exact, which visits every pair."
+        )
+    if config.block_size is not None and not 1 <= config.block_size <= MAX_BLOCK_SIZE:
+        raise UserError(
+            f"--block-size must be in [1, {MAX_BLOCK_SIZE}] (got {config.block_size}); a tile "
+            f"of b x b similarities takes about 25 b^2 bytes. Omit it for the default."
+        )
+    if not 0 <= config.seed <= MAX_SEED:
+        raise UserError(f"--seed must be in [0, 2^63 - 1] (got {config.seed}).")
+    if not 1 <= config.hist_bins <= MAX_HIST_BINS:
+        raise UserError(
+            f"--hist-bins must be in [1, {MAX_HIST_BINS}] (got {config.hist_bins}); the "
+            "default 100 is what the reports show."
+        )
     if config.num_images < 2:
         raise UserError(
             f"--num-images must be at least 2 (got {config.num_images}): negatives need two instances."
@@ -143,8 +165,8 @@ def _check_config(config: AnalyzeConfig) -> None:
             raise UserError(f"{name} must be at least 2 (got {value}).")
     if config.batch_size < 1:
         raise UserError(f"--batch-size must be at least 1 (got {config.batch_size}).")
-    if config.workers is not None and config.workers < 0:
-        raise UserError(f"--workers must be 0 or more (got {config.workers}).")
+    if config.workers is not None and not 0 <= config.workers <= MAX_WORKERS:
+        raise UserError(f"--workers must be in [0, {MAX_WORKERS}] (got {config.workers}).")
     if config.device not in ("auto", "cpu", "cuda"):
         raise UserError(f"--device must be auto, cpu or cuda (got {config.device!r}).")
     if config.device == "cuda" and not torch.cuda.is_available():
@@ -152,6 +174,7 @@ def _check_config(config: AnalyzeConfig) -> None:
             "--device cuda was given but torch sees no CUDA device; use --device cpu (or auto)."
         )
     ensure_writable_parent(config.out)  # fail before the measuring, not after
+    check_targets(config.out, _FIXED_OUTPUTS, overwrite=config.overwrite)
 
 
 # --------------------------------------------------------------------------- measuring
@@ -227,10 +250,11 @@ def build_result(
 def _write(config: AnalyzeConfig, result: Result) -> AnalyzeResult:
     from cl_diag.report import render_analysis
 
-    with staged_output(config.out) as staging:
+    with staged_output(config.out, overwrite=config.overwrite) as staging:
         result.save(staging / RESULT_NAME)
         render_analysis(result, staging)
         files = sorted(path.relative_to(staging) for path in staging.rglob("*") if path.is_file())
+    files = sorted([*files, Path(OWNED_FILES)])
     return AnalyzeResult(
         out=Path(config.out), result=result, files=[Path(config.out) / f for f in files]
     )
@@ -239,7 +263,7 @@ def _write(config: AnalyzeConfig, result: Result) -> AnalyzeResult:
 def analyze(config: AnalyzeConfig, *, progress: ProgressFactory | None = None) -> AnalyzeResult:
     """Measure ``config.input`` (embeddings file or checkpoint) and write result.json,
     report.md and report.html into ``config.out``."""
-    _check_config(config)
+    check_analysis(config)
     if config.workers is None:
         from dataclasses import replace
 

@@ -19,9 +19,11 @@ Cells run in this process, or with ``parallel > 1`` each in a process of its own
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import os
+import signal
 import subprocess
 import sys
 import typing
@@ -54,13 +56,36 @@ class GridAxis:
         return "--" + self.key.replace("_", "-")
 
 
+#: characters a grid value keeps in a cell's folder name; every other byte is written %XX
+_SAFE_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.+@-")
+#: longest cell folder name (file systems allow 255 bytes); longer ones end in a hash instead
+_MAX_NAME = 200
+
+
+def _escape(value: str) -> str:
+    """A grid value as part of one path component: no separator, no '_' or '=' (which split
+    a cell name into its key=value parts), nothing a shell or file system treats specially."""
+    return "".join(
+        chr(byte) if chr(byte) in _SAFE_CHARS else f"%{byte:02X}" for byte in value.encode()
+    )
+
+
 @dataclass(frozen=True)
 class Cell:
     assignment: tuple[tuple[str, str], ...]  # ((key, value), ...) in grid order
 
     @property
     def name(self) -> str:
-        return "_".join(f"{key.replace('_', '-')}={value}" for key, value in self.assignment)
+        """The cell's folder: ``key=value`` parts joined by ``_``, each value escaped (%XX) to
+        a safe path component, so that no grid value can name a path outside ``--out``; a name
+        longer than 200 characters is cut and ends in a hash of the whole assignment."""
+        name = "_".join(
+            f"{key.replace('_', '-')}={_escape(value)}" for key, value in self.assignment
+        )
+        if len(name) > _MAX_NAME:
+            digest = hashlib.sha256(name.encode()).hexdigest()[:16]
+            name = f"{name[: _MAX_NAME - 17]}~{digest}"
+        return name
 
 
 @dataclass
@@ -89,6 +114,19 @@ class _Plan:
     cell: Cell
     folder: Path
     options: TrainConfig
+    trained_steps: int | None = None  # the step of a complete last.pt; None: still to train
+
+    def complete(self) -> bool:
+        """Trained to its end, and analysed from that very checkpoint (a result.json beside an
+        interrupted or older last.pt is not the cell's result)."""
+        if self.trained_steps is None:
+            return False
+        try:
+            result = json.loads((self.folder / "analysis" / "result.json").read_text("utf-8"))
+            source = result["source"]
+            return bool(source.get("complete")) and source.get("step") == self.trained_steps
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return False
 
 
 def parse_grid(specs: Sequence[str], train_options: Mapping[str, Any]) -> list[GridAxis]:
@@ -157,6 +195,7 @@ def _plan(
     kinds: Mapping[str, Any],
 ) -> _Plan:
     """A cell's options, checked as ``train`` checks them; nothing is trained or written."""
+    from cl_diag.orchestration.analyze import check_analysis
     from cl_diag.orchestration.train import TrainConfig, check_resume, resolve_config, train_options
 
     try:
@@ -173,13 +212,17 @@ def _plan(
         # A cell trained before (complete or not): the options of this sweep must be those it was
         # trained with, or its result -- skipped as complete -- would be reported under options
         # it never had.
-        check_resume(resolve_config(options))
+        checkpoint = check_resume(resolve_config(options))
+        check_analysis(_analysis(folder, config.analysis))
     except UserError as exc:
         raise UserError(
             f"Sweep cell {cell.name}: {exc} Nothing was trained; fix the --grid values or the "
             "options, or give another --out for a sweep with other options."
         ) from None
-    return _Plan(cell, folder, options)
+    trained = None
+    if checkpoint is not None and checkpoint.get("complete") is True:
+        trained = checkpoint.get("step")
+    return _Plan(cell, folder, options, trained)
 
 
 def _analysis(folder: Path, fields_: Mapping[str, Any]) -> AnalyzeConfig:
@@ -225,6 +268,8 @@ def _run_in_subprocess(plan: _Plan, analysis: Mapping[str, Any], device_index: i
             stdout=stream,
             stderr=stream,
         ).returncode
+    if code in (130, -signal.SIGINT):  # the cell was interrupted (Ctrl-C reaches the group)
+        raise KeyboardInterrupt
     if code != 0:
         tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-3:]
         raise UserError(
@@ -281,7 +326,7 @@ def sweep(
     plans = [_plan(config, recipe, cell, out / cell.name, kinds) for cell in cells]
 
     out.mkdir(parents=True, exist_ok=True)
-    todo = [plan for plan in plans if not (plan.folder / "analysis" / "result.json").is_file()]
+    todo = [plan for plan in plans if not plan.complete()]
     skipped = [plan.cell.name for plan in plans if plan not in todo]
     done = len(skipped)
     if on_progress is not None:
