@@ -256,3 +256,5 @@ def _print_probes(console: Console, probes: Probes) -> None:
             continue
         table.add_row(metric.title, *[_pct(v) for v in values])
     console.print(table)
+    for probe, reason in (probes.skipped or {}).items():
+        console.print(f"not run: the {probe} probe ({reason})", highlight=False, markup=False)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +69,8 @@ _FIXED_OUTPUTS = (RESULT_NAME, "report.md", "report.html")
 
 #: the probes ``--probes`` can name
 PROBES = ("linear", "knn", "retrieval", "clustering")
+#: the probes that fit or score on the labelled train/test splits
+_CLASSIFICATION_PROBES = ("linear", "knn", "clustering")
 #: Neighbour counts and temperature of the kNN probe (solo-learn / InstDisc defaults).
 KNN_KS = (20, 200)
 KNN_TEMPERATURE = 0.07
@@ -265,8 +267,6 @@ def analyze(config: AnalyzeConfig, *, progress: ProgressFactory | None = None) -
     report.md and report.html into ``config.out``."""
     check_analysis(config)
     if config.workers is None:
-        from dataclasses import replace
-
         from cl_diag.measurement.views import resolve_device
 
         cuda = resolve_device(config.device).type == "cuda"
@@ -351,10 +351,13 @@ def _analyze_checkpoint(
 
     from cl_diag.measurement.views import Pixels, Taps, encode_two_views, sample_indices
 
-    if any(p in config.probes for p in ("linear", "knn", "clustering")):
+    skipped: dict[str, str] = {}
+    if any(p in config.probes for p in _CLASSIFICATION_PROBES):
         # Open both evaluation splits now: a missing test split should stop the run before
-        # minutes of encoding, not after.
+        # minutes of encoding, not after; and a probe the labels cannot feed (one class, too
+        # few samples to hold some out) is skipped now, with its reason, not failed later.
         subject.splits = {split: subject.eval_split(split) for split in ("train", "test")}
+        skipped = _unrunnable_probes(config, subject)
     n_pool = len(subject.two_views)
     indices = sample_indices(n_pool, config.num_images, config.seed)
     taps: dict[str, torch.nn.Module] = {"trained": Taps(subject.backbone, subject.projector)}
@@ -388,7 +391,12 @@ def _analyze_checkpoint(
         where = f"the {layer} outputs of {file.path}"
         layers[layer] = measure_layer(z1, z2, view_labels, n_ref=n_ref, config=config, where=where)
 
-    probes = _probes(config, subject, views, layers_wanted, progress) if config.probes else None
+    probes = None
+    if config.probes:
+        runnable = tuple(p for p in config.probes if p not in skipped)
+        probes = _probes(replace(config, probes=runnable), subject, views, layers_wanted, progress)
+        if skipped:
+            probes["skipped"] = skipped
     theory = theory_panel(subject.training_config, n_ref, layers)
     return build_result(
         source=source,
@@ -437,7 +445,7 @@ def _probes(
     probes: dict[str, Any] = {"layer": "backbone"}
     baselines: dict[str, dict] = {}
     with_baselines = config.baselines
-    needs_splits = any(p in config.probes for p in ("linear", "knn", "clustering"))
+    needs_splits = any(p in config.probes for p in _CLASSIFICATION_PROBES)
     if needs_splits:
         taps: dict[str, torch.nn.Module] = {"trained": Taps(subject.backbone)}
         if with_baselines:
@@ -492,6 +500,28 @@ def _probes(
             baselines.setdefault("random_init", {})["retrieval"] = {
                 layer: _retrieval(*views["random_init"][layer]) for layer in layers
             }
-    if with_baselines:
+    if with_baselines and baselines:
         probes["baselines"] = baselines
     return probes
+
+
+def _unrunnable_probes(config: AnalyzeConfig, subject: Subject) -> dict[str, str]:
+    """``{probe: why it cannot run}`` for the classification probes asked for, decided from the
+    labels of the images the probes would encode (:func:`check_probe_inputs`, the rule the
+    probes themselves apply), before a single image is encoded."""
+    from cl_diag.measurement.probes import check_probe_inputs
+    from cl_diag.measurement.views import sample_indices
+    from cl_diag.training.data import dataset_labels
+
+    labels = {}
+    for split, limit in (("train", config.probe_train_images), ("test", config.probe_test_images)):
+        dataset = subject.splits[split]
+        every = dataset_labels(getattr(dataset, "base", dataset))
+        labels[split] = every[sample_indices(len(every), limit, config.seed)]
+    skipped = {}
+    for probe in _CLASSIFICATION_PROBES:
+        if probe in config.probes:
+            reason = check_probe_inputs(probe, train_y=labels["train"], test_y=labels["test"])
+            if reason is not None:
+                skipped[probe] = reason
+    return skipped
