@@ -64,6 +64,15 @@ def report_user_error(err: UserError) -> None:
     Console(stderr=True, soft_wrap=True).print(message, highlight=False)
 
 
+def report_interrupt(what: str) -> None:
+    """Say what an interrupt (Ctrl-C, SIGINT) left and how to go on; the exit status is 130."""
+    from rich.console import Console
+    from rich.text import Text
+
+    message = Text("interrupted: ", style="bold yellow") + Text(what)
+    Console(stderr=True, soft_wrap=True).print(message, highlight=False)
+
+
 class _NoteHandler(logging.Handler):
     """Shows what the library announces (e.g. a leftover it removed) as ``note: ...`` lines."""
 

@@ -23,17 +23,21 @@ def default_out(source: Path) -> Path:
     return source.parent / f"{source.stem}-analysis"
 
 
-def _names(value: str, allowed: tuple[str, ...], option: str) -> tuple[str, ...]:
+def _names(
+    value: str, allowed: tuple[str, ...], option: str, *, none: bool = True
+) -> tuple[str, ...]:
+    """``all``, a comma-separated subset of ``allowed``, or (``none=True``) ``none``."""
     text = value.strip().lower()
     if text == "all":
         return allowed
-    if text == "none":
+    if text == "none" and none:
         return ()
     names = tuple(part.strip() for part in text.split(",") if part.strip())
     bad = [name for name in names if name not in allowed]
     if bad or not names:
+        offer = "'all', 'none'" if none else "'all'"
         raise UserError(
-            f"{option} {value!r}: give 'all', 'none' or a comma-separated subset of {', '.join(allowed)}."
+            f"{option} {value!r}: give {offer} or a comma-separated subset of {', '.join(allowed)}."
         )
     return names
 
@@ -187,7 +191,7 @@ def analyze(
         block_size=values["block_size"],
         hist_bins=values["hist_bins"],
         num_images=values["num_images"],
-        layers=_names(values["layers"], LAYERS, "--layers"),
+        layers=_names(values["layers"], LAYERS, "--layers", none=False),
         probes=_names(values["probes"], PROBES, "--probes"),
         baselines=values["baselines"],
         probe_train_images=values["probe_train_images"],
@@ -205,11 +209,17 @@ def analyze(
     )
     quiet = values["quiet"]
     console = Console()
-    if use_bar(quiet):
-        with progress_bar(console, transient=True) as bar:
-            outcome = run_analyze(config, progress=counter(bar))
-    else:
-        outcome = run_analyze(config)
+    try:
+        if use_bar(quiet):
+            with progress_bar(console, transient=True) as bar:
+                outcome = run_analyze(config, progress=counter(bar))
+        else:
+            outcome = run_analyze(config)
+    except KeyboardInterrupt:
+        from cl_diag.cli import report_interrupt
+
+        report_interrupt(f"nothing in {config.out} was changed; run the command again.")
+        raise
     if not quiet:
         _print_summary(console, outcome.result)
     console.print(f"report: {outcome.out / 'report.html'}", highlight=False)

@@ -129,23 +129,33 @@ def _os_error(exc: BaseException | None) -> OSError | None:
     return None
 
 
-def storage_error(exc: BaseException, path: str | os.PathLike[str]) -> StorageFullError | None:
+def storage_error(
+    exc: BaseException,
+    path: str | os.PathLike[str],
+    *,
+    kept: str = "the file keeps its previous content, if it had one",
+) -> StorageFullError | None:
     """A :class:`~cl_diag.errors.StorageFullError` (a UserError and an OSError) for a write of
     ``path`` that failed because the storage is full (see :data:`STORAGE_FULL`), or None for
-    any other failure."""
-    error = _os_error(exc)
-    if error is None or error.errno not in STORAGE_FULL:
-        text = str(exc)
-        if not any(word in text for word in ("No space left", "Disk quota", "File too large")):
-            return None
-        reason = text.splitlines()[0] if text else type(exc).__name__
+    any other failure. ``kept`` says what survived the failed write. An error that already is
+    a StorageFullError is reworded for ``path`` and ``kept``."""
+    if isinstance(exc, StorageFullError):
+        reason = exc.reason
     else:
-        reason = error.strerror or str(error)
+        error = _os_error(exc)
+        if error is not None and error.errno in STORAGE_FULL:
+            reason = error.strerror or str(error)
+        else:
+            text = str(exc)
+            if not any(word in text for word in ("No space left", "Disk quota", "File too large")):
+                return None
+            reason = text.splitlines()[0] if text else type(exc).__name__
     full = StorageFullError(
         f"Cannot write {path}: {reason}. Free some space (or raise the quota or file-size "
-        "limit) and run the command again; the file keeps its previous content, if it had one."
+        f"limit) and run the command again; {kept}."
     )
-    full.errno = error.errno if error is not None else errno.ENOSPC
+    full.reason = reason
+    full.errno = errno.ENOSPC if "No space" in reason else errno.EFBIG
     return full
 
 

@@ -237,10 +237,11 @@ def staged_output(out: Path, *, overwrite: bool = False) -> Iterator[Path]:
         try:
             yield staging
         except OSError as exc:
-            full = storage_error(exc, getattr(exc, "filename", None) or staging)
+            kept = f"nothing in --out {out} was changed"
+            full = storage_error(exc, f"the outputs for --out {out}", kept=kept)
             if full is None:
                 raise
-            raise UserError(f"{full} Nothing in --out {out} was changed.") from None
+            raise full from None
         _commit(staging, out, overwrite=overwrite)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -38,7 +38,9 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
 
 import torch
 
@@ -102,10 +104,32 @@ def uniformity(x: torch.Tensor, *, block_size: int | None = None) -> float:
     return float(total) - math.log(n * (n - 1) / 2)
 
 
+@contextlib.contextmanager
+def _one_thread() -> Iterator[None]:
+    """LAPACK's singular values with one CPU thread: a multi-threaded SVD sums in an order that
+    depends on the thread count, so results differed in the last digits between
+    OMP_NUM_THREADS=1 and 2; one thread fixes the order, so result.json is the same on any
+    machine with the same libraries. (A min(n, d)^2 max(n, d) SVD of normalised embeddings
+    is a small part of an analysis.)"""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _svdvals(x: torch.Tensor) -> torch.Tensor:
+    if x.device.type != "cpu":
+        return torch.linalg.svdvals(x)
+    with _one_thread():
+        return torch.linalg.svdvals(x)
+
+
 def effective_rank(x: torch.Tensor, *, epsilon: float = RANKME_EPSILON) -> float:
     """RankMe: exp of the entropy of p_k = sigma_k/||sigma||_1 + epsilon, sigma the singular
     values of the (uncentred) rows ``x``."""
-    sigma = torch.linalg.svdvals(x.to(torch.float64))
+    sigma = _svdvals(x.to(torch.float64))
     p = sigma / sigma.sum() + epsilon
     return float(torch.exp(-(p * torch.log(p)).sum()))
 
@@ -114,7 +138,7 @@ def covariance_spectrum(x: torch.Tensor) -> list[float]:
     """Eigenvalues of the population covariance of the rows of ``x``, descending, min(n, d) of them."""
     x64 = x.to(torch.float64)
     centred = x64 - x64.mean(dim=0, keepdim=True)
-    sigma = torch.linalg.svdvals(centred)  # descending
+    sigma = _svdvals(centred)  # descending
     return [float(s) for s in (sigma**2 / x.shape[0])]
 
 

@@ -19,6 +19,7 @@ Cells run in this process, or with ``parallel > 1`` each in a process of its own
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
@@ -26,6 +27,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -251,7 +253,40 @@ def _analysis_from_json(values: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _run_in_subprocess(plan: _Plan, analysis: Mapping[str, Any], device_index: int) -> None:
+class _Children:
+    """The cell processes running now (``parallel > 1``), so that an interrupt of the sweep
+    reaches every one of them, and no new one starts after it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: set[subprocess.Popen] = set()
+        self._stopping = False
+
+    def start(self, command: list[str], **kwargs: Any) -> subprocess.Popen | None:
+        with self._lock:
+            if self._stopping:
+                return None
+            child = subprocess.Popen(command, **kwargs)
+            self._running.add(child)
+            return child
+
+    def finished(self, child: subprocess.Popen) -> None:
+        with self._lock:
+            self._running.discard(child)
+
+    def interrupt(self) -> None:
+        """SIGINT to every running cell (each stops as Ctrl-C stops a train run, keeping its
+        last.pt) and no new cell."""
+        with self._lock:
+            self._stopping = True
+            for child in self._running:
+                with contextlib.suppress(OSError):
+                    child.send_signal(signal.SIGINT)
+
+
+def _run_in_subprocess(
+    plan: _Plan, analysis: Mapping[str, Any], device_index: int, children: _Children
+) -> None:
     log = plan.folder / "sweep.log"
     spec = json.dumps(
         {"train": plan.options.options(), "folder": str(plan.folder), "analysis": dict(analysis)},
@@ -260,15 +295,22 @@ def _run_in_subprocess(plan: _Plan, analysis: Mapping[str, Any], device_index: i
     env = dict(os.environ)
     env["CUDA_VISIBLE_DEVICES"] = str(device_index)  # one device per concurrent cell
     with open(log, "a", encoding="utf-8") as stream:
-        code = subprocess.run(
+        child = children.start(
             [sys.executable, "-m", "cl_diag.orchestration.sweep"],
-            input=spec,
+            stdin=subprocess.PIPE,
             text=True,
             env=env,
             stdout=stream,
             stderr=stream,
-        ).returncode
-    if code in (130, -signal.SIGINT):  # the cell was interrupted (Ctrl-C reaches the group)
+        )
+        if child is None:  # the sweep is being interrupted
+            raise KeyboardInterrupt
+        try:
+            child.communicate(spec)
+        finally:
+            children.finished(child)
+        code = child.returncode
+    if code in (130, -signal.SIGINT):  # the cell was interrupted
         raise KeyboardInterrupt
     if code != 0:
         tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-3:]
@@ -292,6 +334,7 @@ def _cell_main() -> int:
         print(f"error: {err}", file=sys.stderr, flush=True)
         return UserError.exit_code
     except KeyboardInterrupt:
+        print("interrupted: the sweep resumes this cell when run again", file=sys.stderr)
         return 130
     return 0
 
@@ -332,10 +375,12 @@ def sweep(
     if on_progress is not None:
         on_progress("", done, len(cells))
 
+    children = _Children()
+
     def run_cell(plan: _Plan, slot: int) -> None:
         plan.folder.mkdir(parents=True, exist_ok=True)
         if config.parallel > 1:
-            _run_in_subprocess(plan, config.analysis, slot)
+            _run_in_subprocess(plan, config.analysis, slot, children)
             return
         display = train_progress(plan.cell.name) if train_progress is not None else None
         train(plan.options, progress=display)
@@ -348,7 +393,8 @@ def sweep(
             if on_progress is not None:
                 on_progress(plan.cell.name, done, len(cells))
     else:
-        with ThreadPoolExecutor(max_workers=config.parallel) as pool:
+        pool = ThreadPoolExecutor(max_workers=config.parallel)
+        try:
             futures = [
                 pool.submit(run_cell, plan, i % config.parallel) for i, plan in enumerate(todo)
             ]
@@ -357,6 +403,12 @@ def sweep(
                 done += 1
                 if on_progress is not None:
                     on_progress(plan.cell.name, done, len(cells))
+        except KeyboardInterrupt:
+            children.interrupt()  # a signal to this process alone still stops every cell
+            raise
+        finally:
+            # after a failure no further cell starts; the running ones end (or stop) first
+            pool.shutdown(wait=True, cancel_futures=True)
 
     inputs = [plan.folder / "analysis" for plan in plans]
     comparison = compare(CompareConfig(inputs=inputs, out=out / "comparison"))
