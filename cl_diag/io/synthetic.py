@@ -14,7 +14,6 @@ import numpy as np
 from cl_diag.errors import UserError
 from cl_diag.io.atomic import atomic_write
 
-
 #: the most numbers (n x d) one synthetic view may hold: 2^27 float32, 512 MiB per view
 MAX_NUMBERS = 1 << 27
 

@@ -9,7 +9,6 @@ import re
 
 from cl_diag.report.document import Document, Figure, Heading, Note, Paragraph, Table
 
-
 #: Where Markdown (CommonMark / GFM) would read raw HTML or an autolink: a '<' that starts a
 #: tag, a closing tag, a comment, declaration or processing instruction, or an autolink.
 _HTML_START = re.compile(

@@ -35,10 +35,10 @@ from cl_diag.errors import UserError
 
 __all__ = [
     "DATASETS",
-    "BadImageError",
     "DIGITS_SPLIT_SEED",
     "DIGITS_TEST_FRACTION",
     "IMAGE_DATASETS",
+    "BadImageError",
     "ToyViews",
     "TrainingData",
     "Transformed",
