@@ -179,6 +179,8 @@ def analyze(
       cl-diag analyze last.pt --probe probes/paper.toml
 
       cl-diag analyze last.pt --probe quick
+
+      torchrun --nproc-per-node 2 -m cl_diag analyze big.npz --out out/   (same bytes, K ranks)
     """
     values, _ = apply_recipe(ctx, probe)
     config = AnalyzeConfig(
@@ -220,6 +222,8 @@ def analyze(
 
         report_interrupt(f"nothing in {config.out} was changed; run the command again.")
         raise
+    if not outcome.is_main:  # a rank > 0 under torchrun: rank 0 reports (and writes)
+        return
     if not quiet:
         _print_summary(console, outcome.result)
     console.print(f"report: {outcome.out / 'report.html'}", highlight=False)

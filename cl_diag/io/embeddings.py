@@ -77,7 +77,8 @@ def _read_npz(path: Path) -> dict[str, object]:
     fix = "Re-save it with numpy.savez."
     if not zipfile.is_zipfile(path):
         raise UserError(
-            f"{path} is not a .npz archive (not a zip file; a text or other file renamed?). "
+            f"Could not read {path}: it is not a .npz archive (not a zip file; a text or other "
+            "file renamed?). "
             f"{fix} {FORMAT_HELP}"
         )
     size = path.stat().st_size
@@ -92,7 +93,8 @@ def _read_npz(path: Path) -> dict[str, object]:
                 shape, dtype = _npz_header(archive, info)
                 if dtype.hasobject:
                     raise UserError(
-                        f"'{key}' in {path} holds Python objects (pickled data), not numbers; "
+                        f"Could not read '{key}' in {path}: it holds Python objects (pickled "
+                        "data), not numbers; "
                         f"cl-diag never unpickles a file. {fix} {FORMAT_HELP}"
                     )
                 declared += math.prod(shape) * dtype.itemsize

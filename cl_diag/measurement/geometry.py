@@ -9,7 +9,9 @@ pair statistics), accumulated in float64:
   for unit vectors it equals 2 - 2 E[s_pos] (paper Eq. 4).
 * ``uniformity`` per view  log E_{i<j} exp(-2 ||x_i - x_j||^2)  (Wang & Isola, t = 2),
   streamed over square tiles of the Gram matrix (float32 matmul, TF32 off) and
-  combined with log-sum-exp in float64; never an n x n matrix.
+  combined with log-sum-exp in float64; never an n x n matrix. Under ``torchrun`` the
+  tiles are split over the ranks and the tiles' values gathered and combined in tile
+  order, so K ranks give the same bits as one (:mod:`cl_diag.measurement.ranks`).
 * ``effective_rank`` per view: RankMe (Garrido et al., ICML 2023),
   exp(-sum_k p_k log p_k) with p_k = sigma_k / ||sigma||_1 + epsilon, sigma the
   singular values of the uncentred normalised (n, d) matrix, epsilon = 1e-7.
@@ -26,6 +28,11 @@ pair statistics), accumulated in float64:
   ``below_one`` flags a ceiling below 1, i.e. negatives more separated on average
   than the simplex ETF, so perfect alignment is impossible (excessive separation).
 
+On CPU torch runs single-threaded meanwhile, the uniformity tiles being shared among
+single-threaded workers (one per torch thread), so no float64 sum or SVD depends on the
+number of cores: the same views give the same bits on any machine, and over any number of
+ranks.
+
 Example::
 
     >>> import torch
@@ -38,14 +45,14 @@ Example::
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
 from cl_diag.measurement.inputs import UnitViews, check_int, check_n_ref, normalise_views
-from cl_diag.measurement.pairs import _UpperIndex, full_fp32_matmul
+from cl_diag.measurement.pairs import _cpu_workers, _LockedIter, _UpperIndex, full_fp32_matmul
+from cl_diag.measurement.ranks import SINGLE, Ranks, tensor_fingerprint
 from cl_diag.measurement.theory import alignment_ceiling
 
 __all__ = [
@@ -63,73 +70,90 @@ RANKME_EPSILON = 1e-7
 _TILE = {"cpu": 1024, "cuda": 8192}
 
 
-def uniformity(x: torch.Tensor, *, block_size: int | None = None) -> float:
+def uniformity(
+    x: torch.Tensor, *, block_size: int | None = None, ranks: Ranks | None = None
+) -> float:
     """log( 2/(n(n-1)) * sum_{i<j} exp(-2 ||x_i - x_j||^2) ) of float32 rows ``x``.
 
     ||x_i - x_j||^2 = |x_i|^2 + |x_j|^2 - 2 x_i.x_j with the squared norms in float64
     and x_i.x_j from a float32 matmul (TF32 off). Each tile's log-sum-exp, m + log sum
     exp(e - m) with m the tile maximum, is taken in float64, and the tiles' values are
-    combined by a final log-sum-exp.
+    combined by a final log-sum-exp in tile order. On CPU the tiles are shared among
+    single-threaded workers, one per torch thread, so the value does not depend on the
+    number of cores. ``ranks``: every rank passes the same ``x``, computes its share of the
+    tiles and gets the same value (None: alone).
     """
+    with _cpu_workers() as threads:
+        return _uniformity(x, block_size, ranks or SINGLE, threads)
+
+
+def _uniformity(x: torch.Tensor, block_size: int | None, ranks: Ranks, threads: int) -> float:
     n = x.shape[0]
     tile = min(n, block_size or _TILE["cuda" if x.device.type == "cuda" else "cpu"])
-    twice_sq = 2.0 * x.to(torch.float64).pow(2).sum(dim=1)
-    parts = []
-    gram = torch.empty(tile * tile, dtype=torch.float32, device=x.device)
-    expo = torch.empty(tile * tile, dtype=torch.float64, device=x.device)
-    upper = _UpperIndex(x.device)
-    starts = list(range(0, n, tile))
     with torch.inference_mode(), full_fp32_matmul():
-        for r0 in starts:
-            r1 = min(r0 + tile, n)
-            for c0 in starts:
-                if c0 < r0:
-                    continue
-                c1 = min(c0 + tile, n)
-                g = gram[: (r1 - r0) * (c1 - c0)].view(r1 - r0, c1 - c0)
-                torch.mm(x[r0:r1], x[c0:c1].T, out=g)
-                e = expo[: g.numel()].view_as(g)
-                e.copy_(g)
-                # exponent -2 ||x_i - x_j||^2 = 4 x_i.x_j - 2|x_i|^2 - 2|x_j|^2 (<= 0 up to round-off)
-                torch.add(-twice_sq[r0:r1, None], e, alpha=4.0, out=e)
-                e.sub_(twice_sq[None, c0:c1]).clamp_(max=0.0)
-                flat = e.reshape(-1)
-                if c0 == r0:
-                    flat = flat.index_select(0, upper.get(r1 - r0))
-                if flat.numel() == 0:
-                    continue
-                top = flat.max()
-                parts.append(top + torch.log(flat.sub_(top).exp_().sum()))
-        total = torch.logsumexp(torch.stack(parts), dim=0)
+        twice_sq = 2.0 * x.to(torch.float64).pow(2).sum(dim=1)
+        starts = range(0, n, tile)
+        tiles = [
+            (r0, min(r0 + tile, n), c0, min(c0 + tile, n))
+            for r0 in starts
+            for c0 in starts
+            if c0 >= r0
+        ]
+        # a tile's key is its place in the single-process order, whichever rank computes it
+        mine = ranks.share([(r1 - r0) * (c1 - c0) for r0, r1, c0, c1 in tiles])
+        tasks = _LockedIter((key, tiles[key]) for key in mine)
+        workers = 1 if x.device.type != "cpu" else max(1, min(threads, len(mine)))
+        if workers == 1:
+            parts = _uniformity_worker(tasks, x, twice_sq, tile)
+        else:
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                futures = [
+                    pool.submit(_uniformity_worker, tasks, x, twice_sq, tile)
+                    for _ in range(workers)
+                ]
+                parts = [part for f in futures for part in f.result()]
+        # one host transfer for all tiles; then every rank's values, combined in tile order
+        keys = [key for key, _ in parts]
+        values = torch.stack([value for _, value in parts]).cpu().tolist() if parts else []
+        own = list(zip(keys, values, strict=True))
+        merged = sorted(kv for everyone in ranks.gather(own) for kv in everyone)
+        total = torch.logsumexp(torch.tensor([v for _, v in merged], dtype=torch.float64), dim=0)
     return float(total) - math.log(n * (n - 1) / 2)
 
 
-@contextlib.contextmanager
-def _one_thread() -> Iterator[None]:
-    """LAPACK's singular values with one CPU thread: a multi-threaded SVD sums in an order that
-    depends on the thread count, so results differed in the last digits between
-    OMP_NUM_THREADS=1 and 2; one thread fixes the order, so result.json is the same on any
-    machine with the same libraries. (A min(n, d)^2 max(n, d) SVD of normalised embeddings
-    is a small part of an analysis.)"""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
-def _svdvals(x: torch.Tensor) -> torch.Tensor:
-    if x.device.type != "cpu":
-        return torch.linalg.svdvals(x)
-    with _one_thread():
-        return torch.linalg.svdvals(x)
+def _uniformity_worker(
+    tasks, x: torch.Tensor, twice_sq: torch.Tensor, tile: int
+) -> list[tuple[int, torch.Tensor]]:
+    """(key, log-sum-exp of the tile's exponents) of the tiles pulled from ``tasks``."""
+    if x.device.type == "cpu":
+        torch.set_num_threads(1)  # this worker thread's own setting: each tile's sums in one order
+    gram = torch.empty(tile * tile, dtype=torch.float32, device=x.device)
+    expo = torch.empty(tile * tile, dtype=torch.float64, device=x.device)
+    upper = _UpperIndex(x.device)
+    parts = []
+    with torch.inference_mode():  # grad mode is per thread; the caller set full float32 matmuls
+        for key, (r0, r1, c0, c1) in tasks:
+            g = gram[: (r1 - r0) * (c1 - c0)].view(r1 - r0, c1 - c0)
+            torch.mm(x[r0:r1], x[c0:c1].T, out=g)
+            e = expo[: g.numel()].view_as(g)
+            e.copy_(g)
+            # exponent -2 ||x_i - x_j||^2 = 4 x_i.x_j - 2|x_i|^2 - 2|x_j|^2 (<= 0 up to round-off)
+            torch.add(-twice_sq[r0:r1, None], e, alpha=4.0, out=e)
+            e.sub_(twice_sq[None, c0:c1]).clamp_(max=0.0)
+            flat = e.reshape(-1)
+            if c0 == r0:
+                flat = flat.index_select(0, upper.get(r1 - r0))
+            if flat.numel() == 0:
+                continue
+            top = flat.max()
+            parts.append((key, top + torch.log(flat.sub_(top).exp_().sum())))
+    return parts
 
 
 def effective_rank(x: torch.Tensor, *, epsilon: float = RANKME_EPSILON) -> float:
     """RankMe: exp of the entropy of p_k = sigma_k/||sigma||_1 + epsilon, sigma the singular
     values of the (uncentred) rows ``x``."""
-    sigma = _svdvals(x.to(torch.float64))
+    sigma = torch.linalg.svdvals(x.to(torch.float64))
     p = sigma / sigma.sum() + epsilon
     return float(torch.exp(-(p * torch.log(p)).sum()))
 
@@ -138,7 +162,7 @@ def covariance_spectrum(x: torch.Tensor) -> list[float]:
     """Eigenvalues of the population covariance of the rows of ``x``, descending, min(n, d) of them."""
     x64 = x.to(torch.float64)
     centred = x64 - x64.mean(dim=0, keepdim=True)
-    sigma = _svdvals(centred)  # descending
+    sigma = torch.linalg.svdvals(centred)  # descending
     return [float(s) for s in (sigma**2 / x.shape[0])]
 
 
@@ -175,14 +199,28 @@ def geometry_of(
     n_ref: int | None,
     cross_view_mean: float | None = None,
     block_size: int | None = None,
+    ranks: Ranks | None = None,
 ) -> dict:
     """:func:`geometry` of views already checked and normalised by
-    :func:`cl_diag.measurement.inputs.normalise_views` (the rows are used as they are)."""
+    :func:`cl_diag.measurement.inputs.normalise_views` (the rows are used as they are).
+
+    ``ranks``: under ``torchrun``, every rank passes the same views and gets the same
+    result, the uniformity tiles being split over the ranks (None: this process alone)."""
     u, v = views
     n = views.n
     n_ref = check_n_ref(n_ref, n)
     if block_size is not None:
         block_size = check_int(block_size, "block_size", 1)
+    ranks = ranks or SINGLE
+    ranks.check_same("views or block sizes", lambda: (block_size, tensor_fingerprint(u, v)))
+    # torch single-threaded meanwhile: float64 sums and the SVDs' last bits depend on how many
+    # threads share them, and a result must not depend on the machine's cores
+    with _cpu_workers() as threads:
+        return _geometry(u, v, n_ref, cross_view_mean, block_size, ranks, threads)
+
+
+def _geometry(u, v, n_ref: int, cross_view_mean, block_size, ranks: Ranks, threads: int) -> dict:
+    n = u.shape[0]
     u64, v64 = u.to(torch.float64), v.to(torch.float64)
     positives = (u64 * v64).sum(dim=1)
     mean_pos = float(positives.mean())
@@ -196,8 +234,8 @@ def geometry_of(
     return {
         "alignment": float((u64 - v64).pow(2).sum(dim=1).mean()),
         "uniformity": {
-            "u": uniformity(u, block_size=block_size),
-            "v": uniformity(v, block_size=block_size),
+            "u": _uniformity(u, block_size, ranks, threads),
+            "v": _uniformity(v, block_size, ranks, threads),
         },
         "effective_rank": {
             "u": effective_rank(u),

@@ -38,6 +38,12 @@ On CPU the tiles are shared among ``torch.get_num_threads()`` single-threaded
 workers, and the per-tile partial results are reduced in tile order: the result
 is the same for any number of cores.
 
+Under ``torchrun`` (``ranks``, :class:`cl_diag.measurement.ranks.Ranks`) every rank holds
+the same views and computes a fixed share of the tiles; the per-tile parts (float64 sums,
+M2s, min, max, below-delta counts), the integer histogram bins and the positives are
+gathered onto every rank and reduced exactly as one process reduces them, in tile order
+(Chan's merge over the same parts, integer sums), so K ranks give the same bits as one.
+
 Sampled mode draws ``num_pairs`` pairs of each type uniformly (with
 replacement, from a ``torch.Generator`` seeded with ``seed``) and reports the
 exact statistics of that sample, marked ``"estimate": true``: the paper's
@@ -78,6 +84,7 @@ from cl_diag.measurement.inputs import (
     label_codes,
     normalise_views,
 )
+from cl_diag.measurement.ranks import SINGLE, Ranks, tensor_fingerprint
 from cl_diag.result import QUANTILES  # also imported from here by tests/test_pairs.py
 
 __all__ = [
@@ -258,6 +265,29 @@ class _Stream:
         out = _Stream(self.bins, self.t32, self.ws)
         out.parts = self.parts + other.parts
         out.hist = self.hist + other.hist
+        return out
+
+    def portable(self) -> tuple[list[tuple[int, int, list[float]]], torch.Tensor]:
+        """The parts as plain floats and the histogram on the CPU, to send to other ranks
+        (one device synchronisation on CUDA, where the parts are still device tensors)."""
+        on_device = [p for p in self.parts if isinstance(p[2], torch.Tensor)]
+        values = torch.stack([p[2] for p in on_device]).cpu().tolist() if on_device else []
+        floats = iter(values)
+        parts = [
+            (key, n, next(floats) if isinstance(vals, torch.Tensor) else vals)
+            for key, n, vals in self.parts
+        ]
+        return parts, self.hist.cpu()
+
+    @classmethod
+    def of_ranks(cls, bins: int, t32: float, ws: _Workspace, portables: list) -> _Stream:
+        """The stream of all ranks' :meth:`portable` results: their parts (reduced later in
+        key order, as one process does) and the integer sum of their histograms."""
+        out = cls.__new__(cls)
+        out.bins, out.half, out.t32, out.ws = bins, float(bins // 2), t32, ws
+        out.dyadic = bins & (bins - 1) == 0
+        out.parts = [part for parts, _ in portables for part in parts]
+        out.hist = torch.stack([hist for _, hist in portables]).sum(dim=0)
         return out
 
     def summary(self, hist_bins: int, *, negative: bool, estimate: bool = False) -> dict:
@@ -480,6 +510,20 @@ class _Split:
         out.streams = [a.merge(b) for a, b in zip(self.streams, other.streams)]
         return out
 
+    def portable(self) -> list:
+        return [stream.portable() for stream in self.streams]
+
+    @classmethod
+    def of_ranks(cls, bins: int, t32: float, ws: _Workspace, portables: list) -> _Split:
+        """The split of all ranks' :meth:`portable` results (see :meth:`_Stream.of_ranks`)."""
+        out = cls.__new__(cls)
+        out.labelled = len(portables[0]) == 2
+        out.streams = [
+            _Stream.of_ranks(bins, t32, ws, [p[k] for p in portables])
+            for k in range(len(portables[0]))
+        ]
+        return out
+
     def summary(self, hist_bins: int, *, estimate: bool = False) -> dict:
         if not self.labelled:
             return self.streams[0].summary(hist_bins, negative=True, estimate=estimate)
@@ -501,6 +545,12 @@ def _tiles(n: int, tile: int) -> list[tuple[int, int, int, int, bool]]:
         for a, (r0, r1) in enumerate(blocks)
         for b, (c0, c1) in enumerate(blocks)
     ]
+
+
+def _tile_cost(task: tuple[int, int, int, int, bool]) -> int:
+    """Similarities a tile computes: one matmul, three on and above the diagonal."""
+    r0, r1, c0, c1, upper = task
+    return (r1 - r0) * (c1 - c0) * (3 if upper else 1)
 
 
 def _class_relation(codes: torch.Tensor, r0: int, r1: int, c0: int, c1: int):
@@ -559,7 +609,9 @@ def _exact_worker(
     return cross, within
 
 
-def _exact(u, v, codes, *, t32: float, hist_bins: int, tile: int, workers: int) -> dict:
+def _exact(
+    u, v, codes, *, t32: float, hist_bins: int, tile: int, workers: int, ranks: Ranks = SINGLE
+) -> dict:
     n = u.shape[0]
     bins = fine_bins(hist_bins)
     if codes is not None:
@@ -568,7 +620,11 @@ def _exact(u, v, codes, *, t32: float, hist_bins: int, tile: int, workers: int) 
         order = torch.sort(codes, stable=True).indices
         u, v, codes = u[order], v[order], codes[order]
     positives = torch.empty(n, dtype=torch.float32, device=u.device)
-    tasks = _LockedIter(enumerate(_tiles(n, tile)))
+    tiles = _tiles(n, tile)
+    # a tile's key is its place in the single-process order, whichever rank computes it
+    mine = ranks.share([_tile_cost(task) for task in tiles])
+    tasks = _LockedIter((key, tiles[key]) for key in mine)
+    workers = max(1, min(workers, len(mine)))
     kwargs = dict(bins=bins, t32=t32, tile=tile)
     single = u.device.type == "cpu"
     if workers <= 1:
@@ -585,6 +641,11 @@ def _exact(u, v, codes, *, t32: float, hist_bins: int, tile: int, workers: int) 
         cross, within = results[0]
         for c, w in results[1:]:
             cross, within = cross.merge(c), within.merge(w)
+    if ranks.distributed:
+        diagonal = [tiles[key][:2] for key in mine if tiles[key][0] == tiles[key][2]]
+        cross, within, positives = _gather_exact(
+            ranks, cross, within, positives, diagonal, bins=bins, t32=t32
+        )
     return {
         "positive": _sample_summary(
             positives, t32=t32, hist_bins=hist_bins, negative=False, estimate=False
@@ -592,6 +653,21 @@ def _exact(u, v, codes, *, t32: float, hist_bins: int, tile: int, workers: int) 
         "cross_view_negative": cross.summary(hist_bins),
         "within_view_negative": within.summary(hist_bins),
     }
+
+
+def _gather_exact(ranks: Ranks, cross: _Split, within: _Split, positives, diagonal, *, bins, t32):
+    """All ranks' tile parts, histograms and positives, on every rank (see the module
+    docstring); ``diagonal`` holds the (row0, row1) of this rank's diagonal tiles, which
+    computed the positives of those rows."""
+    own = [(r0, positives[r0:r1].cpu()) for r0, r1 in diagonal]
+    gathered = ranks.gather((cross.portable(), within.portable(), own))
+    ws = _Workspace(torch.device("cpu"))
+    cross = _Split.of_ranks(bins, t32, ws, [g[0] for g in gathered])
+    within = _Split.of_ranks(bins, t32, ws, [g[1] for g in gathered])
+    for _, _, rows in gathered:
+        for r0, values in rows:
+            positives[r0 : r0 + values.numel()] = values.to(positives.device)
+    return cross, within, positives
 
 
 class _LockedIter:
@@ -743,6 +819,7 @@ def pair_statistics(
     seed: int = 0,
     block_size: int | None = None,
     hist_bins: int = 100,
+    ranks: Ranks | None = None,
 ) -> dict:
     """Statistics of positive, cross-view negative and within-view negative cosine similarities.
 
@@ -761,6 +838,9 @@ def pair_statistics(
             25 * block_size^2 bytes, independent of n); default from a memory budget
             (7 MiB on CPU, 512 MiB on CUDA).
         hist_bins: bins of the reported histogram on [-1, 1].
+        ranks: under ``torchrun``, ``Ranks.of_process_group()``: every rank passes the same
+            full views and gets the same result, exact mode's tiles being split over the ranks
+            (see the module docstring); None: this process alone.
 
     Returns:
         ``{"positive": {...}, "cross_view_negative": {...}, "within_view_negative": {...}}``,
@@ -773,7 +853,7 @@ def pair_statistics(
         views = normalise_views(z1, z2)
         n_ref = check_n_ref(n_ref, views.n)
         codes = label_codes(labels, views.n, views.u.device)
-        return _measure(views, n_ref, codes, options, threads)
+        return _measure(views, n_ref, codes, options, threads, ranks or SINGLE)
 
 
 def pair_statistics_of(
@@ -786,6 +866,7 @@ def pair_statistics_of(
     seed: int = 0,
     block_size: int | None = None,
     hist_bins: int = 100,
+    ranks: Ranks | None = None,
 ) -> dict:
     """:func:`pair_statistics` of views already checked and normalised by
     :func:`cl_diag.measurement.inputs.normalise_views` (the rows are used as they are), with
@@ -793,7 +874,7 @@ def pair_statistics_of(
     normalises each layer once and passes the same rows here and to geometry."""
     options = _Options.check(mode, num_pairs, seed, block_size, hist_bins)
     with _cpu_workers() as threads:
-        return _measure(views, n_ref, codes, options, threads)
+        return _measure(views, n_ref, codes, options, threads, ranks or SINGLE)
 
 
 class _Options(NamedTuple):
@@ -816,7 +897,7 @@ class _Options(NamedTuple):
         return cls(mode, num_pairs, seed, block_size, hist_bins)
 
 
-def _measure(views: UnitViews, n_ref, codes, options: _Options, threads: int) -> dict:
+def _measure(views: UnitViews, n_ref, codes, options: _Options, threads: int, ranks: Ranks) -> dict:
     u, v = views
     n = views.n
     n_ref = check_n_ref(n_ref, n)
@@ -830,7 +911,13 @@ def _measure(views: UnitViews, n_ref, codes, options: _Options, threads: int) ->
             )
         tile = min(options.block_size or _default_tile(n, u.device), n)
         workers = 1 if u.device.type != "cpu" else min(threads, len(range(0, n, tile)) ** 2)
-        return _exact(u, v, codes, t32=t32, hist_bins=hist_bins, tile=tile, workers=workers)
+        # ranks holding different views (or tiles) would merge into a silently wrong result
+        ranks.check_same(
+            "views, labels or tile sizes", lambda: (tile, t32, tensor_fingerprint(u, v, codes))
+        )
+        return _exact(
+            u, v, codes, t32=t32, hist_bins=hist_bins, tile=tile, workers=workers, ranks=ranks
+        )
 
 
 @contextlib.contextmanager

@@ -11,16 +11,24 @@ decoded and augmented batch.
 Pure torch: datasets, transforms and models are passed in. Outputs are float32 on CPU.
 On CUDA the pass runs under ``torch.inference_mode`` with fp16 autocast, channels_last
 inputs, pinned memory and non-blocking copies; on CPU in plain float32.
+
+Under ``torchrun`` (``ranks``) the batches are dealt over the ranks
+(:meth:`cl_diag.measurement.ranks.Ranks.share`); each rank encodes its batches, which are
+exactly the batches one process would encode (same images, same size), and every rank gets
+all of them back concatenated in batch order, so the views equal the single-process ones.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import nullcontext
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from cl_diag.measurement.ranks import SINGLE, Ranks
 
 __all__ = [
     "Pixels",
@@ -116,6 +124,48 @@ def _loader(dataset, batch_size: int, workers: int, device: torch.device):
     )
 
 
+def _shared_pass(
+    dataset,
+    step: Callable[[Any], Any],
+    *,
+    batch_size: int,
+    workers: int,
+    device: torch.device,
+    ranks: Ranks,
+    progress: Callable[[int], None] | None,
+) -> list[Any]:
+    """``step(batch)`` for every batch of ``dataset`` (in order, ``batch_size`` items each but
+    the last), each rank running its share of the batches; every rank gets all the results,
+    in batch order. ``progress`` is told about images so that it reaches ``len(dataset)``
+    when this rank is done (ranks progress at about the same pace)."""
+    total = len(dataset)
+    starts = range(0, total, batch_size)
+    mine = ranks.share([min(batch_size, total - start) for start in starts])
+    if ranks.distributed:
+        # the owned batches back to back: a loader with the same batch size cuts them again
+        # exactly (only the very last batch can be short, and it stays last)
+        items = [i for k in mine for i in range(starts[k], min(starts[k] + batch_size, total))]
+        dataset = torch.utils.data.Subset(dataset, items)
+    local = len(dataset)
+    done = shown = 0
+    results = []
+    for batch in _loader(dataset, batch_size, workers, device):
+        results.append(step(batch))
+        if progress is not None:
+            done += len(batch[-1])
+            reach = done * total // local
+            progress(reach - shown)
+            shown = reach
+    if not ranks.distributed:
+        return results
+    everyone = ranks.gather(list(zip(mine, results, strict=True)))
+    return [result for _, result in sorted((p for own in everyone for p in own), key=_first)]
+
+
+def _first(pair: tuple[int, Any]) -> int:
+    return pair[0]
+
+
 def _concat(chunks: list[dict[str, dict[str, torch.Tensor]]]) -> dict[str, dict[str, torch.Tensor]]:
     if not chunks:
         return {}
@@ -136,6 +186,7 @@ def encode_two_views(
     workers: int = 0,
     amp: bool = True,
     progress: Callable[[int], None] | None = None,
+    ranks: Ranks | None = None,
 ) -> tuple[dict[str, dict[str, tuple[torch.Tensor, torch.Tensor]]], torch.Tensor]:
     """Encode both augmented views of the given instances through every tap.
 
@@ -143,20 +194,29 @@ def encode_two_views(
     function of ``i`` (cl-diag's ``TwoViews`` seeds each sample's augmentation), so the
     result does not depend on ``batch_size`` or ``workers``. Returns
     ``{tap: {layer: (z1, z2)}}`` with row k of ``z1`` and ``z2`` the two views of
-    ``indices[k]``, and the labels in the same order.
+    ``indices[k]``, and the labels in the same order. ``ranks``: under ``torchrun``, each
+    rank encodes its share of the batches and every rank gets all rows (module docstring).
     """
     device = resolve_device(device)
     modules = _prepare(taps, device)
     subset = torch.utils.data.Subset(two_views, [int(i) for i in indices])
-    first: list[dict] = []
-    second: list[dict] = []
-    labels: list[torch.Tensor] = []
-    for _, v1, v2, y in _loader(subset, batch_size, workers, device):
-        first.append(_run(modules, v1, device, amp))
-        second.append(_run(modules, v2, device, amp))
-        labels.append(torch.as_tensor(y))
-        if progress is not None:
-            progress(len(y))
+
+    def step(batch):
+        _, v1, v2, y = batch
+        return _run(modules, v1, device, amp), _run(modules, v2, device, amp), torch.as_tensor(y)
+
+    done = _shared_pass(
+        subset,
+        step,
+        batch_size=batch_size,
+        workers=workers,
+        device=device,
+        ranks=ranks or SINGLE,
+        progress=progress,
+    )
+    first = [d[0] for d in done]
+    second = [d[1] for d in done]
+    labels = [d[2] for d in done]
     a, b = _concat(first), _concat(second)
     views = {name: {layer: (a[name][layer], b[name][layer]) for layer in a[name]} for name in a}
     return views, torch.cat(labels) if labels else torch.empty(0, dtype=torch.int64)
@@ -173,21 +233,31 @@ def encode_images(
     workers: int = 0,
     amp: bool = True,
     progress: Callable[[int], None] | None = None,
+    ranks: Ranks | None = None,
 ) -> tuple[dict[str, dict[str, torch.Tensor]], torch.Tensor]:
     """Encode ``(image, label)`` items (e.g. the un-augmented eval view) through every tap.
 
     Returns ``{tap: {layer: features}}`` (float32, CPU) and the labels, in dataset order
-    (or the order of ``indices``).
+    (or the order of ``indices``). ``ranks``: as for :func:`encode_two_views`.
     """
     device = resolve_device(device)
     modules = _prepare(taps, device)
     if indices is not None:
         dataset = torch.utils.data.Subset(dataset, [int(i) for i in indices])
-    chunks: list[dict] = []
-    labels: list[torch.Tensor] = []
-    for x, y in _loader(dataset, batch_size, workers, device):
-        chunks.append(_run(modules, x, device, amp))
-        labels.append(torch.as_tensor(y))
-        if progress is not None:
-            progress(len(y))
+
+    def step(batch):
+        x, y = batch
+        return _run(modules, x, device, amp), torch.as_tensor(y)
+
+    done = _shared_pass(
+        dataset,
+        step,
+        batch_size=batch_size,
+        workers=workers,
+        device=device,
+        ranks=ranks or SINGLE,
+        progress=progress,
+    )
+    chunks = [d[0] for d in done]
+    labels = [d[1] for d in done]
     return _concat(chunks), torch.cat(labels) if labels else torch.empty(0, dtype=torch.int64)

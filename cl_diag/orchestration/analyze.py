@@ -14,6 +14,17 @@ What the input is decides the work (:func:`cl_diag.models.checkpoints.read_check
   test splits, next to the same probes on raw pixels and on the architecture at random
   initialisation; and the theory panel from the checkpoint's training config. A cl-diag
   checkpoint of the ``toy`` dataset carries its learned vectors: those are the two views.
+
+The pairs and the geometry are measured on ``--device`` (the views are moved there).
+
+Under ``torchrun --nproc-per-node K -m cl_diag analyze ...`` (the trainer's
+:func:`~cl_diag.training.loop.distributed_env`: gloo on CPU, NCCL on CUDA) the ranks split the
+encoding of the views (and of the probes' splits) by batches, and the exact pair tiles and
+the uniformity tiles; their partial results are merged exactly in the single-process order
+(:mod:`cl_diag.measurement.ranks`), so result.json is the same bytes for any K (for an
+embeddings file whatever the threads per process; for a checkpoint the same bytes as one
+process with as many threads as each rank, one under torchrun, since an encoder's last bits
+may depend on them). The probes are fitted on rank 0, and only rank 0 writes.
 """
 
 from __future__ import annotations
@@ -30,8 +41,9 @@ import cl_diag
 from cl_diag.errors import UserError
 from cl_diag.io.embeddings import load_embeddings
 from cl_diag.io.output import OWNED_FILES, check_targets, ensure_writable_parent, staged_output
-from cl_diag.measurement.inputs import ViewsError, label_codes, normalise_views
+from cl_diag.measurement.inputs import UnitViews, ViewsError, label_codes, normalise_views
 from cl_diag.measurement.pairs import MAX_HIST_BINS, MAX_NUM_PAIRS, MAX_SEED
+from cl_diag.measurement.ranks import SINGLE, Ranks, RanksMismatch
 from cl_diag.measurement.theory import delta, theory_panel
 from cl_diag.models import CheckpointFile, Subject, open_subject, read_checkpoint_file
 from cl_diag.orchestration.train import MAX_WORKERS
@@ -114,6 +126,9 @@ class AnalyzeResult:
     out: Path
     result: Result = field(repr=False)
     files: list[Path] = field(default_factory=list)
+    #: False on the ranks > 0 of a torchrun job: they wrote nothing, and their ``result``
+    #: holds the pairs and geometry but no probes (rank 0 fits those)
+    is_main: bool = True
 
 
 def check_analysis(config: AnalyzeConfig) -> None:
@@ -139,7 +154,9 @@ def check_analysis(config: AnalyzeConfig) -> None:
             f"of b x b similarities takes about 25 b^2 bytes. Omit it for the default."
         )
     if not 0 <= config.seed <= MAX_SEED:
-        raise UserError(f"--seed must be in [0, 2^63 - 1] (got {config.seed}).")
+        raise UserError(
+            f"--seed must be in [0, 2^63 - 1]: 0 or more, below 2^63 (got {config.seed})."
+        )
     if not 1 <= config.hist_bins <= MAX_HIST_BINS:
         raise UserError(
             f"--hist-bins must be in [1, {MAX_HIST_BINS}] (got {config.hist_bins}); the "
@@ -190,34 +207,47 @@ def measure_layer(
     n_ref: int,
     config: AnalyzeConfig,
     where: str,
+    device: torch.device | None = None,
+    ranks: Ranks = SINGLE,
 ) -> Layer:
     """Pair statistics and geometry of one layer's two views, normalised once for both.
 
     ``where`` names the views' origin (a file, a checkpoint's layer outputs) in the message
     of a :class:`UserError` for views that cannot be measured (NaN, zero rows, ...).
+    ``device``: where to measure (None: where the views are); ``ranks``: the ranks of a
+    torchrun job, which each pass the same views and get the same layer.
     """
     from cl_diag.measurement.geometry import geometry_of
     from cl_diag.measurement.pairs import pair_statistics_of
 
     try:
         views = normalise_views(z1, z2)
+        if device is not None:  # normalised where they are: the same unit rows on any device
+            views = UnitViews(views.u.to(device), views.v.to(device))
         codes = label_codes(labels, views.n, views.u.device)
     except ViewsError as exc:
         raise UserError(exc.user_message(where)) from None
-    pairs = pair_statistics_of(
-        views,
-        n_ref=n_ref,
-        codes=codes,
-        mode=config.pairs,
-        num_pairs=config.num_pairs,
-        seed=config.seed,
-        block_size=config.block_size,
-        hist_bins=config.hist_bins,
-    )
-    # The exact cross-view mean is already known; a sampled one is an estimate, so let
-    # geometry compute the exact mean itself (O(nd)).
-    exact_mean = pairs["cross_view_negative"]["mean"] if config.pairs == "exact" else None
-    geo = geometry_of(views, n_ref=n_ref, cross_view_mean=exact_mean)
+    try:
+        pairs = pair_statistics_of(
+            views,
+            n_ref=n_ref,
+            codes=codes,
+            mode=config.pairs,
+            num_pairs=config.num_pairs,
+            seed=config.seed,
+            block_size=config.block_size,
+            hist_bins=config.hist_bins,
+            ranks=ranks,
+        )
+        # The exact cross-view mean is already known; a sampled one is an estimate, so let
+        # geometry compute the exact mean itself (O(nd)).
+        exact_mean = pairs["cross_view_negative"]["mean"] if config.pairs == "exact" else None
+        geo = geometry_of(views, n_ref=n_ref, cross_view_mean=exact_mean, ranks=ranks)
+    except RanksMismatch:
+        raise UserError(
+            f"The {ranks.world} torchrun ranks read different views from {where}; every rank "
+            "must see the same input (the same file on every node) and the same options."
+        ) from None
     return Layer.from_dict({"n": views.n, "d": views.d, "pairs": pairs, "geometry": geo})
 
 
@@ -262,26 +292,63 @@ def _write(config: AnalyzeConfig, result: Result) -> AnalyzeResult:
     )
 
 
+@dataclass(frozen=True)
+class _Run:
+    """Where the measuring runs: this rank's device and its place among the ranks."""
+
+    device: torch.device
+    ranks: Ranks = SINGLE
+
+
 def analyze(config: AnalyzeConfig, *, progress: ProgressFactory | None = None) -> AnalyzeResult:
     """Measure ``config.input`` (embeddings file or checkpoint) and write result.json,
-    report.md and report.html into ``config.out``."""
-    check_analysis(config)
-    if config.workers is None:
-        from cl_diag.measurement.views import resolve_device
+    report.md and report.html into ``config.out``.
 
-        cuda = resolve_device(config.device).type == "cuda"
+    Under ``torchrun`` every rank calls this; the work is split over the ranks (module
+    docstring), rank 0 shows ``progress`` and writes, and the process group is closed at
+    the end unless the caller had initialised it."""
+    import torch.distributed as dist
+
+    from cl_diag.measurement.views import resolve_device
+    from cl_diag.training.loop import close_distributed, distributed_env
+
+    check_analysis(config)
+    device = resolve_device(config.device)
+    if config.workers is None:
+        cuda = device.type == "cuda"
         config = replace(config, workers=min(8, os.cpu_count() or 1) if cuda else 0)
     file = read_checkpoint_file(config.input)
-    if file.kind == "embeddings":
-        return _write(config, _analyze_embeddings(config, file.payload))
-    return _write(config, _analyze_checkpoint(config, file, progress or _no_progress))
+    joined = dist.is_available() and dist.is_initialized()
+    env = distributed_env(device.type)
+    run = _Run(env.device, Ranks(env.rank, env.world))
+    try:
+        if file.kind == "embeddings":
+            result = _analyze_embeddings(config, file.payload, run)
+        else:
+            shown = (progress or _no_progress) if env.is_main else _no_progress
+            result = _analyze_checkpoint(config, file, shown, run)
+    finally:
+        if not joined:
+            close_distributed(env)
+    if not env.is_main:
+        return AnalyzeResult(out=Path(config.out), result=result, is_main=False)
+    return _write(config, result)
 
 
-def _analyze_embeddings(config: AnalyzeConfig, payload: dict | None) -> Result:
+def _analyze_embeddings(config: AnalyzeConfig, payload: dict | None, run: _Run) -> Result:
     embeddings = load_embeddings(config.input, payload=payload)
     n_ref = config.n_ref if config.n_ref is not None else embeddings.n
     z1, z2, labels = embeddings.z1, embeddings.z2, embeddings.labels
-    layer = measure_layer(z1, z2, labels, n_ref=n_ref, config=config, where=embeddings.path)
+    layer = measure_layer(
+        z1,
+        z2,
+        labels,
+        n_ref=n_ref,
+        config=config,
+        where=embeddings.path,
+        device=run.device,
+        ranks=run.ranks,
+    )
     return build_result(
         source={"kind": "embeddings", "path": str(config.input), "sha256": embeddings.sha256},
         n_ref=n_ref,
@@ -298,7 +365,7 @@ def _no_progress(description: str, total: int | None) -> Callable[[int], None]:
 
 
 def _analyze_checkpoint(
-    config: AnalyzeConfig, file: CheckpointFile, progress: ProgressFactory
+    config: AnalyzeConfig, file: CheckpointFile, progress: ProgressFactory, run: _Run
 ) -> Result:
     from cl_diag.orchestration.train import RESUME_FREE_FIELDS
 
@@ -318,10 +385,19 @@ def _analyze_checkpoint(
     if subject.embeddings is not None:  # toy: the learned vectors are the two views
         z1, z2 = subject.embeddings
         n_ref = config.n_ref if config.n_ref is not None else (subject.n_train or z1.shape[0])
-        layer = measure_layer(z1, z2, None, n_ref=n_ref, config=config, where=str(file.path))
+        layer = measure_layer(
+            z1,
+            z2,
+            None,
+            n_ref=n_ref,
+            config=config,
+            where=str(file.path),
+            device=run.device,
+            ranks=run.ranks,
+        )
         layers = {EMBEDDING_LAYER: layer}
         probes = None
-        if "retrieval" in config.probes:
+        if "retrieval" in config.probes and run.ranks.is_main:
             probes = {"layer": EMBEDDING_LAYER, "retrieval": {EMBEDDING_LAYER: _retrieval(z1, z2)}}
         theory = theory_panel(subject.training_config, n_ref, layers)
         return build_result(
@@ -370,12 +446,13 @@ def _analyze_checkpoint(
         subject.two_views,
         indices,
         batch_size=config.batch_size,
-        device=config.device,
+        device=run.device,
         workers=config.workers,
         amp=config.amp,
         progress=progress(
             f"encoding 2 augmented views of {len(indices)} training images", len(indices)
         ),
+        ranks=run.ranks,
     )
     source["views"] = {
         "num_images": len(indices),
@@ -389,12 +466,23 @@ def _analyze_checkpoint(
     for layer in layers_wanted:
         z1, z2 = views["trained"][layer]
         where = f"the {layer} outputs of {file.path}"
-        layers[layer] = measure_layer(z1, z2, view_labels, n_ref=n_ref, config=config, where=where)
+        layers[layer] = measure_layer(
+            z1,
+            z2,
+            view_labels,
+            n_ref=n_ref,
+            config=config,
+            where=where,
+            device=run.device,
+            ranks=run.ranks,
+        )
 
     probes = None
     if config.probes:
         runnable = tuple(p for p in config.probes if p not in skipped)
-        probes = _probes(replace(config, probes=runnable), subject, views, layers_wanted, progress)
+        probes = _probes(
+            replace(config, probes=runnable), subject, views, layers_wanted, progress, run
+        )
         if skipped:
             probes["skipped"] = skipped
     theory = theory_panel(subject.training_config, n_ref, layers)
@@ -438,8 +526,9 @@ def _classification_probes(config: AnalyzeConfig, train, test) -> dict:
 
 
 def _probes(
-    config: AnalyzeConfig, subject: Subject, views: dict, layers: list[str], progress
-) -> dict:
+    config: AnalyzeConfig, subject: Subject, views: dict, layers: list[str], progress, run: _Run
+) -> dict | None:
+    """The probes block; None on the ranks > 0 of a torchrun job, which only help encode."""
     from cl_diag.measurement.views import Pixels, Taps, encode_images, sample_indices
 
     probes: dict[str, Any] = {"layer": "backbone"}
@@ -463,12 +552,13 @@ def _probes(
                 dataset,
                 idx,
                 batch_size=config.batch_size,
-                device=config.device,
+                device=run.device,
                 workers=config.workers,
                 amp=config.amp,
                 progress=progress(
                     f"encoding the un-augmented {split} split ({len(idx)} images)", len(idx)
                 ),
+                ranks=run.ranks,
             )
             split_features[split] = (feats, labels, len(dataset))
         probes["splits"] = {
@@ -478,6 +568,9 @@ def _probes(
             }
             for split in ("train", "test")
         }
+    if not run.ranks.is_main:  # the fitting is rank 0's alone: no collectives below
+        return None
+    if needs_splits:
 
         def pair(name: str, layer: str):
             return tuple(
