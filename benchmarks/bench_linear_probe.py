@@ -243,7 +243,8 @@ def compare(
     common: dict[str, Any] = dict(grid=grid, seed=seed)
     for label, fn, extra in solvers:
         kw = {**common, **extra}
-        res, wall, cpu = timed(lambda: fn(x_tr, y_tr, x_te, y_te, **kw), repeats)
+        # timed() calls the lambda at once; the defaults bind this iteration's solver all the same
+        res, wall, cpu = timed(lambda fn=fn, kw=kw: fn(x_tr, y_tr, x_te, y_te, **kw), repeats)
         rows.append((label, res, wall, cpu))
         if label == "cl_diag own L-BFGS":
             st = res["settings"]

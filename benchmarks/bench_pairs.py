@@ -26,6 +26,7 @@ Run:  python benchmarks/bench_pairs.py [--sizes 2000,5000,10000,20000] [--repeat
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import gc
 import platform
@@ -58,10 +59,8 @@ def _status_kb(key: str) -> int:
 
 def _reset_peak() -> int:
     gc.collect()
-    try:
+    with contextlib.suppress(OSError):
         ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except OSError:
-        pass
     with open("/proc/self/clear_refs", "w") as handle:
         handle.write("5")
     return _status_kb("VmRSS")
@@ -210,7 +209,8 @@ def report(row: dict) -> None:
         runs = ", ".join(f"{t:.2f}" for t, _ in row["peer"])
         print(f"  sklearn + numpy    {peer_t:8.2f} s   peak +{peer_m:8.1f} MiB   runs: {runs}")
         print(
-            f"  speed-up {peer_t / ours_t:6.1f}x   memory ratio (peer / cl-diag) {peer_m / max(ours_m, 1e-9):6.1f}x"
+            f"  speed-up {peer_t / ours_t:6.1f}x   memory ratio (peer / cl-diag) "
+            f"{peer_m / max(ours_m, 1e-9):6.1f}x"
             f"   max |diff| of mean/var/min/max {row['max_abs_diff']:.1e}"
         )
     workers_t, _ = best["workers"]
@@ -218,7 +218,8 @@ def report(row: dict) -> None:
     if best["tiles"]:
         tiles_t, _ = best["tiles"]
         print(
-            f"  plain tile GEMMs   {tiles_t:8.2f} s   {row['gflops_tiles']:6.1f} GFLOP/s (torch threads);"
+            f"  plain tile GEMMs   {tiles_t:8.2f} s   {row['gflops_tiles']:6.1f} GFLOP/s "
+            "(torch threads);"
             f"  cl-diag = {100 * row['gflops_ours'] / row['gflops_tiles']:5.1f} % of it"
         )
     print(
@@ -228,7 +229,8 @@ def report(row: dict) -> None:
     if row["gflops_full"]:
         full_t, full_m = best["full"]
         print(
-            f"  one full n x n mm  {full_t:8.2f} s   {row['gflops_full']:6.1f} GFLOP/s (peak +{full_m:.0f} MiB);"
+            f"  one full n x n mm  {full_t:8.2f} s   {row['gflops_full']:6.1f} GFLOP/s "
+            f"(peak +{full_m:.0f} MiB);"
             f"  cl-diag = {100 * row['gflops_ours'] / row['gflops_full']:5.1f} % of it"
         )
 
@@ -252,7 +254,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s]
     print(
-        f"torch {torch.__version__}, {torch.get_num_threads()} threads, {platform.processor() or platform.machine()}"
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
+        f"{platform.processor() or platform.machine()}"
     )
     for n in sizes:
         report(run_size(n, args.d, args.repeats, not args.skip_peer, args.block_size))

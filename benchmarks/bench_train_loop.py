@@ -1,4 +1,5 @@
-"""Steps/s of cl-diag's training loop against a minimal hand-written PyTorch loop, and the cost of --vrn.
+"""Steps/s of cl-diag's training loop against a minimal hand-written PyTorch loop, and the cost of
+--vrn.
 
 Both loops run in this one process on the same model (same initial weights), the same
 loss, the same batch size and the same dataset object, with the same DataLoader settings
@@ -164,7 +165,7 @@ def cl_diag_loop(
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", choices=["digits", "cached"], default="digits")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--arch", default="auto")
@@ -208,8 +209,9 @@ def main() -> None:
     )
     base = resolve_config(options, n_train=data.n_train)
     print(
-        f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {device}, arch {base.arch}, "
-        f"data {args.data} (n={data.n_train}), batch {base.batch_size}, {args.epochs} epochs x {args.repeats} repeats, "
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {device}, "
+        f"arch {base.arch}, data {args.data} (n={data.n_train}), batch {base.batch_size}, "
+        f"{args.epochs} epochs x {args.repeats} repeats, "
         f"precision {base.autocast}, {args.clock} clock"
     )
 

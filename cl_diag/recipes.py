@@ -99,8 +99,9 @@ def locate(value: str | Path, kind: str) -> Path:
         return names[name]
     folder = BUNDLED[kind][2]
     raise UserError(
-        f"{kind} {value} is neither a file nor a bundled {kind}. Give the path of a .toml {kind} or one "
-        f"of the bundled names: {', '.join(names)} (see {folder}); `cl-diag recipes` lists them."
+        f"{kind} {value} is neither a file nor a bundled {kind}. Give the path of a .toml {kind} "
+        f"or one of the bundled names: {', '.join(names)} (see {folder}); `cl-diag recipes` lists "
+        "them."
     )
 
 
@@ -198,7 +199,8 @@ def read_recipe(path: str | Path, command: Any) -> dict[str, Any]:
         name = key.replace("-", "_")
         if isinstance(value, dict):
             raise UserError(
-                f"{kind} {p}: [{key}] is a table; a {kind} is a flat list of options. Valid keys: {valid}."
+                f"{kind} {p}: [{key}] is a table; a {kind} is a flat list of options. Valid keys: "
+                f"{valid}."
             )
         if name not in kinds:
             raise UserError(
@@ -231,7 +233,8 @@ def merge_layers(
     holds only what was set explicitly: a recipe's keys, the options given on the command
     line, a sweep cell's grid values).
     """
-    values, given = dict(defaults), set()
+    values: dict[str, Any] = dict(defaults)
+    given: set[str] = set()
     for layer in layers:
         values.update(layer)
         given.update(layer)

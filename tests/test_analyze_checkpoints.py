@@ -91,7 +91,8 @@ def _solo_ckpt(
 
 
 def _write_cifar10(root: Path, per_batch: int, test: int, seed: int = 0) -> Path:
-    """A tiny CIFAR-10 in torchvision's on-disk format (pickled batches under cifar-10-batches-py)."""
+    """A tiny CIFAR-10 in torchvision's on-disk format (pickled batches under
+    cifar-10-batches-py)."""
     rng = np.random.default_rng(seed)
     folder = root / "cifar-10-batches-py"
     folder.mkdir(parents=True)
@@ -125,7 +126,8 @@ def _write_cifar10(root: Path, per_batch: int, test: int, seed: int = 0) -> Path
 
 @pytest.fixture
 def cifar_checksums(monkeypatch):
-    """Point torchvision's CIFAR-10 integrity check at the md5s of the files a test wrote (tests only)."""
+    """Point torchvision's CIFAR-10 integrity check at the md5s of the files a test wrote (tests
+    only)."""
 
     def patch(root: Path) -> None:
         folder = root / "cifar-10-batches-py"
@@ -181,7 +183,7 @@ def _cl_diag_ckpt(
     return path
 
 
-# --------------------------------------------------------------------------- foreign formats (units)
+# -------------------------------------------------------------------------- foreign formats (units)
 
 
 @pytest.mark.parametrize(
@@ -543,8 +545,9 @@ def test_theory_family_and_coefficients_pick_the_theorem():
         == "5.1(ii)"
     )
     spectral = theory_panel({"loss": "spectral", "batch_size": 32}, 1000, {})
-    # psi = x^2 is decreasing on [-1, 0): outside Thm 5.1/5.3, whose (8)-vs-(iii) test would wrongly say
-    # "ETF" (psi'(-1/(N-1)) < 0); the true optimum (d >= n) has orthogonal negatives, s_neg = 0.
+    # psi = x^2 is decreasing on [-1, 0): outside Thm 5.1/5.3, whose (8)-vs-(iii) test would
+    # wrongly say "ETF" (psi'(-1/(N-1)) < 0); the true optimum (d >= n) has orthogonal negatives,
+    # s_neg = 0.
     assert spectral["theorem"] is None
     assert "condition" not in spectral
     outside = theory_panel({"loss": "triplet", "batch_size": 32}, 1000, {})
@@ -607,7 +610,8 @@ def test_theory_layer_checks():
         checks["projector"]["caveat"] is True and checks["projector"]["d_below_m_minus_1"] is True
     )
     assert checks["backbone"]["caveat"] is False
-    # The ceiling uses n_ref, the measured mean a sample: shown side by side, with no pass/fail flag.
+    # The ceiling uses n_ref, the measured mean a sample: shown side by side, with no pass/fail
+    # flag.
     assert (checks["projector"]["alignment_ceiling"], checks["projector"]["positive_mean"]) == (
         0.95,
         0.9,
@@ -1027,7 +1031,8 @@ def test_views_do_not_depend_on_batching_and_match_direct_encoding():
 
 
 def test_weights_fingerprint_ignores_run_records_but_not_weights(tmp_path):
-    """Two checkpoints with the same weights and different timings/RNG states get one fingerprint."""
+    """Two checkpoints with the same weights and different timings/RNG states get one
+    fingerprint."""
     from cl_diag.models.checkpoints import read_checkpoint_file, weights_sha256
     from cl_diag.training.checkpoint import load_checkpoint
 

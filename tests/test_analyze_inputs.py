@@ -196,7 +196,8 @@ def test_out_under_a_file(run_cli, pairs_file, tmp_path):
 
 
 def test_staging_folder_that_cannot_be_created(run_cli, pairs_file, tmp_path, monkeypatch):
-    # os.access can say yes where mkdir still fails (root on a read-only mount, /proc): a message, not a traceback
+    # os.access can say yes where mkdir still fails (root on a read-only mount, /proc): a message,
+    # not a traceback
     import tempfile
 
     def refuse(*args, **kwargs):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html as htmllib
+import itertools
 import json
 import re
 import shutil
@@ -30,7 +31,8 @@ def write_run(root: Path, folder: str, result: dict) -> Path:
 
 @pytest.fixture(scope="module")
 def grid(tmp_path_factory):
-    """The paper's batch-size study in miniature: 3 batch sizes x with/without VRN, compared once."""
+    """The paper's batch-size study in miniature: 3 batch sizes x with/without VRN, compared
+    once."""
     root = tmp_path_factory.mktemp("grid")
     runs = {
         (b, v): write_run(
@@ -218,7 +220,9 @@ def test_table1_view(grid):
     md = (root / "cmp" / "report.md").read_text(encoding="utf-8")
     results = _results(runs)
     after = "## Batch-size study"
-    header = next(l for l in md[md.index(after) :].splitlines() if l.startswith("| batch size m"))
+    header = next(
+        line for line in md[md.index(after) :].splitlines() if line.startswith("| batch size m")
+    )
     assert header == "| batch size m | simclr | simclr +VRN30 |"
     for b in (32, 64, 128):
         var = [
@@ -237,7 +241,7 @@ def test_variance_band_matches_theorem_5_5_by_hand():
     assert ms[0] == 32 and ms[-1] == 128
     assert lo[0] == pytest.approx(49968 / (31 * 49999**2), rel=1e-12)
     assert hi[0] == pytest.approx(50000 * 49968 / (31 * 49999**2), rel=1e-12)
-    assert all(a > b for a, b in zip(hi, hi[1:])), "the upper bound decreases with m"
+    assert all(a > b for a, b in itertools.pairwise(hi)), "the upper bound decreases with m"
 
 
 def test_csv_columns_and_values(grid):
@@ -458,7 +462,10 @@ window.addEventListener('error', function (e) {
   window.__clErrors.push(e.message || ('failed to load ' + (t.src || t.href || t.tagName)));
 }, true);
 var __clConsoleError = console.error;
-console.error = function () { window.__clErrors.push(Array.prototype.join.call(arguments, ' ')); __clConsoleError.apply(console, arguments); };
+console.error = function () {
+  window.__clErrors.push(Array.prototype.join.call(arguments, ' '));
+  __clConsoleError.apply(console, arguments);
+};
 </script>"""
 PROBE_BODY = """<script>
 window.addEventListener('load', function () {
@@ -471,7 +478,8 @@ window.addEventListener('load', function () {
   var pre = document.createElement('pre');
   pre.id = 'cl-diag-probe';
   pre.textContent = JSON.stringify({errors: window.__clErrors, figures: figs,
-    tables: document.querySelectorAll('table').length, rows: document.querySelectorAll('tbody tr').length});
+    tables: document.querySelectorAll('table').length,
+    rows: document.querySelectorAll('tbody tr').length});
   document.body.appendChild(pre);
 });
 </script>"""
@@ -531,7 +539,7 @@ def test_reports_render_in_headless_chromium(grid, tmp_path):
 
     from cl_diag.report import render_analysis
 
-    root, runs, outcome = grid
+    _, runs, outcome = grid
     single = tmp_path / "single"
     single.mkdir()
     render_analysis(json.loads((runs[(32, 30.0)] / "result.json").read_text()), single)
@@ -552,7 +560,7 @@ def test_reports_render_in_headless_chromium(grid, tmp_path):
         assert high - low > 128, "the screenshot is blank"
 
 
-# ---- seed groups ----------------------------------------------------------------------------------
+# ---- seed groups ---------------------------------------------------------------------------------
 
 
 def _seed_runs(tmp_path: Path, seeds=(1, 2, 3), vrns=(0.0, 3.0)) -> dict:
@@ -681,7 +689,7 @@ def test_no_seed_csv_without_seed_groups(grid):
     assert "Over seeds" not in outcome.report_md.read_text(encoding="utf-8")
 
 
-# ---- stale files ----------------------------------------------------------------------------------
+# ---- stale files ---------------------------------------------------------------------------------
 
 
 def test_rerender_removes_only_its_own_stale_files(tmp_path):

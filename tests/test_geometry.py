@@ -1,7 +1,9 @@
-"""Geometry block (cl_diag.measurement.geometry) against numpy float64 brute force and closed forms."""
+"""Geometry block (cl_diag.measurement.geometry) against numpy float64 brute force and closed
+forms."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 
@@ -67,7 +69,7 @@ def test_matches_brute_force(n, d, block):
         spec = np.sort(np.linalg.eigvalsh(np.cov(x, rowvar=False, bias=True)))[::-1][: min(n, d)]
         assert len(g["spectrum"][name]) == min(n, d)
         assert np.allclose(g["spectrum"][name], np.clip(spec, 0, None), rtol=1e-9, atol=1e-12)
-        assert all(a >= b for a, b in zip(g["spectrum"][name], g["spectrum"][name][1:]))
+        assert all(a >= b for a, b in itertools.pairwise(g["spectrum"][name]))
     mean_pos = np.mean((u * v).sum(1))
     cross = u @ v.T
     mean_neg = (cross.sum() - np.trace(cross)) / (n * (n - 1))
@@ -96,8 +98,9 @@ def test_frontier_gap_is_the_slack_of_lemma_c6():
 
 
 def test_frontier_gap_zero_on_the_frontier():
-    """Equality case: u_i - v_i constant and sum u = -sum v, e.g. u_i = a w_i + c e, v_i = a w_i - c e
-    with w a centred simplex (sum w_i = 0) and e orthogonal to it (paper-notes 5.1 counterexample)."""
+    """Equality case: u_i - v_i constant and sum u = -sum v, e.g. u_i = a w_i + c e,
+    v_i = a w_i - c e with w a centred simplex (sum w_i = 0) and e orthogonal to it (paper-notes
+    5.1 counterexample)."""
     n = 12
     w = np.eye(n) - 1.0 / n
     w /= np.linalg.norm(w, axis=1, keepdims=True)

@@ -125,7 +125,7 @@ def test_a_torch_message_naming_a_global_counts_when_the_scan_finds_nothing(tmp_
         raise pickle.UnpicklingError("WeightsUnpickler error: Unsupported global: GLOBAL evil.run")
 
     monkeypatch.setattr(torch, "load", refused)
-    with pytest.raises(TorchFileError, match="evil.run") as info:
+    with pytest.raises(TorchFileError, match=r"evil\.run") as info:
         safe_torch_load(path)
     assert info.value.reason == "pickled-code"
 
@@ -259,7 +259,7 @@ def test_json_npz_and_checkpoint_writers_go_through_it(tmp_path, monkeypatch):
     monkeypatch.setattr(atomic, "atomic_write", spy)
     with pytest.raises(OSError):
         write_json(result, {"a": 2})
-    with pytest.raises(UserError, match="Cannot write .*pairs.npz: full"):
+    with pytest.raises(UserError, match=r"Cannot write .*pairs\.npz: full"):
         save_npz_atomically(arrays, {"z1": np.zeros((2, 2), np.float32)})
     with pytest.raises(OSError):
         save_checkpoint(checkpoint, {"format": "y"})

@@ -81,7 +81,7 @@ def test_module_equals_functional_bit_for_bit(name, hp, cls, labelled):
     for module in (cls(**hp), build_loss(name, **hp)):
         assert type(module) is cls
         got = _value_and_grads(module, z1, z2, y)
-        for g, f in zip(got, functional):
+        for g, f in zip(got, functional, strict=True):
             assert torch.equal(g, f), (name, hp)
         assert got[0].dtype == torch.float32 and got[0].dim() == 0
 

@@ -122,8 +122,8 @@ def test_hand_contrastive_and_triplet():
     assert LOSSES["triplet"](U2, V2, margin=mg, mining="all").item() == pytest.approx(
         np.mean(viol), rel=1e-6
     )
-    # no triplet here is semi-hard for margin 0.3 (u2's d_ap = d_an = 1 is a tie, excluded by neither
-    # rule robustly, so the semi-hard rule is checked on the tie-free example below)
+    # no triplet here is semi-hard for margin 0.3 (u2's d_ap = d_an = 1 is a tie, excluded by
+    # neither rule robustly, so the semi-hard rule is checked on the tie-free example below)
     hard = [max(0, ap - min(ans) + mg) for ap, ans in trip.values()]
     assert LOSSES["triplet"](U2, V2, margin=mg, mining="batch-hard").item() == pytest.approx(
         np.mean(hard), rel=1e-6

@@ -21,11 +21,11 @@ from cl_diag.models import (
     get_arch,
     is_convolutional,
     load_foreign_encoder,
-    open_subject,
     read_checkpoint_file,
     register_arch_family,
     registry,
 )
+from cl_diag.orchestration.subject import open_subject
 
 #: (arch, input shape of one image, expected feature width)
 EVERY_ARCH = [
@@ -100,7 +100,7 @@ def test_names_offered_for_training_and_for_foreign_checkpoints():
 
 
 def test_unknown_arch_names_the_choices():
-    with pytest.raises(ValueError, match="unknown arch 'vgg11'.*resnet18-cifar"):
+    with pytest.raises(ValueError, match=r"unknown arch 'vgg11'.*resnet18-cifar"):
         get_arch("vgg11")
     with pytest.raises(ValueError, match="unknown arch 'timm:vit_tiny'"):
         get_arch("timm:vit_tiny")  # no family registered: timm is not part of cl-diag yet

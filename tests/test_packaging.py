@@ -1,4 +1,5 @@
-"""A fresh machine: declared imports, the package list, bundled recipes by name, the wheel outside the checkout."""
+"""A fresh machine: declared imports, the package list, bundled recipes by name, the wheel outside
+the checkout."""
 
 from __future__ import annotations
 
@@ -139,7 +140,8 @@ def test_probe_suite_by_name_validates_like_a_path():
 
 @pytest.mark.slow
 def test_the_wheel_works_outside_the_checkout(tmp_path):
-    """Build the wheel, install it alone into a new venv (dependencies borrowed from this one), run it elsewhere."""
+    """Build the wheel, install it alone into a new venv (dependencies borrowed from this one), run
+    it elsewhere."""
     dist = tmp_path / "dist"
     isolation = [] if importlib.util.find_spec("setuptools") is None else ["--no-build-isolation"]
     subprocess.run(

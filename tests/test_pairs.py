@@ -42,7 +42,7 @@ SCHEMA_KEYS = [
     "quantile_error",
     "histogram",
 ]
-NEG_KEYS = SCHEMA_KEYS + ["excessive_ratio", "excessive_count"]
+NEG_KEYS = [*SCHEMA_KEYS, "excessive_ratio", "excessive_count"]
 
 
 def gamma(d: int) -> float:
@@ -255,10 +255,11 @@ def test_simplex_etf_every_negative_at_delta(n):
         assert s["var"] <= eps**2
         # The excessive ratio at exactly n_ref = n is decided by float32 round-off alone: the
         # similarities scatter within ~1e-7 of delta, and anywhere between 0 % and 100 % land below
-        # it (measured on ETFs of n = 5..257, rotated or not: 0.0, 0.03, 0.2, 0.48, 1.0). "Ratio 0 up to
-        # round-off" therefore means: no negative lies below delta - eps. A threshold under that
-        # band (n_ref = n - 1, delta' = -1/(n-2) = delta - 1/((n-1)(n-2)), far below delta - eps)
-        # must count none, and one above the band (n_ref = n + 1, delta' = -1/n) must count all.
+        # it (measured on ETFs of n = 5..257, rotated or not: 0.0, 0.03, 0.2, 0.48, 1.0). "Ratio 0
+        # up to round-off" therefore means: no negative lies below delta - eps. A threshold under
+        # that band (n_ref = n - 1, delta' = -1/(n-2) = delta - 1/((n-1)(n-2)), far below
+        # delta - eps) must count none, and one above the band (n_ref = n + 1, delta' = -1/n) must
+        # count all.
     # At n_ref = n the count is what float32 gives: the same single GEMM, recomputed here.
     one_tile = pair_statistics(z, z, n_ref=n)  # block = n: the whole matrix is one float32 GEMM
     u, _ = normalise_views(z, z)
@@ -287,7 +288,8 @@ def test_simplex_etf_every_negative_at_delta(n):
 
 
 def test_two_point_etf_is_exact():
-    """n = 2: the ETF is an antipodal pair, delta = -1 is exactly representable, nothing is below it."""
+    """n = 2: the ETF is an antipodal pair, delta = -1 is exactly representable, nothing is below
+    it."""
     z = np.array([[3.0, 0.0], [-0.5, 0.0]])
     stats = pair_statistics(z, z)
     for kind in ("cross_view_negative", "within_view_negative"):
@@ -527,7 +529,7 @@ def test_result_is_plain_json():
             assert x is None or type(x) in (int, float, bool, str), type(x)
 
     walk(stats)
-    assert list(stats["cross_view_negative"]) == NEG_KEYS + ["by_class"]
+    assert list(stats["cross_view_negative"]) == [*NEG_KEYS, "by_class"]
     assert len(stats["positive"]["histogram"]["counts"]) == 10
 
 
@@ -575,7 +577,8 @@ def test_bad_input_raises_value_error(z1, z2, kwargs, match):
 
 
 def test_bad_rows_found_in_any_normalisation_chunk():
-    """Rows are normalised in float64 chunks of ~8 MiB (8 rows at d = 2^17): row numbers are global."""
+    """Rows are normalised in float64 chunks of ~8 MiB (8 rows at d = 2^17): row numbers are
+    global."""
     z = np.ones((20, 1 << 17), dtype=np.float32)
     z[13, 5] = np.nan
     with pytest.raises(ValueError, match="first in row 13"):

@@ -69,7 +69,8 @@ def test_logreg_objective_matches_sklearn_coefficients(digits):
         b = theta[d * 10 :].numpy()
         scale = np.abs(sk.coef_).max()
         assert np.abs(w - sk.coef_).max() <= 1e-4 * scale, info
-        # both start at b = 0 and the bias gradient sums to 0 over classes: same (centred) intercepts
+        # both start at b = 0 and the bias gradient sums to 0 over classes: same (centred)
+        # intercepts
         assert np.abs(b - sk.intercept_).max() <= 1e-4 * scale
 
 
@@ -83,7 +84,7 @@ def _two_loop(pairs, g):
         alphas.append(a)
     s, y = pairs[-1]
     r = (s @ y) / (y @ y) * q
-    for (s, y), a in zip(pairs, reversed(alphas)):
+    for (s, y), a in zip(pairs, reversed(alphas), strict=True):
         r += (a - (y @ r) / (s @ y)) * s
     return r
 
@@ -412,7 +413,7 @@ def test_nan_features_rejected():
     x = np.ones((10, 3))
     x[4, 1] = np.nan
     y = np.arange(10) % 2
-    with pytest.raises(ValueError, match="NaN or infinite values.*row 4"):
+    with pytest.raises(ValueError, match=r"NaN or infinite values.*row 4"):
         knn_probe(x, y, np.ones((2, 3)), np.array([0, 1]))
     with pytest.raises(ValueError, match="NaN"):
         retrieval(np.ones((10, 3)), x)

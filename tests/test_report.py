@@ -63,7 +63,8 @@ def make_result(
     seed: int = 0,
     config: dict | None = None,
 ) -> dict:
-    """A plausible result: smaller batches -> larger negative variance, VRN lowers it (paper Table 1)."""
+    """A plausible result: smaller batches -> larger negative variance, VRN lowers it (paper Table
+    1)."""
     n_ref = n if n_ref is None else n_ref
     threshold = -1.0 / (n_ref - 1)
     m = batch_size or 128
@@ -193,7 +194,8 @@ def make_result(
 
 
 def md_row(text: str, first_cell: str, after: str = "") -> list[str]:
-    """Cells of the first Markdown table row starting with ``first_cell`` after the text ``after``."""
+    """Cells of the first Markdown table row starting with ``first_cell`` after the text
+    ``after``."""
     start = text.index(after) if after else 0
     escaped = first_cell.replace("|", "\\|")
     for line in text[start:].splitlines():
@@ -212,7 +214,7 @@ def rendered(tmp_path_factory):
 
 
 def test_writes_reports_and_figures(rendered):
-    result, out, paths = rendered
+    _, out, paths = rendered
     names = [p.name for p in paths]
     assert names[:2] == ["report.md", "report.html"]
     figures = {
@@ -230,7 +232,7 @@ def test_writes_reports_and_figures(rendered):
 
 
 def test_header_prints_threshold_and_conventions(rendered):
-    result, out, _ = rendered
+    _, out, _ = rendered
     md = (out / "report.md").read_text(encoding="utf-8")
     # -1/(50000-1) = -2.00004e-05 (6 significant digits)
     assert "δ = −1/(n_ref − 1) = -2.00004e-05 with n_ref = 50000" in md
@@ -294,9 +296,9 @@ def test_by_class_split_when_labels_given(rendered):
     assert row[0] == fmt(split["same_class"]["mean"])
     assert row[1] == fmt(split["different_class"]["mean"])
     header = next(
-        l
-        for l in md[md.index("Negatives split by class label") :].splitlines()
-        if l.startswith("| statistic")
+        line
+        for line in md[md.index("Negatives split by class label") :].splitlines()
+        if line.startswith("| statistic")
     )
     assert (
         "cross-view negative, same class" in header
@@ -384,7 +386,7 @@ def test_sigmoid_theory_rows():
 
 
 def test_config_block(rendered):
-    result, out, _ = rendered
+    _, out, _ = rendered
     md = (out / "report.md").read_text(encoding="utf-8")
     assert md_row(md, "batch_size", after="## Training config") == ["32"]
     assert md_row(md, "temperature", after="## Training config") == ["0.2"]
@@ -479,7 +481,9 @@ def test_theory_predictions_only_for_the_loss_layer():
     ]
     # d = 128 and d = 512: 1/d
     assert md_row(md, "1/d (random unit vectors)", after) == ["0.0078125", "0.00195312"]
-    header = next(l for l in md[md.index(after) :].splitlines() if l.startswith("| measured"))
+    header = next(
+        line for line in md[md.index(after) :].splitlines() if line.startswith("| measured")
+    )
     assert header == "| measured | projector (loss layer) | backbone (context only) |"
     # the validity caveat belongs to the loss layer only
     assert md.count("Validity:") == 1
@@ -537,7 +541,8 @@ def test_header_renders_the_checkpoint_source():
     assert md_row(md, "checkpoint taken at") == ["epoch 399, step 78000 (run complete)"]
     assert md_row(md, "CIFAR stem padding") == ["2 (default for upstream solo-learn checkpoints)"]
     assert md_row(md, "two views") == [
-        "256 of 50000 training images; uniform; the training augmentation, twice; eval; float32, no AMP"
+        "256 of 50000 training images; uniform; the training augmentation, twice; eval; float32, "
+        "no AMP"
     ]
     assert md_row(md, "trained with") == ["torch 2.4.0"]
     assert md_row(md, "note") == ["read as cifar10"]

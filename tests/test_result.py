@@ -186,7 +186,7 @@ def test_to_frame_one_tidy_row_per_layer_pair_type_statistic():
         & (frame.pair_type == "cross_view_negative")
         & (frame.split == "all")
     ]
-    values = dict(zip(row.statistic, row.value))
+    values = dict(zip(row.statistic, row.value, strict=True))
     stats = res.layers["projector"].pairs["cross_view_negative"]
     assert values["excessive_ratio"] == stats.excessive_ratio
     assert values["count"] == 999000.0 and values["quantile_99"] == stats.quantile(99)

@@ -1,4 +1,5 @@
-"""``cl-diag sweep``: grid parsing, every cell trained and analysed, resume by skipping, bad input."""
+"""``cl-diag sweep``: grid parsing, every cell trained and analysed, resume by skipping, bad
+input."""
 
 from __future__ import annotations
 
@@ -84,7 +85,8 @@ def test_sweep_trains_analyses_compares_and_skips_complete_cells(run_cli, tmp_pa
         (["--grid", "seed"], "is not key=v1,v2"),
         (["--grid", "seed=1,1"], "repeats a value"),
         (["--grid", "seed=1", "--grid", "seed=2"], "twice"),
-        # a value of the wrong type, or out of range in a later cell: refused before the first cell trains
+        # a value of the wrong type, or out of range in a later cell: refused before the first cell
+        # trains
         (
             ["--grid", "batch-size=abc"],
             "sweep cell batch-size=abc: the train options are not valid",

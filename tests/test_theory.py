@@ -250,7 +250,9 @@ def test_thm55_fixed_minibatches_variance_band(name, seed):
     # within-batch negatives sit at -1/(m-1) = -1, more separated than delta(n)
     u_dot_v = {
         (i, j): x
-        for (i, j), x in zip([(i, j) for i in range(4) for j in range(4) if i != j], cross.tolist())
+        for (i, j), x in zip(
+            [(i, j) for i in range(4) for j in range(4) if i != j], cross.tolist(), strict=True
+        )
     }
     for pair in [(0, 1), (1, 0), (2, 3), (3, 2)]:
         assert u_dot_v[pair] == pytest.approx(-1.0, abs=1e-4)

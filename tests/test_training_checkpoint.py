@@ -63,7 +63,7 @@ def test_round_trip_rebuilds_the_same_model(tmp_path):
     again = build_model(back["config"])
     again.backbone.load_state_dict(back["backbone"])
     again.projector.load_state_dict(back["projector"])
-    for (k, a), b in zip(model.state_dict().items(), again.state_dict().values()):
+    for (k, a), b in zip(model.state_dict().items(), again.state_dict().values(), strict=True):
         assert torch.equal(a, b), k
     assert (
         back["optimizer"]["state"][0]["momentum_buffer"].shape
@@ -124,7 +124,7 @@ def test_bad_files_become_user_errors(tmp_path):
         load_checkpoint(pickled)
     newer = tmp_path / "newer.pt"
     torch.save({"format": FORMAT, "format_version": FORMAT_VERSION + 1}, newer)
-    with pytest.raises(UserError, match="newer|Upgrade"):
+    with pytest.raises(UserError, match=r"newer|Upgrade"):
         load_checkpoint(newer)
     partial = tmp_path / "partial.pt"
     torch.save({"format": FORMAT, "format_version": 1, "config": {}}, partial)

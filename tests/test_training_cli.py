@@ -126,7 +126,8 @@ def test_recipe_type_errors_and_bad_toml(tmp_path):
 def test_command_line_wins_over_recipe_over_default(tmp_path, run_cli):
     recipe = tmp_path / "r.toml"
     recipe.write_text(
-        'dataset = "toy"\nnum_samples = 4\ndim = 3\nbatch-size = 2\nsteps = 2\ntemperature = 0.7\nlr = 0.25\nquiet = true\n'
+        'dataset = "toy"\nnum_samples = 4\ndim = 3\nbatch-size = 2\nsteps = 2\ntemperature = 0.7\n'
+        "lr = 0.25\nquiet = true\n"
     )
     out = tmp_path / "run"
     # --lr is given with the *default* value: still explicit, so it beats the recipe's 0.25.
@@ -181,7 +182,8 @@ def test_toy_run_writes_embeddings_metrics_and_a_complete_config(tmp_path, run_c
     )
     assert c["temperature"] == 0.5 and c["vrn"] == 3.0 and c["seed"] == 1
     assert set(ck["rng"]) == {"torch", "cuda", "numpy", "python", "loader"}
-    rows = list(csv.DictReader(open(out / "metrics.csv")))
+    with open(out / "metrics.csv") as handle:
+        rows = list(csv.DictReader(handle))
     assert tuple(rows[0]) == METRIC_COLUMNS and [int(r["epoch"]) for r in rows] == [1, 2]
     for row in rows:
         loss, contrastive, vrn = float(row["loss"]), float(row["contrastive"]), float(row["vrn"])
@@ -238,7 +240,7 @@ def toy_run(tmp_path, run_cli):
 )
 def test_bad_options_exit_2_and_leave_the_run_alone(toy_run, run_cli, args, message):
     digest = _sha(toy_run)
-    argv = TOY + ["--out", str(toy_run.parent)] + args
+    argv = [*TOY, "--out", str(toy_run.parent), *args]
     r = run_cli("train", *argv)
     assert r.code == 2, (r.out, r.err)
     assert message in " ".join(r.err.split()), r.err

@@ -42,7 +42,8 @@ def test_log_every_sets_the_rows_and_changes_nothing_computed(tmp_path):
     assert [(r["epoch"], r["step"]) for r in every3.history] == [(1, 3), (1, 4), (2, 6), (2, 8)]
     expected = [((s + 3) // 4, s) for s in range(1, 9)]
     assert [(r["epoch"], r["step"]) for r in every1.history] == expected
-    rows = list(csv.DictReader(open(out3 / "metrics.csv")))
+    with open(out3 / "metrics.csv") as handle:
+        rows = list(csv.DictReader(handle))
     assert tuple(rows[0]) == METRIC_COLUMNS and [int(r["step"]) for r in rows] == [3, 4, 6, 8]
     # how often the host looks changes no weight
     for ck in (ck3, ck1):

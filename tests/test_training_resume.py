@@ -77,7 +77,7 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path):
     assert 1 <= partial["epoch"] < 4 and not partial["complete"]
 
     resumed = _train("--resume", tmp_path / "killed" / "last.pt", "--quiet")
-    out, err = resumed.communicate(timeout=300)
+    _, err = resumed.communicate(timeout=300)
     assert resumed.returncode == 0, err
     assert reference.wait(timeout=300) == 0, reference.stderr.read()
 

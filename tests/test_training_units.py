@@ -1,4 +1,5 @@
-"""Unit tests of the training pieces: schedule, sampler, pair statistics, data, augmentation, models."""
+"""Unit tests of the training pieces: schedule, sampler, pair statistics, data, augmentation,
+models."""
 
 from __future__ import annotations
 
@@ -218,7 +219,7 @@ def test_imagefolder_train_and_val(tmp_path):
     assert (
         data.n_train == 6 and data.num_classes == 2 and data.labels.tolist() == [0, 0, 0, 1, 1, 1]
     )
-    i, v1, v2, y = data.train_set[(0, 4)]
+    i, v1, _, y = data.train_set[(0, 4)]
     assert (i, y) == (4, 1) and v1.shape == (3, 16, 16)
     test = Transformed(
         load_dataset("imagefolder", "test", val_root=str(tmp_path / "val")),
@@ -265,9 +266,7 @@ def test_build_model_seeded_and_rng_neutral():
     assert torch.equal(torch.get_rng_state(), state)
     b = build_model({"dataset": "digits"}, seed=3)
     c = build_model({"dataset": "digits"}, seed=4)
-    for (k, x), y, w in zip(
-        a.state_dict().items(), b.state_dict().values(), c.state_dict().values()
-    ):
+    for (k, x), y in zip(a.state_dict().items(), b.state_dict().values(), strict=True):
         assert torch.equal(x, y), k
     assert not torch.equal(a.backbone.features[0].weight, c.backbone.features[0].weight)
 

@@ -87,7 +87,8 @@ def problems(root: Path = ROOT) -> list[str]:
                 dists = providers.get(module) or ({normalise(module)} & (runtime | extras))
                 if not dists:
                     out.append(
-                        f"{where}, which no installed distribution provides; declare it in pyproject.toml"
+                        f"{where}, which no installed distribution provides; declare it in "
+                        "pyproject.toml"
                     )
                 elif not dists & allowed:
                     kind = (
@@ -96,7 +97,8 @@ def problems(root: Path = ROOT) -> list[str]:
                         else "pyproject.toml"
                     )
                     out.append(
-                        f"{where} (from {', '.join(sorted(dists))}), which is not declared in {kind}"
+                        f"{where} (from {', '.join(sorted(dists))}), which is not declared in "
+                        f"{kind}"
                     )
     return out
 

@@ -1,4 +1,5 @@
-"""``cl-diag analyze``: pair-similarity diagnostics, probes and theory for embeddings or a trained encoder."""
+"""``cl-diag analyze``: pair-similarity diagnostics, probes and theory for embeddings or a trained
+encoder."""
 
 from __future__ import annotations
 
@@ -52,16 +53,17 @@ def analyze(
     ),
     probe: str | None = typer.Option(
         None,
-        help="A probe suite: TOML whose keys are the options below, a path (e.g. probes/paper.toml) or a bundled "
-        "name (e.g. quick: see cl-diag recipes); options given here win.",
+        help="A probe suite: TOML whose keys are the options below, a path (e.g. "
+        "probes/paper.toml) or a bundled name (e.g. quick: see cl-diag recipes); options given "
+        "here win.",
     ),
     out: Path | None = typer.Option(
         None, "--out", "-o", help="Output folder \\[default: <source>-analysis]."
     ),
     n_ref: int | None = typer.Option(
         None,
-        help="Training-set size n of the threshold -1/(n-1) \\[default: the checkpoint's training-set size; "
-        "for an embeddings file, its number of rows].",
+        help="Training-set size n of the threshold -1/(n-1) \\[default: the checkpoint's "
+        "training-set size; for an embeddings file, its number of rows].",
         rich_help_panel=_PAIRS,
     ),
     pairs: str = typer.Option(
@@ -119,8 +121,8 @@ def analyze(
     ),
     data_root: Path | None = typer.Option(
         None,
-        help="Folder holding cifar-10-batches-py/ or cifar-100-python/, or the ImageFolder train root "
-        "[default for cl-diag checkpoints: the one they were trained with].",
+        help="Folder holding cifar-10-batches-py/ or cifar-100-python/, or the ImageFolder train "
+        "root [default for cl-diag checkpoints: the one they were trained with].",
         rich_help_panel=_CKPT,
     ),
     val_root: Path | None = typer.Option(
@@ -128,19 +130,21 @@ def analyze(
     ),
     arch: str | None = typer.Option(
         None,
-        help="Backbone of a foreign checkpoint: resnet18-cifar, resnet18, resnet34-cifar, resnet34, resnet50-cifar, "
-        "resnet50 \\[default: from args.json beside a solo-learn .ckpt].",
+        help="Backbone of a foreign checkpoint: resnet18-cifar, resnet18, resnet34-cifar, "
+        "resnet34, resnet50-cifar, resnet50 \\[default: from args.json beside a solo-learn .ckpt].",
         rich_help_panel=_FOREIGN,
     ),
     dataset: str | None = typer.Option(
         None,
-        help="Dataset of a foreign checkpoint: cifar10, cifar100 or imagefolder \\[default: from args.json].",
+        help="Dataset of a foreign checkpoint: cifar10, cifar100 or imagefolder "
+        "\\[default: from args.json].",
         rich_help_panel=_FOREIGN,
     ),
     cifar_stem_padding: int | None = typer.Option(
         None,
-        help="Padding of the 3x3 CIFAR stem (not stored in the weights) \\[default: 2 for upstream solo-learn, "
-        "1 for the paper's fork (BN in the projector or add_vrn_loss_term in args.json) and plain state dicts].",
+        help="Padding of the 3x3 CIFAR stem (not stored in the weights) \\[default: 2 for upstream "
+        "solo-learn, 1 for the paper's fork (BN in the projector or add_vrn_loss_term in "
+        "args.json) and plain state dicts].",
         rich_help_panel=_FOREIGN,
     ),
     device: str = typer.Option(
@@ -181,7 +185,7 @@ def analyze(
       cl-diag analyze last.pt --probe quick
 
       torchrun --nproc-per-node 2 -m cl_diag analyze big.npz --out out/   (same bytes, K ranks)
-    """
+    """  # noqa: E501 (typer's help shows a command docstring's lines as written)
     values, _ = apply_recipe(ctx, probe)
     config = AnalyzeConfig(
         input=source,

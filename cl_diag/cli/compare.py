@@ -38,7 +38,7 @@ def compare(
     Runs are labelled by what differs between their training configs (e.g. "simclr b32 +VRN30").
 
     Example: [bold]cl-diag compare runs/*/analysis --out reports/mine --baseline runs/simclr-b128/analysis[/]
-    """
+    """  # noqa: E501 (typer's help shows a command docstring's lines as written)
     outcome = run_compare(
         CompareConfig(inputs=list(runs), out=out, baseline=baseline, overwrite=overwrite)
     )

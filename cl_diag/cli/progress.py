@@ -26,6 +26,7 @@ from rich.progress import (
     Progress,
     ProgressColumn,
     Task,
+    TaskID,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
@@ -89,7 +90,7 @@ class TrainDisplay:
 
     def __init__(self, bar: Progress | None = None, label: str = "") -> None:
         self.bar, self.label = bar, label
-        self.task = None
+        self.task: TaskID | None = None  # set by start() when there is a bar
         self.epochs = 0
 
     def _describe(self, epoch: int) -> str:
@@ -103,11 +104,11 @@ class TrainDisplay:
             )
 
     def step(self, step: int, epoch: int) -> None:
-        if self.task is not None:
+        if self.bar is not None and self.task is not None:
             self.bar.update(self.task, completed=step, description=self._describe(epoch))
 
     def row(self, row: dict[str, float]) -> None:
-        if self.task is not None:
+        if self.bar is not None and self.task is not None:
             details = (
                 f"loss {row['loss']:.4f}  vrn {row['vrn']:.4g}  lr {row['lr']:.3g}  "
                 f"{row['images_per_s']:.0f} img/s"
@@ -118,7 +119,7 @@ class TrainDisplay:
 
     def finish(self) -> None:
         """Take the task off a shared bar (a sweep cell is done)."""
-        if self.task is not None:
+        if self.bar is not None and self.task is not None:
             self.bar.remove_task(self.task)
             self.task = None
 

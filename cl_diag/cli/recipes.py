@@ -20,7 +20,7 @@ def recipes_command() -> None:
       cl-diag train --recipe simclr-vrn
 
       cl-diag analyze runs/x/last.pt --probe quick
-    """
+    """  # noqa: E501 (typer's help shows a command docstring's lines as written)
     console = Console()
     for kind, (_, command, folder) in BUNDLED.items():
         table = Table(

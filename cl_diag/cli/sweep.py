@@ -8,6 +8,7 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from typer.core import TyperGroup
 
 from cl_diag.cli import app
 from cl_diag.cli.progress import TrainDisplay, progress_bar, use_bar
@@ -17,20 +18,29 @@ from cl_diag.orchestration.sweep import sweep as run_sweep
 from cl_diag.recipes import explicit_options, read_recipe
 
 
+def _command(name: str) -> Any:
+    """The app's command ``name`` as click parses it (typer builds this app as a group)."""
+    group = typer.main.get_command(app)
+    if not isinstance(group, TyperGroup):  # pragma: no cover - several commands make a group
+        raise TypeError(f"cl-diag's app built a {type(group).__name__}, not a command group")
+    return group.commands[name]
+
+
 def _train_overrides(args: list[str]) -> dict[str, Any]:
     """The options after the recipe (e.g. ``--epochs 5``), parsed by the train command's own
     option definitions, as typed values; only those given count."""
     if not args:
         return {}
-    command = typer.main.get_command(app).commands["train"]
+    command = _command("train")
     try:
         ctx = command.make_context("train", list(args))
     except Exception as exc:
         # click's usage errors (an unknown option, a value of the wrong type); matched by their
         # format_message, as typer ships its own copy of click whose classes differ by version
-        if not callable(getattr(exc, "format_message", None)):
+        format_message = getattr(exc, "format_message", None)
+        if not callable(format_message):
             raise
-        message = exc.format_message()
+        message = format_message()
         raise UserError(f"The train options after the recipe are not valid: {message}") from None
     given = explicit_options(ctx)
     if ctx.params.get("recipe") is not None or "recipe_name" in given:
@@ -50,7 +60,7 @@ def _analysis_fields(probe: str | None) -> dict[str, Any]:
     from cl_diag.orchestration.analyze import PROBES, AnalyzeConfig
     from cl_diag.result import LAYERS
 
-    suite = read_recipe(probe, typer.main.get_command(app).commands["analyze"])
+    suite = read_recipe(probe, _command("analyze"))
     names = {f.name for f in fields(AnalyzeConfig)} - {"input", "out"}
     values = {key: value for key, value in suite.items() if key in names}
     for key, allowed in (("layers", LAYERS), ("probes", PROBES)):
@@ -90,7 +100,7 @@ def sweep(
     Options after the recipe that are not the sweep's own (e.g. --epochs 5) override the recipe for every cell, exactly as with `cl-diag train`.
 
     Example: [bold]cl-diag sweep trainers/simclr.toml --grid batch-size=16,32,64 --grid vrn=0,30 --epochs 5 --out sweeps/bs[/]
-    """
+    """  # noqa: E501 (typer's help shows a command docstring's lines as written)
     config = SweepConfig(
         recipe=recipe,
         grid=list(grid),

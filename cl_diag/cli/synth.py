@@ -29,7 +29,7 @@ def synth(
     """Write two views of synthetic clustered embeddings (z1, z2, labels) to a .npz file.
 
     Example: [bold]cl-diag synth pairs.npz --n 2000 --d 64 && cl-diag analyze pairs.npz --out out/[/]
-    """
+    """  # noqa: E501 (typer's help shows a command docstring's lines as written)
     check_npz_target(out, overwrite=overwrite)  # before the work, not after
     arrays = make_synthetic_pairs(
         n=n, d=d, classes=classes, spread=spread, view_noise=view_noise, seed=seed

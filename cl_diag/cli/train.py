@@ -1,4 +1,5 @@
-"""``cl-diag train``: train a contrastive model with any loss of the library, with or without VRN."""
+"""``cl-diag train``: train a contrastive model with any loss of the library, with or without
+VRN."""
 
 from __future__ import annotations
 
@@ -29,8 +30,9 @@ def train_command(
     ctx: typer.Context,
     recipe: str | None = typer.Argument(
         None,
-        help="A TOML recipe whose keys are the options below (a path, e.g. trainers/simclr-vrn.toml, or a bundled "
-        "name, e.g. simclr-vrn: see cl-diag recipes); options given here win.",
+        help="A TOML recipe whose keys are the options below (a path, e.g. "
+        "trainers/simclr-vrn.toml, or a bundled name, e.g. simclr-vrn: see cl-diag recipes); "
+        "options given here win.",
     ),
     recipe_name: str | None = typer.Option(
         None,
@@ -44,7 +46,8 @@ def train_command(
     ),
     data_root: str | None = typer.Option(
         None,
-        help="Folder holding cifar-10-batches-py/ or cifar-100-python/, or the ImageFolder train root.",
+        help="Folder holding cifar-10-batches-py/ or cifar-100-python/, or the ImageFolder train "
+        "root.",
         rich_help_panel=_DATA,
     ),
     val_root: str | None = typer.Option(
@@ -55,7 +58,8 @@ def train_command(
     ),
     num_samples: int | None = typer.Option(
         None,
-        help="toy: number of instances (default 4). Other datasets: train on the first N images only.",
+        help="toy: number of instances (default 4). Other datasets: train on the first N images "
+        "only.",
         rich_help_panel=_DATA,
     ),
     dim: int = typer.Option(
@@ -69,13 +73,14 @@ def train_command(
     # model
     arch: str = typer.Option(
         _D.arch,
-        help="auto, small-cnn, resnet18-cifar, resnet18, resnet50 (embedding: toy only). auto: small-cnn for digits, "
-        "resnet18-cifar for CIFAR, resnet18 for imagefolder.",
+        help="auto, small-cnn, resnet18-cifar, resnet18, resnet50 (embedding: toy only). auto: "
+        "small-cnn for digits, resnet18-cifar for CIFAR, resnet18 for imagefolder.",
         rich_help_panel=_MODEL,
     ),
     projector_hidden: int | None = typer.Option(
         None,
-        help="Hidden width of the Linear-BN-ReLU-Linear projector (default 512, 2048 for resnet50).",
+        help="Hidden width of the Linear-BN-ReLU-Linear projector (default 512, 2048 for "
+        "resnet50).",
         rich_help_panel=_MODEL,
     ),
     projector_dim: int = typer.Option(
@@ -168,7 +173,8 @@ def train_command(
     ),
     precision: str = typer.Option(
         _D.precision,
-        help="auto (bf16 autocast on CUDA where supported, else fp16; fp32 on CPU), fp32, bf16 or fp16.",
+        help="auto (bf16 autocast on CUDA where supported, else fp16; fp32 on CPU), fp32, bf16 or "
+        "fp16.",
         rich_help_panel=_RUN,
     ),
     compile: bool = typer.Option(_D.compile, help="torch.compile the model.", rich_help_panel=_RUN),
@@ -185,7 +191,8 @@ def train_command(
     # records
     out: str | None = typer.Option(
         None,
-        help="Output folder for last.pt and metrics.csv (default runs/DATASET-LOSS, or the --resume folder).",
+        help="Output folder for last.pt and metrics.csv (default runs/DATASET-LOSS, or the "
+        "--resume folder).",
         rich_help_panel=_REC,
     ),
     save_every: int = typer.Option(
@@ -226,7 +233,7 @@ def train_command(
       cl-diag train --recipe simclr-vrn --batch-size 64
 
       cl-diag train --resume runs/dcl-vrn-b32/last.pt
-    """
+    """  # noqa: E501 (typer's help shows a command docstring's lines as written)
     if recipe is not None and recipe_name is not None:
         raise UserError(f"Two recipes given ({recipe} and --recipe {recipe_name}); give one.")
     path = recipe if recipe is not None else recipe_name

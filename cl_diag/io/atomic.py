@@ -20,6 +20,7 @@ replaces, rather than the ``0o600`` of :func:`tempfile.mkstemp`.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -101,10 +102,8 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[BinaryIO], objec
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException as exc:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         full = storage_error(exc, path)
         if full is not None:
             raise full from None

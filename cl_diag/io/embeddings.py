@@ -175,7 +175,8 @@ def _as_float_matrix(value: object, key: str, path: Path) -> torch.Tensor:
         )
     if array.dim() != 2:
         raise UserError(
-            f"'{key}' in {path} has shape {tuple(array.shape)}; it must be 2-D (n instances x d dimensions)."
+            f"'{key}' in {path} has shape {tuple(array.shape)}; it must be 2-D "
+            "(n instances x d dimensions)."
         )
     return array.to(torch.float32)
 

@@ -50,7 +50,8 @@ def ensure_writable_parent(out: Path) -> Path:
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise UserError(
-            f"--out {out} exists and is not a folder. Give a folder path (it is created if missing)."
+            f"--out {out} exists and is not a folder. Give a folder path (it is created if "
+            "missing)."
         )
     parent = out.parent.resolve()
     while not parent.exists():
@@ -62,7 +63,8 @@ def ensure_writable_parent(out: Path) -> Path:
     for folder in (parent, out) if out.exists() else (parent,):
         if not os.access(folder, os.W_OK | os.X_OK):
             raise UserError(
-                f"Cannot write to {folder} (for --out {out}): permission denied. Choose a writable folder."
+                f"Cannot write to {folder} (for --out {out}): permission denied. Choose a writable "
+                "folder."
             )
     return parent
 

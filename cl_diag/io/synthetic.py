@@ -8,6 +8,7 @@ negatives closer than different-class ones, and everything is seeded.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -28,7 +29,8 @@ def make_synthetic_pairs(
 ) -> dict[str, np.ndarray]:
     if n < 2 or d < 1 or classes < 1:
         raise UserError(
-            f"synthetic data needs n >= 2, d >= 1 and classes >= 1 (got n={n}, d={d}, classes={classes})."
+            "synthetic data needs n >= 2, d >= 1 and classes >= 1 "
+            f"(got n={n}, d={d}, classes={classes})."
         )
     if n * d > MAX_NUMBERS:
         raise UserError(
@@ -37,7 +39,8 @@ def make_synthetic_pairs(
         )
     if classes > n:
         raise UserError(
-            f"--classes {classes} is more than the --n {n} instances; some classes would be empty. Use --classes <= --n."
+            f"--classes {classes} is more than the --n {n} instances; some classes would be "
+            "empty. Use --classes <= --n."
         )
     if not (np.isfinite(spread) and np.isfinite(view_noise) and spread >= 0 and view_noise >= 0):
         raise UserError(
@@ -83,7 +86,9 @@ def save_npz_atomically(
     parent = path.parent if str(path.parent) else Path(".")
     try:
         parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, lambda stream: np.savez(stream, **arrays))
+        # typed Any: numpy's stub would match the arrays against savez's allow_pickle flag
+        named: dict[str, Any] = dict(arrays)
+        atomic_write(path, lambda stream: np.savez(stream, **named))
     except OSError as exc:
         raise UserError(
             f"Cannot write {path}: {exc.strerror or exc}. Choose a writable folder."

@@ -109,9 +109,8 @@ def _coerce(hp: HParam, value: Any, loss_name: str) -> Any:
     elif hp.kind is int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise bad(f"must be an integer, got {value!r}")
-    elif hp.kind is str:
-        if not isinstance(value, str):
-            raise bad(f"must be a string, got {value!r}")
+    elif hp.kind is str and not isinstance(value, str):
+        raise bad(f"must be a string, got {value!r}")
     if hp.choices is not None and value not in hp.choices:
         raise LossOptionError(
             f"{loss_name}: {hp.name}={value!r} is not one of {', '.join(map(repr, hp.choices))}",
@@ -146,7 +145,8 @@ def check_inputs(
         )
     if z1.shape[0] < 2:
         raise ValueError(
-            f"{loss_name}: a batch of {z1.shape[0]} has no negative pairs; use a batch of at least 2"
+            f"{loss_name}: a batch of {z1.shape[0]} has no negative pairs; use a batch of at "
+            "least 2"
         )
     if z1.shape[1] < 1:
         raise ValueError(f"{loss_name}: embeddings have dimension 0")
@@ -285,7 +285,9 @@ class Loss(nn.Module):
             u, v = normalise_pair(z1, z2)
             return self._compute(u, v, labels, **hp)
 
-    def _compute(self, u, v, labels, **hp) -> torch.Tensor:  # pragma: no cover
+    # *args and **hp typed Any: each loss spells its own hyper-parameters as keyword-only
+    # arguments (mypy accepts any override of this gradual signature)
+    def _compute(self, u, v, labels, *args: Any, **hp: Any) -> torch.Tensor:  # pragma: no cover
         raise NotImplementedError
 
     def extra_repr(self) -> str:

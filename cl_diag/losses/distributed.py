@@ -52,7 +52,7 @@ Example (single process: the gather is the identity)::
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
@@ -83,11 +83,11 @@ def _local_sizes(n: int, device: torch.device) -> list[int]:
 def _gather_rows(x: torch.Tensor, sizes: list[int]) -> torch.Tensor:
     """all_gather along dim 0 with uneven row counts (pad to the largest)."""
     longest = max(sizes)
-    padded = x.new_zeros((longest,) + tuple(x.shape[1:]))
+    padded = x.new_zeros((longest, *x.shape[1:]))
     padded[: x.shape[0]] = x
     parts = [torch.empty_like(padded) for _ in sizes]
     dist.all_gather(parts, padded.contiguous())
-    return torch.cat([p[:s] for p, s in zip(parts, sizes)])
+    return torch.cat([p[:s] for p, s in zip(parts, sizes, strict=True)])
 
 
 class _GatherWithGrad(torch.autograd.Function):
@@ -138,7 +138,8 @@ def _default_device() -> torch.device:
     return torch.device("cpu")
 
 
-class GatheredBatch(NamedTuple):
+@dataclass(frozen=True)
+class GatheredBatch:
     z1: torch.Tensor  # (N, d) global view 1, gradients flow to every rank
     z2: torch.Tensor  # (N, d) global view 2
     labels: torch.Tensor | None  # (N,) global labels, or None

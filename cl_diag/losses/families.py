@@ -81,7 +81,8 @@ def _info_direction(
     psi: str,
     temperature: float,
 ) -> torch.Tensor:
-    """(1/B) sum_i psi(c1 sum_{j!=i} e^{(s_cross_ij - pos_i)/t} + c2 sum_{j!=i} e^{(s_within_ij - pos_i)/t}),
+    """(1/B) sum_i psi(c1 sum_{j!=i} e^{(s_cross_ij - pos_i)/t}
+                     + c2 sum_{j!=i} e^{(s_within_ij - pos_i)/t}),
     the sum over anchors i being the rows; s_cross, s_within are (A, B)
     similarities of A anchors to B candidates, and ``off`` masks j == i."""
     a, b = s_cross.shape
@@ -243,8 +244,11 @@ class IndependentlyAdditive(Loss):
     def _coefficients_for(self, hp: Mapping[str, Any]) -> tuple[float, float]:
         return self._c
 
-    def phi_psi(self, batch: int, **hp: Any) -> tuple[Callable, Callable]:
+    # *args and **hp typed Any: an override spells the hyper-parameters it needs
+    def phi_psi(self, batch: int, *args: Any, **hp: Any) -> tuple[Callable, Callable]:
         """(phi, psi) for a batch of ``batch`` pairs at hyper-parameters ``hp``."""
+        # checked callable at construction unless a subclass overrides this method
+        assert self._phi is not None and self._psi is not None
         return self._phi, self._psi
 
     def _compute(self, u, v, labels, **hp):

@@ -159,7 +159,8 @@ def effective_rank(x: torch.Tensor, *, epsilon: float = RANKME_EPSILON) -> float
 
 
 def covariance_spectrum(x: torch.Tensor) -> list[float]:
-    """Eigenvalues of the population covariance of the rows of ``x``, descending, min(n, d) of them."""
+    """Eigenvalues of the population covariance of the rows of ``x``, descending, min(n, d) of
+    them."""
     x64 = x.to(torch.float64)
     centred = x64 - x64.mean(dim=0, keepdim=True)
     sigma = torch.linalg.svdvals(centred)  # descending

@@ -24,7 +24,7 @@ Example::
 from __future__ import annotations
 
 import operator
-from typing import NamedTuple
+from typing import NamedTuple, SupportsIndex, cast
 
 import numpy as np
 import torch
@@ -266,7 +266,8 @@ def check_int(value: object, name: str, least: int, most: int | None = None) -> 
     if isinstance(value, bool):
         raise ValueError(f"{name} must be an integer, got {value!r}.")
     try:
-        value = operator.index(value)  # type: ignore[arg-type]
+        # any object: operator.index raises TypeError for anything that is not an integer
+        value = operator.index(cast(SupportsIndex, value))
     except TypeError:
         raise ValueError(f"{name} must be an integer, got {value!r}.") from None
     if value < least or (most is not None and value > most):
@@ -282,7 +283,7 @@ def check_n_ref(n_ref: object, n: int) -> int:
     if isinstance(n_ref, bool):
         raise ValueError(f"n_ref must be an integer >= 2, got {n_ref!r}.")
     try:
-        n_ref = operator.index(n_ref)  # type: ignore[arg-type]
+        n_ref = operator.index(cast(SupportsIndex, n_ref))  # TypeError for a non-integer
     except TypeError:
         raise ValueError(
             f"n_ref must be an integer >= 2 (the number of training instances), got {n_ref!r}."

@@ -71,7 +71,7 @@ import math
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -154,7 +154,7 @@ def full_fp32_matmul() -> Iterator[None]:
     Similarities near delta are tiny (about -2e-5 for n_ref = 50,000); TF32 keeps
     only 10 mantissa bits and would blur them. The previous settings are restored.
     """
-    saved = []
+    saved: list[tuple[Any, ...]] = []  # ("precision", value) or (owner, attribute, value)
     with contextlib.suppress(Exception):
         saved.append(("precision", torch.get_float32_matmul_precision()))
         torch.set_float32_matmul_precision("highest")
@@ -487,7 +487,8 @@ class _UpperIndex:
 
 
 class _Split:
-    """One negative pair type: one stream, or same-class and different-class streams when labelled."""
+    """One negative pair type: one stream, or same-class and different-class streams when
+    labelled."""
 
     def __init__(self, bins: int, t32: float, ws: _Workspace, labelled: bool):
         self.labelled = labelled
@@ -507,7 +508,7 @@ class _Split:
     def merge(self, other: _Split) -> _Split:
         out = _Split.__new__(_Split)
         out.labelled = self.labelled
-        out.streams = [a.merge(b) for a, b in zip(self.streams, other.streams)]
+        out.streams = [a.merge(b) for a, b in zip(self.streams, other.streams, strict=True)]
         return out
 
     def portable(self) -> list:
@@ -568,7 +569,8 @@ def _class_relation(codes: torch.Tensor, r0: int, r1: int, c0: int, c1: int):
 def _exact_worker(
     tasks, u, v, codes, positives, *, bins: int, t32: float, tile: int, single_thread: bool
 ):
-    """Process tasks pulled from the shared iterator ``tasks``; returns this worker's (cross, within)."""
+    """Process tasks pulled from the shared iterator ``tasks``; returns this worker's (cross,
+    within)."""
     if single_thread:
         torch.set_num_threads(1)
     device = u.device
@@ -625,7 +627,7 @@ def _exact(
     mine = ranks.share([_tile_cost(task) for task in tiles])
     tasks = _LockedIter((key, tiles[key]) for key in mine)
     workers = max(1, min(workers, len(mine)))
-    kwargs = dict(bins=bins, t32=t32, tile=tile)
+    kwargs: dict[str, Any] = dict(bins=bins, t32=t32, tile=tile)
     single = u.device.type == "cpu"
     if workers <= 1:
         cross, within = _exact_worker(tasks, u, v, codes, positives, single_thread=single, **kwargs)
@@ -689,7 +691,8 @@ class _LockedIter:
 
 
 def _distinct_pairs(n: int, k: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """k ordered pairs (i, j), i != j, uniform over the n(n-1) of them: j' uniform on n-1 values, skip i."""
+    """k ordered pairs (i, j), i != j, uniform over the n(n-1) of them: j' uniform on n-1 values,
+    skip i."""
     i = torch.randint(0, n, (k,), generator=gen)
     j = torch.randint(0, n - 1, (k,), generator=gen)
     return i, j + (j >= i).long()

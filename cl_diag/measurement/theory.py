@@ -225,7 +225,8 @@ def additive_optimum_x(
 
 
 def _derivative(fn: Callable[[Any], Any], x: float) -> float:
-    """d fn / dx at x by autograd in float64 (the loss library's phi and psi are torch functions)."""
+    """d fn / dx at x by autograd in float64 (the loss library's phi and psi are torch
+    functions)."""
     import torch
 
     t = torch.tensor(float(x), dtype=torch.float64, requires_grad=True)
@@ -260,7 +261,7 @@ def theory_panel(training_config: Mapping[str, Any], n_ref: int, layers: Mapping
     form). Returns the ``theory`` block of result.json as a plain dict.
     """
     # imported here: the closed forms above (the reports use them) need neither losses nor torch
-    from cl_diag.losses import LOSSES
+    from cl_diag.losses import LOSSES, IndependentlyAdditive
 
     name = training_config.get("loss")
     m = training_config.get("batch_size")
@@ -293,7 +294,7 @@ def theory_panel(training_config: Mapping[str, Any], n_ref: int, layers: Mapping
             hp = loss.resolve(**hp)
         except ValueError:
             hp = loss.defaults
-    if family not in ("info", "ind-add"):
+    if family not in ("info", "ind-add") or loss is None:  # (family is None when loss is)
         if loss is None:
             why = (
                 f"the run's loss {name!r} is unknown to cl-diag"
@@ -306,7 +307,9 @@ def theory_panel(training_config: Mapping[str, Any], n_ref: int, layers: Mapping
         panel["layers"] = _layer_checks(layers, n_ref, m)
         return panel
 
-    c1, c2 = loss.coefficients(**hp)
+    coefficients = loss.coefficients(**hp)
+    assert coefficients is not None  # both families of the framework have (c1, c2)
+    c1, c2 = coefficients
     panel["loss"] = {
         "name": name,
         "family": "info_nce" if family == "info" else "independently_additive",
@@ -318,23 +321,26 @@ def theory_panel(training_config: Mapping[str, Any], n_ref: int, layers: Mapping
     excessive = False
     psi_increasing = True
     if family == "ind-add":
+        assert isinstance(loss, IndependentlyAdditive)  # the family's one class
         phi, psi = loss.phi_psi(N, **hp)
-        # Thms 5.1 (ii)/(iii) and 5.3 assume an increasing psi on [-1, 1]; spectral's psi = x^2 is not
-        # (its optimum has orthogonal negatives, s_neg = 0, not a simplex).
+        # Thms 5.1 (ii)/(iii) and 5.3 assume an increasing psi on [-1, 1]; spectral's psi = x^2 is
+        # not (its optimum has orthogonal negatives, s_neg = 0, not a simplex).
         psi_increasing = all(_derivative(psi, x) >= 0 for x in (-1.0, -0.5, -1e-3, 0.5, 1.0))
     if family == "info":
         panel["theorem"] = "5.1(i)"
     elif not psi_increasing:
         panel["theorem"] = None
         statement.append(
-            f"No optimum is predicted: psi of {name} is not increasing on [-1, 1], so Thms 5.1 and 5.3 do not apply."
+            f"No optimum is predicted: psi of {name} is not increasing on [-1, 1], so Thms 5.1 "
+            "and 5.3 do not apply."
         )
     elif (c1, c2) in ((0, 1), (1, 1)):
         panel["theorem"] = "5.1(ii)"
     elif c2 > 0:
         panel["theorem"] = None
         statement.append(
-            f"No optimum is predicted: Thm 5.1 (ii) covers (c1, c2) = (0, 1) and (1, 1), not ({c1:g}, {c2:g})."
+            "No optimum is predicted: Thm 5.1 (ii) covers (c1, c2) = (0, 1) and (1, 1), "
+            f"not ({c1:g}, {c2:g})."
         )
     else:
         lhs, rhs_psi = _derivative(phi, 1.0), _derivative(psi, delta(N))
@@ -359,17 +365,17 @@ def theory_panel(training_config: Mapping[str, Any], n_ref: int, layers: Mapping
     if panel["theorem"] and panel["theorem"].startswith("5.1"):
         panel["predicted"] = {"positive_mean": 1.0, "negative_mean": delta_n}
         statement.append(
-            f"Thm {panel['theorem']}: at the full-batch optimum positives align (s_pos = 1) and every negative "
-            f"sits at -1/(n-1) = {delta_n:.6g} (a simplex ETF)."
+            f"Thm {panel['theorem']}: at the full-batch optimum positives align (s_pos = 1) and "
+            f"every negative sits at -1/(n-1) = {delta_n:.6g} (a simplex ETF)."
         )
         if m is not None and 2 <= m < n_ref:
             lo, hi = variance_band(n_ref, m)
             panel["variance_band"] = {"n": n_ref, "m": m, "lo": lo, "hi": hi}
             panel["within_batch_optimum"] = delta(m)
             statement.append(
-                f"With fixed mini-batches of m = {m} (Thm 5.5) each batch collapses to its own simplex at "
-                f"-1/(m-1) = {delta(m):.6g}, more separated than -1/(n-1), and the negative variance lies in "
-                f"[{lo:.4g}, {hi:.4g}] (Eq. 11)."
+                f"With fixed mini-batches of m = {m} (Thm 5.5) each batch collapses to its own "
+                f"simplex at -1/(m-1) = {delta(m):.6g}, more separated than -1/(n-1), and the "
+                f"negative variance lies in [{lo:.4g}, {hi:.4g}] (Eq. 11)."
             )
     if excessive:
         if name == "sigmoid":
@@ -382,8 +388,9 @@ def theory_panel(training_config: Mapping[str, Any], n_ref: int, layers: Mapping
                 "negative_mean": ((N - 2) * x - N) / (2 * (N - 1)),
             }
         statement.append(
-            f"Thm 5.3: the cross-view-only additive loss over N = {N} pairs separates negatives excessively at its "
-            f"optimum, s_pos < 1 and s_neg < -1/(N-1); adding within-view negatives (c2 = 1) removes this."
+            f"Thm 5.3: the cross-view-only additive loss over N = {N} pairs separates negatives "
+            "excessively at its optimum, s_pos < 1 and s_neg < -1/(N-1); adding within-view "
+            "negatives (c2 = 1) removes this."
         )
     if name == "sigmoid" and c2 == 0 and N >= 3:
         t, b = hp["temperature"], hp["bias"]
@@ -408,8 +415,8 @@ def theory_panel(training_config: Mapping[str, Any], n_ref: int, layers: Mapping
     vrn = training_config.get("vrn")
     if isinstance(vrn, (int, float)) and vrn > 0:
         statement.append(
-            f"VRN (lambda = {vrn:g}) penalises the squared distance of cross-view negatives from -1/(n-1), "
-            "shrinking their variance (Def. 5.7)."
+            f"VRN (lambda = {vrn:g}) penalises the squared distance of cross-view negatives from "
+            "-1/(n-1), shrinking their variance (Def. 5.7)."
         )
     panel["statement"] = " ".join(statement)
     panel["layers"] = _layer_checks(layers, n_ref, m)
@@ -421,9 +428,10 @@ def validity(d: object, n_ref: object, m: object = None) -> tuple[bool, bool]:
     d < m - 1). The full-batch simplex ETF of n_ref points needs d >= n_ref - 1 (Thm 5.1) and
     each batch's own simplex d >= m - 1 (Thm 5.5); below that the predictions are
     qualitative (paper-notes 11.4). Unknown values (None, not integers) flag nothing."""
-    d_ok = isinstance(d, int) and not isinstance(d, bool)
-    caveat = d_ok and isinstance(n_ref, int) and d < n_ref - 1  # type: ignore[operator]
-    below_m = d_ok and isinstance(m, int) and d < m - 1  # type: ignore[operator]
+    if not isinstance(d, int) or isinstance(d, bool):
+        return False, False
+    caveat = isinstance(n_ref, int) and d < n_ref - 1
+    below_m = isinstance(m, int) and d < m - 1
     return bool(caveat), bool(below_m)
 
 
@@ -442,8 +450,8 @@ def _layer_facts(layer: Any) -> tuple[Any, Any, Any]:
 def _layer_checks(layers: Mapping[str, Any], n_ref: int, m: int | None) -> dict:
     """Thm 5.2 ceiling next to the measured positive mean, and the validity flags, per layer.
 
-    No pass/fail flag: Eq. 7 with n = the measured rows always holds, while the ceiling stored here uses
-    n_ref (the training set), so for a sample of n < n_ref rows it is an estimate, not a bound.
+    No pass/fail flag: Eq. 7 with n = the measured rows always holds, while the ceiling stored here
+    uses n_ref (the training set), so for a sample of n < n_ref rows it is an estimate, not a bound.
     """
     out = {}
     for name, layer in layers.items():

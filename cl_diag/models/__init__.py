@@ -1,15 +1,17 @@
 """Models: one architecture registry, one backbone/projector builder, and the rebuilding of a
 trained model from a checkpoint, cl-diag's own or a foreign one.
 
-At the layer of :mod:`cl_diag.training` (it imports :mod:`cl_diag.io` and
-:mod:`cl_diag.errors`; training and orchestration import it)::
+Below :mod:`cl_diag.training` (it imports :mod:`cl_diag.io` and :mod:`cl_diag.errors`;
+training and orchestration import it, never the other way)::
 
     registry     ArchSpec per name: builder, feature dim, projector width, CIFAR stem
     backbones    the ResNet / CIFAR-stem builder, the digits CNN, the toy's free vectors
     build        build_backbone, build_projector, build_model, ContrastiveModel
     foreign      foreign layouts (solo-learn, plain state dict), projector rebuilt from keys
-    checkpoints  which kind a user's file is; the weights' fingerprint
-    subject      a checkpoint rebuilt for measuring, with the data it was trained on
+    checkpoints  which kind a user's file is; the cl-diag checkpoint format's reading side
+                 (FORMAT, check_checkpoint); the weights' fingerprint
+    subject      a checkpoint rebuilt for measuring, and the DataSpec of the data it was
+                 trained on (cl_diag.orchestration.subject opens that data)
 
 For example::
 
@@ -53,7 +55,7 @@ from cl_diag.models.registry import (
     register_arch,
     register_arch_family,
 )
-from cl_diag.models.subject import Subject, open_subject
+from cl_diag.models.subject import DataSpec, Subject, rebuild_subject
 
 __all__ = [
     "ARCHS",
@@ -64,6 +66,7 @@ __all__ = [
     "BackboneOptions",
     "CheckpointFile",
     "ContrastiveModel",
+    "DataSpec",
     "ForeignEncoder",
     "FreeEmbeddings",
     "SmallCNN",
@@ -79,9 +82,9 @@ __all__ = [
     "get_arch",
     "is_convolutional",
     "load_foreign_encoder",
-    "open_subject",
     "read_checkpoint_file",
     "rebuild_projector",
+    "rebuild_subject",
     "register_arch",
     "register_arch_family",
     "seeded",

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, is_dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -91,7 +91,8 @@ def build_backbone(arch: str, options: BackboneOptions | None = None) -> tuple[n
     """The backbone registered as ``arch`` and its feature dimension (ValueError if unknown)."""
     spec = get_arch(arch)
     module = spec.build(options or BackboneOptions())
-    dim = spec.feature_dim if spec.feature_dim is not None else int(module.out_dim)
+    # a family without a fixed width (embedding: --dim) states it as the module's int out_dim
+    dim = spec.feature_dim if spec.feature_dim is not None else cast(int, module.out_dim)
     return module, dim
 
 

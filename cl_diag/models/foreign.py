@@ -209,11 +209,12 @@ def infer_resnet_arch(backbone: dict[str, torch.Tensor]) -> str | None:
         indices = {int(m.group(1)) for k in backbone if (m := pattern.match(k))}
         blocks.append(len(indices))
     bottleneck = any(k.endswith(".conv3.weight") for k in backbone)
-    base = {
+    by_blocks: dict[tuple[tuple[int, ...], bool], str] = {
         ((2, 2, 2, 2), False): "resnet18",
         ((3, 4, 6, 3), False): "resnet34",
         ((3, 4, 6, 3), True): "resnet50",
-    }.get((tuple(blocks), bottleneck))
+    }
+    base = by_blocks.get((tuple(blocks), bottleneck))
     if base is None:
         return None
     return base + ("-cifar" if conv1.shape[-1] == 3 else "")
@@ -388,7 +389,7 @@ def lightning_metadata(payload: Any) -> dict:
     """Epoch, step and Lightning version of a .ckpt, when recorded (plain numbers only)."""
     if not isinstance(payload, dict):
         return {}
-    out = {}
+    out: dict[str, int | str | float] = {}
     for key in ("epoch", "global_step", "pytorch-lightning_version"):
         value = payload.get(key)
         if isinstance(value, (int, str)) and not isinstance(value, bool):

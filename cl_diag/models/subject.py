@@ -1,18 +1,19 @@
 """A trained encoder made ready for measuring, whatever checkpoint it came from.
 
-:func:`open_subject` turns a :class:`~cl_diag.models.checkpoints.CheckpointFile` of a model
-(a cl-diag checkpoint or a foreign layout) into a :class:`Subject`: the trained backbone and
-projector in eval mode, the same architecture at a seeded random initialisation (the
-probes' baseline), the training config in ``cl-diag train``'s vocabulary, a ``source``
-record for result.json, and the data the model was trained on (the training set as two
-augmented views, and a way to open the un-augmented train/test splits for the probes).
+:func:`rebuild_subject` turns a :class:`~cl_diag.models.checkpoints.CheckpointFile` of a
+model (a cl-diag checkpoint or a foreign layout) into a :class:`Subject`: the trained
+backbone and projector in eval mode, the same architecture at a seeded random
+initialisation (the probes' baseline), the training config in ``cl-diag train``'s
+vocabulary, a ``source`` record for result.json, and a :class:`DataSpec` naming the data the
+model was trained on.
 
 A cl-diag checkpoint is rebuilt from the config it stores (:func:`build_model`) and must
 fit it exactly; its ``toy`` runs carry their learned vectors instead of an encoder. A
 foreign checkpoint is rebuilt by :func:`~cl_diag.models.foreign.load_foreign_encoder`.
 
-The datasets come from :mod:`cl_diag.training.data`, imported when a subject is opened:
-this module is the one place that pairs a model with the data it was trained on.
+Opening that data (datasets, augmentation) is training's business, which sits above
+models: :func:`cl_diag.orchestration.subject.open_subject` rebuilds the subject here and
+then attaches the data :class:`DataSpec` names (``two_views``, ``eval_split``).
 """
 
 from __future__ import annotations
@@ -27,14 +28,26 @@ from torch import nn
 
 from cl_diag.errors import UserError
 from cl_diag.models.build import build_model
-from cl_diag.models.checkpoints import CheckpointFile, weights_sha256
+from cl_diag.models.checkpoints import CheckpointFile, check_checkpoint
 from cl_diag.models.foreign import lightning_metadata, load_foreign_encoder
 from cl_diag.models.registry import get_arch
 
-__all__ = ["FOREIGN_DATASETS", "Subject", "open_subject"]
+__all__ = ["FOREIGN_DATASETS", "DataSpec", "Subject", "rebuild_subject"]
 
 #: Datasets a foreign checkpoint can be measured on.
 FOREIGN_DATASETS = ("cifar10", "cifar100", "imagefolder")
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """The data a subject was trained on, as its checkpoint and the user's options name it."""
+
+    dataset: str  # digits, cifar10, cifar100 or imagefolder
+    data_root: str | None
+    val_root: str | None
+    image_size: int | None  # None: the dataset's own size
+    num_samples: int | None  # the run trained on the first N images only
+    split: dict[str, Any] | None = None  # the train/test split the checkpoint recorded
 
 
 @dataclass
@@ -53,9 +66,10 @@ class Subject:
     eval_split: Callable[[str], Any] | None = None  # "train"/"test" -> (image, label) dataset
     splits: dict[str, Any] = field(default_factory=dict)  # the opened evaluation splits
     embeddings: tuple[torch.Tensor, torch.Tensor] | None = None  # toy: the learned vectors
+    data_spec: DataSpec | None = None  # the data to attach (None for toy runs)
 
 
-def open_subject(
+def rebuild_subject(
     file: CheckpointFile,
     *,
     arch: str | None = None,
@@ -66,8 +80,8 @@ def open_subject(
     seed: int = 0,
     run_record_fields: Collection[str] = (),
 ) -> Subject:
-    """Rebuild the model in ``file`` and open the data it was trained on; UserError for
-    every mismatch between the file, the options and the data found.
+    """Rebuild the model in ``file`` and name the data it was trained on (``data_spec``);
+    UserError for every mismatch between the file and the options.
 
     ``arch``, ``dataset`` and ``cifar_stem_padding`` are the user's options for a foreign
     checkpoint (a cl-diag checkpoint records them); ``data_root``/``val_root`` override the
@@ -76,7 +90,7 @@ def open_subject(
     a run ran rather than what it computed; they are left out of ``training_config``.
     """
     if file.kind == "cl-diag":
-        subject = _cl_diag_subject(
+        return _cl_diag_subject(
             file,
             dataset=dataset,
             arch=arch,
@@ -86,19 +100,15 @@ def open_subject(
             seed=seed,
             run_record_fields=run_record_fields,
         )
-    else:
-        subject = _foreign_subject(
-            file,
-            arch=arch,
-            dataset=dataset,
-            cifar_stem_padding=cifar_stem_padding,
-            data_root=data_root,
-            val_root=val_root,
-            seed=seed,
-        )
-    fingerprint = weights_sha256(file)
-    subject.source = {"kind": "checkpoint", **subject.source, "weights_sha256": fingerprint}
-    return subject
+    return _foreign_subject(
+        file,
+        arch=arch,
+        dataset=dataset,
+        cifar_stem_padding=cifar_stem_padding,
+        data_root=data_root,
+        val_root=val_root,
+        seed=seed,
+    )
 
 
 def _first_line(exc: BaseException) -> str:
@@ -121,8 +131,6 @@ def _cl_diag_subject(
     seed: int,
     run_record_fields: Collection[str],
 ) -> Subject:
-    from cl_diag.training.checkpoint import check_checkpoint
-
     for option, value in (("--arch", arch), ("--cifar-stem-padding", cifar_stem_padding)):
         if value is not None:
             raise UserError(
@@ -184,76 +192,15 @@ def _cl_diag_subject(
     subject.random_backbone = random_model.backbone.eval()
     subject.random_projector = random_model.projector.eval()
     source["arch"] = model.arch
-
-    _check_recorded_split(ck, trained_on, file.path)
-    _attach_data(
-        subject,
+    subject.data_spec = DataSpec(
         trained_on,
-        seed=seed,
         data_root=_as_str(data_root, recorded_roots["data_root"]),
         val_root=_as_str(val_root, recorded_roots["val_root"]),
         image_size=cfg.get("image_size"),
         num_samples=cfg.get("num_samples"),
+        split=ck.get("split"),
     )
-    recorded = ck.get("n_train")
-    if isinstance(recorded, int) and recorded != len(subject.two_views):
-        raise UserError(
-            f"{file.path} was trained on {recorded} images but the training set found now has "
-            f"{len(subject.two_views)}; point --data-root at the data it was trained on."
-        )
     return subject
-
-
-def _check_recorded_split(ck: dict, dataset: str, path: Path) -> None:
-    """The digits split is fixed; a checkpoint whose recorded split differs from today's
-    (another scikit-learn, say) would be probed on its own training images."""
-    split = ck.get("split") or {}
-    if dataset != "digits" or "train_indices" not in split:
-        return
-    from cl_diag.training.data import digits_split
-
-    train, _ = digits_split()
-    recorded = torch.as_tensor(split["train_indices"])
-    if recorded.shape != train.shape or not bool((recorded == train).all()):
-        raise UserError(
-            f"{path} records a digits train/test split that differs from the one this "
-            "installation makes; its probes would mix training and test images. Analyse it with "
-            "the scikit-learn version it was trained with."
-        )
-
-
-def _attach_data(
-    subject: Subject,
-    dataset: str,
-    *,
-    seed: int,
-    data_root: str | None,
-    val_root: str | None,
-    image_size: int | None,
-    num_samples: int | None,
-) -> None:
-    """The training set as two augmented views, and an opener of the evaluation splits."""
-    from cl_diag.training.augment import eval_transform
-    from cl_diag.training.data import Transformed, load_dataset, training_data
-
-    data = training_data(
-        dataset,
-        seed=seed,
-        data_root=data_root,
-        val_root=val_root,
-        num_samples=num_samples,
-        image_size=image_size,
-    )
-    subject.two_views = data.train_set
-    if subject.n_train is None:
-        subject.n_train = data.n_train
-    transform = eval_transform(dataset, image_size)
-
-    def eval_split(split: str) -> Any:
-        images = load_dataset(dataset, split, data_root=data_root, val_root=val_root)
-        return Transformed(images, transform)
-
-    subject.eval_split = eval_split
 
 
 def _foreign_subject(
@@ -321,14 +268,11 @@ def _foreign_subject(
     )
     # A CIFAR-stem network measured on an image folder sees the images at CIFAR's size.
     size = 32 if get_arch(encoder.arch).cifar_stem and trained_on == "imagefolder" else None
-    _attach_data(
-        subject,
+    subject.data_spec = DataSpec(
         trained_on,
-        seed=seed,
         data_root=_as_str(data_root, None),
         val_root=_as_str(val_root, None),
         image_size=size,
         num_samples=None,
     )
-    source["n_train"] = subject.n_train
     return subject

@@ -45,7 +45,8 @@ from cl_diag.measurement.inputs import UnitViews, ViewsError, label_codes, norma
 from cl_diag.measurement.pairs import MAX_HIST_BINS, MAX_NUM_PAIRS, MAX_SEED
 from cl_diag.measurement.ranks import SINGLE, Ranks, RanksMismatch
 from cl_diag.measurement.theory import delta, theory_panel
-from cl_diag.models import CheckpointFile, Subject, open_subject, read_checkpoint_file
+from cl_diag.models import CheckpointFile, Subject, read_checkpoint_file
+from cl_diag.orchestration.subject import open_subject
 from cl_diag.orchestration.train import MAX_WORKERS
 from cl_diag.result import (
     EMBEDDING_LAYER,
@@ -64,13 +65,15 @@ from cl_diag.result import (
 
 #: what every number of a result means, written into it and printed in its report
 CONVENTIONS = {
-    "similarity": "cosine similarity of L2-normalised rows (norms in float64, rows rounded once to float32)",
+    "similarity": "cosine similarity of L2-normalised rows (norms in float64, rows rounded once "
+    "to float32)",
     "matmul": "float32 with TF32 disabled",
     "accumulation": "float64",
     "positive": "(u_i, v_i), n pairs",
     "cross_view_negative": "(u_i, v_j), i != j, all n(n-1) ordered pairs",
     "within_view_negative": "(u_i, u_j) and (v_i, v_j), i < j, n(n-1) pairs",
-    "excessive_ratio": "fraction of negatives with similarity strictly below threshold = -1/(n_ref - 1)",
+    "excessive_ratio": "fraction of negatives with similarity strictly below threshold "
+    "= -1/(n_ref - 1)",
     "variance": "population variance (ddof 0)",
 }
 
@@ -164,17 +167,20 @@ def check_analysis(config: AnalyzeConfig) -> None:
         )
     if config.num_images < 2:
         raise UserError(
-            f"--num-images must be at least 2 (got {config.num_images}): negatives need two instances."
+            f"--num-images must be at least 2 (got {config.num_images}): negatives need two "
+            "instances."
         )
     bad = [layer for layer in config.layers if layer not in LAYERS]
     if bad or not config.layers:
         raise UserError(
-            f"--layers takes a comma-separated subset of {', '.join(LAYERS)} (got {', '.join(config.layers) or 'nothing'})."
+            f"--layers takes a comma-separated subset of {', '.join(LAYERS)} "
+            f"(got {', '.join(config.layers) or 'nothing'})."
         )
     bad = [probe for probe in config.probes if probe not in PROBES]
     if bad:
         raise UserError(
-            f"--probes takes 'none', 'all' or a comma-separated subset of {', '.join(PROBES)} (got {', '.join(bad)})."
+            f"--probes takes 'none', 'all' or a comma-separated subset of {', '.join(PROBES)} "
+            f"(got {', '.join(bad)})."
         )
     for name, value in (
         ("--probe-train-images", config.probe_train_images),
@@ -369,7 +375,7 @@ def _analyze_checkpoint(
 ) -> Result:
     from cl_diag.orchestration.train import RESUME_FREE_FIELDS
 
-    # The model home rebuilds the encoder and opens its data; from here on it is measuring.
+    # The model rebuilt and its data opened (orchestration.subject); from here on it is measuring.
     subject = open_subject(
         file,
         arch=config.arch,
@@ -385,7 +391,7 @@ def _analyze_checkpoint(
     if subject.embeddings is not None:  # toy: the learned vectors are the two views
         z1, z2 = subject.embeddings
         n_ref = config.n_ref if config.n_ref is not None else (subject.n_train or z1.shape[0])
-        layer = measure_layer(
+        measured = measure_layer(
             z1,
             z2,
             None,
@@ -395,35 +401,32 @@ def _analyze_checkpoint(
             device=run.device,
             ranks=run.ranks,
         )
-        layers = {EMBEDDING_LAYER: layer}
+        layers: dict[str, Layer] = {EMBEDDING_LAYER: measured}
         probes = None
         if "retrieval" in config.probes and run.ranks.is_main:
             probes = {"layer": EMBEDDING_LAYER, "retrieval": {EMBEDDING_LAYER: _retrieval(z1, z2)}}
-        theory = theory_panel(subject.training_config, n_ref, layers)
-        return build_result(
-            source=source,
-            n_ref=n_ref,
-            config=config,
-            layers=layers,
-            training_config=subject.training_config,
-            probes=probes,
-            theory=theory,
-        )
+        return _checkpoint_result(config, subject, n_ref, layers, probes)
 
     layers_wanted = [layer for layer in LAYERS if layer in config.layers]
     if subject.projector is None and "projector" in layers_wanted:
         if list(config.layers) == ["projector"]:
             raise UserError(
-                f"{file.path} holds no projector weights, so the layer 'projector' cannot be measured; "
-                "use --layers backbone."
+                f"{file.path} holds no projector weights, so the layer 'projector' cannot be "
+                "measured; use --layers backbone."
             )
         layers_wanted.remove("projector")
         source["layers_skipped"] = {"projector": "the file holds no projector weights"}
-    n_ref = config.n_ref if config.n_ref is not None else subject.n_train
-    if n_ref is None or n_ref < 2:
+    known_n = config.n_ref if config.n_ref is not None else subject.n_train
+    if known_n is None or known_n < 2:
         raise UserError(
             f"The training-set size of {file.path} is unknown; give --n-ref (e.g. 50000 for CIFAR)."
         )
+    n_ref = known_n
+    # open_subject gives every encoder its random-init twin and its data (only toy runs,
+    # handled above, carry embeddings instead)
+    assert subject.backbone is not None and subject.random_backbone is not None
+    assert subject.two_views is not None and subject.eval_split is not None
+    eval_split = subject.eval_split
 
     from cl_diag.measurement.views import Pixels, Taps, encode_two_views, sample_indices
 
@@ -432,7 +435,7 @@ def _analyze_checkpoint(
         # Open both evaluation splits now: a missing test split should stop the run before
         # minutes of encoding, not after; and a probe the labels cannot feed (one class, too
         # few samples to hold some out) is skipped now, with its reason, not failed later.
-        subject.splits = {split: subject.eval_split(split) for split in ("train", "test")}
+        subject.splits = {split: eval_split(split) for split in ("train", "test")}
         skipped = _unrunnable_probes(config, subject)
     n_pool = len(subject.two_views)
     indices = sample_indices(n_pool, config.num_images, config.seed)
@@ -447,7 +450,7 @@ def _analyze_checkpoint(
         indices,
         batch_size=config.batch_size,
         device=run.device,
-        workers=config.workers,
+        workers=config.workers or 0,  # resolved by analyze(): never None here
         amp=config.amp,
         progress=progress(
             f"encoding 2 augmented views of {len(indices)} training images", len(indices)
@@ -462,7 +465,7 @@ def _analyze_checkpoint(
         "mode": "eval (BatchNorm running statistics)",
         "amp": bool(config.amp and torch.cuda.is_available() and config.device != "cpu"),
     }
-    layers: dict[str, Layer] = {}
+    layers = {}
     for layer in layers_wanted:
         z1, z2 = views["trained"][layer]
         where = f"the {layer} outputs of {file.path}"
@@ -485,15 +488,26 @@ def _analyze_checkpoint(
         )
         if skipped:
             probes["skipped"] = skipped
-    theory = theory_panel(subject.training_config, n_ref, layers)
+    return _checkpoint_result(config, subject, n_ref, layers, probes)
+
+
+def _checkpoint_result(
+    config: AnalyzeConfig,
+    subject: Subject,
+    n_ref: int,
+    layers: dict[str, Layer],
+    probes: dict | None,
+) -> Result:
+    """A checkpoint's result: its measured layers and probes beside the theory panel of its
+    training config."""
     return build_result(
-        source=source,
+        source=subject.source,
         n_ref=n_ref,
         config=config,
         layers=layers,
         training_config=subject.training_config,
         probes=probes,
-        theory=theory,
+        theory=theory_panel(subject.training_config, n_ref, layers),
     )
 
 
@@ -535,6 +549,8 @@ def _probes(
     baselines: dict[str, dict] = {}
     with_baselines = config.baselines
     needs_splits = any(p in config.probes for p in _CLASSIFICATION_PROBES)
+    # _analyze_checkpoint has checked that the subject is an encoder with its twin
+    assert subject.backbone is not None and subject.random_backbone is not None
     if needs_splits:
         taps: dict[str, torch.nn.Module] = {"trained": Taps(subject.backbone)}
         if with_baselines:
@@ -553,7 +569,7 @@ def _probes(
                 idx,
                 batch_size=config.batch_size,
                 device=run.device,
-                workers=config.workers,
+                workers=config.workers or 0,  # resolved by analyze(): never None here
                 amp=config.amp,
                 progress=progress(
                     f"encoding the un-augmented {split} split ({len(idx)} images)", len(idx)

@@ -26,7 +26,8 @@ class CompareConfig:
     """result.json files, or folders holding one (``cl-diag analyze --out`` folders)."""
     out: Path
     baseline: Path | None = None
-    """One run (file or folder) the others are differenced against; added if not among ``inputs``."""
+    """One run (file or folder) the others are differenced against; added if not among
+    ``inputs``."""
     overwrite: bool = False
     """Replace files in ``out`` that cl-diag cannot prove it wrote (see cl_diag.io.output)."""
 
@@ -56,14 +57,16 @@ def _result_path(given: Path) -> Path:
     path = Path(given)
     if not path.exists():
         raise UserError(
-            f"{given} does not exist. Pass result.json files or the folders `cl-diag analyze --out` wrote."
+            f"{given} does not exist. Pass result.json files or the folders "
+            "`cl-diag analyze --out` wrote."
         )
     if path.is_dir():
         candidate = path / RESULT_NAME
         if not candidate.is_file():
             raise UserError(
-                f"The folder {given} has no {RESULT_NAME}. Pass a folder written by `cl-diag analyze --out` "
-                f"(or the result file itself); run `cl-diag analyze` first if this run was never analysed."
+                f"The folder {given} has no {RESULT_NAME}. Pass a folder written by "
+                "`cl-diag analyze --out` (or the result file itself); run `cl-diag analyze` first "
+                "if this run was never analysed."
             )
         return candidate
     return path
@@ -92,17 +95,19 @@ def _check_out(out: Path, runs: list[_Run]) -> None:
     for run in runs:
         if run.path.parent == target:
             raise UserError(
-                f"--out {out} is the folder of the run {run.name}; writing there would replace that run's own "
-                "reports. Choose another folder for the comparison."
+                f"--out {out} is the folder of the run {run.name}; writing there would replace "
+                "that run's own reports. Choose another folder for the comparison."
             )
     if (Path(out) / RESULT_NAME).exists():
         raise UserError(
-            f"--out {out} holds a {RESULT_NAME} (an analysis folder). Choose another folder for the comparison."
+            f"--out {out} holds a {RESULT_NAME} (an analysis folder). Choose another folder for "
+            "the comparison."
         )
 
 
 def compare(config: CompareConfig) -> CompareResult:
-    """Compare the runs of ``config.inputs`` into ``config.out`` (report.md, report.html, comparison.csv, SVGs)."""
+    """Compare the runs of ``config.inputs`` into ``config.out`` (report.md, report.html,
+    comparison.csv, SVGs)."""
     if not config.inputs:
         raise UserError(
             "No runs to compare. Pass one or more result.json files or analysis folders."
@@ -138,7 +143,7 @@ def compare(config: CompareConfig) -> CompareResult:
     # the CLI's warnings name the runs in the order given; the report's, in display order
     warnings = comparison_warnings(pairs)
     comparison = Comparison(pairs, baseline=baseline_name)
-    label_of = dict(zip(comparison.names, comparison.labels))
+    label_of = dict(zip(comparison.names, comparison.labels, strict=True))
     out = Path(config.out)
     with staged_output(out, overwrite=config.overwrite) as staging:
         written = render_comparison(comparison, staging)

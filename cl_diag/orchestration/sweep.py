@@ -136,7 +136,8 @@ def parse_grid(specs: Sequence[str], train_options: Mapping[str, Any]) -> list[G
     (``{option: type}``, the options a grid may vary)."""
     if not specs:
         raise UserError(
-            "The grid is empty: give at least one --grid KEY=V1,V2 (e.g. --grid batch-size=16,32,64)."
+            "The grid is empty: give at least one --grid KEY=V1,V2 "
+            "(e.g. --grid batch-size=16,32,64)."
         )
     axes: list[GridAxis] = []
     for spec in specs:
@@ -150,7 +151,8 @@ def parse_grid(specs: Sequence[str], train_options: Mapping[str, Any]) -> list[G
         if key not in train_options:
             valid = ", ".join(sorted(k.replace("_", "-") for k in train_options))
             raise UserError(
-                f"--grid {spec!r}: {key.replace('_', '-')!r} is not a recipe option. Valid keys: {valid}."
+                f"--grid {spec!r}: {key.replace('_', '-')!r} is not a recipe option. Valid keys: "
+                f"{valid}."
             )
         if any(axis.key == key for axis in axes):
             raise UserError(
@@ -170,7 +172,7 @@ def parse_grid(specs: Sequence[str], train_options: Mapping[str, Any]) -> list[G
 
 def cells_of(axes: Sequence[GridAxis]) -> list[Cell]:
     return [
-        Cell(tuple((axis.key, value) for axis, value in zip(axes, combo)))
+        Cell(tuple((axis.key, value) for axis, value in zip(axes, combo, strict=True)))
         for combo in itertools.product(*(axis.values for axis in axes))
     ]
 
@@ -398,7 +400,7 @@ def sweep(
             futures = [
                 pool.submit(run_cell, plan, i % config.parallel) for i, plan in enumerate(todo)
             ]
-            for plan, future in zip(todo, futures):
+            for plan, future in zip(todo, futures, strict=True):
                 future.result()
                 done += 1
                 if on_progress is not None:

@@ -320,10 +320,11 @@ def _check_options(c: TrainConfig) -> TrainConfig:
     _choice("dataset", c.dataset, DATASETS)
     if c.loss == "vrn":
         raise UserError(
-            "vrn is a regulariser, not a training loss: use --loss simclr (or another) with --vrn LAMBDA."
+            "vrn is a regulariser, not a training loss: use --loss simclr (or another) with "
+            "--vrn LAMBDA."
         )
     _choice("loss", c.loss, TRAINING_LOSSES)
-    _choice("arch", c.arch, ("auto",) + ARCHS)
+    _choice("arch", c.arch, ("auto", *ARCHS))
     for name, choices in (
         ("optimizer", OPTIMIZERS),
         ("lr_scaling", LR_SCALINGS),
@@ -336,7 +337,8 @@ def _check_options(c: TrainConfig) -> TrainConfig:
     arch = default_arch(c.dataset) if c.arch == "auto" else c.arch
     if c.dataset == "toy" and arch != "embedding":
         raise UserError(
-            f"--dataset toy learns free vectors and takes no encoder; drop --arch {arch} (or use --arch embedding)."
+            f"--dataset toy learns free vectors and takes no encoder; drop --arch {arch} "
+            "(or use --arch embedding)."
         )
     if c.dataset != "toy" and arch == "embedding":
         raise UserError(
@@ -351,8 +353,10 @@ def _check_options(c: TrainConfig) -> TrainConfig:
     if stray:
         takes = ", ".join(_opt(k) for k in accepted) if accepted else "no hyper-parameters"
         raise UserError(
-            f"{', '.join(_opt(k) for k in stray)} {'is not a hyper-parameter' if len(stray) == 1 else 'are not hyper-parameters'} "
-            f"of the {c.loss} loss (it takes: {takes}); drop {'it' if len(stray) == 1 else 'them'} or choose another --loss."
+            f"{', '.join(_opt(k) for k in stray)} "
+            f"{'is not a hyper-parameter' if len(stray) == 1 else 'are not hyper-parameters'} "
+            f"of the {c.loss} loss (it takes: {takes}); "
+            f"drop {'it' if len(stray) == 1 else 'them'} or choose another --loss."
         )
     try:
         resolved_hp = loss.resolve(**given)
@@ -406,7 +410,8 @@ def _check_options(c: TrainConfig) -> TrainConfig:
     if c.num_samples is not None:
         _require(
             c.num_samples >= 2,
-            f"--num-samples {c.num_samples} must be at least 2 (a single instance has no negatives).",
+            f"--num-samples {c.num_samples} must be at least 2 (a single instance has no "
+            "negatives).",
         )
         problem = size_problem("num_samples", c.num_samples)
         _require(problem is None, f"--num-samples {problem}.")
@@ -464,6 +469,7 @@ def resolve_config(
     from cl_diag.training.loop import amp_dtype
 
     c = _check_options(options)
+    assert c.out is not None  # _check_options resolves --out
     if n_train is None:
         n_train = train_size(c.dataset, num_samples=c.num_samples, data_root=c.data_root)
     if world is None:
@@ -558,8 +564,8 @@ def _prepare_out(out: Path, *, resume_dir: Path | None, overwrite: bool) -> list
         and (resume_dir is None or resume_dir.resolve() != out.resolve())
     ):
         raise UserError(
-            f"{out} already holds a run ({last}); continue it with --resume {last}, choose another --out, "
-            f"or pass --overwrite to replace it."
+            f"{out} already holds a run ({last}); continue it with --resume {last}, choose another "
+            f"--out, or pass --overwrite to replace it."
         )
     created = []
     missing = out
@@ -575,7 +581,8 @@ def _prepare_out(out: Path, *, resume_dir: Path | None, overwrite: bool) -> list
         if full is not None:
             raise full from None
         raise UserError(
-            f"cannot write to --out {out} ({exc.strerror or exc}); choose a folder you can write to."
+            f"cannot write to --out {out} ({exc.strerror or exc}); choose a folder you can write "
+            "to."
         ) from None
     return created
 
@@ -642,6 +649,7 @@ def train(options: TrainConfig, *, progress: FitProgress | None = None) -> Train
         raise RuntimeError(f"{c.dataset}: {data.n_train} instances loaded, {c.n_train} counted")
 
     env = distributed_env(c.device_type)
+    assert c.out is not None  # resolve_config resolved --out
     out = Path(c.out)
     created: list[Path] = []
     try:

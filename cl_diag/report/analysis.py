@@ -75,7 +75,7 @@ def _stat_rows(
 
     def row(name: str, read, *, neg_only: bool = False, formatter=fmt) -> list[str]:
         cells = []
-        for stats, is_neg in zip(stats_by_column, negatives):
+        for stats, is_neg in zip(stats_by_column, negatives, strict=True):
             if stats is None or (neg_only and not is_neg):
                 cells.append(MISSING)
             else:
@@ -114,7 +114,8 @@ def pair_table(result: Result, layer: Layer) -> Table:
         columns=["statistic", *[PAIR_TITLES[k] for k in kinds]],
         rows=rows,
         caption=(
-            f"Pair similarities ({SIMILARITY_CONVENTION}); {threshold_text(result)}; {mode_text(result)}."
+            f"Pair similarities ({SIMILARITY_CONVENTION}); {threshold_text(result)}; "
+            f"{mode_text(result)}."
         ),
     )
 
@@ -138,8 +139,8 @@ def by_class_table(result: Result, layer: Layer) -> Table | None:
         columns=["statistic", *columns],
         rows=_stat_rows(stats, negatives=[True] * len(stats)),
         caption=(
-            "Negatives split by class label. Same-class negatives are the false negatives of instance "
-            f"discrimination; {threshold_text(result)}."
+            "Negatives split by class label. Same-class negatives are the false negatives of "
+            f"instance discrimination; {threshold_text(result)}."
         ),
     )
 
@@ -168,7 +169,8 @@ def geometry_table(result: Result, layer: Layer) -> tuple[Table, list[Note]]:
             [
                 f"effective rank, view {view}",
                 fmt(value),
-                f"RankMe: exp(entropy of normalised singular values + ε) of the uncentred normalised matrix, ε = {fmt(eps)}",
+                "RankMe: exp(entropy of normalised singular values + ε) of the uncentred "
+                f"normalised matrix, ε = {fmt(eps)}",
             ]
         )
     for view, values in (("u", geo.spectrum.u), ("v", geo.spectrum.v)):
@@ -178,14 +180,16 @@ def geometry_table(result: Result, layer: Layer) -> tuple[Table, list[Note]]:
                 [
                     f"covariance spectrum, view {view}",
                     f"{head}{', …' if len(values) > 5 else ''}",
-                    f"largest 5 of {len(values)} eigenvalues of the view's embedding covariance, descending",
+                    f"largest 5 of {len(values)} eigenvalues of the view's embedding covariance, "
+                    "descending",
                 ]
             )
     rows.append(
         [
             "frontier gap",
             fmt(geo.frontier_gap),
-            "mean_xneg − ((N−2)·mean_pos − N)/(2(N−1)), N = n pairs, ≥ 0 (paper-notes 11.2); 0 = as separated as the alignment allows",
+            "mean_xneg − ((N−2)·mean_pos − N)/(2(N−1)), N = n pairs, ≥ 0 (paper-notes 11.2); "
+            "0 = as separated as the alignment allows",
         ]
     )
     rows.append(
@@ -200,8 +204,9 @@ def geometry_table(result: Result, layer: Layer) -> tuple[Table, list[Note]]:
     if ceiling.below_one:
         notes.append(
             Note(
-                "The Theorem 5.2 alignment ceiling is below 1: the mean cross-view negative similarity is below "
-                "δ = −1/(n_ref − 1), so perfect alignment of positives is impossible (excessive separation)."
+                "The Theorem 5.2 alignment ceiling is below 1: the mean cross-view negative "
+                "similarity is below δ = −1/(n_ref − 1), so perfect alignment of positives is "
+                "impossible (excessive separation)."
             )
         )
     return Table(columns=["quantity", "value", "convention"], rows=rows, caption="Geometry."), notes
@@ -226,8 +231,9 @@ def validity_caveat(result: Result, name: str) -> Note | None:
     if below_m and batch_size is not None:
         extra = f" Here d < m − 1 = {batch_size - 1} as well, below what Theorem 5.5 assumes."
     return Note(
-        f"Validity: d = {d} < n_ref − 1 = {n_ref - 1}. The optimum predictions (Thm 5.1, 5.3, 5.5) assume a "
-        "simplex fits (d ≥ n_ref − 1, and d ≥ m − 1 per batch); with a narrower embedding they are "
+        f"Validity: d = {d} < n_ref − 1 = {n_ref - 1}. The optimum predictions (Thm 5.1, 5.3, "
+        "5.5) assume a simplex fits (d ≥ n_ref − 1, and d ≥ m − 1 per batch); with a narrower "
+        "embedding they are "
         f"qualitative (paper-notes 11.4): compare trends, not values.{extra}"
     )
 
@@ -273,7 +279,8 @@ def theory_blocks(result: Result) -> list:
         )
         blocks.append(
             Paragraph(
-                f"Sigmoid loss, t = {fmt(sig.t)}, b = {fmt(sig.b)} (paper convention, b = −b_SigLIP). "
+                f"Sigmoid loss, t = {fmt(sig.t)}, b = {fmt(sig.b)} "
+                "(paper convention, b = −b_SigLIP). "
                 f"Eq. 10: (1 + exp(t/(n−1) + b)) / (1 + exp(t − b)) = {fmt(eq10.lhs)} vs (n−2)/2 = "
                 f"{fmt(eq10.rhs)}: {verdict}. "
                 f"Double-constant (CCEM) optimum at N = {fmt(ccem.N)}: regime {fmt(ccem.regime)}, "
@@ -304,7 +311,8 @@ def theory_blocks(result: Result) -> list:
                 "positive mean, upper bound",
                 f"≤ {fmt(layer.geometry.alignment_ceiling.value)}",
                 fmt(pos_mean),
-                "Thm 5.2: 1 + mean cross-view negative + 1/(n_ref − 1), from this layer's measurement",
+                "Thm 5.2: 1 + mean cross-view negative + 1/(n_ref − 1), from this layer's "
+                "measurement",
             ],
             [
                 "cross-view negative mean",
@@ -332,7 +340,8 @@ def theory_blocks(result: Result) -> list:
                     "within-batch negative (per-batch simplex)",
                     fmt(theory.within_batch_optimum),
                     MISSING,
-                    "−1/(m − 1): each batch's own simplex at the mini-batch optimum (Thm 5.5); not measurable from pairs",
+                    "−1/(m − 1): each batch's own simplex at the mini-batch optimum (Thm 5.5); "
+                    "not measurable from pairs",
                 ]
             )
         if sig is not None:
@@ -396,9 +405,9 @@ def _theory_context_table(result: Result, loss_layer: str, names: list[str]) -> 
         columns=["measured", f"{loss_layer} (loss layer)", *[f"{n} (context only)" for n in names]],
         rows=rows,
         caption=(
-            f"Context only: {', '.join(repr(n) for n in names)} measured beside '{loss_layer}'. The loss is computed on "
-            f"'{loss_layer}', so the theorems' predictions are not expected to hold for the other layers; the "
-            "Thm 5.2 ceiling is each layer's own."
+            f"Context only: {', '.join(repr(n) for n in names)} measured beside '{loss_layer}'. "
+            f"The loss is computed on '{loss_layer}', so the theorems' predictions are not "
+            "expected to hold for the other layers; the Thm 5.2 ceiling is each layer's own."
         ),
     )
 
@@ -450,12 +459,16 @@ def probe_blocks(result: Result) -> list:
             caption=(
                 f"Linear, kNN and k-means probes on {probes.layer} features"
                 + (" (projector dropped)" if probes.layer == "backbone" else "")
-                + f", L2-normalised, un-augmented train/test splits{_splits_text(probes.splits)}; retrieval: "
-                "rank of v_i among all v for each u_i, on the two augmented views of the layer named. Accuracies in %, "
+                + ", L2-normalised, un-augmented train/test splits"
+                f"{_splits_text(probes.splits)}; retrieval: "
+                "rank of v_i among all v for each u_i, on the two augmented views of the layer "
+                "named. Accuracies in %, "
                 "NMI in [0, 1], ARI in [−1, 1]. "
-                "Baselines: the same probes on raw input pixels and on the architecture at random initialisation"
+                "Baselines: the same probes on raw input pixels and on the architecture at random "
+                "initialisation"
                 + (
-                    "; raw-pixel retrieval compares the two views' pixels directly, one value for every layer."
+                    "; raw-pixel retrieval compares the two views' pixels directly, one value for "
+                    "every layer."
                     if pixel_retrieval
                     else "."
                 )
@@ -523,10 +536,12 @@ def layer_blocks(result: Result, name: str, layer: Layer) -> list:
             Figure(
                 filename=f"similarities_{name}.svg",
                 svg=svg,
-                alt=f"Distributions of positive, cross-view and within-view negative cosine similarities, layer {name}",
+                alt="Distributions of positive, cross-view and within-view negative cosine "
+                f"similarities, layer {name}",
                 caption=(
                     f"Densities of the three pair types, drawn from the stored histograms "
-                    f"({', '.join(fmt(b) for b in bins)} bins on [−1, 1], at most {figures.MAX_DISPLAY_BINS} bars shown). "
+                    f"({', '.join(fmt(b) for b in bins)} bins on [−1, 1], at most "
+                    f"{figures.MAX_DISPLAY_BINS} bars shown). "
                     f"Dashed line: {threshold_text(result)}; "
                     + (
                         "at this scale it sits visually at 0."
@@ -545,7 +560,8 @@ def layer_blocks(result: Result, name: str, layer: Layer) -> list:
                 filename=f"spectrum_{name}.svg",
                 svg=spec_svg,
                 alt=f"Covariance eigenvalues of each view, layer {name}",
-                caption="Eigenvalues of each view's embedding covariance, descending, log scale (zeros omitted).",
+                caption="Eigenvalues of each view's embedding covariance, descending, log scale "
+                "(zeros omitted).",
             )
         )
     return blocks
@@ -629,7 +645,7 @@ def build_analysis(result: Result) -> Document:
     tool = result.tool
     header_rows = [
         *source_rows(source),
-        *[[f"layer '{name}'", f"n = {fmt(l.n)}, d = {fmt(l.d)}"] for name, l in layers.items()],
+        *[[f"layer '{name}'", f"n = {fmt(m.n)}, d = {fmt(m.d)}"] for name, m in layers.items()],
         ["n_ref", f"{fmt(result.n_ref)} (training instances the threshold refers to)"],
         ["threshold", threshold_text(result)],
         ["mode", mode_text(result)],

@@ -179,7 +179,7 @@ def _folder_names(names: list[str]) -> list[str]:
     parts = [PurePath(n).parts or (n,) for n in names]
     depth = [1] * len(names)
     while True:
-        labels = ["/".join(p[-d:]) for p, d in zip(parts, depth)]
+        labels = ["/".join(p[-d:]) for p, d in zip(parts, depth, strict=True)]
         counts = Counter(labels)
         grown = False
         for i, label in enumerate(labels):
@@ -222,7 +222,7 @@ def _labels(names: list[str], facts: list[dict]) -> list[str]:
     # configs that cannot tell some runs apart: keep the config label, add the folder
     folders = _folder_names(names)
     out = []
-    for label, folder in zip(labels, folders):
+    for label, folder in zip(labels, folders, strict=True):
         out.append(label if label and counts[label] == 1 else f"{label} [{folder}]".strip())
     return out
 
@@ -284,16 +284,17 @@ def comparison_warnings(runs: Sequence[tuple[str, Result | dict]]) -> list[str]:
     if len(_thresholds(runs)) > 1:
         detail = "; ".join(
             f"{label}: n_ref = {fmt(r.n_ref)}, δ = {fmt(r.threshold)}"
-            for label, (_, r) in zip(labels, runs)
+            for label, (_, r) in zip(labels, runs, strict=True)
         )
         warnings.append(
-            "The runs have different n_ref, so their excessive-separation thresholds δ = −1/(n_ref − 1) differ "
-            f"and their ratios count against different lines ({detail}). Both thresholds are drawn; to compare ratios "
-            "on one threshold, re-run `cl-diag analyze` with the same --n-ref."
+            "The runs have different n_ref, so their excessive-separation thresholds "
+            "δ = −1/(n_ref − 1) differ and their ratios count against different lines "
+            f"({detail}). Both thresholds are drawn; to compare ratios on one threshold, re-run "
+            "`cl-diag analyze` with the same --n-ref."
         )
     modes = {r.mode for _, r in runs}
     if len(modes) > 1:
-        detail = "; ".join(f"{label}: {r.mode}" for label, (_, r) in zip(labels, runs))
+        detail = "; ".join(f"{label}: {r.mode}" for label, (_, r) in zip(labels, runs, strict=True))
         warnings.append(
             f"The runs mix exact and sampled statistics ({detail}); sampled values are estimates."
         )
@@ -341,7 +342,7 @@ class SeedGroup:
 def _seed_groups(runs: Sequence[Run], facts: list[dict]) -> list[SeedGroup]:
     keys = [
         repr((sorted((k, repr(v)) for k, v in f.items() if k != SEED_KEY), r.n_ref, r.mode))
-        for f, (_, r) in zip(facts, runs)
+        for f, (_, r) in zip(facts, runs, strict=True)
     ]
     members: dict[str, list[int]] = {}
     for i, key in enumerate(keys):
@@ -361,7 +362,8 @@ def _seed_groups(runs: Sequence[Run], facts: list[dict]) -> list[SeedGroup]:
         # same config label but different n_ref or mode: say which
         groups = [
             SeedGroup(
-                f"{g.label} (n_ref = {fmt(runs[g.members[0]][1].n_ref)}, {runs[g.members[0]][1].mode})"
+                f"{g.label} (n_ref = {fmt(runs[g.members[0]][1].n_ref)}, "
+                f"{runs[g.members[0]][1].mode})"
                 if counts[g.label] > 1
                 else g.label,
                 g.members,
@@ -401,9 +403,10 @@ def _pooled_histograms(
             runs[i][1].layers[layer].pairs.get(kind) if layer in runs[i][1].layers else None
             for i in group.members
         ]
-        if any(s is None for s in stats):
+        present = [s for s in stats if s is not None]
+        if len(present) < len(stats):
             continue
-        hists = [s.histogram for s in stats]  # type: ignore[union-attr]
+        hists = [s.histogram for s in present]
         shapes = {(tuple(h.range), h.bins, len(h.counts)) for h in hists}
         if len(shapes) != 1:
             return None
@@ -569,7 +572,7 @@ class Comparison:
         metric, and with a baseline ``delta_<metric>`` = run − baseline for the same layer
         (fractions, not %)."""
         records = []
-        for i, (name, result) in enumerate(self.runs):
+        for i, (name, _) in enumerate(self.runs):
             for layer_name in self.layers:
                 if not self.has_layer(i, layer_name):
                     continue
@@ -650,7 +653,8 @@ def _metric_table(
     caption: str,
     delta: bool = False,
 ) -> Table | None:
-    """Runs x metrics: ``rows`` = [(label, metric key -> value)]; columns no run has are left out."""
+    """Runs x metrics: ``rows`` = [(label, metric key -> value)]; columns no run has are left
+    out."""
     present = [m for m in metrics if any(values.get(m.key) is not None for _, values in rows)]
     if not present:
         return None
@@ -709,7 +713,7 @@ class _Study:
     def collect(cls, facts: list[dict], x_key: str, ys: list[float | None]) -> _Study:
         series_labels = config_labels(facts, exclude=(x_key,))
         groups: dict[str, list[tuple[float, float]]] = {}
-        for f, y, s_label in zip(facts, ys, series_labels):
+        for f, y, s_label in zip(facts, ys, series_labels, strict=True):
             x = _number(f.get(x_key))
             if x is None or y is None:
                 continue
@@ -738,8 +742,7 @@ def _band(n_ref: object, ms: list[float]) -> tuple[list[float], list[float], lis
     if hi_m < lo_m:
         return None
     grid = sorted(
-        {int(round(m)) for m in np.geomspace(lo_m, hi_m, 48)}
-        | {int(m) for m in ms if 2 <= m <= n_ref}
+        {round(m) for m in np.geomspace(lo_m, hi_m, 48)} | {int(m) for m in ms if 2 <= m <= n_ref}
     )
     bands = [variance_band(n_ref, m) for m in grid]
     return [float(m) for m in grid], [b[0] for b in bands], [b[1] for b in bands]
@@ -767,7 +770,7 @@ def _study_blocks(cmp: Comparison, layer: str | None) -> list:
         for m in batch_sizes:
             row = [fmt(int(m)) if float(m).is_integer() else fmt(m)]
             for s in var_study.series:
-                ys = [y for x, y in zip(s.x, s.y) if x == m]
+                ys = [y for x, y in zip(s.x, s.y, strict=True) if x == m]
                 row.append(", ".join(fmt(y, 4) for y in ys) if ys else MISSING)
             table_rows.append(row)
         blocks.append(
@@ -775,8 +778,8 @@ def _study_blocks(cmp: Comparison, layer: str | None) -> list:
                 columns=["batch size m", *[s.label for s in var_study.series]],
                 rows=table_rows,
                 caption=(
-                    f"Variance (population) of cross-view negative similarities, layer '{layer}', by training batch size "
-                    "(the layout of the paper's Table 1)."
+                    "Variance (population) of cross-view negative similarities, layer "
+                    f"'{layer}', by training batch size (the layout of the paper's Table 1)."
                 ),
             )
         )
@@ -802,11 +805,13 @@ def _study_blocks(cmp: Comparison, layer: str | None) -> list:
                 ),
                 alt=f"Variance of cross-view negative similarity versus batch size, layer {layer}",
                 caption=(
-                    f"Table 1 view: variance of cross-view negative similarities (layer '{layer}') versus training batch "
-                    f"size m, log–log. Grey band: Theorem 5.5 (Eq. 11), [(n−m)/((m−1)(n−1)²), n(n−m)/((m−1)(n−1)²)] "
-                    f"with n = n_ref = {fmt(n_ref)}, the optimum with fixed batches and d ≥ m − 1; dotted: 1/d, the "
-                    "variance of uniformly random unit vectors. Real encoders (d ≪ n, reshuffled batches) sit far above "
-                    "the band; only the ordering across m is predicted."
+                    "Table 1 view: variance of cross-view negative similarities "
+                    f"(layer '{layer}') versus training batch size m, log–log. Grey band: "
+                    "Theorem 5.5 (Eq. 11), [(n−m)/((m−1)(n−1)²), n(n−m)/((m−1)(n−1)²)] "
+                    f"with n = n_ref = {fmt(n_ref)}, the optimum with fixed batches and "
+                    "d ≥ m − 1; dotted: 1/d, the variance of uniformly random unit vectors. Real "
+                    "encoders (d ≪ n, reshuffled batches) sit far above the band; only the "
+                    "ordering across m is predicted."
                     + (
                         f" Runs have several n_ref; the band uses the first, {fmt(n_ref)}."
                         if len(thresholds) > 1
@@ -828,13 +833,15 @@ def _study_blocks(cmp: Comparison, layer: str | None) -> list:
                         log_base=2,
                     ),
                     alt="Linear-probe top-1 accuracy versus batch size",
-                    caption="Fig. 4 view: linear-probe top-1 accuracy (backbone features) versus training batch size.",
+                    caption="Fig. 4 view: linear-probe top-1 accuracy (backbone features) versus "
+                    "training batch size.",
                 )
             )
         else:
             blocks.append(
                 Note(
-                    "The runs differ in batch size but carry no linear-probe accuracy: no Fig. 4 view."
+                    "The runs differ in batch size but carry no linear-probe accuracy: no Fig. 4 "
+                    "view."
                 )
             )
     temperatures = distinct("temperature")
@@ -853,20 +860,23 @@ def _study_blocks(cmp: Comparison, layer: str | None) -> list:
                         log_base=10,
                     ),
                     alt="Linear-probe top-1 accuracy versus temperature",
-                    caption="Fig. 3 view: linear-probe top-1 accuracy (backbone features) versus temperature, log scale.",
+                    caption="Fig. 3 view: linear-probe top-1 accuracy (backbone features) versus "
+                    "temperature, log scale.",
                 )
             )
         else:
             blocks.append(
                 Note(
-                    "The runs differ in temperature but carry no linear-probe accuracy: no Fig. 3 view."
+                    "The runs differ in temperature but carry no linear-probe accuracy: no Fig. 3 "
+                    "view."
                 )
             )
     return blocks
 
 
 def _probe_caption(runs: Sequence[Run]) -> str:
-    """Say which features each probe saw: the classification probes one layer, retrieval every layer."""
+    """Say which features each probe saw: the classification probes one layer, retrieval every
+    layer."""
     probes = [r.probes for _, r in runs if r.probes is not None]
     probe_layers = sorted({str(p.layer) for p in probes})
     classifiers = any(
@@ -927,7 +937,7 @@ def build_comparison(
                     fmt(r.mode),
                     ", ".join(r.layers),
                 ]
-                for i, ((name, r), label) in enumerate(zip(cmp.runs, labels))
+                for i, ((name, r), label) in enumerate(zip(cmp.runs, labels, strict=True))
             ],
             caption="Runs, labelled by what differs between their training configs.",
         )
@@ -938,10 +948,11 @@ def build_comparison(
     threshold_words = "; ".join(f"n_ref = {fmt(n)}: δ = {fmt(t)}" for n, t in thresholds)
     blocks.append(
         Paragraph(
-            f"Conventions: {SIMILARITY_CONVENTION}; variance is the population variance (ddof 0); cross-view negatives "
-            "are (u_i, v_j), i ≠ j, all ordered pairs; within-view negatives are (u_i, u_j) and (v_i, v_j), i < j; the "
-            f"excessive ratio is the fraction of negatives strictly below δ = −1/(n_ref − 1) ({threshold_words}). "
-            "Accuracies are in %; differences from the baseline in percentage points (pp). comparison.csv holds the "
+            f"Conventions: {SIMILARITY_CONVENTION}; variance is the population variance (ddof 0); "
+            "cross-view negatives are (u_i, v_j), i ≠ j, all ordered pairs; within-view negatives "
+            "are (u_i, u_j) and (v_i, v_j), i < j; the excessive ratio is the fraction of "
+            f"negatives strictly below δ = −1/(n_ref − 1) ({threshold_words}). Accuracies are in "
+            "%; differences from the baseline in percentage points (pp). comparison.csv holds the "
             "same numbers as fractions, one row per run and layer."
         )
     )
@@ -949,12 +960,13 @@ def build_comparison(
     if groups:
         blocks.append(
             Paragraph(
-                "Seed groups: runs whose training configs differ only in their seed are also summarised "
-                "\u201cover seeds\u201d, as mean ± "
+                "Seed groups: runs whose training configs differ only in their seed are also "
+                "summarised \u201cover seeds\u201d, as mean ± "
                 + SEED_STD_WORDS
                 + " ("
                 + "; ".join(f"{g.label}: seeds {g.seeds_text}" for g in groups)
-                + "). comparison_by_seed.csv holds those means and standard deviations for every metric."
+                + "). comparison_by_seed.csv holds those means and standard deviations for every "
+                "metric."
             )
         )
     base_label = labels[base_index] if base_index is not None else None
@@ -986,8 +998,8 @@ def build_comparison(
             seed_rows,
             seed_pair_metrics,
             caption=(
-                f"Over seeds, layer '{layer}': mean ± {SEED_STD_WORDS} of each run's statistic (a run's own std is "
-                "the population std of its pair similarities)."
+                f"Over seeds, layer '{layer}': mean ± {SEED_STD_WORDS} of each run's statistic "
+                "(a run's own std is the population std of its pair similarities)."
             ),
         )
         if seed_table is not None:
@@ -1001,7 +1013,7 @@ def build_comparison(
                 pooled_at[g.members[0]] = (g, pooled)
         skipped = {i for g, _ in pooled_at.values() for i in g.members[1:]}
         curves: list[tuple[str, dict[str, Histogram]]] = []
-        for i, (label, r) in enumerate(zip(labels, cmp.results)):
+        for i, (label, r) in enumerate(zip(labels, cmp.results, strict=True)):
             if i in pooled_at:
                 g, pooled = pooled_at[i]
                 curves.append((f"{g.label} ({len(g.members)} seeds pooled)", pooled))
@@ -1020,7 +1032,8 @@ def build_comparison(
                     caption=(
                         f"Negative-similarity densities (stored histograms), layer '{layer}', "
                         + (
-                            "one curve per seed group (its seeds' histogram counts summed) and per ungrouped run. "
+                            "one curve per seed group (its seeds' histogram counts summed) and per "
+                            "ungrouped run. "
                             if pooled_any
                             else "one curve per run. "
                         )

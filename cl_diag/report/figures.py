@@ -16,6 +16,7 @@ import io
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 import numpy as np
@@ -24,7 +25,10 @@ from matplotlib.ticker import NullLocator
 
 from cl_diag.result import NEGATIVE_TYPES, Histogram, Spectrum
 
-_RC = {
+if TYPE_CHECKING:  # matplotlib >= 3.8 names its rcParams keys; only the type checker needs it
+    from matplotlib.typing import RcKeyType
+
+_RC: dict[RcKeyType, Any] = {
     "svg.hashsalt": "cl-diag",  # ids derive from content + salt instead of a random uuid
     "svg.fonttype": "path",
     "font.family": "DejaVu Sans",
@@ -161,7 +165,7 @@ def similarity_distributions(
         return None
     with _fixed_style():
         fig, axes = _panels(7.0, len(kinds), panel_height=1.6, gap=0.15)
-        for ax, kind in zip(axes, kinds):
+        for ax, kind in zip(axes, kinds, strict=True):
             dens = densities[kind]
             ax.stairs(dens.density, dens.edges, fill=True, alpha=0.35, color=PAIR_COLORS[kind])
             ax.stairs(
@@ -219,7 +223,7 @@ def negative_overlay(
     with _fixed_style():
         # the legend sits right of the axes: many runs would hide the curves
         fig, axes = _panels(9.5, len(present), panel_height=2.4, gap=0.45, right=3.1)
-        for ax, kind in zip(axes, present):
+        for ax, kind in zip(axes, present, strict=True):
             for k, (label, histograms) in enumerate(runs):
                 dens = Density.from_histogram(histograms.get(kind))
                 if dens is None:
@@ -288,7 +292,7 @@ def variance_vs_batch(
             ax.fill_between(ms, lo, hi, color="#999999", alpha=0.25, linewidth=0, label=band_label)
             ax.plot(ms, hi, color="#777777", linewidth=0.8)
             ax.plot(ms, lo, color="#777777", linewidth=0.8)
-        for k, (d, value) in enumerate(random_reference):
+        for d, value in random_reference:
             ax.axhline(
                 value,
                 color="black",

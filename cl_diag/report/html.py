@@ -13,16 +13,19 @@ from html import escape
 
 from cl_diag.report.document import Document, Figure, Heading, Note, Paragraph, Table
 
+# A backslash at a line's end joins it to the next: each rule stays one line of the page.
 _CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif;
        color: #1b1b1b; background: #ffffff; margin: 0; line-height: 1.45; }
 main { max-width: 1100px; margin: 0 auto; padding: 1.5rem 1.25rem 3rem; }
 h1 { font-size: 1.6rem; border-bottom: 2px solid #d0d7de; padding-bottom: .3rem; }
-h2 { font-size: 1.3rem; margin-top: 2.2rem; border-bottom: 1px solid #d0d7de; padding-bottom: .2rem; }
+h2 { font-size: 1.3rem; margin-top: 2.2rem; border-bottom: 1px solid #d0d7de; \
+padding-bottom: .2rem; }
 h3 { font-size: 1.1rem; margin-top: 1.6rem; }
 .table-wrap { overflow-x: auto; margin: .8rem 0 1.2rem; }
 table { border-collapse: collapse; font-size: .86rem; }
-caption { caption-side: top; text-align: left; color: #444; font-style: italic; padding-bottom: .35rem; }
+caption { caption-side: top; text-align: left; color: #444; font-style: italic; \
+padding-bottom: .35rem; }
 th, td { border: 1px solid #d0d7de; padding: .25rem .55rem; text-align: left; vertical-align: top; }
 th { background: #f3f5f7; }
 tbody tr:nth-child(even) { background: #fafbfc; }
@@ -31,7 +34,8 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: now
 figure { margin: 1rem 0 1.6rem; }
 figure img { display: block; max-width: 100%; height: auto; border: 1px solid #e1e4e8; }
 figcaption { font-size: .85rem; color: #444; margin-top: .35rem; }
-.note { border-left: 4px solid #d4a72c; background: #fff8e5; padding: .5rem .8rem; margin: .8rem 0; }
+.note { border-left: 4px solid #d4a72c; background: #fff8e5; padding: .5rem .8rem; \
+margin: .8rem 0; }
 """.strip()
 
 

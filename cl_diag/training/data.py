@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import functools
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sized
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -253,6 +253,12 @@ def load_dataset(
     )
 
 
+def _size(dataset: Dataset) -> int:
+    # torch's Dataset type declares no __len__; every dataset here (digits tensors, CIFAR,
+    # ImageFolder, Subset and the wrappers below) is a sized map-style one
+    return len(cast(Sized, dataset))
+
+
 def dataset_labels(dataset: Dataset) -> torch.Tensor:
     """Integer labels of every item, without decoding images."""
     if isinstance(dataset, torch.utils.data.Subset):
@@ -308,7 +314,7 @@ class TwoViews(Dataset):
         self.base, self.transform, self.seed = base, transform, int(seed)
 
     def __len__(self) -> int:
-        return len(self.base)
+        return _size(self.base)
 
     def __getitem__(self, key: Any) -> tuple[int, torch.Tensor, torch.Tensor, int]:
         epoch, i = _key(key)
@@ -334,7 +340,7 @@ class Transformed(Dataset):
         self.base, self.transform = base, transform
 
     def __len__(self) -> int:
-        return len(self.base)
+        return _size(self.base)
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
         image, label = self.base[i]
@@ -379,7 +385,7 @@ def train_size(
     elif dataset in _CIFAR_FOLDERS:
         full = CIFAR_TRAIN_SIZE
     else:
-        full = len(load_dataset(dataset, "train", data_root=data_root))
+        full = _size(load_dataset(dataset, "train", data_root=data_root))
     return full if num_samples is None else min(full, int(num_samples))
 
 
@@ -437,10 +443,10 @@ def training_data(
         split = {"kind": "official", "train": "train", "test": "test"}
 
     labels = dataset_labels(base)
-    if num_samples is not None and num_samples < len(base):
+    if num_samples is not None and num_samples < _size(base):
         base = torch.utils.data.Subset(base, list(range(int(num_samples))))
         labels = labels[: int(num_samples)]
         split["num_samples"] = int(num_samples)
     num_classes = int(labels.max()) + 1 if len(labels) else 0
     views = TwoViews(base, train_transform(dataset, image_size), seed)
-    return TrainingData(dataset, views, labels, len(base), num_classes, split)
+    return TrainingData(dataset, views, labels, _size(base), num_classes, split)

@@ -4,7 +4,7 @@ Per step::
 
     lr      = lr_at(step)                           # linear warm-up, then cosine (or constant)
     z1, z2  = model(cat(view1, view2)).chunk(2)     # one forward pass, AMP on CUDA
-    g       = gather_batch(z1, z2)                  # the global batch under DDP (identity otherwise)
+    g       = gather_batch(z1, z2)                  # the global batch under DDP (else identity)
     loss    = LOSSES[loss](g.z1, g.z2) + lambda * LOSSES["vrn"](g.z1, g.z2, delta, power)
     backward, optimizer step
     meter.add(loss terms, g.z1, g.z2)               # on the device: no wait for the host
@@ -40,7 +40,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 import torch
@@ -52,9 +52,8 @@ from cl_diag.io.atomic import atomic_write_bytes
 from cl_diag.losses import LOSSES, build_loss
 from cl_diag.losses.distributed import gather_batch
 from cl_diag.models import ContrastiveModel, FreeEmbeddings, is_convolutional
+from cl_diag.models.checkpoints import FORMAT, FORMAT_VERSION
 from cl_diag.training.checkpoint import (
-    FORMAT,
-    FORMAT_VERSION,
     capture_rng_state,
     library_versions,
     restore_rng_state,
@@ -285,11 +284,12 @@ class PairStats:
             every, every_sq = gram.sum((2, 3)), (gram * gram).sum((2, 3))
         batch = torch.stack([every, every_sq, rows.sum(2), (rows * rows).sum(2)])
         self.sums = batch if self.sums is None else self.sums + batch
-        for k, n in zip(self.KINDS, (b, b * (b - 1), b * (b - 1))):
+        for k, n in zip(self.KINDS, (b, b * (b - 1), b * (b - 1)), strict=True):
             self.count[k] += n
 
     def _kind_sums(self) -> dict[str, tuple[float, float]]:
         """``{kind: (sum s, sum s^2)}`` from the accumulated moments (one host sync)."""
+        assert self.sums is not None, "no batch was seen"
         every, every_sq, rows, rows_sq = self.sums.tolist()
         return {
             "pos": (rows[0][1], rows_sq[0][1]),
@@ -424,7 +424,12 @@ class _RowMeter:
             "images_per_s": self.images / seconds,
             "seconds": seconds,
         }
-        row.update({k: s / max(1, self.n) for k, s in zip(("loss", "contrastive", "vrn"), sums)})
+        row.update(
+            {
+                k: s / max(1, self.n)
+                for k, s in zip(("loss", "contrastive", "vrn"), sums, strict=True)
+            }
+        )
         row.update(stats)
         self.reset(self.first_step + self.n)
         return row
@@ -515,7 +520,8 @@ def _build(
         ids = [device.index] if device.type == "cuda" else None
         net = nn.parallel.DistributedDataParallel(model, device_ids=ids)
     if config.compile:
-        net = torch.compile(net)
+        # torch.compile of a module returns a module (OptimizedModule); its stub says Callable
+        net = cast(nn.Module, torch.compile(net))
     if device.type == "cuda":
         torch.backends.cudnn.benchmark = True  # fixed input shapes; bit-exactness is a CPU promise
 
@@ -634,7 +640,8 @@ def fit(
     # (var + (mean - delta)^2): no extra B x B product per step.
     vrn_from_stats = not lam and config.vrn_power == 2.0
     supervised = config.loss in SUPERVISED_LOSSES
-    writes = out_dir is not None and env.is_main
+    save_dir = Path(out_dir) if out_dir is not None and env.is_main else None
+    writes = save_dir is not None
     last_path = None if out_dir is None else Path(out_dir) / "last.pt"
     # a row ends every log_every steps (0: none inside an epoch) and at each epoch end
     every = config.log_every
@@ -698,9 +705,9 @@ def fit(
         if meter.n:
             train_seconds += close_row()
         epoch += 1
-        if writes:
+        if save_dir is not None:
             t1 = time.perf_counter()
-            _save(config, data, parts, Path(out_dir), epoch, step, history)
+            _save(config, data, parts, save_dir, epoch, step, history)
             ckpt_seconds += time.perf_counter() - t1
     return FitResult(
         epochs=epoch,

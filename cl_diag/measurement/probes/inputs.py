@@ -81,7 +81,8 @@ def _labels(y: Any, n: int, name: str, xname: str) -> np.ndarray:
 def _check_same_dim(a: torch.Tensor, b: torch.Tensor, an: str, bn: str) -> None:
     if a.shape[1] != b.shape[1]:
         raise ValueError(
-            f"{an} has {a.shape[1]} columns but {bn} has {b.shape[1]}; features must have the same dimension"
+            f"{an} has {a.shape[1]} columns but {bn} has {b.shape[1]}; features must have the "
+            "same dimension"
         )
 
 
@@ -92,7 +93,8 @@ def _classes(y: np.ndarray) -> np.ndarray:
 
 
 def _encode(y: np.ndarray, classes: np.ndarray) -> np.ndarray:
-    """Map labels to 0..C-1 by their rank in ``classes``; labels absent from ``classes`` become -1."""
+    """Map labels to 0..C-1 by their rank in ``classes``; labels absent from ``classes`` become
+    -1."""
     pos = np.searchsorted(classes, y)
     pos_c = np.minimum(pos, classes.size - 1)
     return np.where(classes[pos_c] == y, pos_c, -1).astype(np.int64)

@@ -218,7 +218,8 @@ def linear_probe(
     wds = [float(w) for w in weight_decays]
     if not wds or any(not math.isfinite(w) or w <= 0 for w in wds):
         raise ValueError(
-            f"weight_decays must be a non-empty list of positive numbers, got {list(weight_decays)!r}"
+            "weight_decays must be a non-empty list of positive numbers, got "
+            f"{list(weight_decays)!r}"
         )
     max_iter = _positive_int(max_iter, "max_iter")
     if patience is not None:
@@ -290,7 +291,8 @@ def linear_probe(
         "settings": {
             "normalisation": "l2 per row",
             "model": "multinomial logistic regression, unpenalised bias",
-            "objective": "mean cross-entropy + weight_decay/2 * ||W||_F^2 (sklearn C = 1/(weight_decay*n))",
+            "objective": "mean cross-entropy + weight_decay/2 * ||W||_F^2 "
+            "(sklearn C = 1/(weight_decay*n))",
             "optimiser": "full-batch L-BFGS (compact form), weak-Wolfe line search, init zeros",
             "centred": bool(center),
             "dtype": str(dtype).replace("torch.", ""),
@@ -298,8 +300,8 @@ def linear_probe(
             "tolerance": tol,
             "history_size": history_size,
             "weight_decay_grid": grid,
-            "selection": "highest validation top-1 (ties: larger weight decay); grid walked from large "
-            "to small with warm starts; refit on full train split warm-started",
+            "selection": "highest validation top-1 (ties: larger weight decay); grid walked from "
+            "large to small with warm starts; refit on full train split warm-started",
             "patience": patience,
             "val_top1": val_top1,
             "val_fraction": float(val_fraction),

@@ -25,7 +25,8 @@ def retrieval_ranks(u: Any, v: Any, *, block_size: int = 1024) -> np.ndarray:
     vv = _features(v, "v")
     if uu.shape != vv.shape:
         raise ValueError(
-            f"u has shape {tuple(uu.shape)} but v has {tuple(vv.shape)}; the two views must pair row by row"
+            f"u has shape {tuple(uu.shape)} but v has {tuple(vv.shape)}; the two views must pair "
+            "row by row"
         )
     block_size = _positive_int(block_size, "block_size")
     uu, vv = _normalise(uu), _normalise(vv)

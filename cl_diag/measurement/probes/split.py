@@ -36,7 +36,7 @@ def held_out_counts(y: np.ndarray, fraction: float) -> tuple[np.ndarray, np.ndar
     """
     f = _check_fraction(fraction)
     classes, sizes = np.unique(y, return_counts=True)
-    counts = np.array([min(int(round(f * int(n))), int(n) - 1) for n in sizes], dtype=np.int64)
+    counts = np.array([min(round(f * int(n)), int(n) - 1) for n in sizes], dtype=np.int64)
     return classes, counts
 
 
@@ -84,7 +84,7 @@ def stratified_split(
     classes, counts = held_out_counts(y, val_fraction)
     rng = np.random.default_rng(seed)
     val_parts = []
-    for c, n_val in zip(classes, counts):
+    for c, n_val in zip(classes, counts, strict=True):
         idx = np.flatnonzero(y == c)
         if n_val > 0:
             val_parts.append(rng.permutation(idx)[:n_val])
