@@ -486,7 +486,7 @@ def _analyze_checkpoint(
         probes = _probes(
             replace(config, probes=runnable), subject, views, layers_wanted, progress, run
         )
-        if skipped:
+        if skipped and probes is not None:  # None on ranks > 0, which write no result
             probes["skipped"] = skipped
     return _checkpoint_result(config, subject, n_ref, layers, probes)
 
