@@ -415,7 +415,12 @@ def test_a_bad_validation_image_stops_analyze_naming_the_file(run_cli, tmp_path,
 
 @pytest.mark.parametrize(
     "train_images, skipped",
-    [("2", {"linear": "single class", "knn": "single class"}), ("20", {"linear": "validation"})],
+    [
+        ("2", {"linear": "single class", "knn": "single class"}),
+        ("5", {"linear": "validation"}),
+        ("10", {"linear": "validation"}),
+        ("20", {"linear": "validation"}),
+    ],
 )
 def test_probes_that_cannot_run_are_skipped_with_their_reason(
     run_cli, tmp_path, train_images, skipped
@@ -447,6 +452,58 @@ def test_probes_that_cannot_run_are_skipped_with_their_reason(
     report = (out / "report.md").read_text(encoding="utf-8")
     for probe in skipped:
         assert f"The {probe} probe was not run:" in report
+
+
+@pytest.mark.parametrize(
+    "classes, per_class, skipped",
+    [
+        (["cat"], 8, {"linear": "single class", "knn": "single class", "clustering": "single"}),
+        (["cat", "dog"], 4, {"linear": "validation"}),  # 8 images in all
+    ],
+)
+def test_an_imagefolder_too_small_for_a_probe_skips_it(
+    run_cli, tmp_path, classes, per_class, skipped
+):
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for split, count in (("train", per_class), ("val", max(2, per_class // 2))):
+        for label in classes:
+            folder = tmp_path / "imgs" / split / label
+            folder.mkdir(parents=True)
+            for i in range(count):
+                pixels = rng.integers(0, 255, (10, 10, 3), dtype=np.uint8)
+                Image.fromarray(pixels).save(folder / f"{i}.png")
+    run = tmp_path / "run"
+    trained = run_cli(
+        "train",
+        "--dataset",
+        "imagefolder",
+        "--data-root",
+        tmp_path / "imgs" / "train",
+        "--val-root",
+        tmp_path / "imgs" / "val",
+        "--arch",
+        "small-cnn",
+        "--image-size",
+        "8",
+        "--batch-size",
+        "4",
+        "--steps",
+        "2",
+        "--out",
+        run,
+        "--quiet",
+    )
+    assert trained.code == 0, trained.err
+    out = tmp_path / "out"
+    result = run_cli("analyze", run / "last.pt", "--out", out, "-q")
+    assert result.code == 0, result.err
+    probes = json.loads((out / "result.json").read_text())["probes"]
+    assert set(probes["skipped"]) == set(skipped)
+    for probe, fragment in skipped.items():
+        assert fragment in probes["skipped"][probe] and probes.get(probe) is None
+    assert probes["retrieval"] is not None  # what can run still ran
 
 
 # --------------------------------------------------------------------------- 10. tensors
