@@ -303,3 +303,41 @@ def test_sweep_interrupted_then_rerun_equals_an_uninterrupted_sweep(
         )
     assert same_but_paths(out / "comparison", reference / "comparison", out, reference)
     assert leftovers(out) == []
+
+
+def test_a_parallel_sweep_passes_sigint_to_every_cell(run_cli, tmp_path):
+    """``--parallel 2``: the cells run in processes of their own; SIGINT to the sweep alone
+    (as a ``kill -INT`` would send it) reaches both, the sweep exits 130 without a comparison,
+    and rerunning it finishes both cells as an uninterrupted sweep does."""
+    args = ["sweep", TOY, "--grid", "seed=1,2", "--steps", "200", "--quiet"]
+    out = tmp_path / "out"
+    child = subprocess.Popen(
+        [sys.executable, "-m", "cl_diag", *map(str, args), "--parallel", "2", "--out", out],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"},
+        cwd=tmp_path,
+    )
+    # both cells have finished an epoch (their metrics.csv exist) and have hundreds to go
+    started = [out / f"seed={seed}" / "metrics.csv" for seed in (1, 2)]
+    deadline = time.monotonic() + 240
+    while not all(p.exists() for p in started) and child.poll() is None:
+        assert time.monotonic() < deadline, "the cells never started"
+        time.sleep(0.05)
+    child.send_signal(signal.SIGINT)
+    _, err = child.communicate(timeout=120)
+    assert child.returncode == 130, err[-3000:]
+    assert "Traceback" not in err and "run the same command again" in err
+    assert not (out / "comparison").exists()
+    for seed in (1, 2):
+        assert not load_checkpoint(out / f"seed={seed}" / "last.pt")["complete"]
+
+    again = run_cli(*args, "--out", out)
+    assert again.code == 0, again.err
+    reference = tmp_path / "reference"
+    assert run_cli(*args, "--out", reference).code == 0
+    for cell in ("seed=1", "seed=2"):
+        assert_same_run(reference / cell, out / cell)
+    assert same_but_paths(out / "comparison", reference / "comparison", out, reference)
+    assert leftovers(out) == []
