@@ -60,6 +60,7 @@ from pathlib import Path
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+import cl_diag.measurement.monitor as monitor_module
 import cl_diag.training.loop as loop_module
 from cl_diag.losses import LOSSES
 from cl_diag.models import build_model
@@ -184,8 +185,10 @@ def main() -> None:
     global clock
     if args.clock == "cpu":
         clock = time.process_time
-        # fit() times its rows with time.perf_counter: the same clock for both loops
-        loop_module.time = types.SimpleNamespace(perf_counter=time.process_time)
+        # fit() times its rows (in the Monitor) and its checkpoint writes with
+        # time.perf_counter: the same clock for both loops
+        cpu_clock = types.SimpleNamespace(perf_counter=time.process_time)
+        loop_module.time = monitor_module.time = cpu_clock
 
     device = torch.device(args.device)
     dataset = "digits" if args.arch in ("auto", "small-cnn") else "cifar10"

@@ -84,6 +84,7 @@ __all__ = [
     "Tool",
     "VarianceBand",
     "ViewValues",
+    "is_result_file",
     "load",
     "probe_report_metrics",
     "retrieval_metric",
@@ -1116,7 +1117,8 @@ _SOURCE_FIELDS = (
 
 @dataclass(frozen=True, kw_only=True)
 class Source:
-    """What was analysed: ``kind`` "embeddings" (a file, with its ``sha256``) or
+    """What was analysed: ``kind`` "embeddings" (a file, with its ``sha256``), "arrays"
+    (given to :func:`cl_diag.measure`: no path, the arrays' ``sha256``) or
     "checkpoint" (``weights_sha256`` of its tensors, its format, arch, dataset, where in
     training it was taken, and how its two ``views`` were made). Other keys a checkpoint
     reader records (projector layout, notes, ...) are in ``extra``."""
@@ -1412,6 +1414,24 @@ def load(path: str | Path) -> Result:
             "Re-run `cl-diag analyze` to write it again."
         ) from None
     return Result.from_dict(data, where=str(path))
+
+
+#: how every result.json cl-diag writes begins (:func:`dumps_json` of a Result: "schema" first)
+_RESULT_START = re.compile(rb'\{\s*"schema":\s*"cl-diag/result/\d+"')
+
+
+def is_result_file(path: str | Path) -> bool:
+    """True when ``path`` is a regular file that begins as every result.json cl-diag writes
+    (any schema version). Reads at most its first 64 bytes: a cheap test of whose file it is,
+    not a validation (that is :func:`load`)."""
+    path = Path(path)
+    try:
+        if not path.is_file():
+            return False
+        with open(path, "rb") as handle:
+            return _RESULT_START.match(handle.read(64)) is not None
+    except OSError:
+        return False
 
 
 def save(result: Result, path: str | Path) -> Path:

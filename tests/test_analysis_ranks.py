@@ -190,7 +190,9 @@ def test_analyze_names_the_input_when_ranks_read_different_views(tmp_path):
     def measure(ranks):
         u, v = a if ranks.rank == 0 else b
         with pytest.raises(UserError, match=r"2 torchrun ranks read different views from x\.npz"):
-            measure_layer(u, v, None, n_ref=40, config=config, where="x.npz", ranks=ranks)
+            measure_layer(
+                u, v, None, n_ref=40, options=config.pair_options, where="x.npz", ranks=ranks
+            )
         return "refused"
 
     assert _on_ranks(2, measure)[0] == ["refused", "refused"]

@@ -27,10 +27,10 @@ PACKAGE = Path(__file__).resolve().parent.parent / "cl_diag"
 #: The layers of cl_diag, top to bottom. A module may import from its own layer and from any
 #: layer below it, never from a layer above. An entry is a top-level unit of the package: a
 #: subpackage, or a module directly under cl_diag/ ("cl_diag" is the package's own
-#: __init__, the Python API). "integrations" (adapters to other frameworks) uses the library
+#: __init__, which exposes the Python API of "api"). "integrations" (adapters to other frameworks) uses the library
 #: as a user would, from the top.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("cli", "__main__", "cl_diag", "integrations"),
+    ("cli", "__main__", "cl_diag", "api", "integrations"),
     # recipes merges recipe files into a command's options: the commands' layer
     ("orchestration", "recipes"),
     ("report", "training"),

@@ -731,7 +731,7 @@ def test_sweep_checks_every_cells_analysis_before_training(run_cli, tmp_path):
     suite.write_text("hist-bins = 0\n")
     out = tmp_path / "sweep"
     result = run_cli("sweep", TOY, "--grid", "seed=1,2", "--probe", suite, "--out", out)
-    refused(result, "Sweep cell seed=1", "--hist-bins must be in", "Nothing was trained")
+    refused(result, "Sweep cell seed=1", "--hist-bins must be", "(got 0)", "Nothing was trained")
     assert not out.exists()
 
 

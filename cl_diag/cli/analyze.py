@@ -162,9 +162,10 @@ def analyze(
         _D.amp, help="fp16 autocast and channels_last while encoding on CUDA.", rich_help_panel=_RUN
     ),
     overwrite: bool = typer.Option(
-        False,
+        _D.overwrite,
         help="Replace files in --out that cl-diag did not write (or that changed since): "
         "without it such files stop the command.",
+        rich_help_panel=_RUN,
     ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the report path."),
 ) -> None:

@@ -141,47 +141,52 @@ def _read_arrays(path: Path) -> dict[str, object]:
     return payload
 
 
-def _as_tensor(value: object, key: str, path: Path) -> torch.Tensor:
+def _as_tensor(
+    value: object, key: str, where: object, fix: str, device: bool = False
+) -> torch.Tensor:
+    # ``device``: a tensor stays where it is (arrays from Python); a file's are on the CPU
     if isinstance(value, torch.Tensor):
         if value.is_meta:
             raise UserError(
-                f"'{key}' in {path} is a meta tensor: it has a shape but no values. Save the "
-                f"tensor itself. {FORMAT_HELP}"
+                f"'{key}' in {where} is a meta tensor: it has a shape but no values. Save the "
+                f"tensor itself. {fix}"
             )
         if value.layout != torch.strided:
             raise UserError(
-                f"'{key}' in {path} is a sparse tensor ({value.layout}); save it dense "
-                f"({key}.to_dense()). {FORMAT_HELP}"
+                f"'{key}' in {where} is a sparse tensor ({value.layout}); save it dense "
+                f"({key}.to_dense()). {fix}"
             )
         if value.is_quantized:
             raise UserError(
-                f"'{key}' in {path} is a quantized tensor ({value.dtype}); save it as floats "
-                f"({key}.dequantize()). {FORMAT_HELP}"
+                f"'{key}' in {where} is a quantized tensor ({value.dtype}); save it as floats "
+                f"({key}.dequantize()). {fix}"
             )
         if getattr(value, "is_nested", False):
-            raise UserError(f"'{key}' in {path} is a nested tensor, not an array. {FORMAT_HELP}")
-        return value.detach().cpu()
+            raise UserError(f"'{key}' in {where} is a nested tensor, not an array. {fix}")
+        return value.detach() if device else value.detach().cpu()
     try:
         return torch.as_tensor(np.asarray(value))
     except (TypeError, ValueError, RuntimeError):
-        raise UserError(f"'{key}' in {path} is not a numeric array. {FORMAT_HELP}") from None
+        raise UserError(f"'{key}' in {where} is not a numeric array. {fix}") from None
 
 
-def _as_float_matrix(value: object, key: str, path: Path) -> torch.Tensor:
-    array = _as_tensor(value, key, path)
+def _as_float_matrix(
+    value: object, key: str, where: object, fix: str, device: bool = False
+) -> torch.Tensor:
+    array = _as_tensor(value, key, where, fix, device)
     if array.dtype == torch.bool or array.is_complex():
         raise UserError(
-            f"'{key}' in {path} has dtype {array.dtype}; embeddings must be real numbers."
+            f"'{key}' in {where} has dtype {array.dtype}; embeddings must be real numbers."
         )
     if array.dim() != 2:
         raise UserError(
-            f"'{key}' in {path} has shape {tuple(array.shape)}; it must be 2-D "
-            "(n instances x d dimensions)."
+            f"'{key}' in {where} has shape {tuple(array.shape)}; "
+            "it must be 2-D (n instances x d dimensions)."
         )
     return array.to(torch.float32)
 
 
-def _as_labels(value: object, path: Path) -> torch.Tensor:
+def _as_labels(value: object, where: object, fix: str, device: bool = False) -> torch.Tensor:
     """Class labels as int64. Whole-number float labels beyond int64 (1e19, 2e19) would all
     wrap to one value; they are replaced by their rank among the distinct labels instead, which
     keeps every class apart (only the grouping of rows into classes is ever used)."""
@@ -190,20 +195,51 @@ def _as_labels(value: object, path: Path) -> torch.Tensor:
         if int(array.max()) >= 2**63:  # beyond int64 as well
             _, codes = np.unique(array, return_inverse=True)
             return torch.from_numpy(codes.reshape(array.shape).astype(np.int64))
-    raw = _as_tensor(value, "labels", path)
+    raw = _as_tensor(value, "labels", where, fix, device)
     if raw.is_floating_point():
         if not bool(torch.isfinite(raw).all()) or not bool((raw == raw.round()).all()):
-            raise UserError(f"'labels' in {path} are not whole numbers; give integer class labels.")
+            raise UserError(
+                f"'labels' in {where} are not whole numbers; give integer class labels."
+            )
         if raw.numel() and float(raw.abs().max()) >= 2.0**63:
-            _, codes = np.unique(raw.to(torch.float64).numpy(), return_inverse=True)
-            return torch.from_numpy(codes.reshape(raw.shape).astype(np.int64))
+            host = raw.detach().cpu().to(torch.float64).numpy()
+            _, codes = np.unique(host, return_inverse=True)
+            return torch.from_numpy(codes.reshape(host.shape).astype(np.int64)).to(raw.device)
     elif raw.dtype == torch.bool or raw.is_complex() or not _integral(raw):
-        raise UserError(f"'labels' in {path} have dtype {raw.dtype}; give integer class labels.")
+        raise UserError(f"'labels' in {where} have dtype {raw.dtype}; give integer class labels.")
     return raw.to(torch.int64)
 
 
 def _integral(t: torch.Tensor) -> bool:
     return not t.is_floating_point() and not t.is_complex() and t.dtype != torch.bool
+
+
+ARRAYS_HELP = (
+    "Give z1 and z2 as float arrays (torch tensors or numpy arrays) of shape (n, d) whose row i "
+    "are the two views of instance i, and labels (optional) as n integer class labels."
+)
+
+
+def embeddings_from_arrays(
+    z1: object, z2: object, labels: object = None, *, where: str = "the arrays given"
+) -> Embeddings:
+    """Two views from Python (torch tensors or numpy arrays), checked and converted exactly as
+    an embeddings file's are (float32 rows, int64 labels), so that measuring them gives the
+    numbers ``cl-diag analyze`` gives for the same arrays saved to a file. Tensors stay on
+    their device. ``sha256`` is that of the arrays as measured: for z1, z2 and (if given) the
+    labels in turn, the name, the shape and the little-endian bytes (float32, int64)."""
+    a = _as_float_matrix(z1, "z1", where, ARRAYS_HELP, device=True)
+    b = _as_float_matrix(z2, "z2", where, ARRAYS_HELP, device=True)
+    codes = None if labels is None else _as_labels(labels, where, ARRAYS_HELP, device=True)
+    digest = hashlib.sha256()
+    for key, array in (("z1", a), ("z2", b), ("labels", codes)):
+        if array is not None:
+            host = array.detach().cpu().contiguous().numpy()
+            digest.update(f"{key}{tuple(host.shape)}".encode())
+            digest.update(host.astype(host.dtype.newbyteorder("<"), copy=False).tobytes())
+    return Embeddings(
+        z1=a.contiguous(), z2=b.contiguous(), labels=codes, path=where, sha256=digest.hexdigest()
+    )
 
 
 def load_embeddings(path: str | Path, *, payload: dict | None = None) -> Embeddings:
@@ -232,11 +268,11 @@ def load_embeddings(path: str | Path, *, payload: dict | None = None) -> Embeddi
         raise UserError(
             f"{path} has no {' or '.join(repr(m) for m in missing)} (found: {found}). {FORMAT_HELP}"
         )
-    z1 = _as_float_matrix(arrays["z1"], "z1", path)
-    z2 = _as_float_matrix(arrays["z2"], "z2", path)
+    z1 = _as_float_matrix(arrays["z1"], "z1", path, FORMAT_HELP)
+    z2 = _as_float_matrix(arrays["z2"], "z2", path, FORMAT_HELP)
     labels = None
     if arrays.get("labels") is not None:
-        labels = _as_labels(arrays["labels"], path)
+        labels = _as_labels(arrays["labels"], path, FORMAT_HELP)
     return Embeddings(
         z1=z1.contiguous(), z2=z2.contiguous(), labels=labels, path=str(path), sha256=digest
     )

@@ -90,6 +90,7 @@ from cl_diag.result import QUANTILES  # also imported from here by tests/test_pa
 __all__ = [
     "FINE_BINS_MIN",
     "fine_bins",
+    "float32_at_least",
     "pair_statistics",
     "pair_statistics_of",
     "threshold",
@@ -132,9 +133,14 @@ def threshold_float32(n_ref: int) -> float:
     Comparing a float32 tensor with the float64 delta would round delta to the
     nearest float32 and could move the boundary by half a unit in the last place.
     """
-    delta = threshold(n_ref)
-    t32 = np.float32(delta)
-    if float(t32) < delta:
+    return float32_at_least(threshold(n_ref))
+
+
+def float32_at_least(value: float) -> float:
+    """The smallest float32 T >= ``value``: for float32 s,  s < value  <=>  s < T
+    (:func:`threshold_float32` for any threshold, e.g. a VRN delta given as a number)."""
+    t32 = np.float32(value)
+    if float(t32) < value:
         t32 = np.nextafter(t32, np.float32(np.inf))
     return float(t32)
 

@@ -36,8 +36,6 @@ import numbers
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
-from scipy.optimize import brentq
-
 from cl_diag.result import Layer
 
 __all__ = [
@@ -197,6 +195,8 @@ def sigmoid_optimum(t: float, b: float, n: int) -> SigmoidOptimum:
     elif t + b <= math.log((n - 2) / 2):
         x, regime = 0.0, "antipodal"
     else:
+        from scipy.optimize import brentq  # scipy costs a second to import: only here
+
         x, regime = brentq(slope, 0.0, 1.0, xtol=1e-14, rtol=1e-14), "interior"
     return SigmoidOptimum(regime, x, 2 * x - 1, x * k - 1)
 

@@ -39,7 +39,7 @@ import torch
 
 import cl_diag
 from cl_diag.errors import UserError
-from cl_diag.io.embeddings import load_embeddings
+from cl_diag.io.embeddings import Embeddings, load_embeddings
 from cl_diag.io.output import OWNED_FILES, check_targets, ensure_writable_parent, staged_output
 from cl_diag.measurement.inputs import UnitViews, ViewsError, label_codes, normalise_views
 from cl_diag.measurement.pairs import MAX_HIST_BINS, MAX_NUM_PAIRS, MAX_SEED
@@ -94,6 +94,52 @@ KNN_TEMPERATURE = 0.07
 ProgressFactory = Callable[[str, "int | None"], Callable[[int], None]]
 
 
+@dataclass(frozen=True)
+class PairOptions:
+    """How the pair statistics are measured: the "Pairs" options of ``cl-diag analyze``, and
+    the keyword arguments of :func:`cl_diag.measure`."""
+
+    pairs: str = "exact"
+    num_pairs: int = 5000
+    seed: int = 0
+    block_size: int | None = None
+    hist_bins: int = 100
+
+    def check(self, n_ref: int | None, *, cli: bool = True) -> None:
+        """A :class:`UserError` for a value out of range, naming the option as the user
+        gave it: ``--n-ref`` on the command line (``cli``), ``n_ref`` in Python."""
+
+        def name(option: str) -> str:
+            return "--" + option.replace("_", "-") if cli else option
+
+        if self.pairs not in ("exact", "sampled"):
+            raise UserError(f"{name('pairs')} must be 'exact' or 'sampled', not {self.pairs!r}.")
+        for option, value, optional in (
+            ("n_ref", n_ref, True),
+            ("num_pairs", self.num_pairs, False),
+            ("seed", self.seed, False),
+            ("block_size", self.block_size, True),
+            ("hist_bins", self.hist_bins, False),
+        ):
+            if not (optional and value is None) and (
+                isinstance(value, bool) or not isinstance(value, int)
+            ):
+                raise UserError(f"{name(option)} must be a whole number (got {value!r}).")
+        if n_ref is not None and n_ref < 2:
+            raise UserError(
+                f"{name('n_ref')} {n_ref} is too small: the threshold -1/(n_ref - 1) needs "
+                "n_ref >= 2 (the number of training instances, e.g. 50000 for CIFAR)."
+            )
+        if self.num_pairs < 1:
+            raise UserError(f"{name('num_pairs')} must be at least 1 (got {self.num_pairs}).")
+        if self.block_size is not None and self.block_size < 1:
+            raise UserError(f"{name('block_size')} must be at least 1 (got {self.block_size}).")
+        if self.seed < 0:
+            raise UserError(f"{name('seed')} must be 0 or more (got {self.seed}).")
+        if self.hist_bins < 1:
+            raise UserError(f"{name('hist_bins')} must be at least 1 (got {self.hist_bins}).")
+
+
 @dataclass
 class AnalyzeConfig:
     input: Path
@@ -120,8 +166,18 @@ class AnalyzeConfig:
     batch_size: int = 512
     workers: int | None = None  # None: 0 on CPU, up to 8 on CUDA
     amp: bool = True
-    # replace files in ``out`` that cl-diag cannot prove it wrote (see cl_diag.io.output)
+    # replace files in --out that cl-diag did not write (write_analysis)
     overwrite: bool = False
+
+    @property
+    def pair_options(self) -> PairOptions:
+        return PairOptions(
+            pairs=self.pairs,
+            num_pairs=self.num_pairs,
+            seed=self.seed,
+            block_size=self.block_size,
+            hist_bins=self.hist_bins,
+        )
 
 
 @dataclass
@@ -137,6 +193,7 @@ class AnalyzeResult:
 def check_analysis(config: AnalyzeConfig) -> None:
     """Every check of ``config`` that needs no input file: ranges, names, the device, and that
     ``config.out`` can take the outputs. UserError for the first problem; nothing is written."""
+    config.pair_options.check(config.n_ref)  # types and signs, named as the user gave them
     if config.pairs not in ("exact", "sampled"):
         raise UserError(f"--pairs must be 'exact' or 'sampled', not {config.pairs!r}.")
     if config.n_ref is not None and config.n_ref < 2:
@@ -211,7 +268,7 @@ def measure_layer(
     labels: torch.Tensor | None,
     *,
     n_ref: int,
-    config: AnalyzeConfig,
+    options: PairOptions,
     where: str,
     device: torch.device | None = None,
     ranks: Ranks = SINGLE,
@@ -238,16 +295,16 @@ def measure_layer(
             views,
             n_ref=n_ref,
             codes=codes,
-            mode=config.pairs,
-            num_pairs=config.num_pairs,
-            seed=config.seed,
-            block_size=config.block_size,
-            hist_bins=config.hist_bins,
+            mode=options.pairs,
+            num_pairs=options.num_pairs,
+            seed=options.seed,
+            block_size=options.block_size,
+            hist_bins=options.hist_bins,
             ranks=ranks,
         )
         # The exact cross-view mean is already known; a sampled one is an estimate, so let
         # geometry compute the exact mean itself (O(nd)).
-        exact_mean = pairs["cross_view_negative"]["mean"] if config.pairs == "exact" else None
+        exact_mean = pairs["cross_view_negative"]["mean"] if options.pairs == "exact" else None
         geo = geometry_of(views, n_ref=n_ref, cross_view_mean=exact_mean, ranks=ranks)
     except RanksMismatch:
         raise UserError(
@@ -261,7 +318,7 @@ def build_result(
     *,
     source: dict,
     n_ref: int,
-    config: AnalyzeConfig,
+    options: PairOptions,
     layers: dict[str, Layer],
     training_config: dict | None = None,
     probes: dict | None = None,
@@ -274,9 +331,9 @@ def build_result(
         source=Source.from_dict(source),
         n_ref=n_ref,
         threshold=delta(n_ref),
-        mode=config.pairs,
-        num_pairs=config.num_pairs if config.pairs == "sampled" else None,
-        seed=config.seed,
+        mode=options.pairs,
+        num_pairs=options.num_pairs if options.pairs == "sampled" else None,
+        seed=options.seed,
         conventions=CONVENTIONS,
         config=training_config or {},
         layers=layers,
@@ -285,17 +342,30 @@ def build_result(
     )
 
 
-def _write(config: AnalyzeConfig, result: Result) -> AnalyzeResult:
+def write_analysis(result: Result, out: Path, *, overwrite: bool = False) -> list[Path]:
+    """Write ``result`` as the analysis folder ``out``: result.json, report.md, report.html and
+    the figures; returns the files written. What ``cl-diag analyze`` and
+    :meth:`cl_diag.Result.save` write.
+
+    The files are staged beside ``out`` and moved into place only when all are written
+    (:func:`cl_diag.io.output.staged_output`). A file in ``out`` this write would replace must
+    be provably cl-diag's own (its content hash recorded in the listing of cl-diag's files
+    there); any other (a report.md of the user's, a report edited since) is refused with a
+    :class:`UserError` unless ``overwrite``.
+    """
     from cl_diag.report import render_analysis
 
-    with staged_output(config.out, overwrite=config.overwrite) as staging:
+    out = Path(out)
+    with staged_output(out, overwrite=overwrite) as staging:
         result.save(staging / RESULT_NAME)
         render_analysis(result, staging)
         files = sorted(path.relative_to(staging) for path in staging.rglob("*") if path.is_file())
-    files = sorted([*files, Path(OWNED_FILES)])
-    return AnalyzeResult(
-        out=Path(config.out), result=result, files=[Path(config.out) / f for f in files]
-    )
+    return [out / f for f in sorted([*files, Path(OWNED_FILES)])]
+
+
+def _write(config: AnalyzeConfig, result: Result) -> AnalyzeResult:
+    files = write_analysis(result, config.out, overwrite=config.overwrite)
+    return AnalyzeResult(out=Path(config.out), result=result, files=files)
 
 
 @dataclass(frozen=True)
@@ -343,23 +413,44 @@ def analyze(config: AnalyzeConfig, *, progress: ProgressFactory | None = None) -
 
 def _analyze_embeddings(config: AnalyzeConfig, payload: dict | None, run: _Run) -> Result:
     embeddings = load_embeddings(config.input, payload=payload)
-    n_ref = config.n_ref if config.n_ref is not None else embeddings.n
+    source = {"kind": "embeddings", "path": str(config.input), "sha256": embeddings.sha256}
+    return measure_embeddings(
+        embeddings,
+        n_ref=config.n_ref,
+        options=config.pair_options,
+        source=source,
+        device=run.device,
+        ranks=run.ranks,
+    )
+
+
+def measure_embeddings(
+    embeddings: Embeddings,
+    *,
+    n_ref: int | None,
+    options: PairOptions,
+    source: dict,
+    device: torch.device | None = None,
+    ranks: Ranks = SINGLE,
+) -> Result:
+    """The result of two views' embeddings (the layer ``embedding``): pair statistics and
+    geometry against the threshold of ``n_ref`` instances (default: the number of rows).
+    ``cl-diag analyze`` of an embeddings file and :func:`cl_diag.measure` both end here.
+    ``device``: where to measure (None: where the views are); ``ranks``: a torchrun job's."""
+    n_ref = n_ref if n_ref is not None else embeddings.n
     z1, z2, labels = embeddings.z1, embeddings.z2, embeddings.labels
     layer = measure_layer(
         z1,
         z2,
         labels,
         n_ref=n_ref,
-        config=config,
+        options=options,
         where=embeddings.path,
-        device=run.device,
-        ranks=run.ranks,
+        device=device,
+        ranks=ranks,
     )
     return build_result(
-        source={"kind": "embeddings", "path": str(config.input), "sha256": embeddings.sha256},
-        n_ref=n_ref,
-        config=config,
-        layers={EMBEDDING_LAYER: layer},
+        source=source, n_ref=n_ref, options=options, layers={EMBEDDING_LAYER: layer}
     )
 
 
@@ -396,7 +487,7 @@ def _analyze_checkpoint(
             z2,
             None,
             n_ref=n_ref,
-            config=config,
+            options=config.pair_options,
             where=str(file.path),
             device=run.device,
             ranks=run.ranks,
@@ -474,7 +565,7 @@ def _analyze_checkpoint(
             z2,
             view_labels,
             n_ref=n_ref,
-            config=config,
+            options=config.pair_options,
             where=where,
             device=run.device,
             ranks=run.ranks,
@@ -503,7 +594,7 @@ def _checkpoint_result(
     return build_result(
         source=subject.source,
         n_ref=n_ref,
-        config=config,
+        options=config.pair_options,
         layers=layers,
         training_config=subject.training_config,
         probes=probes,

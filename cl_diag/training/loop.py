@@ -7,10 +7,11 @@ Per step::
     g       = gather_batch(z1, z2)                  # the global batch under DDP (else identity)
     loss    = LOSSES[loss](g.z1, g.z2) + lambda * LOSSES["vrn"](g.z1, g.z2, delta, power)
     backward, optimizer step
-    meter.add(loss terms, g.z1, g.z2)               # on the device: no wait for the host
+    monitor.update(g.z1, g.z2, loss terms)          # on the device: no wait for the host
 
 Every ``log_every`` steps and at each epoch end (one metrics *row*) the loop syncs with the
-device once: it reads the row's loss terms and in-batch pair statistics, stops if the loss
+device once (:meth:`cl_diag.measurement.monitor.Monitor.flush`, the monitor any training loop
+can use): it reads the row's loss terms and in-batch pair statistics, stops if the loss
 stopped being finite (naming the step), appends the row to the history (``metrics.csv``) and
 hands it to the ``progress`` callback the caller supplied. At each epoch end ``last.pt`` is
 written atomically (plus ``epoch_NNNN.pt`` every ``save_every`` epochs).
@@ -30,8 +31,6 @@ gradients (see its docstring for why no rescaling by world size is needed).
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 import os
 import random
@@ -48,9 +47,10 @@ from torch import nn
 from torch.utils.data import DataLoader, Sampler
 
 from cl_diag.errors import UserError
-from cl_diag.io.atomic import atomic_write_bytes
 from cl_diag.losses import LOSSES, build_loss
 from cl_diag.losses.distributed import gather_batch
+from cl_diag.measurement.monitor import METRIC_COLUMNS, Monitor
+from cl_diag.measurement.monitor import PairStats as PairStats  # tests import it from here
 from cl_diag.models import ContrastiveModel, FreeEmbeddings, is_convolutional
 from cl_diag.models.checkpoints import FORMAT, FORMAT_VERSION
 from cl_diag.training.checkpoint import (
@@ -76,22 +76,6 @@ __all__ = [
     "make_optimizer",
 ]
 
-METRIC_COLUMNS = (
-    "epoch",
-    "step",
-    "loss",
-    "contrastive",
-    "vrn",
-    "lr",
-    "images_per_s",
-    "seconds",
-    "pos_mean",
-    "pos_var",
-    "cross_neg_mean",
-    "cross_neg_var",
-    "within_neg_mean",
-    "within_neg_var",
-)
 
 # Only supcon is supervised by design. The other label-reading losses (triplet,
 # contrastive) get no labels, so positives stay "the other view of the same instance".
@@ -239,96 +223,6 @@ def make_optimizer(
     raise ValueError(f"unknown optimizer {name!r}")
 
 
-# --------------------------------------------------------------------------- pair statistics
-
-
-class PairStats:
-    """Mean and variance (population) of positive, cross-view negative and within-view
-    negative cosine similarities over all the batches given to :meth:`update`.
-
-    Per batch of normalised ``u = z1/|z1|``, ``v = z2/|z2|``: positives ``u_i.v_i`` (B),
-    cross-view negatives ``u_i.v_j, i != j`` (B(B-1)), within-view negatives ``u_i.u_j``
-    and ``v_i.v_j, i < j`` (B(B-1)). Then mean = S1/n and var = S2/n - mean^2 from the counts
-    and the float64 sums of s and s^2 per kind. Similarities lie in [-1, 1], so in float64 the
-    cancellation in S2/n - mean^2 costs at most ~1e-16 * E[s^2] / var relative error:
-    negligible for any variance above 1e-12.
-
-    What a step adds, on the device (no step waits for the host), is four 2 x 2 float64
-    matrices over the views (p_0, p_1) = (u, v): for each pair of views (k, l), the sums of
-    s = p_k,i . p_l,j and of s^2 over all B^2 pairs (i, j), and over the B pairs i = j. Each
-    kind is read off them once, in :meth:`result` (e.g. cross-view negatives = all (0, 1)
-    pairs minus the positives). The all-pairs sums never need a B x B matrix when d is small:
-    sum_ij u_i.v_j = (sum_i u_i).(sum_j v_j) and sum_ij (u_i.v_j)^2 = ||U V^T||_F^2 =
-    <U^T U, V^T V>_F, from d x d matrices (2 B d^2 multiply-adds instead of 3 B^2 d).
-    """
-
-    KINDS = ("pos", "cross_neg", "within_neg")
-
-    def __init__(self) -> None:
-        self.count = {k: 0 for k in self.KINDS}
-        # float64 (4, 2, 2): [all-pairs sum s, all-pairs sum s^2, i = j sum s, i = j sum s^2]
-        self.sums: torch.Tensor | None = None
-
-    @torch.no_grad()
-    def update(self, z1: torch.Tensor, z2: torch.Tensor) -> None:
-        p = nn.functional.normalize(torch.stack([z1, z2]).float(), dim=2)  # (2, B, d): u, v
-        b, d = p.shape[1:]
-        if 2 * d <= 3 * b:
-            rows = torch.einsum("kbd,lbd->klb", p, p).double()  # (2, 2, B): p_k,i . p_l,i
-            total = p.sum(1).double()
-            grams = (p.transpose(1, 2) @ p).double().reshape(2, -1)  # U^T U and V^T V
-            every, every_sq = total @ total.T, grams @ grams.T
-        else:
-            gram = (p.unsqueeze(1) @ p.unsqueeze(0).transpose(2, 3)).double()  # (2, 2, B, B)
-            rows = gram.diagonal(dim1=2, dim2=3)
-            every, every_sq = gram.sum((2, 3)), (gram * gram).sum((2, 3))
-        batch = torch.stack([every, every_sq, rows.sum(2), (rows * rows).sum(2)])
-        self.sums = batch if self.sums is None else self.sums + batch
-        for k, n in zip(self.KINDS, (b, b * (b - 1), b * (b - 1)), strict=True):
-            self.count[k] += n
-
-    def _kind_sums(self) -> dict[str, tuple[float, float]]:
-        """``{kind: (sum s, sum s^2)}`` from the accumulated moments (one host sync)."""
-        assert self.sums is not None, "no batch was seen"
-        every, every_sq, rows, rows_sq = self.sums.tolist()
-        return {
-            "pos": (rows[0][1], rows_sq[0][1]),
-            "cross_neg": (every[0][1] - rows[0][1], every_sq[0][1] - rows_sq[0][1]),
-            # pairs i < j: half of each view's off-diagonal (a symmetric matrix)
-            "within_neg": (
-                (every[0][0] - rows[0][0] + every[1][1] - rows[1][1]) / 2,
-                (every_sq[0][0] - rows_sq[0][0] + every_sq[1][1] - rows_sq[1][1]) / 2,
-            ),
-        }
-
-    def result(self, vrn_delta: float | None = None) -> dict[str, float]:
-        """``{kind_mean, kind_var}`` (one host sync); with ``vrn_delta`` also ``vrn``.
-
-        ``vrn`` is the VRN term with p = 2 (Lee et al., ICML 2025, Def. 5.7) over the cross-view
-        negatives seen: mean (s - delta)^2 = var + (mean - delta)^2. Over batches of one size
-        it equals the mean of the per-batch VRN values, so the trainer logs it without computing
-        the loss.
-        """
-        sums = self._kind_sums() if self.sums is not None else {}
-        out = {}
-        for k in self.KINDS:
-            n = self.count[k]
-            if not n:
-                out[f"{k}_mean"] = out[f"{k}_var"] = float("nan")
-                continue
-            s1, s2 = sums[k]
-            mean = s1 / n
-            out[f"{k}_mean"] = mean
-            out[f"{k}_var"] = max(0.0, s2 / n - mean * mean)
-        if vrn_delta is not None:
-            n = self.count["cross_neg"]
-            out["vrn"] = float("nan")
-            if n:
-                s1, s2 = sums["cross_neg"]
-                out["vrn"] = (s2 - 2 * vrn_delta * s1) / n + vrn_delta**2
-        return out
-
-
 # --------------------------------------------------------------------------- progress
 
 
@@ -360,81 +254,6 @@ class _Silent:
         pass
 
 
-class _RowMeter:
-    """The sums of one metrics row, kept on the device.
-
-    Per step the loss terms (loss, contrastive and, when computed, vrn) go into one row of a
-    small buffer and the embeddings into a :class:`PairStats`; :meth:`close` reads both with
-    one host sync and makes the metrics row. The per-step values are summed on the host in
-    float64 in step order, as they always were, so metrics.csv keeps its values.
-    """
-
-    def __init__(
-        self, capacity: int, device: torch.device, vrn_delta: float | None, last_path: Path | None
-    ) -> None:
-        self.values = torch.zeros(capacity, 3, device=device)
-        self.vrn_delta = vrn_delta  # not None: the vrn column comes from the pair statistics
-        self.last_path = last_path
-        self.reset(0)
-
-    def reset(self, step: int) -> None:
-        self.first_step, self.n, self.images, self.lr = step, 0, 0, 0.0
-        self.stats = PairStats()
-        self.t0 = time.perf_counter()
-
-    def add(
-        self,
-        terms: list[torch.Tensor],
-        z1: torch.Tensor,
-        z2: torch.Tensor,
-        *,
-        images: int,
-        lr: float,
-    ) -> None:
-        self.values[self.n, : len(terms)] = torch.stack(terms).detach()
-        self.stats.update(z1.detach(), z2.detach())
-        self.n, self.images, self.lr = self.n + 1, self.images + images, lr
-
-    def close(self, epoch: int) -> dict[str, float]:
-        """The row of the steps since the last close (``epoch`` 1-based); starts the next row."""
-        values = self.values[: self.n].tolist()  # the host sync
-        stats = self.stats.result(vrn_delta=self.vrn_delta)
-        seconds = time.perf_counter() - self.t0
-        for i, (loss, _, _) in enumerate(values):
-            if not math.isfinite(loss):
-                last = self.last_path
-                kept = (
-                    f"the last good checkpoint {last} is kept"
-                    if last and last.exists()
-                    else "no checkpoint was written yet"
-                )
-                raise UserError(
-                    f"the loss became {loss} at step {self.first_step + i + 1} (epoch {epoch}); "
-                    f"training stopped and {kept}. Lower --lr, raise --temperature, or use "
-                    "--precision fp32."
-                )
-        sums = [0.0, 0.0, 0.0]
-        for step_values in values:
-            for k, value in enumerate(step_values):
-                sums[k] += value
-        row = {
-            "epoch": epoch,
-            "step": self.first_step + self.n,
-            "lr": self.lr,
-            "images_per_s": self.images / seconds,
-            "seconds": seconds,
-        }
-        row.update(
-            {
-                k: s / max(1, self.n)
-                for k, s in zip(("loss", "contrastive", "vrn"), sums, strict=True)
-            }
-        )
-        row.update(stats)
-        self.reset(self.first_step + self.n)
-        return row
-
-
 # --------------------------------------------------------------------------- the loop
 
 
@@ -453,15 +272,6 @@ class FitResult:
 def _loss_hparams(config: Any) -> dict[str, Any]:
     names = LOSSES[config.loss].hyperparameter_names
     return {k: getattr(config, k) for k in names if getattr(config, k, None) is not None}
-
-
-def _write_metrics(path: Path, history: list[dict[str, float]]) -> None:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=METRIC_COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    for row in history:
-        writer.writerow({k: row[k] for k in METRIC_COLUMNS})
-    atomic_write_bytes(path, buf.getvalue().encode())
 
 
 @dataclass
@@ -568,7 +378,7 @@ def _save(
     out_dir: Path,
     epoch: int,
     step: int,
-    history: list[dict[str, float]],
+    monitor: Monitor,
 ) -> None:
     """``last.pt`` (and ``epoch_NNNN.pt`` every ``save_every`` epochs) and ``metrics.csv``."""
     model = parts.model
@@ -594,7 +404,7 @@ def _save(
         "step": step,
         "complete": step >= config.total_steps,
         "rng": capture_rng_state(parts.loader_gen),
-        "metrics": history,
+        "metrics": monitor.history,
         "versions": library_versions(),
     }
     if isinstance(model.backbone, FreeEmbeddings):
@@ -603,7 +413,7 @@ def _save(
     save_checkpoint(out_dir / "last.pt", ck)
     if config.save_every and (epoch % config.save_every == 0):
         save_checkpoint(out_dir / f"epoch_{epoch:04d}.pt", ck)
-    _write_metrics(out_dir / "metrics.csv", history)
+    monitor.to_csv(out_dir / "metrics.csv")
 
 
 def fit(
@@ -643,16 +453,34 @@ def fit(
     save_dir = Path(out_dir) if out_dir is not None and env.is_main else None
     writes = save_dir is not None
     last_path = None if out_dir is None else Path(out_dir) / "last.pt"
-    # a row ends every log_every steps (0: none inside an epoch) and at each epoch end
-    every = config.log_every
-    capacity = min(every or len(sampler), len(sampler))
-    meter = _RowMeter(capacity, device, config.vrn_delta if vrn_from_stats else None, last_path)
+    # The monitor keeps the metrics rows: a row every log_every steps (0: none inside an
+    # epoch) and at each epoch end. It is given the gathered global batch (gather=False), and
+    # counts no excessive ratios, so metrics.csv keeps its columns and its per-step cost.
+    monitor = Monitor(
+        delta=config.vrn_delta,
+        log_every=config.log_every,
+        excessive=False,
+        gather=False,
+        step=step,
+        history=history,
+    )
 
     shown = progress if progress is not None else _Silent()
 
-    def close_row() -> float:
-        row = meter.close(epoch + 1)
-        history.append(row)
+    def take(row: dict[str, Any]) -> float:
+        for at, values in monitor.row_steps:
+            loss = values["loss"]
+            if not math.isfinite(loss):
+                kept = (
+                    f"the last good checkpoint {last_path} is kept"
+                    if last_path and last_path.exists()
+                    else "no checkpoint was written yet"
+                )
+                raise UserError(
+                    f"the loss became {loss} at step {at} (epoch {epoch + 1}); "
+                    f"training stopped and {kept}. Lower --lr, raise --temperature, or use "
+                    "--precision fp32."
+                )
         shown.row(row)
         return row["seconds"]
 
@@ -661,7 +489,7 @@ def fit(
     parts.net.train()
     while step < config.total_steps:
         sampler.set_epoch(epoch)
-        meter.reset(step)
+        monitor.restart_clock()  # the checkpoint written between epochs is not a step's time
         for _, v1, v2, labels in parts.loader:
             lr = lr_at(
                 step,
@@ -684,30 +512,30 @@ def fit(
             if lam:
                 vrn = vrn_fn(g.z1, g.z2)
                 loss = main + lam * vrn
-                terms = [loss, main, vrn]
+                terms = {"loss": loss, "contrastive": main, "vrn": vrn}
             else:
-                loss, terms = main, [main, main]
+                loss, terms = main, {"loss": main, "contrastive": main}
                 if not vrn_from_stats:
                     with torch.no_grad():  # logged only
-                        terms.append(vrn_fn(g.z1.detach(), g.z2.detach()))
+                        terms["vrn"] = vrn_fn(g.z1.detach(), g.z2.detach())
             optimizer.zero_grad(set_to_none=True)
             parts.scaler.scale(loss).backward()
             parts.scaler.step(optimizer)
             parts.scaler.update()
             step += 1
             # statistics of the gathered global batch under DDP: every rank logs the same row
-            meter.add(terms, g.z1, g.z2, images=v1.shape[0] * env.world, lr=lr)
+            monitor.update(g.z1, g.z2, lr=lr, **terms)
             shown.step(step, epoch + 1)
-            if every and step % every == 0:
-                train_seconds += close_row()
+            if (row := monitor.flush(epoch=epoch + 1)) is not None:
+                train_seconds += take(row)
             if step >= config.total_steps:
                 break
-        if meter.n:
-            train_seconds += close_row()
+        if (row := monitor.flush(force=True, epoch=epoch + 1)) is not None:
+            train_seconds += take(row)
         epoch += 1
         if save_dir is not None:
             t1 = time.perf_counter()
-            _save(config, data, parts, save_dir, epoch, step, history)
+            _save(config, data, parts, save_dir, epoch, step, monitor)
             ckpt_seconds += time.perf_counter() - t1
     return FitResult(
         epochs=epoch,
@@ -715,7 +543,7 @@ def fit(
         steps_this_run=step - start_step,
         train_seconds=train_seconds,
         checkpoint_seconds=ckpt_seconds,
-        history=history,
+        history=monitor.history,
         checkpoint=last_path if writes else None,
         complete=step >= config.total_steps,
     )

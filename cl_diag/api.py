@@ -1,0 +1,141 @@
+"""The Python API: cl-diag's view from a notebook or a training script.
+
+::
+
+    import cl_diag
+
+    res = cl_diag.measure(z1, z2, labels=None, n_ref=50_000)   # torch or numpy, (n, d) each
+    res.layers["embedding"].pairs["cross_view_negative"].excessive_ratio
+    res.to_frame()                    # one tidy pandas row per layer x pair type x statistic
+    res.save("out/")                  # result.json, report.md, report.html, figures: as the CLI
+    cl_diag.load("out/result.json")   # -> the same typed object, schema-checked
+    cl_diag.compare(["a/result.json", "b/result.json"], out="cmp/")
+
+The commands are thin wrappers over the same functions: ``cl-diag analyze`` of an embeddings
+file measures with :func:`cl_diag.orchestration.analyze.measure_embeddings` and writes with
+:func:`cl_diag.orchestration.analyze.write_analysis`, as :func:`measure` and
+:meth:`Result.save` do; ``cl-diag compare`` and :func:`compare` both run
+:func:`cl_diag.orchestration.compare.compare`. A mistake in the input (NaN rows, a bad
+option, an unreadable result file) raises :class:`cl_diag.errors.UserError` with the message
+the CLI prints.
+
+The training monitor, :class:`cl_diag.Monitor`, lives in :mod:`cl_diag.measurement.monitor`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cl_diag import result as _result
+from cl_diag.errors import UserError
+
+if TYPE_CHECKING:
+    from cl_diag.orchestration.compare import CompareResult
+
+__all__ = ["Result", "compare", "load", "measure"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Result(_result.Result):
+    """A typed result (:class:`cl_diag.result.Result`: attribute access, ``to_frame()``,
+    ``to_json()``) that saves as the whole analysis folder ``cl-diag analyze`` writes."""
+
+    @classmethod
+    def of(cls, result: _result.Result) -> Result:
+        """The same result as this type (no copy of its blocks)."""
+        if isinstance(result, cls):
+            return result
+        return cls(**{f.name: getattr(result, f.name) for f in fields(_result.Result)})
+
+    def save(self, path: str | Path, *, overwrite: bool = False) -> Path:
+        """Write the analysis into the folder ``path`` (created if missing): result.json,
+        report.md, report.html and the figures, the bytes ``cl-diag analyze`` writes for this
+        result, staged and moved into place only when all are written. Files there that
+        cl-diag did not write are refused unless ``overwrite`` (as ``--overwrite``). Returns
+        the folder. A ``path`` ending in ``.json`` writes result.json alone, to that file.
+        """
+        from cl_diag.orchestration.analyze import write_analysis
+
+        path = Path(path)
+        if path.suffix.lower() == ".json" and not path.is_dir():
+            return _result.save(self, path)
+        write_analysis(self, path, overwrite=overwrite)
+        return path
+
+
+def measure(
+    z1: object,
+    z2: object,
+    labels: object = None,
+    n_ref: int | None = None,
+    *,
+    pairs: str = "exact",
+    num_pairs: int = 5000,
+    seed: int = 0,
+    block_size: int | None = None,
+    hist_bins: int = 100,
+) -> Result:
+    """Measure two views' embeddings: the result ``cl-diag analyze`` gives for them in a file.
+
+    ``z1``, ``z2``: torch tensors or numpy arrays of shape (n, d), row i of each the two
+    views of instance i (rounded to float32 as a file's are; a tensor is measured on its
+    device). ``labels``: n integer class labels (adds the by-class split of the negatives).
+    ``n_ref``: the number of training instances of the threshold delta = -1/(n_ref - 1)
+    (default n). ``pairs``: "exact" (all pairs, streamed) or "sampled" (``num_pairs`` per
+    type, drawn with ``seed``); ``block_size`` rows per streamed block (default from a
+    memory budget); ``hist_bins`` bins of the stored histogram.
+
+    The statistics of each pair type (Lee et al., ICML 2025): count, mean, population
+    variance, std, min, max, quantiles, histogram; for negatives the excessive ratio
+    #{s < delta} / count; and the layer's geometry (alignment, uniformity, RankMe, the
+    Thm 5.2 ceiling), under the layer ``"embedding"``. The result's ``source`` is
+    ``{"kind": "arrays", "sha256": ...}`` (the arrays' digest, see
+    :func:`cl_diag.io.embeddings.embeddings_from_arrays`).
+    """
+    from cl_diag.io.embeddings import embeddings_from_arrays
+    from cl_diag.orchestration.analyze import PairOptions, measure_embeddings
+
+    options = PairOptions(
+        pairs=pairs, num_pairs=num_pairs, seed=seed, block_size=block_size, hist_bins=hist_bins
+    )
+    options.check(n_ref, cli=False)
+    embeddings = embeddings_from_arrays(z1, z2, labels, where="the arrays given to cl_diag.measure")
+    source = {"kind": "arrays", "sha256": embeddings.sha256}
+    return Result.of(measure_embeddings(embeddings, n_ref=n_ref, options=options, source=source))
+
+
+def load(path: str | Path) -> Result:
+    """Read and check a result.json (or the folder holding one): :func:`cl_diag.result.load`,
+    as a :class:`Result` that saves with its reports. A :class:`UserError` names any
+    problem (not JSON, another schema, a missing key) and the fix."""
+    return Result.of(_result.load(path))
+
+
+def compare(
+    runs: Sequence[str | Path],
+    *,
+    out: str | Path,
+    baseline: str | Path | None = None,
+) -> CompareResult:
+    """Compare analysed runs (result.json files or the folders holding one) into the folder
+    ``out``: report.md, report.html, comparison.csv and figures, as ``cl-diag compare``.
+    ``baseline``: the run the others are differenced against. Returns what was written:
+    ``.frame`` (one pandas row per run), ``.labels``, ``.warnings``, ``.files``."""
+    from cl_diag.orchestration.compare import CompareConfig
+    from cl_diag.orchestration.compare import compare as run_compare
+
+    if isinstance(runs, (str, Path)):
+        raise UserError(
+            "compare takes a list of runs (result.json files or analysis folders), "
+            f"not one path: compare([{str(runs)!r}, ...], out=...)."
+        )
+    return run_compare(
+        CompareConfig(
+            inputs=[Path(run) for run in runs],
+            out=Path(out),
+            baseline=None if baseline is None else Path(baseline),
+        )
+    )

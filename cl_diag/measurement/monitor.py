@@ -1,0 +1,513 @@
+"""A monitor for any training loop: in-batch pair statistics on the device, a row every few steps.
+
+Plain PyTorch::
+
+    mon = cl_diag.Monitor(n_ref=len(train_set), log_every=50)
+    for step, (x1, x2) in enumerate(loader):
+        z1, z2 = model(x1), model(x2)
+        loss = my_loss(z1, z2)
+        mon.update(z1, z2, loss=loss)   # no host sync; detached; AMP- and DDP-safe
+        ...
+        if (row := mon.flush()) is not None:
+            logger.log(row)             # a dict of numbers every 50 steps
+    mon.to_csv("metrics.csv")           # the columns of `cl-diag train`'s metrics.csv
+
+``cl-diag train`` logs through the same class (one implementation), and
+:mod:`cl_diag.integrations.lightning` wraps it as a Lightning callback.
+
+What a row holds. Over the steps since the previous row, for every batch of B instances with
+normalised views u_i = z1_i/||z1_i||, v_i = z2_i/||z2_i|| (Lee et al., "On the Similarities of
+Embeddings in Contrastive Learning", ICML 2025, Sec. 3), the three pair types of the paper:
+
+* ``pos``          positives u_i.v_i                        B pairs a batch;
+* ``cross_neg``    cross-view negatives u_i.v_j, i != j     B(B-1) pairs;
+* ``within_neg``   within-view negatives u_i.u_j and v_i.v_j, i < j,  B(B-1) pairs;
+
+pooled over the steps (every pair counts once): ``<kind>_mean`` = S1/n and ``<kind>_var`` =
+S2/n - mean^2 (population variance) from the count n and the float64 sums S1 = sum s,
+S2 = sum s^2. With a threshold delta (``n_ref``: delta = -1/(n_ref - 1), the similarity of the
+simplex ETF of n_ref instances, Thm 5.1; the threshold ``cl-diag analyze`` counts against):
+
+* ``cross_neg_excessive_ratio``, ``within_neg_excessive_ratio``: #{s < delta} / n, the
+  fraction of negatives excessively separated (paper Sec. 5);
+* ``vrn``: the VRN term with p = 2 (Def. 5.7) over the cross-view negatives seen,
+  mean (s - delta)^2 = var + (mean - delta)^2; over batches of one size, the mean of the
+  per-batch VRN losses.
+
+Also ``step`` (updates so far), ``seconds`` and ``images_per_s`` (instances, i.e. rows of the
+global batch, per second) since the previous row, the mean over the row's steps of every
+scalar given to :meth:`Monitor.update` (``loss=...``) and the last ``lr`` given.
+
+How it stays cheap. :meth:`Monitor.update` never waits for the device: everything it adds is a
+small float64 tensor on the embeddings' device, and :meth:`Monitor.flush` reads the whole row
+with one host sync. Statistics are computed from fp32 copies with autocast and TF32 off (an
+fp16/bf16 or TF32 similarity cannot resolve delta = -2e-5) and without gradients. Under DDP
+the two views are gathered from every rank (without gradients, one all_gather), so every
+rank's row describes the global batch, as the loss sees it with global negatives.
+
+Streams. The in-batch pairs are one stream of statistics (:class:`PairStats`); a later stream
+(negatives from a queue, a memory bank) adds its own kinds with their own counts, sums and
+below-delta counts next to it, read in the same host sync.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from cl_diag.io.atomic import atomic_write_bytes
+from cl_diag.losses.distributed import is_distributed
+from cl_diag.measurement.pairs import float32_at_least, full_fp32_matmul
+from cl_diag.measurement.theory import delta as simplex_delta
+
+__all__ = ["EXCESSIVE_COLUMNS", "KINDS", "METRIC_COLUMNS", "Monitor", "PairStats"]
+
+#: the columns of ``cl-diag train``'s metrics.csv, in order; :meth:`Monitor.to_csv` writes
+#: these first (empty where a monitor was not given the value, e.g. ``loss``)
+METRIC_COLUMNS = (
+    "epoch",
+    "step",
+    "loss",
+    "contrastive",
+    "vrn",
+    "lr",
+    "images_per_s",
+    "seconds",
+    "pos_mean",
+    "pos_var",
+    "cross_neg_mean",
+    "cross_neg_var",
+    "within_neg_mean",
+    "within_neg_var",
+)
+#: the in-batch pair kinds, in row order
+KINDS = ("pos", "cross_neg", "within_neg")
+#: the columns a monitor that counts excessive separation adds after :data:`METRIC_COLUMNS`
+EXCESSIVE_COLUMNS = ("cross_neg_excessive_ratio", "within_neg_excessive_ratio")
+
+_SUMS = 16  # the (4, 2, 2) raw moments of PairStats, flattened
+_BELOW = 3  # below-delta counts of pos, cross_neg, within_neg
+#: the B x B block (0: u v^T, 1: u u^T, 2: v v^T) of each view pair (0,0), (0,1), (1,0), (1,1)
+_VIEW_PAIRS = [1, 0, 0, 2]
+#: similarities per band of the B x B route (CPU, CUDA): 21 bytes each of buffers, so about
+#: 22 MB on a CPU (one band up to B = 590) and 88 MB on a GPU (B = 1180; B = 4096: 13 bands)
+_BAND_SIMILARITIES = (1 << 20, 1 << 22)
+
+
+# --------------------------------------------------------------------------- the statistics
+
+
+class PairStats:
+    """Mean and variance (population) of positive, cross-view negative and within-view
+    negative cosine similarities over all the batches given to :meth:`update`; with
+    ``excessive`` also the number of each below ``delta``.
+
+    Per batch of normalised ``u = z1/|z1|``, ``v = z2/|z2|``: positives ``u_i.v_i`` (B),
+    cross-view negatives ``u_i.v_j, i != j`` (B(B-1)), within-view negatives ``u_i.u_j``
+    and ``v_i.v_j, i < j`` (B(B-1)). Then mean = S1/n and var = S2/n - mean^2 from the counts
+    and the float64 sums of s and s^2 per kind. Similarities lie in [-1, 1], so in float64 the
+    cancellation in S2/n - mean^2 costs at most ~1e-16 * E[s^2] / var relative error:
+    negligible for any variance above 1e-12.
+
+    What a step adds, on the device (no step waits for the host), is four 2 x 2 float64
+    matrices over the views (p_0, p_1) = (u, v): for each pair of views (k, l), the sums of
+    s = p_k,i . p_l,j and of s^2 over all B^2 pairs (i, j), and over the B pairs i = j. Each
+    kind is read off them once, in :meth:`read` (e.g. cross-view negatives = all (0, 1)
+    pairs minus the positives). The all-pairs sums never need a B x B matrix when d is small:
+    sum_ij u_i.v_j = (sum_i u_i).(sum_j v_j) and sum_ij (u_i.v_j)^2 = ||U V^T||_F^2 =
+    <U^T U, V^T V>_F, from d x d matrices (2 B d^2 multiply-adds instead of 3 B^2 d).
+    Counting s < delta needs every similarity: with ``excessive`` a step forms the three
+    B x B products u v^T, u u^T, v v^T in fp32, adds three counts (within-view pairs from
+    the strict upper triangle only, so a product that rounds asymmetrically cannot count a
+    pair twice) and takes the moments from the same products.
+    """
+
+    KINDS = KINDS
+
+    def __init__(self, delta: float | None = None, *, excessive: bool = False) -> None:
+        if excessive and delta is None:
+            raise ValueError("counting excessive separation needs a threshold delta")
+        self.delta = delta
+        self.excessive = excessive
+        # the float32 bound T with s < delta <=> s < T for float32 s (pairs.float32_at_least)
+        self._t32 = float32_at_least(delta) if excessive and delta is not None else None
+        self.count = {k: 0 for k in KINDS}
+        # float64 (4, 2, 2): [all-pairs sum s, all-pairs sum s^2, i = j sum s, i = j sum s^2]
+        self.sums: torch.Tensor | None = None
+        # float64 (3,): pairs below delta of pos, cross_neg, within_neg (with ``excessive``)
+        self.below: torch.Tensor | None = None
+        self._upper: torch.Tensor | None = None  # strict upper triangle mask, cached per B
+        self._buffers: dict[str, torch.Tensor] = {}  # the B x B route's, reused every step
+
+    def update(self, z1: torch.Tensor, z2: torch.Tensor) -> None:
+        """Add a batch of two views (B, d) each: detached, in fp32, autocast and TF32 off."""
+        self.add_views(torch.stack([z1.detach(), z2.detach()]))
+
+    @torch.no_grad()
+    def add_views(self, views: torch.Tensor) -> None:
+        """:meth:`update` with the two views stacked, (2, B, d)."""
+        with torch.autocast(views.device.type, enabled=False), full_fp32_matmul():
+            p = torch.nn.functional.normalize(views.detach().float(), dim=2)  # (2, B, d): u, v
+            self._add(p)
+
+    def _add(self, p: torch.Tensor) -> None:
+        b, d = p.shape[1:]
+        if self._t32 is None and 2 * d <= 3 * b:
+            # no counting and d small: the moments from d x d products, no B x B matrix
+            rows = torch.einsum("kbd,lbd->klb", p, p).double()  # (2, 2, B): p_k,i . p_l,i
+            total = p.sum(1).double()
+            grams = (p.transpose(1, 2) @ p).double().reshape(2, -1)  # U^T U and V^T V
+            every, every_sq = total @ total.T, grams @ grams.T
+            batch = torch.stack([every, every_sq, rows.sum(2), (rows * rows).sum(2)])
+        else:
+            per_block, below = self._blocks(p)
+            # (4, 3) over (uv, uu, vv) -> (4, 2, 2) over the view pairs (k, l); the pair (1, 0)
+            # has v u^T's sums, which are u v^T's
+            batch = per_block[:, _VIEW_PAIRS].reshape(4, 2, 2)
+            if below is not None:
+                self.below = below if self.below is None else self.below + below
+        self.sums = batch if self.sums is None else self.sums + batch
+        for k, n in zip(KINDS, (b, b * (b - 1), b * (b - 1)), strict=True):
+            self.count[k] += n
+
+    def _blocks(self, p: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The B x B route: the similarity blocks u v^T (its diagonal the positives), u u^T and
+        v v^T in fp32, a band of rows at a time (bounded memory at any batch size), into
+        buffers kept across steps (a fresh multi-MB tensor a step costs page faults on CPU).
+
+        Returns the float64 (4, 3) moments [sum s, sum s^2, diagonal sum s, diagonal sum s^2]
+        of each block, and with a threshold the (3,) counts below it of the positives, the
+        cross-view negatives and the within-view negatives (strict upper triangles: a
+        product that rounds asymmetrically cannot count a pair twice).
+        """
+        u, v = p[0], p[1]
+        b, d = u.shape
+        lhs = torch.stack([u, u, v], out=self._buffer("lhs", (3, b, d), p))
+        rhs = torch.stack([v, u, v], out=self._buffer("rhs", (3, b, d), p)).transpose(1, 2)
+        band = max(1, _BAND_SIMILARITIES[p.device.type == "cuda"] // (3 * b))
+        moments, below = None, None
+        for r0 in range(0, b, band):
+            shape = (3, min(b, r0 + band) - r0, b)
+            blocks = torch.bmm(lhs[:, r0 : r0 + band], rhs, out=self._buffer("s", shape, p))
+            s64 = self._buffer("s64", shape, p, torch.float64)
+            s64.copy_(blocks)
+            sq = torch.mul(s64, s64, out=self._buffer("sq64", shape, p, torch.float64))
+            diagonal = s64.diagonal(offset=r0, dim1=1, dim2=2)  # entries (i, r0 + i)
+            part = torch.stack(
+                [s64.sum((1, 2)), sq.sum((1, 2)), diagonal.sum(1), (diagonal**2).sum(1)]
+            )
+            moments = part if moments is None else moments + part
+            if self._t32 is not None:
+                lt = torch.lt(blocks, self._t32, out=self._buffer("lt", shape, p, torch.bool))
+                pos = lt[0].diagonal(offset=r0).sum()
+                within = (lt[1:] & self._upper_band(b, r0, shape[1], p.device)).sum()
+                counts = torch.stack([pos, lt[0].sum() - pos, within]).double()
+                below = counts if below is None else below + counts
+        assert moments is not None
+        return moments, below
+
+    def _buffer(
+        self,
+        name: str,
+        shape: tuple[int, ...],
+        like: torch.Tensor,
+        dtype: torch.dtype | None = None,
+    ) -> torch.Tensor:
+        dtype = like.dtype if dtype is None else dtype
+        numel = math.prod(shape)
+        buf = self._buffers.get(name)
+        if buf is None or buf.numel() < numel or buf.dtype != dtype or buf.device != like.device:
+            buf = self._buffers[name] = torch.empty(numel, dtype=dtype, device=like.device)
+        return buf[:numel].view(shape)
+
+    def _upper_band(self, b: int, r0: int, rows: int, device: torch.device) -> torch.Tensor:
+        """Rows r0 .. r0 + rows of the strict upper triangle mask of a B x B matrix."""
+        if self._upper is None or self._upper.shape[0] != b or self._upper.device != device:
+            self._upper = torch.ones(b, b, dtype=torch.bool, device=device).triu(1)
+        return self._upper[r0 : r0 + rows]
+
+    def packed(self) -> torch.Tensor | None:
+        """Everything added, as one flat float64 tensor on the device (None before any
+        update): what :meth:`read` takes once it is on the host."""
+        if self.sums is None:
+            return None
+        parts = [self.sums.reshape(-1)]
+        if self.below is not None:
+            parts.append(self.below)
+        return torch.cat(parts)
+
+    def read(self, values: list[float] | None, vrn_delta: float | None = None) -> dict[str, float]:
+        """The statistics from :meth:`packed`'s values (host floats; None: nothing added).
+
+        ``{kind}_mean`` and ``{kind}_var`` for each kind; with ``excessive``
+        ``{kind}_excessive_ratio`` for the negative kinds; with ``vrn_delta`` also ``vrn``,
+        the VRN term with p = 2 (Lee et al., ICML 2025, Def. 5.7) over the cross-view
+        negatives seen: mean (s - delta)^2 = var + (mean - delta)^2. Statistics of a kind
+        with no pairs (B = 1) are NaN.
+        """
+        sums = self._kind_sums(values[:_SUMS]) if values is not None else {}
+        out: dict[str, float] = {}
+        for k in KINDS:
+            n = self.count[k]
+            if not n:
+                out[f"{k}_mean"] = out[f"{k}_var"] = math.nan
+                continue
+            s1, s2 = sums[k]
+            mean = s1 / n
+            out[f"{k}_mean"] = mean
+            out[f"{k}_var"] = max(0.0, s2 / n - mean * mean)
+        if self.excessive:
+            below = values[_SUMS : _SUMS + _BELOW] if values is not None else [0.0] * _BELOW
+            for k, count in zip(KINDS[1:], below[1:], strict=True):
+                n = self.count[k]
+                out[f"{k}_excessive_ratio"] = count / n if n else math.nan
+        if vrn_delta is not None:
+            n = self.count["cross_neg"]
+            out["vrn"] = math.nan
+            if n:
+                s1, s2 = sums["cross_neg"]
+                out["vrn"] = (s2 - 2 * vrn_delta * s1) / n + vrn_delta**2
+        return out
+
+    def result(self, vrn_delta: float | None = None) -> dict[str, float]:
+        """:meth:`read` of what was added (one host sync)."""
+        packed = self.packed()
+        return self.read(None if packed is None else packed.tolist(), vrn_delta)
+
+    @staticmethod
+    def _kind_sums(values: list[float]) -> dict[str, tuple[float, float]]:
+        """``{kind: (sum s, sum s^2)}`` from the flattened (4, 2, 2) raw moments."""
+        # values[4 m + 2 k + l] is moment m of the view pair (k, l)
+        every, every_sq, rows, rows_sq = (
+            [values[4 * m + 2 * k : 4 * m + 2 * k + 2] for k in (0, 1)] for m in range(4)
+        )
+        return {
+            "pos": (rows[0][1], rows_sq[0][1]),
+            "cross_neg": (every[0][1] - rows[0][1], every_sq[0][1] - rows_sq[0][1]),
+            # pairs i < j: half of each view's off-diagonal (a symmetric matrix)
+            "within_neg": (
+                (every[0][0] - rows[0][0] + every[1][1] - rows[1][1]) / 2,
+                (every_sq[0][0] - rows_sq[0][0] + every_sq[1][1] - rows_sq[1][1]) / 2,
+            ),
+        }
+
+
+# --------------------------------------------------------------------------- the monitor
+
+
+def _gather_views(views: torch.Tensor) -> torch.Tensor:
+    """(2, B, d) of this rank -> (2, W B, d), the ranks' rows in rank order, without gradients
+    (one all_gather; every rank must pass the same B, as DistributedSampler gives)."""
+    import torch.distributed as dist
+
+    parts = [torch.empty_like(views) for _ in range(dist.get_world_size())]
+    dist.all_gather(parts, views.contiguous())
+    return torch.cat(parts, dim=1)
+
+
+class Monitor:
+    """In-batch pair statistics of a training run, a row every ``log_every`` steps.
+
+    ``n_ref``: the number of training instances; it sets delta = -1/(n_ref - 1), the
+    threshold of the excessive ratios and the target of the ``vrn`` value (or give
+    ``delta`` itself, e.g. a VRN delta of your own). Without either, rows hold means and
+    variances only. ``log_every``: :meth:`flush` returns a row when the step count is a
+    multiple of it (0: only when forced). ``excessive``: count negatives below delta
+    (default: when delta is known; it costs three B x B products a step, where means and
+    variances alone need d x d ones). ``gather``: gather the views of all ranks
+    under DDP (default: when torch.distributed runs with more than one rank; pass False
+    when the views given are already the global batch). ``step`` and ``history``: where
+    a resumed run starts (the step count and the rows so far).
+
+    See the module docstring for what a row holds; the module
+    :mod:`cl_diag.integrations.lightning` for the Lightning callback.
+    """
+
+    def __init__(
+        self,
+        n_ref: int | None = None,
+        log_every: int = 50,
+        *,
+        delta: float | None = None,
+        excessive: bool | None = None,
+        gather: bool | None = None,
+        step: int = 0,
+        history: Iterable[Mapping[str, Any]] = (),
+    ) -> None:
+        if n_ref is not None and delta is not None:
+            raise ValueError("give n_ref or delta, not both (delta = -1/(n_ref - 1))")
+        if n_ref is not None:
+            if isinstance(n_ref, bool) or not isinstance(n_ref, int) or n_ref < 2:
+                raise ValueError(
+                    f"n_ref must be an integer >= 2 (the number of training instances), "
+                    f"got {n_ref!r}"
+                )
+            delta = simplex_delta(n_ref)
+        if delta is not None and not (isinstance(delta, (int, float)) and -1 <= delta <= 1):
+            raise ValueError(f"delta must be a cosine similarity in [-1, 1], got {delta!r}")
+        if isinstance(log_every, bool) or not isinstance(log_every, int) or log_every < 0:
+            raise ValueError(f"log_every must be an integer >= 0, got {log_every!r}")
+        if excessive and delta is None:
+            raise ValueError("excessive=True needs n_ref (or delta): the ratio counts s < delta")
+        self.n_ref = n_ref
+        self.delta = None if delta is None else float(delta)
+        self.log_every = log_every
+        self.excessive = self.delta is not None if excessive is None else bool(excessive)
+        self.gather = gather
+        self.step = int(step)
+        #: every row flushed so far (and those of a resumed run), oldest first
+        self.history: list[dict[str, Any]] = [dict(row) for row in history]
+        #: the row just flushed, step by step: ``(step, {name: value})`` of the scalars given
+        #: to :meth:`update` (e.g. to find the step where a loss stopped being finite)
+        self.row_steps: list[tuple[int, dict[str, float]]] = []
+        self._open_row()
+
+    def _open_row(self) -> None:
+        self._stats = PairStats(self.delta, excessive=self.excessive)
+        # per step: (step, names of its tensor scalars, their values stacked, host scalars)
+        self._steps: list[tuple[int, tuple[str, ...], torch.Tensor | None, dict[str, float]]] = []
+        self._images = 0
+        self._lr: float | None = None
+        self._t0 = time.perf_counter()
+
+    def restart_clock(self) -> None:
+        """Start the open row's clock now: time spent before (e.g. writing a checkpoint
+        between epochs) is not counted in its ``seconds`` and ``images_per_s``."""
+        self._t0 = time.perf_counter()
+
+    @property
+    def pending(self) -> int:
+        """Steps added since the last row."""
+        return len(self._steps)
+
+    @torch.no_grad()
+    def update(
+        self,
+        z1: torch.Tensor,
+        z2: torch.Tensor,
+        *,
+        lr: float | None = None,
+        **scalars: torch.Tensor | float,
+    ) -> None:
+        """Add one step: the two views' embeddings (B, d) each, row i of both instance i.
+
+        Never waits for the device. ``scalars`` (``loss=loss``, any name) are logged as
+        their mean over the row's steps: pass tensors as they are (calling ``.item()``
+        would wait for the device). Under DDP a scalar is this rank's value. ``lr`` (a
+        number) is logged as the last value given.
+        """
+        for name, z in (("z1", z1), ("z2", z2)):
+            if not isinstance(z, torch.Tensor) or z.dim() != 2:
+                raise ValueError(f"{name} must be a 2-D tensor (B, d), got {_shape(z)}")
+        if z1.shape != z2.shape:
+            raise ValueError(
+                f"z1 and z2 must have the same shape (row i of each is instance i), "
+                f"got {tuple(z1.shape)} and {tuple(z2.shape)}"
+            )
+        views = torch.stack([z1.detach(), z2.detach()])
+        gather = is_distributed() if self.gather is None else self.gather
+        if gather and is_distributed():
+            views = _gather_views(views)
+        self._stats.add_views(views)
+
+        names, values, host = [], [], {}
+        for name, value in scalars.items():
+            if isinstance(value, torch.Tensor):
+                if value.numel() != 1:
+                    raise ValueError(f"{name} must be a single number, got shape {_shape(value)}")
+                names.append(name)
+                values.append(value.detach().reshape(()).to(views.device, torch.float32))
+            else:
+                host[name] = float(value)
+        stacked = torch.stack(values) if values else None
+        self.step += 1
+        self._steps.append((self.step, tuple(names), stacked, host))
+        self._images += int(views.shape[1])
+        if lr is not None:
+            self._lr = float(lr)
+
+    def flush(self, force: bool = False, *, epoch: int | None = None) -> dict[str, Any] | None:
+        """The row of the steps since the last one, when the step count is a multiple of
+        ``log_every`` (or ``force``, with at least one step since the last row); else None.
+        The one host sync of the monitor. ``epoch`` is written into the row when given."""
+        if not self._steps:
+            return None
+        if not force and not (self.log_every and self.step % self.log_every == 0):
+            return None
+        row = self._close(epoch)
+        self.history.append(row)
+        return row
+
+    def _close(self, epoch: int | None) -> dict[str, Any]:
+        packed = self._stats.packed()
+        assert packed is not None
+        device_values = [t for _, _, t, _ in self._steps if t is not None]
+        flat = packed
+        if device_values:  # float32 scalars, exactly representable beside the float64 moments
+            flat = torch.cat([torch.cat(device_values).double(), packed])
+        values = flat.tolist()  # the host sync
+        seconds = time.perf_counter() - self._t0
+
+        offset = 0
+        sums: dict[str, float] = {}
+        counts: dict[str, int] = {}
+        steps: list[tuple[int, dict[str, float]]] = []
+        for step, names, _, host in self._steps:
+            mine = dict(zip(names, values[offset : offset + len(names)], strict=True))
+            offset += len(names)
+            mine.update(host)
+            steps.append((step, mine))
+            for name, value in mine.items():  # float64, in step order
+                sums[name] = sums.get(name, 0.0) + value
+                counts[name] = counts.get(name, 0) + 1
+
+        row: dict[str, Any] = {}
+        if epoch is not None:
+            row["epoch"] = epoch
+        row["step"] = self.step
+        if self._lr is not None:
+            row["lr"] = self._lr
+        row["images_per_s"] = self._images / seconds if seconds > 0 else math.nan
+        row["seconds"] = seconds
+        row.update({name: sums[name] / counts[name] for name in sums})
+        # a "vrn" scalar (a VRN loss term the caller computed) wins over the statistic
+        vrn_delta = None if "vrn" in row else self.delta
+        row.update(self._stats.read(values[offset:], vrn_delta))
+        self.row_steps = steps
+        self._open_row()
+        return row
+
+    @property
+    def columns(self) -> list[str]:
+        """The CSV columns: :data:`METRIC_COLUMNS`, the :data:`EXCESSIVE_COLUMNS` when rows
+        have them, then any other key of the rows (scalars of other names) as first seen."""
+        seen = [key for row in self.history for key in row]
+        columns = list(METRIC_COLUMNS) + [key for key in EXCESSIVE_COLUMNS if key in seen]
+        for key in seen:
+            if key not in columns:
+                columns.append(key)
+        return columns
+
+    def to_csv(self, path: str | Path) -> Path:
+        """Write :attr:`history` as CSV (atomically): one line per row, the columns of
+        :attr:`columns`, empty cells for values a row does not have."""
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=self.columns, lineterminator="\n", restval="")
+        writer.writeheader()
+        for row in self.history:
+            writer.writerow(row)
+        path = Path(path)
+        atomic_write_bytes(path, buf.getvalue().encode())
+        return path
+
+
+def _shape(value: object) -> str:
+    shape = getattr(value, "shape", None)
+    return str(tuple(shape)) if shape is not None else type(value).__name__
