@@ -382,7 +382,7 @@ def _check_options(c: TrainConfig) -> TrainConfig:
     _require(c.epochs >= 1, f"--epochs {c.epochs} must be at least 1.")
     _require(
         0 <= c.seed <= MAX_SEED,
-        f"--seed {c.seed} must be in [0, 2^63 - 1] (what numpy and torch generators take).",
+        f"--seed {c.seed} must be 0 or more and below 2^63 (what numpy and torch generators take).",
     )
     _require(
         c.steps is None or c.steps >= 1,
