@@ -10,3 +10,13 @@ class UserError(Exception):
     """A problem with the user's input (path, file, option, data), not a bug."""
 
     exit_code = 2
+
+
+class StorageFullError(UserError, OSError):
+    """A write failed because the storage is full (disk, quota or file-size limit).
+
+    A :class:`UserError` (message, exit 2, no traceback) that is still an ``OSError``, so
+    code that handles failed writes as OSErrors keeps working. ``reason`` is the system's
+    words for it (e.g. "No space left on device")."""
+
+    reason: str = "No space left on device"

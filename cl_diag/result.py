@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import stat
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -858,6 +859,9 @@ class Probes(ProbeSet):
     layer: str = "backbone"
     splits: dict[str, SplitSize] | None = None
     baselines: dict[str, ProbeSet] | None = None
+    #: probes asked for that could not run on the data, each with the reason (e.g. the train
+    #: split holds a single class); None when every probe asked for ran
+    skipped: dict[str, str] | None = None
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], at: _At = _HERE) -> Probes:
@@ -874,12 +878,19 @@ class Probes(ProbeSet):
                 k: ProbeSet.from_dict(v, at / "baselines" / k)
                 for k, v in (at / "baselines").obj(baselines).items()
             }
+        skipped = d.get("skipped")
+        if skipped is not None:
+            skipped = {
+                k: (at / "skipped" / k).text(v, null=False)
+                for k, v in (at / "skipped").obj(skipped).items()
+            }
         return cls(
             layer=(at / "layer").text(d.get("layer", "backbone"), null=False),
             splits=splits,
             baselines=baselines,
+            skipped=skipped,
             **cls._parts(d, at),
-            extra=_rest(d, ("layer", "splits", "baselines", *_PROBE_SET_KEYS)),
+            extra=_rest(d, ("layer", "splits", "baselines", "skipped", *_PROBE_SET_KEYS)),
         )
 
     def baseline(self, name: str) -> ProbeSet | None:
@@ -892,6 +903,8 @@ class Probes(ProbeSet):
         self._emit_parts(out)
         if self.baselines is not None:
             out["baselines"] = {k: v.to_dict() for k, v in self.baselines.items()}
+        if self.skipped is not None:
+            out["skipped"] = dict(self.skipped)
         out.update(self.extra)
         return out
 
@@ -1664,6 +1677,10 @@ def _check_schema(schema: object, where: str) -> None:
     )
 
 
+#: the largest result.json :func:`load` reads (a real one is tens to hundreds of kilobytes)
+MAX_RESULT_BYTES = 256 << 20
+
+
 def load(path: str | Path) -> Result:
     """Read and check one result.json (or the folder holding it); every problem is a
     :class:`UserError` naming the file and the fix."""
@@ -1671,6 +1688,18 @@ def load(path: str | Path) -> Result:
     if path.is_dir():
         path = path / RESULT_NAME
     try:
+        # a regular file of bounded size only: a FIFO would block for ever, /dev/zero never end
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):
+            raise UserError(
+                f"{path} is not a regular file (a device, FIFO or socket?), so not a result.json. "
+                "Pass the result.json `cl-diag analyze` wrote, or its folder."
+            )
+        if info.st_size > MAX_RESULT_BYTES:
+            raise UserError(
+                f"{path} has {info.st_size:,} bytes, more than any result.json cl-diag writes "
+                f"({MAX_RESULT_BYTES:,} at most). Pass the result.json `cl-diag analyze` wrote."
+            )
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise UserError(

@@ -747,8 +747,15 @@ def test_rerender_removes_only_its_own_stale_files(tmp_path):
     assert "negatives_projector.svg" not in names and "negatives_embedding.svg" in names
 
 
-def test_staged_output_ignores_unsafe_listing_entries(tmp_path):
+def test_staged_output_prunes_only_files_it_proves_it_wrote(tmp_path):
+    """Issue 11: a listing proves ownership only by the hash of a file's current content; a
+    planted list of names, an entry outside the folder or a folder in its place remove nothing."""
+    import hashlib
+
     from cl_diag.io.output import OWNED_FILES, staged_output
+
+    def sha(text: str) -> str:
+        return hashlib.sha256(text.encode()).hexdigest()
 
     out = tmp_path / "out"
     (out / "sub").mkdir(parents=True)
@@ -756,18 +763,21 @@ def test_staged_output_ignores_unsafe_listing_entries(tmp_path):
     (out / "sub" / "x").write_text("keep")
     (out / "old.svg").write_text("stale")
     (out / "folder.svg").mkdir()
+    # the listing of earlier versions (bare names) proves nothing
     (out / OWNED_FILES).write_text("../outside.txt\nsub/x\nold.svg\nfolder.svg\n..\n")
     with staged_output(out) as staging:
         (staging / "new.svg").write_text("new")
-        (staging / OWNED_FILES).write_text("new.svg\n")
-    assert (tmp_path / "outside.txt").read_text() == "keep" and (
-        out / "sub" / "x"
-    ).read_text() == "keep"
-    assert (out / "folder.svg").is_dir()
-    assert not (out / "old.svg").exists() and (out / "new.svg").read_text() == "new"
-    # without a new listing nothing is pruned
-    (out / "extra.svg").write_text("x")
-    (out / OWNED_FILES).write_text("extra.svg\n")
+    assert (tmp_path / "outside.txt").read_text() == "keep"
+    assert (out / "sub" / "x").read_text() == "keep" and (out / "folder.svg").is_dir()
+    assert (out / "old.svg").read_text() == "stale" and (out / "new.svg").read_text() == "new"
+    # hashes that match prove it; unsafe names and mismatching hashes are ignored
+    (out / OWNED_FILES).write_text(
+        f"{sha('keep')}  ../outside.txt\n{sha('keep')}  sub/../../outside.txt\n"
+        f"{sha('stale')}  old.svg\n{sha('other')}  sub/x\n{sha('new')}  new.svg\n"
+    )
     with staged_output(out) as staging:
         (staging / "result.json").write_text("{}")
-    assert (out / "extra.svg").exists()
+    assert (tmp_path / "outside.txt").read_text() == "keep" and (out / "sub" / "x").exists()
+    assert not (out / "old.svg").exists() and not (out / "new.svg").exists()
+    assert (out / "result.json").read_text() == "{}"
+    assert (out / OWNED_FILES).read_text().splitlines()[1:] == [f"{sha('{}')}  result.json"]

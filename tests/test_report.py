@@ -217,22 +217,18 @@ def test_writes_reports_and_figures(rendered):
     _, out, paths = rendered
     names = [p.name for p in paths]
     assert names[:2] == ["report.md", "report.html"]
-    assert names[-1] == ".cl-diag-owned"
     figures = {
         "similarities_projector.svg",
         "similarities_backbone.svg",
         "spectrum_projector.svg",
         "spectrum_backbone.svg",
     }
-    assert set(names[2:-1]) == figures
+    assert set(names[2:]) == figures
+    # the report's files only: the record of what the tool owns is staged_output's (issue 11)
     assert sorted(p.name for p in out.iterdir()) == sorted(names)
     md = (out / "report.md").read_text(encoding="utf-8")
-    for name in names[2:-1]:
+    for name in names[2:]:
         assert f"]({name})" in md
-    # the listing names exactly the report's files, sorted, one a line
-    assert (out / ".cl-diag-owned").read_text(encoding="utf-8") == "".join(
-        f"{n}\n" for n in sorted(["report.md", "report.html", *figures])
-    )
 
 
 def test_header_prints_threshold_and_conventions(rendered):

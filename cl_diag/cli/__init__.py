@@ -7,11 +7,13 @@ raised anywhere below becomes a one-paragraph message on stderr and exit status 
 
 from __future__ import annotations
 
+import logging
 import sys
 
 import typer
 
 from cl_diag.errors import UserError
+from cl_diag.io.atomic import storage_error
 
 app = typer.Typer(
     name="cl-diag",
@@ -63,10 +65,45 @@ def report_user_error(err: UserError) -> None:
     Console(stderr=True, soft_wrap=True).print(message, highlight=False)
 
 
+def report_interrupt(what: str) -> None:
+    """Say what an interrupt (Ctrl-C, SIGINT) left and how to go on; the exit status is 130."""
+    from rich.console import Console
+    from rich.text import Text
+
+    message = Text("interrupted: ", style="bold yellow") + Text(what)
+    Console(stderr=True, soft_wrap=True).print(message, highlight=False)
+
+
+class _NoteHandler(logging.Handler):
+    """Shows what the library announces (e.g. a leftover it removed) as ``note: ...`` lines."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        from rich.console import Console
+        from rich.text import Text
+
+        note = Text("note: ", style="bold yellow") + Text(record.getMessage())
+        Console(stderr=True, soft_wrap=True).print(note, highlight=False)
+
+
+def _show_notes() -> None:
+    log = logging.getLogger("cl_diag")
+    if not any(isinstance(h, _NoteHandler) for h in log.handlers):
+        log.addHandler(_NoteHandler(logging.INFO))
+        log.setLevel(logging.INFO)
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point: run the app, mapping user errors to exit status 2."""
+    """Console-script entry point: run the app, mapping user errors to exit status 2, a full
+    disk to the same message-and-2, and an interrupt (Ctrl-C) to a note and exit status 130."""
+    _show_notes()
     try:
         app(args=argv, prog_name="cl-diag", standalone_mode=True)
     except UserError as err:
         report_user_error(err)
+        sys.exit(UserError.exit_code)
+    except OSError as exc:
+        full = storage_error(exc, exc.filename or "a file")
+        if full is None:
+            raise
+        report_user_error(full)
         sys.exit(UserError.exit_code)

@@ -24,18 +24,21 @@ def default_out(source: Path) -> Path:
     return source.parent / f"{source.stem}-analysis"
 
 
-def _names(value: str, allowed: tuple[str, ...], option: str) -> tuple[str, ...]:
+def _names(
+    value: str, allowed: tuple[str, ...], option: str, *, none: bool = True
+) -> tuple[str, ...]:
+    """``all``, a comma-separated subset of ``allowed``, or (``none=True``) ``none``."""
     text = value.strip().lower()
     if text == "all":
         return allowed
-    if text == "none":
+    if text == "none" and none:
         return ()
     names = tuple(part.strip() for part in text.split(",") if part.strip())
     bad = [name for name in names if name not in allowed]
     if bad or not names:
+        offer = "'all', 'none'" if none else "'all'"
         raise UserError(
-            f"{option} {value!r}: give 'all', 'none' or a comma-separated subset of "
-            f"{', '.join(allowed)}."
+            f"{option} {value!r}: give {offer} or a comma-separated subset of {', '.join(allowed)}."
         )
     return names
 
@@ -196,7 +199,8 @@ def analyze(
     ),
     overwrite: bool = typer.Option(
         _D.overwrite,
-        help="Replace files in --out that cl-diag did not write (its own are always replaced).",
+        help="Replace files in --out that cl-diag did not write (or that changed since): "
+        "without it such files stop the command.",
         rich_help_panel=_RUN,
     ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the report path."),
@@ -237,7 +241,7 @@ def analyze(
         hist_bins=values["hist_bins"],
         num_images=values["num_images"],
         views=values["views"],
-        layers=_names(values["layers"], LAYERS, "--layers"),
+        layers=_names(values["layers"], LAYERS, "--layers", none=False),
         probes=_names(values["probes"], PROBES, "--probes"),
         baselines=values["baselines"],
         probe_train_images=values["probe_train_images"],
@@ -259,11 +263,17 @@ def analyze(
     )
     quiet = values["quiet"]
     console = Console()
-    if use_bar(quiet):
-        with progress_bar(console, transient=True) as bar:
-            outcome = run_analyze(config, progress=counter(bar))
-    else:
-        outcome = run_analyze(config)
+    try:
+        if use_bar(quiet):
+            with progress_bar(console, transient=True) as bar:
+                outcome = run_analyze(config, progress=counter(bar))
+        else:
+            outcome = run_analyze(config)
+    except KeyboardInterrupt:
+        from cl_diag.cli import report_interrupt
+
+        report_interrupt(f"nothing in {config.out} was changed; run the command again.")
+        raise
     if not outcome.is_main:  # a rank > 0 under torchrun: rank 0 reports (and writes)
         return
     if not quiet:
@@ -325,3 +335,5 @@ def _print_probes(console: Console, probes: Probes) -> None:
             continue
         table.add_row(metric.title, *[_pct(v) for v in values])
     console.print(table)
+    for probe, reason in (probes.skipped or {}).items():
+        console.print(f"not run: the {probe} probe ({reason})", highlight=False, markup=False)

@@ -26,6 +26,11 @@ def compare(
         "--baseline",
         help="The run the others are differenced against (added if not among RUNS).",
     ),
+    overwrite: bool = typer.Option(
+        False,
+        help="Replace files in --out that cl-diag did not write (or that changed since): "
+        "without it such files stop the command.",
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the report path."),
 ) -> None:
     """Compare analysed runs: tables per layer, the batch-size and temperature views, CSV.
@@ -34,7 +39,9 @@ def compare(
 
     Example: [bold]cl-diag compare runs/*/analysis --out reports/mine --baseline runs/simclr-b128/analysis[/]
     """  # noqa: E501 (typer's help shows a command docstring's lines as written)
-    outcome = run_compare(CompareConfig(inputs=list(runs), out=out, baseline=baseline))
+    outcome = run_compare(
+        CompareConfig(inputs=list(runs), out=out, baseline=baseline, overwrite=overwrite)
+    )
     # soft_wrap: a long path must stay on one line (scripts read it)
     console = Console(soft_wrap=True)
     if not quiet:

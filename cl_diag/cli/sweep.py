@@ -13,7 +13,7 @@ from typer.core import TyperGroup
 from cl_diag.cli import app
 from cl_diag.cli.progress import TrainDisplay, progress_bar, use_bar
 from cl_diag.errors import UserError
-from cl_diag.orchestration.sweep import SweepConfig
+from cl_diag.orchestration.sweep import SweepConfig, SweepResult
 from cl_diag.orchestration.sweep import sweep as run_sweep
 from cl_diag.recipes import explicit_options, read_recipe
 
@@ -65,7 +65,7 @@ def _analysis_fields(probe: str | None) -> dict[str, Any]:
     values = {key: value for key, value in suite.items() if key in names}
     for key, allowed in (("layers", LAYERS), ("probes", PROBES)):
         if key in values:
-            values[key] = _names(values[key], allowed, f"--{key}")
+            values[key] = _names(values[key], allowed, f"--{key}", none=key == "probes")
     return values
 
 
@@ -117,6 +117,25 @@ def sweep(
         equal_steps=equal_steps,
     )
     console = Console()
+    try:
+        outcome = _run(config, console, quiet)
+    except KeyboardInterrupt:
+        from cl_diag.cli import report_interrupt
+
+        report_interrupt(
+            f"run the same command again to finish the sweep in {out}: complete cells are "
+            "skipped and an interrupted one resumes from its last.pt."
+        )
+        raise
+    if outcome.skipped:
+        console.print(
+            f"skipped {len(outcome.skipped)} complete cell(s): {', '.join(outcome.skipped)}",
+            highlight=False,
+        )
+    console.print(f"report: {outcome.comparison}", highlight=False)
+
+
+def _run(config: SweepConfig, console: Console, quiet: bool) -> SweepResult:
     if use_bar(quiet):
         with progress_bar(console) as bar:
             task = bar.add_task("sweep", total=None, details="")
@@ -141,9 +160,4 @@ def sweep(
 
         # each cell's training prints one plain line per metrics row, as `cl-diag train --quiet`
         outcome = run_sweep(config, on_progress=report, train_progress=lambda name: TrainDisplay())
-    if outcome.skipped:
-        console.print(
-            f"skipped {len(outcome.skipped)} complete cell(s): {', '.join(outcome.skipped)}",
-            highlight=False,
-        )
-    console.print(f"report: {outcome.comparison}", highlight=False)
+    return outcome

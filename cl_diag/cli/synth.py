@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 
 from cl_diag.cli import app
-from cl_diag.io.synthetic import make_synthetic_pairs, save_npz_atomically
+from cl_diag.io.synthetic import check_npz_target, make_synthetic_pairs, save_npz_atomically
 
 
 @app.command(no_args_is_help=True)
@@ -24,13 +24,15 @@ def synth(
         0.3, help="Noise that separates the two views of an instance."
     ),
     seed: int = typer.Option(0, help="Random seed; the same seed writes the same file."),
+    overwrite: bool = typer.Option(False, help="Replace OUT if it exists."),
 ) -> None:
     """Write two views of synthetic clustered embeddings (z1, z2, labels) to a .npz file.
 
     Example: [bold]cl-diag synth pairs.npz --n 2000 --d 64 && cl-diag analyze pairs.npz --out out/[/]
     """  # noqa: E501 (typer's help shows a command docstring's lines as written)
+    check_npz_target(out, overwrite=overwrite)  # before the work, not after
     arrays = make_synthetic_pairs(
         n=n, d=d, classes=classes, spread=spread, view_noise=view_noise, seed=seed
     )
-    save_npz_atomically(out, arrays)
+    save_npz_atomically(out, arrays, overwrite=overwrite)
     Console().print(f"wrote {out}: z1, z2 of shape ({n}, {d}), {classes} classes", highlight=False)

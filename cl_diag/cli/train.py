@@ -307,8 +307,28 @@ def train_command(
     # A recipe's keys are TrainConfig's fields (= these options); the command line wins over it.
     values, given = merge_recipe(ctx, read_recipe(path, TrainConfig) if path is not None else {})
     options = train_options(values, given)
-    with train_display(Console(), quiet=options.quiet) as display:
-        result = run_train(options, progress=display)
+    try:
+        with train_display(Console(), quiet=options.quiet) as display:
+            result = run_train(options, progress=display)
+    except KeyboardInterrupt:
+        _interrupted(options)
+        raise
     if result.out_dir is None:  # a non-zero rank under torchrun
         return
     typer.echo(result.summary())
+
+
+def _interrupted(options: TrainConfig) -> None:
+    from pathlib import Path
+
+    from cl_diag.cli import report_interrupt
+
+    folder = options.out or (str(Path(options.resume).parent) if options.resume else None)
+    last = Path(folder) / "last.pt" if folder else None
+    if last is not None and last.is_file():
+        report_interrupt(
+            f"{last} keeps the run as of its last completed epoch; continue it with "
+            f"cl-diag train --resume {last}"
+        )
+    else:
+        report_interrupt("the run stopped before its first epoch ended; nothing was kept.")

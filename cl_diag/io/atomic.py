@@ -3,14 +3,17 @@
 Every file cl-diag writes in place (checkpoints, metrics.csv, result.json, synthetic ``.npz``
 files, report texts) goes through :func:`atomic_write`:
 
-1. write into a temporary file ``.<name>.<random>.tmp`` in the *same* folder (so the rename
-   below stays on one file system and is atomic);
+1. write into a temporary file ``.<name>.<pid>-<random>.tmp`` in the *same* folder (so the
+   rename below stays on one file system and is atomic; the process id lets a later run tell
+   a killed writer's leftover from a live one's file, see :mod:`cl_diag.io.leftovers`);
 2. flush and ``fsync`` it (the bytes are on disk before the name points at them);
 3. ``os.replace`` it over the target (atomic on POSIX and Windows);
 4. ``fsync`` the folder (the rename itself survives a power loss).
 
 If anything fails before the rename, the temporary file is removed and the exception
-propagates: the previous file, if any, is untouched. The new file gets the permissions
+propagates: the previous file, if any, is untouched. A full disk (or quota, or file-size limit)
+becomes a :class:`~cl_diag.errors.StorageFullError` naming the file (:func:`storage_error`),
+a UserError that is still an OSError. The new file gets the permissions
 ``open()`` would have given it (``0o666`` less the umask), or keeps those of the file it
 replaces, rather than the ``0o600`` of :func:`tempfile.mkstemp`.
 """
@@ -18,6 +21,7 @@ replaces, rather than the ``0o600`` of :func:`tempfile.mkstemp`.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 import tempfile
@@ -25,10 +29,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["TEMP_SUFFIX", "atomic_write", "atomic_write_bytes", "atomic_write_text", "temp_prefix"]
+from cl_diag.errors import StorageFullError
+from cl_diag.io.leftovers import tagged
+
+__all__ = [
+    "STORAGE_FULL",
+    "TEMP_SUFFIX",
+    "atomic_write",
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "storage_error",
+    "temp_prefix",
+]
 
 #: Suffix of the writer's temporary files; with :func:`temp_prefix` it names what a killed
-#: writer may have left behind (``.<name>.<random>.tmp``).
+#: writer may have left behind (``.<name>.<pid>-<random>.tmp``).
 TEMP_SUFFIX = ".tmp"
 
 _UMASK: int | None = None
@@ -75,7 +90,10 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[BinaryIO], objec
         mode = stat.S_IMODE(path.stat().st_mode)
     except OSError:  # no file yet: what open() would create
         mode = 0o666 & ~_umask()
-    fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path), suffix=TEMP_SUFFIX, dir=folder)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=tagged(temp_prefix(path)), suffix=TEMP_SUFFIX, dir=folder)
+    except OSError as exc:
+        raise (storage_error(exc, path) or exc) from None
     try:
         with os.fdopen(fd, "wb") as handle:
             write(handle)
@@ -83,11 +101,61 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[BinaryIO], objec
             os.fsync(handle.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        full = storage_error(exc, path)
+        if full is not None:
+            raise full from None
         raise
     _fsync_dir(folder)
+
+
+#: errno values that say the storage is full: the disk, the user's quota, or the file-size
+#: limit (``ulimit -f``)
+STORAGE_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+def _os_error(exc: BaseException | None) -> OSError | None:
+    # torch.save reports a failed write of its stream as a RuntimeError whose cause (or text)
+    # holds the OSError; walk the chain of causes to find it
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, OSError):
+            return exc
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return None
+
+
+def storage_error(
+    exc: BaseException,
+    path: str | os.PathLike[str],
+    *,
+    kept: str = "the file keeps its previous content, if it had one",
+) -> StorageFullError | None:
+    """A :class:`~cl_diag.errors.StorageFullError` (a UserError and an OSError) for a write of
+    ``path`` that failed because the storage is full (see :data:`STORAGE_FULL`), or None for
+    any other failure. ``kept`` says what survived the failed write. An error that already is
+    a StorageFullError is reworded for ``path`` and ``kept``."""
+    if isinstance(exc, StorageFullError):
+        reason = exc.reason
+    else:
+        error = _os_error(exc)
+        if error is not None and error.errno in STORAGE_FULL:
+            reason = error.strerror or str(error)
+        else:
+            text = str(exc)
+            if not any(word in text for word in ("No space left", "Disk quota", "File too large")):
+                return None
+            reason = text.splitlines()[0] if text else type(exc).__name__
+    full = StorageFullError(
+        f"Cannot write {path}: {reason}. Free some space (or raise the quota or file-size "
+        f"limit) and run the command again; {kept}."
+    )
+    full.reason = reason
+    full.errno = errno.ENOSPC if "No space" in reason else errno.EFBIG
+    return full
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:

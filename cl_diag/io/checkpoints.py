@@ -39,6 +39,8 @@ import torch
 from cl_diag.errors import UserError
 
 __all__ = [
+    "EXPANSION_RATIO",
+    "EXPANSION_SLACK",
     "PICKLE_HELP",
     "TorchFileError",
     "check_input_file",
@@ -235,6 +237,23 @@ def unsafe_globals(path: str | os.PathLike[str]) -> list[str]:
 
 # --------------------------------------------------------------------------- loading
 
+#: An archive may declare at most this many bytes beyond EXPANSION_RATIO times its own size:
+#: tensors and float arrays barely compress (torch.save stores them uncompressed), while a
+#: decompression bomb expands by hundreds or thousands.
+EXPANSION_SLACK, EXPANSION_RATIO = 64 << 20, 50
+
+
+def _zip_expansion(path: Path) -> int | None:
+    """The bytes a zip archive's members declare uncompressed; None when it is no zip."""
+    if not zipfile.is_zipfile(path):
+        return None
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return sum(info.file_size for info in archive.infolist())
+    except (zipfile.BadZipFile, OSError, ValueError):
+        return None
+
+
 # torch's wordings of a refused global across releases, for a file the scan cannot read.
 _BLOCKED = re.compile(
     r"Unsupported (?:global|class): (?:GLOBAL )?([\w.]+)|([\w.]+) was not an allowed global"
@@ -272,6 +291,14 @@ def safe_torch_load(
             f"{path} is not a {what}: it is not a torch file (neither a zip archive nor a "
             f"pickle). {fix}",
             "not-torch",
+        )
+    expanded = _zip_expansion(path)
+    if expanded is not None and expanded > EXPANSION_SLACK + EXPANSION_RATIO * path.stat().st_size:
+        raise TorchFileError(
+            f"{path} declares {expanded:,} bytes of content in a file of "
+            f"{path.stat().st_size:,} bytes (a decompression bomb, or a damaged archive); "
+            f"cl-diag refuses to expand it. {fix}",
+            "damaged",
         )
     try:
         # e.g. "pickle protocol 4": the message below says it all

@@ -12,6 +12,7 @@ read with ``weights_only=True``: a file is data, never code.
 from __future__ import annotations
 
 import hashlib
+import math
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +21,7 @@ import numpy as np
 import torch
 
 from cl_diag.errors import UserError
-from cl_diag.io.checkpoints import safe_torch_load
+from cl_diag.io.checkpoints import EXPANSION_RATIO, EXPANSION_SLACK, safe_torch_load, sniff
 
 FORMAT_HELP = (
     "An embeddings file is a .npz (numpy.savez) or .pt (torch.save of a dict of tensors) holding "
@@ -56,34 +57,82 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _sniff_format(path: Path) -> str:
-    """'npz' or 'pt' from the suffix, else from the zip members (both formats are zip files)."""
-    suffix = path.suffix.lower()
-    if suffix == ".npz":
-        return "npz"
-    if suffix in (".pt", ".pth"):
-        return "pt"
-    if zipfile.is_zipfile(path):
+#: the arrays of an embeddings file that are read; any other member is listed, never loaded
+_KEYS = ("z1", "z2", "labels")
+
+
+def _npz_header(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> tuple[tuple, np.dtype]:
+    """The shape and dtype a .npy member declares, read from its header only."""
+    with archive.open(info) as stream:
+        version = np.lib.format.read_magic(stream)
+        if version == (1, 0):
+            shape, _, dtype = np.lib.format.read_array_header_1_0(stream)
+        else:
+            shape, _, dtype = np.lib.format.read_array_header_2_0(stream)
+    return shape, dtype
+
+
+def _read_npz(path: Path) -> dict[str, object]:
+    """z1, z2 and labels from a .npz, after checking what each declares against the file."""
+    fix = "Re-save it with numpy.savez."
+    if not zipfile.is_zipfile(path):
+        raise UserError(
+            f"Could not read {path}: it is not a .npz archive (not a zip file; a text or other "
+            "file renamed?). "
+            f"{fix} {FORMAT_HELP}"
+        )
+    size = path.stat().st_size
+    try:
         with zipfile.ZipFile(path) as archive:
-            names = archive.namelist()
-        if names and all(name.endswith(".npy") for name in names):
-            return "npz"
-        if any(name.endswith("data.pkl") for name in names):
-            return "pt"
-    raise UserError(f"{path} is neither a .npz nor a .pt file. {FORMAT_HELP}")
+            infos = {
+                Path(i.filename).stem: i for i in archive.infolist() if i.filename.endswith(".npy")
+            }
+            wanted = {key: infos[key] for key in _KEYS if key in infos}
+            declared = 0
+            for key, info in wanted.items():
+                shape, dtype = _npz_header(archive, info)
+                if dtype.hasobject:
+                    raise UserError(
+                        f"Could not read '{key}' in {path}: it holds Python objects (pickled "
+                        "data), not numbers; "
+                        f"cl-diag never unpickles a file. {fix} {FORMAT_HELP}"
+                    )
+                declared += math.prod(shape) * dtype.itemsize
+            # a .npz is refused before anything is allocated when its arrays need far more than
+            # the file holds: float embeddings barely compress, a decompression bomb (0.8 MB of
+            # zeros declaring 2 x 400 MB) expands by hundreds
+            if declared > EXPANSION_SLACK + EXPANSION_RATIO * size:
+                raise UserError(
+                    f"{path} declares arrays of {declared:,} bytes in a file of {size:,} bytes "
+                    "(a decompression bomb, or a damaged archive); cl-diag refuses to expand it. "
+                    f"If it is genuine, re-save it uncompressed with numpy.savez."
+                )
+        with np.load(path, allow_pickle=False) as npz:
+            arrays: dict[str, object] = {key: npz[key] for key in wanted}
+            arrays.update({key: None for key in npz.files if key not in wanted})
+            return arrays
+    except UserError:
+        raise
+    except Exception as exc:  # corrupt zip, truncated file, a header numpy cannot read...
+        raise UserError(
+            f"Could not read {path} as a .npz file ({type(exc).__name__}: {exc}). "
+            f"{fix} {FORMAT_HELP}"
+        ) from None
 
 
 def _read_arrays(path: Path) -> dict[str, object]:
-    fmt = _sniff_format(path)
-    if fmt == "npz":
-        try:
-            with np.load(path, allow_pickle=False) as archive:
-                return {key: archive[key] for key in archive.files}
-        except Exception as exc:  # corrupt zip, pickled object arrays, truncated file...
-            raise UserError(
-                f"Could not read {path} as a .npz file ({type(exc).__name__}: {exc}). "
-                f"Re-save it with numpy.savez. {FORMAT_HELP}"
-            ) from None
+    """The arrays of an embeddings file, told apart by content (a .npz renamed .pt is still a
+    .npz), then read with numpy or the one safe torch.load."""
+    try:
+        kind = sniff(path)
+    except OSError as exc:
+        raise UserError(
+            f"Cannot read {path}: {exc.strerror}. Check the path and its permissions."
+        ) from None
+    if kind == "npz":
+        return _read_npz(path)
+    if kind != "torch":
+        raise UserError(f"{path} is neither a .npz nor a .pt file. {FORMAT_HELP}")
     payload = safe_torch_load(path, what="embeddings file", fix=FORMAT_HELP)
     if not isinstance(payload, dict):
         raise UserError(
@@ -97,6 +146,23 @@ def _as_tensor(
 ) -> torch.Tensor:
     # ``device``: a tensor stays where it is (arrays from Python); a file's are on the CPU
     if isinstance(value, torch.Tensor):
+        if value.is_meta:
+            raise UserError(
+                f"'{key}' in {where} is a meta tensor: it has a shape but no values. Save the "
+                f"tensor itself. {fix}"
+            )
+        if value.layout != torch.strided:
+            raise UserError(
+                f"'{key}' in {where} is a sparse tensor ({value.layout}); save it dense "
+                f"({key}.to_dense()). {fix}"
+            )
+        if value.is_quantized:
+            raise UserError(
+                f"'{key}' in {where} is a quantized tensor ({value.dtype}); save it as floats "
+                f"({key}.dequantize()). {fix}"
+            )
+        if getattr(value, "is_nested", False):
+            raise UserError(f"'{key}' in {where} is a nested tensor, not an array. {fix}")
         return value.detach() if device else value.detach().cpu()
     try:
         return torch.as_tensor(np.asarray(value))
@@ -121,18 +187,33 @@ def _as_float_matrix(
 
 
 def _as_labels(value: object, where: object, fix: str, device: bool = False) -> torch.Tensor:
+    """Class labels as int64. Whole-number float labels beyond int64 (1e19, 2e19) would all
+    wrap to one value; they are replaced by their rank among the distinct labels instead, which
+    keeps every class apart (only the grouping of rows into classes is ever used)."""
+    if isinstance(value, np.ndarray) and value.dtype == np.uint64 and value.size > 0:
+        array: np.ndarray = value
+        if int(array.max()) >= 2**63:  # beyond int64 as well
+            _, codes = np.unique(array, return_inverse=True)
+            return torch.from_numpy(codes.reshape(array.shape).astype(np.int64))
     raw = _as_tensor(value, "labels", where, fix, device)
     if raw.is_floating_point():
         if not bool(torch.isfinite(raw).all()) or not bool((raw == raw.round()).all()):
             raise UserError(
                 f"'labels' in {where} are not whole numbers; give integer class labels."
             )
-    elif raw.dtype == torch.bool or raw.is_complex():
+        if raw.numel() and float(raw.abs().max()) >= 2.0**63:
+            host = raw.detach().cpu().to(torch.float64).numpy()
+            _, codes = np.unique(host, return_inverse=True)
+            return torch.from_numpy(codes.reshape(host.shape).astype(np.int64)).to(raw.device)
+    elif raw.dtype == torch.bool or raw.is_complex() or not _integral(raw):
         raise UserError(f"'labels' in {where} have dtype {raw.dtype}; give integer class labels.")
     return raw.to(torch.int64)
 
 
-#: what the views given to :func:`embeddings_from_arrays` must be (its messages' fix)
+def _integral(t: torch.Tensor) -> bool:
+    return not t.is_floating_point() and not t.is_complex() and t.dtype != torch.bool
+
+
 ARRAYS_HELP = (
     "Give z1 and z2 as float arrays (torch tensors or numpy arrays) of shape (n, d) whose row i "
     "are the two views of instance i, and labels (optional) as n integer class labels."

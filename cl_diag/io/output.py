@@ -1,31 +1,48 @@
-"""Writing a command's outputs so that a failure leaves nothing half-written.
+"""Writing a command's outputs so that a failure leaves nothing half-written and nothing
+of the user's is lost.
 
-Everything goes to a staging folder beside ``--out``; only when all files are
-written are they moved into place (``os.replace`` is atomic per file on one
-file system). On any exception the staging folder is removed and ``--out`` is
-as it was.
+Everything goes to a staging folder beside ``--out`` (``.<out>.staging-<pid>-<random>``); only
+when all files are written are they moved into place (``os.replace`` is atomic per file on one
+file system). On any exception the staging folder is removed and ``--out`` is as it was.
 
-Stale files: a writer may list the files it owns in :data:`OWNED_FILES` (one
-name a line) inside the staging folder. Re-run into the same ``--out``, the files
-the previous listing named that this run did not write again (e.g. the figure of
-a layer the new result lacks) are removed after the new files are in place. Only
-names from the tool's own listing are ever removed: nothing a user put in
-``--out``, and nothing when there is no earlier listing.
+Ownership is proven, never trusted. After each run, :data:`OWNED_FILES` in ``--out`` records
+the SHA-256 of every file the tool wrote there (``<sha256>  <name>``, one a line). A later run
+into the same folder
+
+* replaces a file of the same name only if its content still has a recorded hash (the tool
+  wrote it and nobody changed it since), or with ``overwrite``; anything else -- the user's own
+  ``report.md``, a report they edited -- stops the run before anything moves;
+* refuses, whatever ``overwrite`` says, when a name it writes is taken by a folder (or a path
+  through a file): every target is checked before the first move, so the folder never mixes
+  two runs;
+* removes the files of the previous run it does not write again (e.g. the figure of a layer
+  the new result lacks), and only those whose content still matches their recorded hash.
+
+A listing the tool did not write (planted, copied, edited) proves nothing: a name without a
+hash of the file's current content is never removed. During the moves the listing holds the
+hashes of both the old and the new files, so a run killed half-way leaves a folder whose files
+are all still proven. Staging folders left by a killed run are removed by the next run into the
+same ``--out`` (:mod:`cl_diag.io.leftovers`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import math
 import os
+import re
 import shutil
+import stat
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from cl_diag.errors import UserError
-from cl_diag.io.atomic import atomic_write_text
+from cl_diag.io.atomic import atomic_write_text, storage_error
+from cl_diag.io.leftovers import remove_leftovers, staging_folders, tagged
 
 
 def ensure_writable_parent(out: Path) -> Path:
@@ -52,108 +69,182 @@ def ensure_writable_parent(out: Path) -> Path:
     return parent
 
 
-#: name of the listing of the files a writer owns in its output folder (see the module docstring)
+#: name of the record of the files the tool wrote in an output folder, with their hashes
 OWNED_FILES = ".cl-diag-owned"
+_HEADER = "# cl-diag: the files it wrote in this folder, as <sha256>  <name>. Do not edit.\n"
+_LINE = re.compile(r"^([0-9a-f]{64})  (.+)$")
 
 
-def owned_files_text(names: list[str]) -> str:
-    """The listing's text: the plain file names, sorted, one a line."""
-    for name in names:
-        if not _plain_name(name):
-            raise ValueError(f"an owned file must be a plain file name, not {name!r}")
-    return "".join(f"{name}\n" for name in sorted(set(names)))
+def file_sha256(path: Path) -> str | None:
+    """SHA-256 of a regular file's bytes; None for anything else (a link, folder, FIFO...)."""
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return None
+        digest = hashlib.sha256()
+        with open(path, "rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+    except OSError:
+        return None
+    return digest.hexdigest()
 
 
-def _plain_name(name: str) -> bool:
-    # a name inside the folder itself: no separators, no parent references, not the listing
-    return (
-        bool(name)
-        and name == Path(name).name
-        and name not in (".", "..", OWNED_FILES)
-        and "\\" not in name
+def _safe_name(name: str) -> bool:
+    # a relative path inside the folder: no parent references, no absolute or odd parts
+    if not name or "\\" in name or "\x00" in name:
+        return False
+    path = PurePosixPath(name)
+    if path.is_absolute() or name == OWNED_FILES:
+        return False
+    return all(part not in ("", ".", "..") for part in name.split("/"))
+
+
+def owned_text(hashes: Mapping[str, Iterable[str]]) -> str:
+    """The listing's text: one ``<sha256>  <name>`` line per hash, sorted by name then hash."""
+    lines = []
+    for name in sorted(hashes):
+        if not _safe_name(name):
+            raise ValueError(
+                f"an owned file must be a relative path inside the folder, not {name!r}"
+            )
+        lines += [f"{digest}  {name}\n" for digest in sorted(set(hashes[name]))]
+    return _HEADER + "".join(lines)
+
+
+def read_owned(folder: Path) -> dict[str, set[str]]:
+    """``{name: {sha256, ...}}`` from ``folder``'s listing; lines that do not parse (e.g. a
+    listing of bare names) prove nothing and are ignored."""
+    path = Path(folder) / OWNED_FILES
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode) or os.lstat(path).st_size > (16 << 20):
+            return {}
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return {}
+    owned: dict[str, set[str]] = {}
+    for line in lines:
+        match = _LINE.match(line)
+        if match and _safe_name(match.group(2)):
+            owned.setdefault(match.group(2), set()).add(match.group(1))
+    return owned
+
+
+def _occupied(path: Path) -> bool:
+    return path.exists() or path.is_symlink()
+
+
+def check_targets(
+    out: Path, names: Iterable[str], *, overwrite: bool, owned: Mapping[str, set[str]] | None = None
+) -> None:
+    """Raise UserError unless every file ``names`` (paths relative to ``out``) can be written
+    into ``out``: no name taken by a folder or reached through a file, and no existing file the
+    tool cannot prove it wrote (unless ``overwrite``). Nothing is changed."""
+    out = Path(out)
+    if not out.is_dir():
+        return
+    owned = read_owned(out) if owned is None else owned
+    blocked: list[str] = []
+    foreign: list[str] = []
+    for name in sorted(set(names)):
+        parts = PurePosixPath(name).parts
+        for depth in range(1, len(parts)):
+            above = out.joinpath(*parts[:depth])
+            if _occupied(above) and (above.is_symlink() or not above.is_dir()):
+                blocked.append(f"{above} is not a folder (cl-diag writes {out / name})")
+                break
+        else:
+            target = out / name
+            if not _occupied(target):
+                continue
+            if target.is_dir() and not target.is_symlink():
+                blocked.append(f"{target} is a folder where cl-diag writes a file")
+            elif not overwrite and file_sha256(target) not in owned.get(name, set()):
+                foreign.append(name)
+    if blocked:
+        raise UserError(
+            f"Cannot write into --out {out}: {'; '.join(blocked)}. Move or rename it, or choose "
+            "another --out. Nothing was written."
+        )
+    if foreign:
+        shown = ", ".join(foreign[:8]) + (
+            f" ... ({len(foreign)} in all)" if len(foreign) > 8 else ""
+        )
+        them = "it" if len(foreign) == 1 else "them"
+        raise UserError(
+            f"--out {out} already holds {shown}, which cl-diag did not write (or which changed "
+            f"since it did). Pass --overwrite to replace {them}, or choose another --out. "
+            "Nothing was written."
+        )
+
+
+def _staged_files(staging: Path) -> list[str]:
+    return sorted(
+        p.relative_to(staging).as_posix()
+        for p in staging.rglob("*")
+        if p.is_file() and p.name != OWNED_FILES
     )
 
 
-def _read_owned(folder: Path) -> set[str]:
-    path = folder / OWNED_FILES
-    if not path.is_file() or path.is_symlink():
-        return set()
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
-        return set()
-    return {line for line in lines if _plain_name(line)}
-
-
-def check_replaceable(
-    out: Path, names: Iterable[str], *, ours: Callable[[Path], bool] | None = None
-) -> None:
-    """Refuse to replace a file of ``out`` that cl-diag did not write.
-
-    ``names`` are the files (relative paths) a write is about to move into ``out``. Each
-    that already exists there must be cl-diag's: named in ``out``'s :data:`OWNED_FILES`
-    listing, the listing itself, or recognised by ``ours`` (e.g. a result.json by its
-    content). Anything else, such as a report.md of the user's own, ends in a
-    :class:`UserError` that names it and the fix (another folder, or overwrite).
-    """
-    out = Path(out)
-    owned = _read_owned(out) | {OWNED_FILES}
-    foreign = [
+def _commit(staging: Path, out: Path, *, overwrite: bool) -> None:
+    names = _staged_files(staging)
+    new = {name: file_sha256(staging / name) or "" for name in names}
+    owned = read_owned(out) if out.is_dir() else {}
+    check_targets(out, [*names, OWNED_FILES], overwrite=True, owned=owned)  # folders in the way
+    check_targets(out, names, overwrite=overwrite, owned=owned)
+    stale = [
         name
-        for name in names
-        if (out / name).exists()
-        and name not in owned
-        and not (ours is not None and (out / name).is_file() and ours(out / name))
+        for name, hashes in owned.items()
+        if name not in new and file_sha256(out / name) in hashes
     ]
-    if foreign:
-        shown = ", ".join(foreign[:5]) + (
-            f" and {len(foreign) - 5} more" if len(foreign) > 5 else ""
-        )
-        raise UserError(
-            f"--out {out} already holds {shown}, which cl-diag did not write; writing there would "
-            "replace it. Choose another folder, or pass --overwrite (overwrite=True in Python) "
-            "to replace it."
-        )
+    out.mkdir(parents=True, exist_ok=True)
+    # While files move, the listing proves both generations: a run killed half-way leaves
+    # nothing the next run would refuse to replace or could not prune.
+    both = {name: {*owned.get(name, set()), digest} for name, digest in new.items()}
+    both.update({name: owned[name] for name in stale})
+    atomic_write_text(out / OWNED_FILES, owned_text(both))
+    for name in names:
+        target = out / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(staging / name, target)
+    for name in stale:
+        with contextlib.suppress(OSError):
+            (out / name).unlink()
+    atomic_write_text(out / OWNED_FILES, owned_text({n: [d] for n, d in new.items()}))
 
 
 @contextmanager
-def staged_output(out: Path) -> Iterator[Path]:
-    """Yield a temporary folder; on success move its files into ``out``.
+def staged_output(out: Path, *, overwrite: bool = False) -> Iterator[Path]:
+    """Yield a temporary folder; on success move its files into ``out`` (see the module
+    docstring for what may be replaced and what is removed).
 
-    When the staged files include an :data:`OWNED_FILES` listing, files named by the listing
-    already in ``out`` but not staged this time are removed once the new files are in place.
+    ``overwrite``: replace files in ``out`` the tool cannot prove it wrote (the user's own
+    ``report.md``, say) instead of stopping. A folder in the way always stops the run.
     """
     out = Path(out)
     # Stage in the nearest existing folder above --out: same file system, and nothing is
     # created under --out (or its missing parents) until every file is written.
     anchor = ensure_writable_parent(out)
+    remove_leftovers(anchor, staging_folders(out.name), what="staging folder")
     try:
-        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.staging-", dir=anchor))
-    except (
-        OSError
-    ) as exc:  # e.g. a read-only or virtual file system (/proc) that access() did not reveal
-        raise UserError(
-            f"Cannot write to {anchor} (for --out {out}): {exc.strerror or exc}. Choose a "
-            "writable folder."
+        staging = Path(tempfile.mkdtemp(prefix=tagged(f".{out.name}.staging-"), dir=anchor))
+    except OSError as exc:  # e.g. a read-only or virtual file system (/proc) access() missed
+        raise (
+            storage_error(exc, anchor)
+            or UserError(
+                f"Cannot write to {anchor} (for --out {out}): {exc.strerror or exc}. Choose a "
+                "writable folder."
+            )
         ) from None
     try:
-        yield staging
-        stale: set[str] = set()
-        if (staging / OWNED_FILES).is_file():
-            staged = {p.name for p in staging.iterdir()}
-            stale = _read_owned(out) - staged
-        out.mkdir(parents=True, exist_ok=True)
-        for source in sorted(staging.rglob("*")):
-            target = out / source.relative_to(staging)
-            if source.is_dir():
-                target.mkdir(exist_ok=True)
-            else:
-                os.replace(source, target)
-        for name in sorted(stale):
-            target = out / name
-            # a regular file only: never follow a link or empty a folder that took the name
-            if target.is_file() and not target.is_symlink():
-                target.unlink()
+        try:
+            yield staging
+        except OSError as exc:
+            kept = f"nothing in --out {out} was changed"
+            full = storage_error(exc, f"the outputs for --out {out}", kept=kept)
+            if full is None:
+                raise
+            raise full from None
+        _commit(staging, out, overwrite=overwrite)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 

@@ -15,6 +15,9 @@ import numpy as np
 from cl_diag.errors import UserError
 from cl_diag.io.atomic import atomic_write
 
+#: the most numbers (n x d) one synthetic view may hold: 2^27 float32, 512 MiB per view
+MAX_NUMBERS = 1 << 27
+
 
 def make_synthetic_pairs(
     n: int = 2000,
@@ -28,6 +31,11 @@ def make_synthetic_pairs(
         raise UserError(
             "synthetic data needs n >= 2, d >= 1 and classes >= 1 "
             f"(got n={n}, d={d}, classes={classes})."
+        )
+    if n * d > MAX_NUMBERS:
+        raise UserError(
+            f"--n {n} x --d {d} = {n * d:,} numbers per view is more than the {MAX_NUMBERS:,} "
+            "synth makes (512 MiB per view); use a smaller --n or --d."
         )
     if classes > n:
         raise UserError(
@@ -54,12 +62,27 @@ def make_synthetic_pairs(
     }
 
 
-def save_npz_atomically(path: Path, arrays: dict[str, np.ndarray]) -> None:
+def check_npz_target(path: Path, *, overwrite: bool) -> None:
+    """UserError unless ``path`` names a ``.npz`` file that may be written (``overwrite`` to
+    replace an existing one)."""
     path = Path(path)
     if path.suffix != ".npz":
         raise UserError(f"{path}: the output must end in .npz.")
-    if path.exists() and path.is_dir():
+    if path.is_dir():
         raise UserError(f"{path} is a folder; give a file name ending in .npz.")
+    if (path.exists() or path.is_symlink()) and not overwrite:
+        raise UserError(
+            f"{path} already exists; pass --overwrite to replace it, or give another file name."
+        )
+
+
+def save_npz_atomically(
+    path: Path, arrays: dict[str, np.ndarray], *, overwrite: bool = True
+) -> None:
+    """Write ``arrays`` to the ``.npz`` file ``path`` atomically (``overwrite=False``: refuse
+    an existing file)."""
+    path = Path(path)
+    check_npz_target(path, overwrite=overwrite)
     parent = path.parent if str(path.parent) else Path(".")
     try:
         parent.mkdir(parents=True, exist_ok=True)

@@ -47,7 +47,11 @@ gathered onto every rank and reduced exactly as one process reduces them, in til
 Sampled mode draws ``num_pairs`` pairs of each type uniformly (with
 replacement, from a ``torch.Generator`` seeded with ``seed``) and reports the
 exact statistics of that sample, marked ``"estimate": true``: the paper's
-protocol measures 5,000 pairs (paper-notes 8).
+protocol measures 5,000 pairs (paper-notes 8). Beyond ``SAMPLE_CHUNK`` (2^20)
+pairs the sample is drawn and measured a chunk at a time into the streaming
+statistics of exact mode, so memory does not grow with ``num_pairs`` (its
+quantiles then come from the fine histogram, ``quantile_error`` its bin width);
+``num_pairs`` is at most ``MAX_NUM_PAIRS`` (10^9).
 
 Example::
 
@@ -97,12 +101,21 @@ __all__ = [
 FINE_BINS_MIN = 1 << 16
 #: largest accepted ``hist_bins``: keeps s * B/2 exact in float64 (24 + 21 bits < 53)
 MAX_HIST_BINS = 1 << 20
+#: largest accepted seed: torch and numpy generators take seeds below 2^63 on every platform
+MAX_SEED = 2**63 - 1
 #: default working memory of one tile (float32 tile, two float64 copies, int32 bin
 #: indices, bool mask: 25 bytes per similarity); CPU tiles stay in the last-level cache
 _TILE_BYTES = {"cpu": 7 << 20, "cuda": 512 << 20}
 _BYTES_PER_SIMILARITY = 25
 #: a tile's one-pass M2 is kept when it is at least this fraction of its sum of squares
 _NAIVE_M2_MIN_FRACTION = 1e-3
+#: sampled mode draws and measures at most this many pairs of each type at once; a larger
+#: --num-pairs is streamed chunk by chunk (memory independent of --num-pairs)
+SAMPLE_CHUNK = 1 << 20
+#: most pairs of each type sampled mode draws: beyond this exact mode is the better tool
+MAX_NUM_PAIRS = 10**9
+#: bytes of the rows sampled mode gathers at once
+_GATHER_BYTES = 64 << 20
 
 
 # --------------------------------------------------------------------------- inputs
@@ -283,11 +296,11 @@ class _Stream:
         out.hist = torch.stack([hist for _, hist in portables]).sum(dim=0)
         return out
 
-    def summary(self, hist_bins: int, *, negative: bool) -> dict:
+    def summary(self, hist_bins: int, *, negative: bool, estimate: bool = False) -> dict:
         count = sum(p[1] for p in self.parts)
         if count == 0:
             return _empty_summary(
-                hist_bins, negative=negative, estimate=False, quantile_error=2.0 / self.bins
+                hist_bins, negative=negative, estimate=estimate, quantile_error=2.0 / self.bins
             )
         parts = sorted(self.parts, key=lambda p: p[0])
         vals = [p[2] for p in parts]
@@ -316,7 +329,7 @@ class _Stream:
             fine_hist=hist,
             hist_bins=hist_bins,
             below=below if negative else None,
-            estimate=False,
+            estimate=estimate,
         )
 
 
@@ -518,14 +531,14 @@ class _Split:
         ]
         return out
 
-    def summary(self, hist_bins: int) -> dict:
+    def summary(self, hist_bins: int, *, estimate: bool = False) -> dict:
         if not self.labelled:
-            return self.streams[0].summary(hist_bins, negative=True)
+            return self.streams[0].summary(hist_bins, negative=True, estimate=estimate)
         same, diff = self.streams
-        out = same.merge(diff).summary(hist_bins, negative=True)
+        out = same.merge(diff).summary(hist_bins, negative=True, estimate=estimate)
         out["by_class"] = {
-            "same_class": same.summary(hist_bins, negative=True),
-            "different_class": diff.summary(hist_bins, negative=True),
+            "same_class": same.summary(hist_bins, negative=True, estimate=estimate),
+            "different_class": diff.summary(hist_bins, negative=True, estimate=estimate),
         }
         return out
 
@@ -789,28 +802,61 @@ def _distinct_pairs(n: int, k: int, gen: torch.Generator) -> tuple[torch.Tensor,
     return i, j + (j >= i).long()
 
 
+def _dots(a, ia, b, ib, rows: int) -> torch.Tensor:
+    """s_k = a[ia_k] . b[ib_k], gathered ``rows`` pairs at a time (each s_k is the same sum
+    over d whatever the block, so the blocking never changes a value)."""
+    device = a.device
+    out = torch.empty(ia.shape[0], dtype=torch.float32, device=device)
+    for r0 in range(0, ia.shape[0], rows):
+        x, y = ia[r0 : r0 + rows].to(device), ib[r0 : r0 + rows].to(device)
+        out[r0 : r0 + rows] = (a[x] * b[y]).sum(dim=1)
+    return out
+
+
+def _within_dots(u, v, view, i, j, rows: int) -> torch.Tensor:
+    """Within-view negatives: u_i . u_j where ``view`` is 0, v_i . v_j where it is 1."""
+    device = u.device
+    out = torch.empty(i.shape[0], dtype=torch.float32, device=device)
+    for r0 in range(0, i.shape[0], rows):
+        side = view[r0 : r0 + rows].to(device).bool()[:, None]
+        x, y = i[r0 : r0 + rows].to(device), j[r0 : r0 + rows].to(device)
+        first = torch.where(side, v[x], u[x])
+        second = torch.where(side, v[y], u[y])
+        out[r0 : r0 + rows] = (first * second).sum(dim=1)
+    return out
+
+
+def _gather_rows(d: int) -> int:
+    """Pairs gathered at once: two (rows, d) float32 blocks in about 64 MiB."""
+    return max(1, _GATHER_BYTES // (8 * d))
+
+
+def _draw(n: int, k: int, gen: torch.Generator) -> tuple[torch.Tensor, ...]:
+    """The pairs of one draw, in the generator's order: positives, cross-view (i, j), then the
+    within-view side and (i, j)."""
+    i_pos = torch.randint(0, n, (k,), generator=gen)
+    i_x, j_x = _distinct_pairs(n, k, gen)
+    # within-view: each view holds n(n-1)/2 unordered pairs, so a fair view then a uniform
+    # ordered pair i != j (each unordered pair twice) is uniform over all n(n-1) of them
+    view = torch.randint(0, 2, (k,), generator=gen)
+    i_w, j_w = _distinct_pairs(n, k, gen)
+    return i_pos, i_x, j_x, view, i_w, j_w
+
+
 def _sampled(u, v, codes, *, t32: float, hist_bins: int, num_pairs: int, seed: int) -> dict:
     n = u.shape[0]
     device = u.device
+    rows = _gather_rows(u.shape[1])
     # draws on the CPU generator: the same seed gives the same pairs on every device
     gen = torch.Generator().manual_seed(seed)
-    i_pos = torch.randint(0, n, (num_pairs,), generator=gen)
-    i_x, j_x = _distinct_pairs(n, num_pairs, gen)
-    # within-view: each view holds n(n-1)/2 unordered pairs, so a fair view then a uniform
-    # ordered pair i != j (each unordered pair twice) is uniform over all n(n-1) of them
-    view = torch.randint(0, 2, (num_pairs,), generator=gen)
-    i_w, j_w = _distinct_pairs(n, num_pairs, gen)
-
-    def dots(a, ia, b, ib):
-        ia, ib = ia.to(device), ib.to(device)
-        return (a[ia] * b[ib]).sum(dim=1)
-
-    pos = dots(u, i_pos, v, i_pos)
-    xneg = dots(u, i_x, v, j_x)
-    view_d = view.to(device).bool()[:, None]
-    first = torch.where(view_d, v[i_w.to(device)], u[i_w.to(device)])
-    second = torch.where(view_d, v[j_w.to(device)], u[j_w.to(device)])
-    wneg = (first * second).sum(dim=1)
+    if num_pairs > SAMPLE_CHUNK:
+        return _sampled_streamed(
+            u, v, codes, gen, t32=t32, hist_bins=hist_bins, num_pairs=num_pairs, rows=rows
+        )
+    i_pos, i_x, j_x, view, i_w, j_w = _draw(n, num_pairs, gen)
+    pos = _dots(u, i_pos, v, i_pos, rows)
+    xneg = _dots(u, i_x, v, j_x, rows)
+    wneg = _within_dots(u, v, view, i_w, j_w, rows)
 
     def negative(x, i, j):
         out = _sample_summary(x, t32=t32, hist_bins=hist_bins, negative=True, estimate=True)
@@ -832,6 +878,37 @@ def _sampled(u, v, codes, *, t32: float, hist_bins: int, num_pairs: int, seed: i
         ),
         "cross_view_negative": negative(xneg, i_x, j_x),
         "within_view_negative": negative(wneg, i_w, j_w),
+    }
+
+
+def _sampled_streamed(
+    u, v, codes, gen: torch.Generator, *, t32: float, hist_bins: int, num_pairs: int, rows: int
+) -> dict:
+    """Sampled mode beyond :data:`SAMPLE_CHUNK` pairs: the pairs are drawn and measured
+    ``SAMPLE_CHUNK`` at a time into the streaming statistics of exact mode, so memory does not
+    grow with ``num_pairs``. Mean, variance, min, max and the excessive count stay exact for
+    the sample; quantiles come from the fine histogram (``quantile_error`` its bin width)."""
+    n = u.shape[0]
+    device = u.device
+    bins = fine_bins(hist_bins)
+    ws = _Workspace(device)
+    labelled = codes is not None
+    positive = _Stream(bins, t32, ws)
+    cross, within = _Split(bins, t32, ws, labelled), _Split(bins, t32, ws, labelled)
+    for key, start in enumerate(range(0, num_pairs, SAMPLE_CHUNK)):
+        k = min(SAMPLE_CHUNK, num_pairs - start)
+        i_pos, i_x, j_x, view, i_w, j_w = _draw(n, k, gen)
+        positive.add(_dots(u, i_pos, v, i_pos, rows), key)
+        for split, x, i, j in (
+            (cross, _dots(u, i_x, v, j_x, rows), i_x, j_x),
+            (within, _within_dots(u, v, view, i_w, j_w, rows), i_w, j_w),
+        ):
+            same = codes[i.to(device)] == codes[j.to(device)] if labelled else None
+            split.add(x, same, key)
+    return {
+        "positive": positive.summary(hist_bins, negative=False, estimate=True),
+        "cross_view_negative": cross.summary(hist_bins, estimate=True),
+        "within_view_negative": within.summary(hist_bins, estimate=True),
     }
 
 
@@ -927,9 +1004,9 @@ class _Options(NamedTuple):
         if mode not in ("exact", "sampled"):
             raise ValueError(f"mode must be 'exact' or 'sampled', got {mode!r}.")
         hist_bins = check_int(hist_bins, "hist_bins", 1, MAX_HIST_BINS)
-        seed = check_int(seed, "seed", 0)
+        seed = check_int(seed, "seed", 0, MAX_SEED)
         if mode == "sampled":
-            num_pairs = check_int(num_pairs, "num_pairs", 1)
+            num_pairs = check_int(num_pairs, "num_pairs", 1, MAX_NUM_PAIRS)
         if block_size is not None:
             block_size = check_int(block_size, "block_size", 1)
         return cls(mode, num_pairs, seed, block_size, hist_bins)

@@ -28,12 +28,15 @@ For example::
 
 from cl_diag.models.backbones import FreeEmbeddings, SmallCNN, build_resnet
 from cl_diag.models.build import (
+    SIZE_LIMITS,
     ContrastiveModel,
     build_backbone,
     build_model,
     build_projector,
     fresh_like,
     seeded,
+    size_problem,
+    toy_size_problem,
 )
 from cl_diag.models.checkpoints import CheckpointFile, read_checkpoint_file, weights_sha256
 from cl_diag.models.foreign import (
@@ -63,6 +66,7 @@ __all__ = [
     "ARCHS",
     "FOREIGN_ARCHS",
     "FOREIGN_LAYOUTS",
+    "SIZE_LIMITS",
     "TIMM_FAMILY",
     "ArchSpec",
     "BackboneOptions",
@@ -93,5 +97,7 @@ __all__ = [
     "register_arch_family",
     "resolve_timm",
     "seeded",
+    "size_problem",
+    "toy_size_problem",
     "weights_sha256",
 ]

@@ -24,13 +24,31 @@ from torch import nn
 from cl_diag.models.registry import BackboneOptions, default_arch, get_arch
 
 __all__ = [
+    "SIZE_LIMITS",
     "ContrastiveModel",
     "build_backbone",
     "build_model",
     "build_projector",
     "fresh_like",
     "seeded",
+    "size_problem",
+    "toy_size_problem",
 ]
+
+#: The largest value each size option of a training config may take, whether it comes from
+#: the command line or from a checkpoint's stored config: beyond them a typo or a crafted file
+#: would make cl-diag allocate gigabytes (a 10^12-wide projector, 10^6-pixel crops) before any
+#: other check could fail.
+SIZE_LIMITS = {
+    "projector_hidden": 1 << 16,
+    "projector_dim": 1 << 16,
+    "dim": 1 << 16,
+    "num_samples": 1 << 26,
+    "image_size": 1024,
+    "conv1_padding": 8,
+}
+#: the toy dataset's free vectors: 2 x num_samples x dim float32 numbers, at most 2^28 (1 GiB)
+_TOY_NUMBERS = 1 << 28
 
 
 @contextmanager
@@ -43,6 +61,30 @@ def seeded(seed: int | None) -> Iterator[None]:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         yield
+
+
+def size_problem(name: str, value: Any, *, least: int = 1) -> str | None:
+    """Why ``value`` is not an acceptable ``name`` (a key of :data:`SIZE_LIMITS`), or None.
+    ``None`` values (the default) are acceptable."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        return f"must be a whole number, not {value!r}"
+    most = SIZE_LIMITS[name]
+    if not least <= value <= most:
+        return f"must be in [{least}, {most}], not {value}"
+    return None
+
+
+def toy_size_problem(num_samples: int | None, dim: int | None) -> str | None:
+    """Why the toy dataset's ``num_samples`` x ``dim`` free vectors are too many, or None."""
+    n, d = _pick(num_samples, 4), _pick(dim, 3)
+    if isinstance(n, int) and isinstance(d, int) and 2 * n * d > _TOY_NUMBERS:
+        return (
+            f"2 x {n} x {d} free vectors are more than the {_TOY_NUMBERS:,} numbers the toy "
+            "dataset holds"
+        )
+    return None
 
 
 def build_backbone(arch: str, options: BackboneOptions | None = None) -> tuple[nn.Module, int]:

@@ -44,11 +44,15 @@ __all__ = [
     "FORMAT",
     "FORMAT_VERSION",
     "CheckpointFile",
+    "Damaged",
     "check_checkpoint",
+    "damaged",
+    "mapping_key",
     "read_checkpoint_file",
     "tensors_sha256",
     "unknown_layout_message",
     "weights_sha256",
+    "whole_key",
 ]
 
 FORMAT = "cl-diag/checkpoint"
@@ -66,9 +70,91 @@ class CheckpointFile:
     payload: Any = field(repr=False)  # None for a .npz (read by load_embeddings)
 
 
+class Damaged(Exception):
+    """One key of a checkpoint that does not hold what cl-diag writes there (raised by the
+    checks here and by :func:`cl_diag.training.checkpoint.check_training_state`; turned into
+    the user's message by :func:`damaged`)."""
+
+    def __init__(self, key: str, problem: str):
+        super().__init__(f"{key} {problem}")
+        self.key, self.problem = key, problem
+
+
+def damaged(path: Path, error: Damaged) -> UserError:
+    return UserError(
+        f"{path} is a damaged cl-diag checkpoint: '{error.key}' {error.problem}. Give the "
+        "last.pt that cl-diag train wrote (an intact copy), or train the run again."
+    )
+
+
+def whole_key(value: Any, key: str, least: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise Damaged(key, f"must be a whole number, not {value!r}")
+    if value < least:
+        raise Damaged(key, f"must be at least {least}, not {value}")
+    return value
+
+
+def mapping_key(value: Any, key: str) -> dict:
+    if not isinstance(value, dict) or not all(isinstance(k, (str, int)) for k in value):
+        raise Damaged(key, f"must be a dict, not {type(value).__name__}")
+    return value
+
+
+def _state_dict(value: Any, key: str) -> None:
+    for name, tensor in mapping_key(value, key).items():
+        if not isinstance(tensor, torch.Tensor):
+            raise Damaged(f"{key}.{name}", f"must be a tensor, not {type(tensor).__name__}")
+        if tensor.layout != torch.strided or tensor.is_meta or tensor.is_quantized:
+            raise Damaged(f"{key}.{name}", "must be a dense tensor")
+
+
+def _views(value: Any) -> None:
+    emb = mapping_key(value, "embeddings")
+    shapes = []
+    for name in ("z1", "z2"):
+        t = emb.get(name)
+        key = f"embeddings.{name}"
+        if not isinstance(t, torch.Tensor):
+            raise Damaged(key, f"must be a tensor, not {type(t).__name__}")
+        if t.layout != torch.strided or t.is_meta or not t.is_floating_point() or t.dim() != 2:
+            raise Damaged(key, "must be a dense 2-D float tensor (n x d)")
+        shapes.append(tuple(t.shape))
+    if shapes[0] != shapes[1]:
+        raise Damaged("embeddings", f"holds views of different shapes {shapes[0]} and {shapes[1]}")
+
+
+#: config keys that decide the model and the data a checkpoint is rebuilt with, and their types
+_MODEL_CONFIG = {"dataset": str, "arch": str, "data_root": str, "val_root": str}
+
+
+def _model_config(config: dict) -> None:
+    from cl_diag.models.build import SIZE_LIMITS, size_problem, toy_size_problem
+
+    for key, kind in _MODEL_CONFIG.items():
+        value = config.get(key)
+        if value is not None and not isinstance(value, kind):
+            raise Damaged(f"config.{key}", f"must be a {kind.__name__}, not {value!r}")
+    for key in SIZE_LIMITS:
+        least = 0 if key == "conv1_padding" else 1
+        problem = size_problem(key, config.get(key), least=least)
+        if problem is not None:
+            raise Damaged(f"config.{key}", problem)
+    if config.get("dataset") == "toy":
+        problem = toy_size_problem(config.get("num_samples"), config.get("dim"))
+        if problem is not None:
+            raise Damaged("config", problem)
+
+
 def check_checkpoint(obj: Any, path: str | os.PathLike) -> dict[str, Any]:
     """``obj`` (read from ``path``) if it is a cl-diag checkpoint this version can read;
-    UserError otherwise. For a payload that is already loaded, so the file is read once."""
+    UserError otherwise. For a payload that is already loaded, so the file is read once.
+
+    Every key that describes the model and its measuring is checked here, once, for its type
+    and size: ``config`` (a dict; its model and data keys typed, its sizes within
+    :data:`cl_diag.models.build.SIZE_LIMITS`), ``n_train``, ``epoch``, ``step``, ``complete``,
+    ``dataset``, ``backbone`` and ``projector`` (dicts of dense tensors), ``split`` and, for
+    the toy dataset, ``embeddings``. The message names the first key at fault."""
     p = Path(path)
     if not isinstance(obj, dict) or obj.get("format") != FORMAT:
         raise UserError(
@@ -84,6 +170,29 @@ def check_checkpoint(obj: Any, path: str | os.PathLike) -> dict[str, Any]:
     missing = [k for k in ("config", "backbone", "projector", "epoch", "step") if k not in obj]
     if missing:
         raise UserError(f"{p} is a damaged cl-diag checkpoint: it lacks {', '.join(missing)}.")
+    try:
+        _model_config(mapping_key(obj["config"], "config"))
+        if obj.get("n_train") is not None:
+            whole_key(obj["n_train"], "n_train", least=2)
+        whole_key(obj["epoch"], "epoch")
+        whole_key(obj["step"], "step")
+        if obj.get("complete") is not None and not isinstance(obj["complete"], bool):
+            raise Damaged("complete", f"must be true or false, not {obj['complete']!r}")
+        if obj.get("dataset") is not None and not isinstance(obj["dataset"], str):
+            raise Damaged("dataset", f"must be a string, not {obj['dataset']!r}")
+        _state_dict(obj["backbone"], "backbone")
+        _state_dict(obj["projector"], "projector")
+        split = obj.get("split")
+        if split is not None:
+            mapping_key(split, "split")
+            for key in ("train_indices", "test_indices"):
+                if key in split and not isinstance(split[key], torch.Tensor):
+                    raise Damaged(f"split.{key}", "must be a tensor of indices")
+        toy = (obj.get("dataset") or obj["config"].get("dataset")) == "toy"
+        if toy or obj.get("embeddings") is not None:
+            _views(obj.get("embeddings"))
+    except Damaged as error:
+        raise damaged(p, error) from None
     return obj
 
 

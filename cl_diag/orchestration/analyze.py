@@ -47,12 +47,14 @@ import torch
 import cl_diag
 from cl_diag.errors import UserError
 from cl_diag.io.embeddings import Embeddings, load_embeddings
-from cl_diag.io.output import check_replaceable, ensure_writable_parent, staged_output
+from cl_diag.io.output import OWNED_FILES, check_targets, ensure_writable_parent, staged_output
 from cl_diag.measurement.inputs import UnitViews, ViewsError, label_codes, normalise_views
+from cl_diag.measurement.pairs import MAX_HIST_BINS, MAX_NUM_PAIRS, MAX_SEED
 from cl_diag.measurement.ranks import SINGLE, Ranks, RanksMismatch
 from cl_diag.measurement.theory import delta, theory_panel
 from cl_diag.models import CheckpointFile, KeyMapping, Subject, read_checkpoint_file
 from cl_diag.orchestration.subject import open_module_subject, open_subject
+from cl_diag.orchestration.train import MAX_WORKERS
 from cl_diag.result import (
     EMBEDDING_LAYER,
     LAYERS,
@@ -66,7 +68,6 @@ from cl_diag.result import (
     Source,
     Theory,
     Tool,
-    is_result_file,
 )
 
 #: what every number of a result means, written into it and printed in its report
@@ -83,8 +84,15 @@ CONVENTIONS = {
     "variance": "population variance (ddof 0)",
 }
 
+#: largest --block-size: a tile of 8192 x 8192 similarities takes about 1.6 GB
+MAX_BLOCK_SIZE = 8192
+#: the files every analysis writes, whatever it measured (checked before the measuring)
+_FIXED_OUTPUTS = (RESULT_NAME, "report.md", "report.html")
+
 #: the probes ``--probes`` can name
 PROBES = ("linear", "knn", "retrieval", "clustering")
+#: the probes that fit or score on the labelled train/test splits
+_CLASSIFICATION_PROBES = ("linear", "knn", "clustering")
 #: Neighbour counts and temperature of the kNN probe (solo-learn / InstDisc defaults).
 KNN_KS = (20, 200)
 KNN_TEMPERATURE = 0.07
@@ -195,8 +203,38 @@ class AnalyzeResult:
     is_main: bool = True
 
 
-def _check_config(config: AnalyzeConfig) -> None:
-    config.pair_options.check(config.n_ref)
+def check_analysis(config: AnalyzeConfig) -> None:
+    """Every check of ``config`` that needs no input file: ranges, names, the device, and that
+    ``config.out`` can take the outputs. UserError for the first problem; nothing is written."""
+    config.pair_options.check(config.n_ref)  # types and signs, named as the user gave them
+    if config.pairs not in ("exact", "sampled"):
+        raise UserError(f"--pairs must be 'exact' or 'sampled', not {config.pairs!r}.")
+    if config.n_ref is not None and config.n_ref < 2:
+        raise UserError(
+            f"--n-ref {config.n_ref} is too small: the threshold -1/(n_ref - 1) needs n_ref >= 2 "
+            "(the number of training instances, e.g. 50000 for CIFAR)."
+        )
+    if config.num_pairs < 1:
+        raise UserError(f"--num-pairs must be at least 1 (got {config.num_pairs}).")
+    if config.num_pairs > MAX_NUM_PAIRS:
+        raise UserError(
+            f"--num-pairs {config.num_pairs} is more than the {MAX_NUM_PAIRS:,} pairs sampled "
+            "mode draws; for that many use --pairs exact, which visits every pair."
+        )
+    if config.block_size is not None and not 1 <= config.block_size <= MAX_BLOCK_SIZE:
+        raise UserError(
+            f"--block-size must be in [1, {MAX_BLOCK_SIZE}] (got {config.block_size}); a tile "
+            f"of b x b similarities takes about 25 b^2 bytes. Omit it for the default."
+        )
+    if not 0 <= config.seed <= MAX_SEED:
+        raise UserError(
+            f"--seed must be in [0, 2^63 - 1]: 0 or more, below 2^63 (got {config.seed})."
+        )
+    if not 1 <= config.hist_bins <= MAX_HIST_BINS:
+        raise UserError(
+            f"--hist-bins must be in [1, {MAX_HIST_BINS}] (got {config.hist_bins}); the "
+            "default 100 is what the reports show."
+        )
     if config.views < 2:
         raise UserError(f"--views must be at least 2 (got {config.views}).")
     if config.views > 2 and config.pairs != "exact":
@@ -228,8 +266,8 @@ def _check_config(config: AnalyzeConfig) -> None:
             raise UserError(f"{name} must be at least 2 (got {value}).")
     if config.batch_size < 1:
         raise UserError(f"--batch-size must be at least 1 (got {config.batch_size}).")
-    if config.workers is not None and config.workers < 0:
-        raise UserError(f"--workers must be 0 or more (got {config.workers}).")
+    if config.workers is not None and not 0 <= config.workers <= MAX_WORKERS:
+        raise UserError(f"--workers must be in [0, {MAX_WORKERS}] (got {config.workers}).")
     if config.device not in ("auto", "cpu", "cuda"):
         raise UserError(f"--device must be auto, cpu or cuda (got {config.device!r}).")
     if config.device == "cuda" and not torch.cuda.is_available():
@@ -237,6 +275,7 @@ def _check_config(config: AnalyzeConfig) -> None:
             "--device cuda was given but torch sees no CUDA device; use --device cpu (or auto)."
         )
     ensure_writable_parent(config.out)  # fail before the measuring, not after
+    check_targets(config.out, _FIXED_OUTPUTS, overwrite=config.overwrite)
 
 
 # --------------------------------------------------------------------------- measuring
@@ -343,20 +382,18 @@ def write_analysis(result: Result, out: Path, *, overwrite: bool = False) -> lis
 
     The files are staged beside ``out`` and moved into place only when all are written
     (:func:`cl_diag.io.output.staged_output`). A file in ``out`` this write would replace must
-    be cl-diag's own (a result.json, or a file named in the listing of cl-diag's files there);
-    any other (a report.md of the user's) is refused with a :class:`UserError` unless
-    ``overwrite``.
+    be provably cl-diag's own (its content hash recorded in the listing of cl-diag's files
+    there); any other (a report.md of the user's, a report edited since) is refused with a
+    :class:`UserError` unless ``overwrite``.
     """
     from cl_diag.report import render_analysis
 
     out = Path(out)
-    with staged_output(out) as staging:
+    with staged_output(out, overwrite=overwrite) as staging:
         result.save(staging / RESULT_NAME)
         render_analysis(result, staging)
         files = sorted(path.relative_to(staging) for path in staging.rglob("*") if path.is_file())
-        if not overwrite:
-            check_replaceable(out, [f.as_posix() for f in files], ours=is_result_file)
-    return [out / f for f in files]
+    return [out / f for f in sorted([*files, Path(OWNED_FILES)])]
 
 
 def _write(config: AnalyzeConfig, result: Result) -> AnalyzeResult:
@@ -384,7 +421,7 @@ def analyze(config: AnalyzeConfig, *, progress: ProgressFactory | None = None) -
     from cl_diag.measurement.views import resolve_device
     from cl_diag.training.loop import close_distributed, distributed_env
 
-    _check_config(config)
+    check_analysis(config)
     device = resolve_device(config.device)
     config = _resolve_workers(config, device)
     mapping = KeyMapping.parse(
@@ -519,7 +556,7 @@ def analyze_module(
         val_root=None if val_root is None else Path(val_root),
         **options,
     )
-    _check_config(config)
+    check_analysis(config)
     from cl_diag.measurement.views import resolve_device
 
     # one process: a module from Python is measured where the caller runs, never over ranks
@@ -678,10 +715,13 @@ def _measure_subject(
 
     from cl_diag.measurement.views import Pixels, Taps, encode_two_views, sample_indices
 
-    if any(p in config.probes for p in ("linear", "knn", "clustering")):
+    skipped: dict[str, str] = {}
+    if any(p in config.probes for p in _CLASSIFICATION_PROBES):
         # Open both evaluation splits now: a missing test split should stop the run before
-        # minutes of encoding, not after.
+        # minutes of encoding, not after; and a probe the labels cannot feed (one class, too
+        # few samples to hold some out) is skipped now, with its reason, not failed later.
         subject.splits = {split: eval_split(split) for split in ("train", "test")}
+        skipped = _unrunnable_probes(config, subject)
     n_pool = len(subject.two_views)
     indices = sample_indices(n_pool, config.num_images, config.seed)
     taps: dict[str, torch.nn.Module] = {"trained": Taps(subject.backbone, subject.projector)}
@@ -745,9 +785,14 @@ def _measure_subject(
             more_views=more,
         )
 
-    probes = (
-        _probes(config, subject, views, layers_wanted, progress, run) if config.probes else None
-    )
+    probes = None
+    if config.probes:
+        runnable = tuple(p for p in config.probes if p not in skipped)
+        probes = _probes(
+            replace(config, probes=runnable), subject, views, layers_wanted, progress, run
+        )
+        if skipped and probes is not None:  # None on ranks > 0, which write no result
+            probes["skipped"] = skipped
     return _checkpoint_result(config, subject, n_ref, layers, probes)
 
 
@@ -810,7 +855,7 @@ def _probes(
     with_baselines = config.baselines
     # a module passed from Python has no random-init twin when it cannot be re-initialised
     twin = subject.random_backbone if with_baselines else None
-    needs_splits = any(p in config.probes for p in ("linear", "knn", "clustering"))
+    needs_splits = any(p in config.probes for p in _CLASSIFICATION_PROBES)
     # _measure_subject has checked that the subject is an encoder (its twin: twin)
     assert subject.backbone is not None
     if needs_splits:
@@ -874,6 +919,28 @@ def _probes(
             baselines.setdefault("random_init", {})["retrieval"] = {
                 layer: _retrieval(*views["random_init"][layer][:2]) for layer in layers
             }
-    if with_baselines:
+    if with_baselines and baselines:
         probes["baselines"] = baselines
     return probes
+
+
+def _unrunnable_probes(config: AnalyzeConfig, subject: Subject) -> dict[str, str]:
+    """``{probe: why it cannot run}`` for the classification probes asked for, decided from the
+    labels of the images the probes would encode (:func:`check_probe_inputs`, the rule the
+    probes themselves apply), before a single image is encoded."""
+    from cl_diag.measurement.probes import check_probe_inputs
+    from cl_diag.measurement.views import sample_indices
+    from cl_diag.training.data import dataset_labels
+
+    labels = {}
+    for split, limit in (("train", config.probe_train_images), ("test", config.probe_test_images)):
+        dataset = subject.splits[split]
+        every = dataset_labels(getattr(dataset, "base", dataset))
+        labels[split] = every[sample_indices(len(every), limit, config.seed)]
+    skipped = {}
+    for probe in _CLASSIFICATION_PROBES:
+        if probe in config.probes:
+            reason = check_probe_inputs(probe, train_y=labels["train"], test_y=labels["test"])
+            if reason is not None:
+                skipped[probe] = reason
+    return skipped

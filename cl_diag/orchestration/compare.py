@@ -16,7 +16,7 @@ from pathlib import Path, PurePosixPath
 import pandas as pd
 
 from cl_diag.errors import UserError
-from cl_diag.io.output import staged_output
+from cl_diag.io.output import OWNED_FILES, check_targets, staged_output
 from cl_diag.report import Comparison, comparison_warnings, render_comparison
 from cl_diag.result import RESULT_NAME, Result, load
 
@@ -29,6 +29,8 @@ class CompareConfig:
     baseline: Path | None = None
     """One run (file or folder) the others are differenced against; added if not among
     ``inputs``."""
+    overwrite: bool = False
+    """Replace files in ``out`` that cl-diag cannot prove it wrote (see cl_diag.io.output)."""
 
 
 @dataclass
@@ -156,6 +158,7 @@ def compare(config: CompareConfig) -> CompareResult:
         if baseline_name is not None:
             baseline_name = next(r.name for r in runs if r.path == base_path)
     _check_out(config.out, runs)
+    check_targets(config.out, ["report.md", "report.html"], overwrite=config.overwrite)
 
     pairs = [(r.name, r.result) for r in runs]
     # the CLI's warnings name the runs in the order given; the report's, in display order
@@ -165,9 +168,9 @@ def compare(config: CompareConfig) -> CompareResult:
     )
     label_of = dict(zip(comparison.names, comparison.labels, strict=True))
     out = Path(config.out)
-    with staged_output(out) as staging:
+    with staged_output(out, overwrite=config.overwrite) as staging:
         written = render_comparison(comparison, staging)
-        files = [out / p.relative_to(staging) for p in written]
+        files = [out / p.relative_to(staging) for p in written] + [out / OWNED_FILES]
     return CompareResult(
         out=out,
         report_md=out / "report.md",

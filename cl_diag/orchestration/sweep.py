@@ -25,11 +25,15 @@ the findings across them.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import itertools
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -60,13 +64,36 @@ class GridAxis:
         return "--" + self.key.replace("_", "-")
 
 
+#: characters a grid value keeps in a cell's folder name; every other byte is written %XX
+_SAFE_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.+@-")
+#: longest cell folder name (file systems allow 255 bytes); longer ones end in a hash instead
+_MAX_NAME = 200
+
+
+def _escape(value: str) -> str:
+    """A grid value as part of one path component: no separator, no '_' or '=' (which split
+    a cell name into its key=value parts), nothing a shell or file system treats specially."""
+    return "".join(
+        chr(byte) if chr(byte) in _SAFE_CHARS else f"%{byte:02X}" for byte in value.encode()
+    )
+
+
 @dataclass(frozen=True)
 class Cell:
     assignment: tuple[tuple[str, str], ...]  # ((key, value), ...) in grid order
 
     @property
     def name(self) -> str:
-        return "_".join(f"{key.replace('_', '-')}={value}" for key, value in self.assignment)
+        """The cell's folder: ``key=value`` parts joined by ``_``, each value escaped (%XX) to
+        a safe path component, so that no grid value can name a path outside ``--out``; a name
+        longer than 200 characters is cut and ends in a hash of the whole assignment."""
+        name = "_".join(
+            f"{key.replace('_', '-')}={_escape(value)}" for key, value in self.assignment
+        )
+        if len(name) > _MAX_NAME:
+            digest = hashlib.sha256(name.encode()).hexdigest()[:16]
+            name = f"{name[: _MAX_NAME - 17]}~{digest}"
+        return name
 
 
 @dataclass
@@ -98,6 +125,19 @@ class _Plan:
     cell: Cell
     folder: Path
     options: TrainConfig
+    trained_steps: int | None = None  # the step of a complete last.pt; None: still to train
+
+    def complete(self) -> bool:
+        """Trained to its end, and analysed from that very checkpoint (a result.json beside an
+        interrupted or older last.pt is not the cell's result)."""
+        if self.trained_steps is None:
+            return False
+        try:
+            result = json.loads((self.folder / "analysis" / "result.json").read_text("utf-8"))
+            source = result["source"]
+            return bool(source.get("complete")) and source.get("step") == self.trained_steps
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return False
 
 
 def parse_grid(specs: Sequence[str], train_options: Mapping[str, Any]) -> list[GridAxis]:
@@ -202,6 +242,7 @@ def _plan(
     kinds: Mapping[str, Any],
 ) -> _Plan:
     """A cell's options, checked as ``train`` checks them; nothing is trained or written."""
+    from cl_diag.orchestration.analyze import check_analysis
     from cl_diag.orchestration.train import TrainConfig, check_resume, resolve_config, train_options
 
     try:
@@ -222,13 +263,17 @@ def _plan(
         # A cell trained before (complete or not): the options of this sweep must be those it was
         # trained with, or its result -- skipped as complete -- would be reported under options
         # it never had.
-        check_resume(resolve_config(options))
+        checkpoint = check_resume(resolve_config(options))
+        check_analysis(_analysis(folder, config.analysis))
     except UserError as exc:
         raise UserError(
             f"Sweep cell {cell.name}: {exc} Nothing was trained; fix the --grid values or the "
             "options, or give another --out for a sweep with other options."
         ) from None
-    return _Plan(cell, folder, options)
+    trained = None
+    if checkpoint is not None and checkpoint.get("complete") is True:
+        trained = checkpoint.get("step")
+    return _Plan(cell, folder, options, trained)
 
 
 def _analysis(folder: Path, fields_: Mapping[str, Any]) -> AnalyzeConfig:
@@ -257,7 +302,40 @@ def _analysis_from_json(values: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _run_in_subprocess(plan: _Plan, analysis: Mapping[str, Any], device_index: int) -> None:
+class _Children:
+    """The cell processes running now (``parallel > 1``), so that an interrupt of the sweep
+    reaches every one of them, and no new one starts after it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: set[subprocess.Popen] = set()
+        self._stopping = False
+
+    def start(self, command: list[str], **kwargs: Any) -> subprocess.Popen | None:
+        with self._lock:
+            if self._stopping:
+                return None
+            child = subprocess.Popen(command, **kwargs)
+            self._running.add(child)
+            return child
+
+    def finished(self, child: subprocess.Popen) -> None:
+        with self._lock:
+            self._running.discard(child)
+
+    def interrupt(self) -> None:
+        """SIGINT to every running cell (each stops as Ctrl-C stops a train run, keeping its
+        last.pt) and no new cell."""
+        with self._lock:
+            self._stopping = True
+            for child in self._running:
+                with contextlib.suppress(OSError):
+                    child.send_signal(signal.SIGINT)
+
+
+def _run_in_subprocess(
+    plan: _Plan, analysis: Mapping[str, Any], device_index: int, children: _Children
+) -> None:
     log = plan.folder / "sweep.log"
     spec = json.dumps(
         {"train": plan.options.options(), "folder": str(plan.folder), "analysis": dict(analysis)},
@@ -266,14 +344,23 @@ def _run_in_subprocess(plan: _Plan, analysis: Mapping[str, Any], device_index: i
     env = dict(os.environ)
     env["CUDA_VISIBLE_DEVICES"] = str(device_index)  # one device per concurrent cell
     with open(log, "a", encoding="utf-8") as stream:
-        code = subprocess.run(
+        child = children.start(
             [sys.executable, "-m", "cl_diag.orchestration.sweep"],
-            input=spec,
+            stdin=subprocess.PIPE,
             text=True,
             env=env,
             stdout=stream,
             stderr=stream,
-        ).returncode
+        )
+        if child is None:  # the sweep is being interrupted
+            raise KeyboardInterrupt
+        try:
+            child.communicate(spec)
+        finally:
+            children.finished(child)
+        code = child.returncode
+    if code in (130, -signal.SIGINT):  # the cell was interrupted
+        raise KeyboardInterrupt
     if code != 0:
         tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-3:]
         raise UserError(
@@ -296,6 +383,7 @@ def _cell_main() -> int:
         print(f"error: {err}", file=sys.stderr, flush=True)
         return UserError.exit_code
     except KeyboardInterrupt:
+        print("interrupted: the sweep resumes this cell when run again", file=sys.stderr)
         return 130
     return 0
 
@@ -331,16 +419,18 @@ def sweep(
     plans = [_plan(config, recipe, cell, out / cell.name, kinds) for cell in cells]
 
     out.mkdir(parents=True, exist_ok=True)
-    todo = [plan for plan in plans if not (plan.folder / "analysis" / "result.json").is_file()]
+    todo = [plan for plan in plans if not plan.complete()]
     skipped = [plan.cell.name for plan in plans if plan not in todo]
     done = len(skipped)
     if on_progress is not None:
         on_progress("", done, len(cells))
 
+    children = _Children()
+
     def run_cell(plan: _Plan, slot: int) -> None:
         plan.folder.mkdir(parents=True, exist_ok=True)
         if config.parallel > 1:
-            _run_in_subprocess(plan, config.analysis, slot)
+            _run_in_subprocess(plan, config.analysis, slot, children)
             return
         display = train_progress(plan.cell.name) if train_progress is not None else None
         train(plan.options, progress=display)
@@ -353,7 +443,8 @@ def sweep(
             if on_progress is not None:
                 on_progress(plan.cell.name, done, len(cells))
     else:
-        with ThreadPoolExecutor(max_workers=config.parallel) as pool:
+        pool = ThreadPoolExecutor(max_workers=config.parallel)
+        try:
             futures = [
                 pool.submit(run_cell, plan, i % config.parallel) for i, plan in enumerate(todo)
             ]
@@ -362,6 +453,12 @@ def sweep(
                 done += 1
                 if on_progress is not None:
                     on_progress(plan.cell.name, done, len(cells))
+        except KeyboardInterrupt:
+            children.interrupt()  # a signal to this process alone still stops every cell
+            raise
+        finally:
+            # after a failure no further cell starts; the running ones end (or stop) first
+            pool.shutdown(wait=True, cancel_futures=True)
 
     inputs = [plan.folder / "analysis" for plan in plans]
     comparison = compare(CompareConfig(inputs=inputs, out=out / "comparison"))

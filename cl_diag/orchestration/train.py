@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import tempfile
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, fields, replace
@@ -31,12 +32,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cl_diag.errors import UserError
+from cl_diag.io.atomic import storage_error
+from cl_diag.io.leftovers import log, remove_leftovers, temp_files
 
 if TYPE_CHECKING:  # the loop is imported lazily: resolving a config needs no torch model code
     from cl_diag.training.loop import FitProgress
 
 __all__ = [
     "LOSS_HPARAM_FIELDS",
+    "MAX_WORKERS",
     "OPTIMIZERS",
     "RESUME_FREE_FIELDS",
     "TRAINING_LOSSES",
@@ -54,6 +58,8 @@ LR_SCALINGS = ("auto", "linear", "none")
 SCHEDULES = ("cosine", "constant")
 DEVICES = ("auto", "cpu", "cuda")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+#: most DataLoader worker processes (of train and analyze)
+MAX_WORKERS = 64
 #: TrainConfig fields that carry loss-library hyper-parameters (None: the loss's default).
 LOSS_HPARAM_FIELDS = (
     "temperature",
@@ -186,12 +192,40 @@ class TrainConfig:
         to their defaults (they describe the machine and the session, not the run)."""
         from cl_diag.training.checkpoint import load_checkpoint
 
-        saved = load_checkpoint(path)["config"]
+        saved = load_checkpoint(path, for_resume=True)["config"]
         known = set(TrainConfig.option_names())
         base = {k: v for k, v in saved.items() if k in known}
+        _check_saved_types(base, path)
         base.update(out=None, resume=str(path), workers=None, quiet=False, overwrite=False)
         base.update(overrides)
         return TrainConfig(**base)
+
+
+def _check_saved_types(saved: Mapping[str, Any], path: str | os.PathLike) -> None:
+    """UserError naming the first option of a checkpoint's ``config`` whose value is not of
+    the option's type (a damaged or crafted file), before any of them is compared or used."""
+    from cl_diag.recipes import option_types
+
+    kinds = option_types(TrainConfig)
+    for key, value in saved.items():
+        kind = kinds[key]
+        if value is None:
+            ok = TrainConfig.defaults()[key] is None
+        elif kind is bool:
+            ok = isinstance(value, bool)
+        elif kind is int:
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        elif kind is float:
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+            ok = ok and math.isfinite(value)
+        else:
+            ok = isinstance(value, kind)
+        if not ok:
+            raise UserError(
+                f"{path} is a damaged cl-diag checkpoint: 'config.{key}' is {value!r}, not a "
+                f"value of {_opt(key)}. Give the last.pt that cl-diag train wrote (an intact "
+                "copy), or train the run again."
+            )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -302,7 +336,15 @@ def _opt(name: str) -> str:
 def _check_options(c: TrainConfig) -> TrainConfig:
     """Check names and ranges and fill the defaults that need no data; raise UserError."""
     from cl_diag.losses import LOSSES, MULTI_VIEW_LOSSES, QUEUE_LOSSES, LossOptionError
-    from cl_diag.models import ARCHS, default_arch, default_projector_hidden, get_arch
+    from cl_diag.measurement.pairs import MAX_SEED
+    from cl_diag.models import (
+        ARCHS,
+        default_arch,
+        default_projector_hidden,
+        get_arch,
+        size_problem,
+        toy_size_problem,
+    )
     from cl_diag.training.data import DATASETS
     from cl_diag.training.queue import KEY_ENCODERS
 
@@ -413,7 +455,8 @@ def _check_options(c: TrainConfig) -> TrainConfig:
         )
     _require(c.epochs >= 1, f"--epochs {c.epochs} must be at least 1.")
     _require(
-        c.seed >= 0, f"--seed {c.seed} must be 0 or more (numpy and torch seeds are non-negative)."
+        0 <= c.seed <= MAX_SEED,
+        f"--seed {c.seed} must be 0 or more and below 2^63 (what numpy and torch generators take).",
     )
     _require(
         c.steps is None or c.steps >= 1,
@@ -432,16 +475,16 @@ def _check_options(c: TrainConfig) -> TrainConfig:
     )
     _require(c.save_every >= 0, f"--save-every {c.save_every} must be >= 0 (0: only last.pt).")
     _require(c.log_every >= 0, f"--log-every {c.log_every} must be >= 0 (0: once per epoch).")
-    _require(c.workers is None or c.workers >= 0, f"--workers {c.workers} must be >= 0.")
-    _require(c.projector_dim >= 1, f"--projector-dim {c.projector_dim} must be >= 1.")
     _require(
-        c.projector_hidden is None or c.projector_hidden >= 1,
-        f"--projector-hidden {c.projector_hidden} must be >= 1.",
+        c.workers is None or 0 <= c.workers <= MAX_WORKERS,
+        f"--workers {c.workers} must be in [0, {MAX_WORKERS}].",
     )
-    _require(
-        c.image_size is None or c.image_size >= 1, f"--image-size {c.image_size} must be >= 1."
-    )
-    _require(c.dim >= 1, f"--dim {c.dim} must be >= 1.")
+    for name in ("projector_dim", "projector_hidden", "image_size", "dim"):
+        problem = size_problem(name, getattr(c, name))
+        _require(problem is None, f"{_opt(name)} {problem}.")
+    if c.dataset == "toy":
+        problem = toy_size_problem(c.num_samples, c.dim)
+        _require(problem is None, f"--num-samples and --dim: {problem}; use fewer or smaller.")
     if c.num_classes is not None:
         _require(
             c.dataset == "toy",
@@ -466,6 +509,8 @@ def _check_options(c: TrainConfig) -> TrainConfig:
             f"--num-samples {c.num_samples} must be at least 2 (a single instance has no "
             "negatives).",
         )
+        problem = size_problem("num_samples", c.num_samples)
+        _require(problem is None, f"--num-samples {problem}.")
     if c.dataset == "toy":
         _require(
             c.precision in ("auto", "fp32"),
@@ -645,8 +690,11 @@ def check_resume(c: ResolvedTrainConfig) -> dict[str, Any] | None:
 
     if not c.resume:
         return None
-    checkpoint = load_checkpoint(c.resume)
+    checkpoint = load_checkpoint(c.resume, for_resume=True)
     saved = checkpoint["config"]
+    _check_saved_types(
+        {k: v for k, v in saved.items() if k in TrainConfig.option_names()}, c.resume
+    )
     diffs = []
     recorded = c.record()  # compared as the checkpoint records them
     for f in fields(TrainConfig):
@@ -664,7 +712,14 @@ def check_resume(c: ResolvedTrainConfig) -> dict[str, Any] | None:
     return checkpoint
 
 
-def _prepare_out(out: Path, *, resume_dir: Path | None, overwrite: bool) -> None:
+#: the files a run writes in its folder (besides the atomic writer's temporary files)
+_EPOCH_FILE = re.compile(r"^epoch_\d{4,}\.pt$")
+_RUN_TEMP_FILES = temp_files(r"last\.pt|metrics\.csv|epoch_\d{4,}\.pt")
+
+
+def _prepare_out(out: Path, *, resume_dir: Path | None, overwrite: bool) -> list[Path]:
+    """Check that ``out`` may take this run and create it; return the folders created (deepest
+    first), so that a run that fails before writing anything can remove them again."""
     last = out / "last.pt"
     if (
         last.exists()
@@ -675,15 +730,58 @@ def _prepare_out(out: Path, *, resume_dir: Path | None, overwrite: bool) -> None
             f"{out} already holds a run ({last}); continue it with --resume {last}, choose another "
             f"--out, or pass --overwrite to replace it."
         )
+    created = []
+    missing = out
+    while not missing.exists() and missing != missing.parent:
+        created.append(missing)
+        missing = missing.parent
     try:
         out.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=out):
             pass
     except OSError as exc:
+        full = storage_error(exc, out)
+        if full is not None:
+            raise full from None
         raise UserError(
             f"cannot write to --out {out} ({exc.strerror or exc}); choose a folder you can write "
             "to."
         ) from None
+    return created
+
+
+def _clean_run_folder(out: Path, *, replacing: bool) -> None:
+    """Remove what earlier runs in ``out`` left that this run would otherwise sit beside: the
+    temporary files of a writer that was killed, and under ``--overwrite`` the replaced run's
+    ``epoch_NNNN.pt`` snapshots (its last.pt and metrics.csv are replaced at the first epoch
+    end). Every removal is announced (see cl_diag.io.leftovers)."""
+    remove_leftovers(out, _RUN_TEMP_FILES, what="temporary file")
+    if not replacing or not (out / "last.pt").exists():
+        return
+    removed = []
+    for path in sorted(out.iterdir()):
+        if _EPOCH_FILE.match(path.name) and path.is_file() and not path.is_symlink():
+            try:
+                path.unlink()
+            except OSError:
+                continue
+            removed.append(path.name)
+    if removed:
+        shown = removed[0] if len(removed) == 1 else f"{removed[0]} ... {removed[-1]}"
+        log.warning(
+            "removed %d epoch checkpoint(s) of the run --overwrite replaces from %s: %s",
+            len(removed),
+            out,
+            shown,
+        )
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    for folder in folders:  # deepest first; a folder that holds anything stays
+        try:
+            folder.rmdir()
+        except OSError:
+            return
 
 
 # --------------------------------------------------------------------------- train
@@ -716,19 +814,23 @@ def train(options: TrainConfig, *, progress: FitProgress | None = None) -> Train
         raise RuntimeError(f"{c.dataset}: {data.n_train} instances loaded, {c.n_train} counted")
 
     env = distributed_env(c.device_type)
+    assert c.out is not None  # resolve_config resolved --out
+    out = Path(c.out)
+    created: list[Path] = []
     try:
-        assert c.out is not None  # resolve_config resolved --out
-        out = Path(c.out)
         if env.is_main:
-            _prepare_out(
+            created = _prepare_out(
                 out,
                 resume_dir=Path(c.resume).expanduser().parent if c.resume else None,
                 overwrite=c.overwrite,
             )
+            _clean_run_folder(out, replacing=c.overwrite and not c.resume)
         model = build_model(c, seed=c.seed)
         shown = progress if env.is_main else None
         result = fit(c, model, data, out, env=env, resume=checkpoint, progress=shown)
     finally:
+        # a run stopped before its first epoch end leaves no empty folder behind
+        _remove_empty(created)
         close_distributed(env)
     return TrainResult(
         out_dir=out if env.is_main else None,

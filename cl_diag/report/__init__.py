@@ -6,9 +6,9 @@ and SVG figures.
   report.md, report.html, comparison.csv (comparison_by_seed.csv when runs differ
   only in their seed) and figures.
 
-Each also writes ``.cl-diag-owned``, the list of the files it wrote, so that a
-report re-rendered into the same folder removes its own stale figures
-(``cl_diag.io.output.staged_output``).
+The commands render into a staging folder (``cl_diag.io.output.staged_output``), which
+records the hash of every file it moves into ``--out``, so that a report re-rendered into the
+same folder removes its own stale figures and nothing else.
 
 Nothing is measured here: every number comes from the typed results (schema in
 docs/result-schema.md; a result's JSON dict is accepted too and checked the same
@@ -31,7 +31,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from cl_diag.io.atomic import atomic_write_text
-from cl_diag.io.output import OWNED_FILES, owned_files_text
 from cl_diag.report.analysis import build_analysis
 from cl_diag.report.comparison import (
     Comparison,
@@ -77,13 +76,6 @@ def _write_document(doc: Document, out_dir: Path) -> list[Path]:
     return written
 
 
-def _write_owned(out_dir: Path, written: list[Path]) -> list[Path]:
-    """List the report's files (cl_diag.io.output.OWNED_FILES): re-rendered into the same
-    folder by ``staged_output``, the previous report's files it no longer writes are removed."""
-    listing = _write_text(Path(out_dir) / OWNED_FILES, owned_files_text([p.name for p in written]))
-    return [*written, listing]
-
-
 def render_analysis(result: Result | dict, out_dir: Path) -> list[Path]:
     """Write report.md, report.html and the SVG figures of one result into ``out_dir``.
 
@@ -92,7 +84,7 @@ def render_analysis(result: Result | dict, out_dir: Path) -> list[Path]:
     """
     if not isinstance(result, Result):
         result = Result.from_dict(result)
-    return _write_owned(out_dir, _write_document(build_analysis(result), out_dir))
+    return _write_document(build_analysis(result), out_dir)
 
 
 def render_comparison(
@@ -120,4 +112,4 @@ def render_comparison(
         seed_path = Path(out_dir) / "comparison_by_seed.csv"
         _write_text(seed_path, by_seed.to_csv(index=False, lineterminator="\n"))
         written.insert(3, seed_path)
-    return _write_owned(out_dir, written)
+    return written

@@ -788,6 +788,8 @@ def probe_blocks(result: Result) -> list:
             ),
         ),
     ]
+    for probe, reason in (probes.skipped or {}).items():
+        blocks.append(Note(f"The {probe} probe was not run: {reason}."))
     settings_rows = []
     for probe, block in (
         ("linear", probes.linear),

@@ -5,9 +5,32 @@ Figures are referenced by file name (the SVG files sit beside report.md).
 
 from __future__ import annotations
 
+import re
 from urllib.parse import quote
 
 from cl_diag.report.document import Cell, Document, Figure, Heading, Link, Note, Paragraph, Table
+
+#: Where Markdown (CommonMark / GFM) would read raw HTML or an autolink: a '<' that starts a
+#: tag, a closing tag, a comment, declaration or processing instruction, or an autolink.
+_HTML_START = re.compile(
+    r"<(?="
+    r"[A-Za-z][A-Za-z0-9-]*(?:[\s/>]|$)"  # <tag ...>, <tag/>, <tag>
+    r"|/[A-Za-z]"  # </tag>
+    r"|[!?]"  # <!-- -->, <!DOCTYPE>, <![CDATA[, <?...?>
+    r"|[A-Za-z][A-Za-z0-9+.-]{1,31}:"  # <scheme:...> autolink
+    r"|[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@"  # <user@host> autolink
+    r")"
+)
+#: an entity or character reference, which Markdown would turn into the character it names
+_ENTITY = re.compile(r"&(?=#?[A-Za-z0-9]+;)")
+
+
+def _text(text: str) -> str:
+    """Plain text (a file name, a run label) as Markdown that shows it literally: a '<' or '&'
+    that would start raw HTML, an autolink or an entity is written as its entity, so a file
+    named ``<img src=x onerror=...>.npz`` is printed, never rendered. Text without such a '<'
+    or '&' (e.g. "E_{i<j}") is unchanged."""
+    return _HTML_START.sub("&lt;", _ENTITY.sub("&amp;", text))
 
 
 def _cell(text: Cell) -> str:
@@ -15,7 +38,7 @@ def _cell(text: Cell) -> str:
         # the target percent-encoded: a space or ')' would end the link
         return f"[{_cell(text.text)}]({quote(text.href, safe='/.=_-~:#')})"
     # a literal '|' would end the cell; newlines would end the row
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    return _text(text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " "))
 
 
 def _table(table: Table) -> list[str]:
@@ -34,15 +57,16 @@ def render_markdown(doc: Document) -> str:
     parts: list[list[str]] = []
     for block in doc.blocks:
         if isinstance(block, Heading):
-            parts.append(["#" * block.level + " " + block.text])
+            parts.append(["#" * block.level + " " + _text(block.text)])
         elif isinstance(block, Paragraph):
-            parts.append([block.text])
+            parts.append([_text(block.text)])
         elif isinstance(block, Note):
-            parts.append([f"> **Note.** {block.text}"])
+            parts.append([f"> **Note.** {_text(block.text)}"])
         elif isinstance(block, Table):
             parts.append(_table(block))
         elif isinstance(block, Figure):
-            parts.append([f"![{_cell(block.alt)}]({block.filename})", "", f"*{block.caption}*"])
+            caption = _text(block.caption)
+            parts.append([f"![{_cell(block.alt)}]({block.filename})", "", f"*{caption}*"])
         else:  # pragma: no cover - the Block union is closed
             raise TypeError(f"unknown report block {type(block).__name__}")
     return "\n\n".join("\n".join(p) for p in parts) + "\n"

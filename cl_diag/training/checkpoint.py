@@ -42,13 +42,22 @@ from cl_diag.io.checkpoints import safe_torch_load
 
 # The format's reading side (marker, version, check) is models.checkpoints'; FORMAT and
 # FORMAT_VERSION are re-exported here because the tests import them from this module.
-from cl_diag.models.checkpoints import FORMAT, FORMAT_VERSION, check_checkpoint
+from cl_diag.models.checkpoints import (
+    FORMAT,
+    FORMAT_VERSION,
+    Damaged,
+    check_checkpoint,
+    damaged,
+    mapping_key,
+    whole_key,
+)
 
 __all__ = [
     "FORMAT",
     "FORMAT_VERSION",
     "capture_rng_state",
     "check_plain_types",
+    "check_training_state",
     "library_versions",
     "load_checkpoint",
     "restore_rng_state",
@@ -89,18 +98,76 @@ def save_checkpoint(path: str | os.PathLike, checkpoint: dict[str, Any]) -> None
 _GIVE_LAST_PT = "Give the path of a cl-diag checkpoint (the last.pt that cl-diag train wrote)."
 
 
-def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
+def load_checkpoint(
+    path: str | os.PathLike, map_location: Any = "cpu", *, for_resume: bool = False
+) -> dict[str, Any]:
     """Read a cl-diag checkpoint with ``torch.load(weights_only=True)``.
 
     Raises :class:`UserError` when the file is missing, unreadable, not a torch file,
-    damaged, carries pickled code, is not a cl-diag checkpoint, or is from a newer format
-    version (see :func:`cl_diag.io.checkpoints.safe_torch_load` and :func:`check_checkpoint`).
+    damaged, carries pickled code, is not a cl-diag checkpoint, is from a newer format
+    version, or holds a value of the wrong type or size (see
+    :func:`cl_diag.io.checkpoints.safe_torch_load` and :func:`check_checkpoint`).
+    ``for_resume``: also check the training state a resumed run restores
+    (:func:`check_training_state`).
     """
     p = Path(path).expanduser()
     obj = safe_torch_load(
         p, what="cl-diag checkpoint", fix=_GIVE_LAST_PT, map_location=map_location
     )
-    return check_checkpoint(obj, p)
+    checkpoint = check_checkpoint(obj, p)
+    if for_resume:
+        check_training_state(checkpoint, p)
+    return checkpoint
+
+
+def check_training_state(ck: dict[str, Any], path: str | os.PathLike) -> None:
+    """UserError unless ``ck`` holds the training state a resumed run restores, as cl-diag
+    writes it: ``optimizer`` (its ``state`` and one parameter group), ``scaler`` (None or a
+    dict), ``rng`` (the torch, numpy and python generator states) and ``metrics`` (one dict of
+    numbers per row)."""
+    try:
+        optimizer = mapping_key(ck.get("optimizer"), "optimizer")
+        mapping_key(optimizer.get("state"), "optimizer.state")
+        groups = optimizer.get("param_groups")
+        if not isinstance(groups, list) or len(groups) != 1 or not isinstance(groups[0], dict):
+            raise Damaged(
+                "optimizer.param_groups", "must hold the one parameter group cl-diag writes"
+            )
+        if not isinstance(groups[0].get("params"), list):
+            raise Damaged("optimizer.param_groups", "lacks its list of parameters")
+        if ck.get("scaler") is not None:
+            mapping_key(ck["scaler"], "scaler")
+        rng = mapping_key(ck.get("rng"), "rng")
+        if not isinstance(rng.get("torch"), torch.Tensor) or rng["torch"].dtype != torch.uint8:
+            raise Damaged("rng.torch", "must be the byte tensor of torch's generator state")
+        numpy_state = mapping_key(rng.get("numpy"), "rng.numpy")
+        if not isinstance(numpy_state.get("kind"), str) or not isinstance(
+            numpy_state.get("keys"), torch.Tensor
+        ):
+            raise Damaged("rng.numpy", "must hold numpy's generator kind and keys")
+        for key in ("pos", "has_gauss"):
+            whole_key(numpy_state.get(key), f"rng.numpy.{key}")
+        if not isinstance(numpy_state.get("cached_gaussian"), (int, float)):
+            raise Damaged("rng.numpy.cached_gaussian", "must be a number")
+        python_state = mapping_key(rng.get("python"), "rng.python")
+        whole_key(python_state.get("version"), "rng.python.version")
+        state = python_state.get("state")
+        if not isinstance(state, list) or not all(
+            isinstance(x, int) and not isinstance(x, bool) for x in state
+        ):
+            raise Damaged("rng.python.state", "must be a list of whole numbers")
+        loader = rng.get("loader")
+        if loader is not None and not isinstance(loader, torch.Tensor):
+            raise Damaged("rng.loader", "must be a generator state tensor")
+        metrics = ck.get("metrics", [])
+        if not isinstance(metrics, list):
+            raise Damaged("metrics", f"must be a list of rows, not {type(metrics).__name__}")
+        for i, row in enumerate(metrics):
+            for name, value in mapping_key(row, f"metrics[{i}]").items():
+                if isinstance(value, bool) or not isinstance(value, (int, float)):
+                    raise Damaged(f"metrics[{i}].{name}", f"must be a number, not {value!r}")
+    except Damaged as error:
+        raise damaged(Path(path), error) from None
 
 
 # --------------------------------------------------------------------------- RNG states

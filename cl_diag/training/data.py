@@ -21,6 +21,7 @@ exactly the same views.
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable, Sized
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +38,7 @@ __all__ = [
     "DIGITS_SPLIT_SEED",
     "DIGITS_TEST_FRACTION",
     "IMAGE_DATASETS",
+    "BadImageError",
     "ToyViews",
     "TrainingData",
     "Transformed",
@@ -46,6 +48,7 @@ __all__ = [
     "digits_arrays",
     "digits_split",
     "load_dataset",
+    "load_image",
     "sample_seed",
     "toy_labels",
     "train_size",
@@ -167,11 +170,56 @@ def _imagefolder(root: str | None, option: str) -> Dataset:
             f"(root/cat/001.jpg, root/dog/002.png, ...)."
         )
     try:
-        return torchvision.datasets.ImageFolder(str(path))
+        return torchvision.datasets.ImageFolder(str(path), loader=load_image)
     except (FileNotFoundError, RuntimeError, OSError) as exc:
         raise UserError(
             f"{option} {path} is not in ImageFolder layout ({exc}); expected one sub-folder per "
             f"class holding image files (root/cat/001.jpg, root/dog/002.png, ...)."
+        ) from None
+
+
+class BadImageError(UserError):
+    """An image file of an ImageFolder that cannot be decoded (corrupt, truncated, or a
+    decompression bomb).
+
+    Raised where the image is read, possibly in a DataLoader worker process; torch re-raises
+    it in the main process with the worker's traceback as the message, from which the original
+    message is recovered, so the user sees one line naming the file."""
+
+    def __init__(self, message: str) -> None:
+        marker = f"{BadImageError.__module__}.BadImageError: "
+        if "Original Traceback" in message and marker in message:
+            message = message.rsplit(marker, 1)[1].strip()
+        super().__init__(message)
+
+
+def load_image(path: str) -> Any:
+    """An ImageFolder image as an RGB PIL image; :class:`BadImageError` naming the file when it
+    cannot be decoded.
+
+    A bad image stops the command rather than being skipped: skipping would change the
+    training set (its size, which index is which instance) between runs and across a resume.
+    Images above PIL's decompression-bomb limit (about 89 megapixels) count as bad: a small
+    file that decodes to gigabytes would otherwise exhaust memory.
+    """
+    from PIL import Image
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with open(path, "rb") as handle:
+                image = Image.open(handle)
+                return image.convert("RGB")
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError, Warning) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if isinstance(exc, (Image.DecompressionBombError, Image.DecompressionBombWarning)):
+            reason = f"too large to decode safely: {reason}"
+        elif isinstance(exc, Image.UnidentifiedImageError):
+            reason = "not an image file PIL can decode"
+        raise BadImageError(
+            f"Cannot read the image {path} ({reason}). Remove or replace that file and run "
+            "again: cl-diag stops at a bad image rather than skip it, so that the training set "
+            "stays the same across runs and resumes."
         ) from None
 
 

@@ -43,6 +43,7 @@ import random
 import time
 from collections import deque
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, cast
@@ -393,6 +394,21 @@ class _Parts:
     key_encoder: MomentumEncoder | None = None
 
 
+@contextmanager
+def _restoring(what: str, config: Any) -> Iterator[None]:
+    """A resumed checkpoint whose ``what`` passed the schema check but does not fit this run
+    (a crafted or damaged file): a UserError naming the part, not torch's traceback."""
+    try:
+        yield
+    except (ValueError, KeyError, TypeError, IndexError, RuntimeError) as exc:
+        text = str(exc).strip().splitlines()
+        raise UserError(
+            f"--resume {config.resume}: its {what} does not fit the run it describes "
+            f"({text[0] if text else type(exc).__name__}); the checkpoint is damaged. Give an "
+            "intact last.pt, or train the run again."
+        ) from None
+
+
 def _build(
     config: Any,
     model: ContrastiveModel,
@@ -409,8 +425,9 @@ def _build(
     if channels_last:
         model.to(memory_format=torch.channels_last)
     if resume is not None:  # before DDP/compile wrap the module; every rank loads the same file
-        model.backbone.load_state_dict(resume["backbone"])
-        model.projector.load_state_dict(resume["projector"])
+        with _restoring("weights", config):
+            model.backbone.load_state_dict(resume["backbone"])
+            model.projector.load_state_dict(resume["projector"])
     if config.sync_bn and env.distributed:
         model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
     queue, key_encoder = None, None
@@ -471,10 +488,13 @@ def _build(
     # weights come from build_model's seed); the checkpoint still records and restores
     # them so that an extension that does draw stays reproducible across a resume.
     if resume is not None:
-        optimizer.load_state_dict(resume["optimizer"])
-        if resume.get("scaler"):
-            scaler.load_state_dict(resume["scaler"])
-        restore_rng_state(resume["rng"], loader_gen)
+        with _restoring("optimizer state", config):
+            optimizer.load_state_dict(resume["optimizer"])
+        with _restoring("AMP scaler state", config):
+            if resume.get("scaler"):
+                scaler.load_state_dict(resume["scaler"])
+        with _restoring("random generator states", config):
+            restore_rng_state(resume["rng"], loader_gen)
     return _Parts(
         model,
         net,

@@ -1,0 +1,94 @@
+"""What a killed cl-diag left behind, found by name and removed by the next run in that folder.
+
+Two kinds of temporary things carry the id of the process that made them, so that a later run
+can tell a leftover (its process is gone) from the work of a run still going on beside it:
+
+* the atomic writer's temporary files, ``.<name>.<pid>-<random>.tmp`` beside their target
+  (:mod:`cl_diag.io.atomic`);
+* the staging folders of a command's outputs, ``.<out>.staging-<pid>-<random>`` beside
+  ``--out`` (:mod:`cl_diag.io.output`).
+
+A SIGKILL, a power loss or an out-of-memory kill gives the process no chance to remove them;
+:func:`remove_leftovers` does it later, and every removal is announced through the ``cl_diag``
+logger (the CLI prints it as a note), so nothing disappears silently. Names written before
+the process id was part of them (no ``<pid>-``) count as leftovers too: they are the tool's
+own and no live run of this version uses them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+from pathlib import Path
+
+__all__ = ["log", "pid_alive", "remove_leftovers", "staging_folders", "tagged", "temp_files"]
+
+#: The package's logger: library code announces what it cleaned up; the CLI shows it.
+log = logging.getLogger("cl_diag")
+
+#: the random part tempfile.mkstemp / mkdtemp add to a name
+_RANDOM = r"[a-z0-9_]{8}"
+
+
+def tagged(prefix: str) -> str:
+    """``prefix`` followed by this process's id: the start of a temporary name it makes."""
+    return f"{prefix}{os.getpid()}-"
+
+
+def temp_files(names: str) -> re.Pattern[str]:
+    """The atomic writer's temporary files for targets whose names match the regular
+    expression ``names`` (e.g. ``r"last\\.pt|metrics\\.csv"``)."""
+    return re.compile(rf"^\.(?:{names})\.(?:(?P<pid>\d+)-)?{_RANDOM}\.tmp$")
+
+
+def staging_folders(out_name: str) -> re.Pattern[str]:
+    """The staging folders of an output folder named ``out_name``."""
+    return re.compile(rf"^\.{re.escape(out_name)}\.staging-(?:(?P<pid>\d+)-)?{_RANDOM}$")
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with id ``pid`` exists on this machine (ours or another user's)."""
+    if pid <= 0:
+        return False
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by someone else (or cannot tell): keep its files
+        return True
+    return True
+
+
+def remove_leftovers(folder: Path, pattern: re.Pattern[str], *, what: str) -> list[Path]:
+    """Remove the entries of ``folder`` whose whole name matches ``pattern`` and whose process
+    (the ``pid`` group; none for an untagged name) is gone; return them. Folders are removed
+    with their contents; links are unlinked, never followed. Nothing that cannot be removed
+    stops the caller. Each removal is announced on the ``cl_diag`` logger."""
+    folder = Path(folder)
+    removed: list[Path] = []
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except OSError:
+        return removed
+    for entry in entries:
+        match = pattern.match(entry.name)
+        if match is None:
+            continue
+        pid = match.groupdict().get("pid")
+        if pid is not None and pid_alive(int(pid)):
+            continue
+        path = Path(entry.path)
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+        except OSError:
+            continue
+        removed.append(path)
+        log.warning("removed %s, a %s left by an interrupted cl-diag run", path, what)
+    return removed

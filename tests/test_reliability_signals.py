@@ -1,0 +1,343 @@
+"""Interrupts (issue 11, case 1 and "Done when"): SIGINT and SIGKILL at random points of train,
+analyze and sweep, then the rerun the tool asks for; the final result equals an uninterrupted
+run's, and nothing the interrupted run left (temporary files, staging folders) survives it.
+
+A kill point is the k-th call of a function in the child process: an optimizer step (mid-epoch)
+or ``os.replace`` (the atomic writer's rename and the output moves: between writes, during the
+final moves). The child announces that it reached it by creating a marker file, then waits
+there; the test polls for the marker and sends the signal. So the point is exact and repeatable
+(no guessed sleeps), and k is drawn by a seeded generator from the calls an uninterrupted run
+makes, so that every phase of a run can be hit and CI draws the same points every time.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from cl_diag.training.checkpoint import load_checkpoint
+
+ROOT = Path(__file__).resolve().parents[1]
+TOY = ROOT / "trainers" / "rebuttal-toy.toml"
+TIMING = {"seconds", "images_per_s"}
+
+
+def draw(*case: object) -> random.Random:
+    """The generator a test case draws its kill point from: seeded by the case, so CI draws
+    the same points every time, whichever tests run."""
+    return random.Random(":".join(map(str, ("issue11", *case))))
+
+
+_CHILD = """
+import os, sys, time
+hook, k, marker = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+calls = 0
+
+def pause():
+    global calls
+    calls += 1
+    if calls == k:
+        open(marker, "w").close()
+        time.sleep(300)  # the test's signal arrives here
+
+if hook == "replace":
+    real_replace = os.replace
+
+    def replace(*args, **kwargs):
+        pause()
+        return real_replace(*args, **kwargs)
+
+    os.replace = replace
+else:
+    import torch
+
+    real_step = torch.optim.SGD.step
+
+    def step(self, *args, **kwargs):
+        pause()
+        return real_step(self, *args, **kwargs)
+
+    torch.optim.SGD.step = step
+
+from cl_diag.cli import main
+
+main(sys.argv[4:])
+"""
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes()
+        for p in sorted(Path(folder).rglob("*"))
+        if p.is_file()
+    }
+
+
+def same_but_paths(a: Path, b: Path, here: Path, there: Path) -> bool:
+    """Folder ``a`` holds the bytes of folder ``b`` once the paths under ``here`` it names are
+    written as under ``there`` (the listing of owned files hashes the path-bearing files)."""
+    ours = {k: v.replace(bytes(here), bytes(there)) for k, v in snapshot(a).items()}
+    theirs = snapshot(b)
+    assert ours.keys() == theirs.keys()
+    return {k: v for k, v in ours.items() if k != ".cl-diag-owned"} == {
+        k: v for k, v in theirs.items() if k != ".cl-diag-owned"
+    }
+
+
+def interrupt(tmp_path: Path, sig: int, hook: str, k: int, *args) -> subprocess.CompletedProcess:
+    """Run ``cl-diag ARGS`` in a child, stop it with ``sig`` at the k-th call of ``hook``."""
+    marker = tmp_path / f"reached-{hook}-{k}"
+    child = subprocess.Popen(
+        [sys.executable, "-c", _CHILD, hook, str(k), str(marker), *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"},
+        cwd=tmp_path,
+    )
+    deadline = time.monotonic() + 240
+    while not marker.exists() and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    reached = marker.exists()
+    if child.poll() is None:
+        child.send_signal(sig if reached else signal.SIGKILL)
+    out, err = child.communicate(timeout=120)
+    assert reached, f"the child never reached call {k} of {hook}: {err[-2000:]}"
+    return subprocess.CompletedProcess(child.args, child.returncode, out, err)
+
+
+def assert_interrupted(done: subprocess.CompletedProcess, sig: int) -> None:
+    if sig == signal.SIGKILL:
+        assert done.returncode == -signal.SIGKILL
+        return
+    assert done.returncode == 130, (done.returncode, done.stderr[-3000:])
+    assert "Traceback" not in done.stderr
+    assert "interrupted: " in done.stderr, done.stderr[-3000:]
+
+
+def count_calls(monkeypatch, hook: str, run) -> int:
+    """How often an uninterrupted ``run()`` in this process calls ``hook``."""
+    calls = 0
+    if hook == "replace":
+        real = os.replace
+
+        def replace(*args, **kwargs):
+            nonlocal calls
+            calls += 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(os, "replace", replace)
+    else:
+        real_step = torch.optim.SGD.step
+
+        def step(self, *args, **kwargs):
+            nonlocal calls
+            calls += 1
+            return real_step(self, *args, **kwargs)
+
+        monkeypatch.setattr(torch.optim.SGD, "step", step)
+    run()
+    monkeypatch.undo()
+    return calls
+
+
+def leftovers(folder: Path) -> list[str]:
+    """Temporary files and staging folders anywhere under ``folder``."""
+    return [
+        p.relative_to(folder).as_posix()
+        for p in Path(folder).rglob(".*")
+        if p.name.endswith(".tmp") or ".staging-" in p.name
+    ]
+
+
+def metric_rows(path: Path) -> list[dict[str, str]]:
+    with open(path, encoding="utf-8") as stream:
+        return [{k: v for k, v in row.items() if k not in TIMING} for row in csv.DictReader(stream)]
+
+
+def assert_same_run(a: Path, b: Path) -> None:
+    """Two run folders hold the same trained state and the same metrics (timing aside)."""
+    ca, cb = load_checkpoint(a / "last.pt"), load_checkpoint(b / "last.pt")
+    assert ca["complete"] and cb["complete"]
+    assert (ca["epoch"], ca["step"]) == (cb["epoch"], cb["step"])
+    for part in ("backbone", "projector"):
+        assert ca[part].keys() == cb[part].keys()
+        for key in ca[part]:
+            assert torch.equal(ca[part][key], cb[part][key]), f"{part}.{key} differs"
+    for key in ("z1", "z2"):
+        assert torch.equal(ca["embeddings"][key], cb["embeddings"][key])
+    assert ca["optimizer"]["state"].keys() == cb["optimizer"]["state"].keys()
+    for key, state in ca["optimizer"]["state"].items():
+        for name, value in state.items():
+            other = cb["optimizer"]["state"][key][name]
+            assert torch.equal(value, other) if torch.is_tensor(value) else value == other
+    assert metric_rows(a / "metrics.csv") == metric_rows(b / "metrics.csv")
+    history = [{k: v for k, v in row.items() if k not in TIMING} for row in cb["metrics"]]
+    assert len(history) == len(metric_rows(b / "metrics.csv")) == cb["epoch"]
+
+
+# --------------------------------------------------------------------------- train
+
+
+# SIGINT mid-epoch (an optimizer step), SIGKILL at a rename (last.pt, metrics.csv, ...); the
+# resume test of test_training_resume.py covers SIGKILL between epochs
+@pytest.mark.parametrize(
+    "sig, hook", [(signal.SIGINT, "step"), (signal.SIGKILL, "replace")], ids=["SIGINT", "SIGKILL"]
+)
+def test_train_interrupted_then_resumed_equals_an_uninterrupted_run(
+    run_cli, monkeypatch, tmp_path, sig, hook
+):
+    args = ["train", TOY, "--steps", "40", "--quiet"]
+    reference = tmp_path / "reference"
+
+    def uninterrupted():
+        assert run_cli(*args, "--out", reference).code == 0
+
+    k = draw("train", sig, hook).randint(1, count_calls(monkeypatch, hook, uninterrupted))
+    run = tmp_path / "run"
+    done = interrupt(tmp_path, sig, hook, k, *args, "--out", run)
+    assert_interrupted(done, sig)
+    last = run / "last.pt"
+    if sig == signal.SIGINT:
+        if last.exists():  # the note says how to go on
+            assert f"cl-diag train --resume {last}" in " ".join(done.stderr.split())
+        else:
+            assert "nothing was kept" in done.stderr
+    if last.exists():  # resumed (a complete last.pt: there is nothing left to train)
+        again = run_cli("train", "--resume", last, "--quiet")
+    else:
+        again = run_cli(*args, "--out", run)
+    assert again.code == 0, again.err
+    assert_same_run(reference, run)
+    assert leftovers(run) == []
+
+
+# --------------------------------------------------------------------------- analyze
+
+
+@pytest.fixture(scope="module")
+def toy_checkpoint(tmp_path_factory) -> Path:
+    from cl_diag.cli import main
+
+    out = tmp_path_factory.mktemp("toy") / "run"
+    with pytest.raises(SystemExit) as done:
+        main(["train", str(TOY), "--steps", "10", "--out", str(out), "--quiet"])
+    assert done.value.code in (0, None)
+    return out / "last.pt"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
+def test_analyze_interrupted_then_rerun_equals_an_uninterrupted_run(
+    run_cli, monkeypatch, tmp_path, toy_checkpoint, sig
+):
+    reference = tmp_path / "reference"
+
+    def uninterrupted():
+        assert run_cli("analyze", toy_checkpoint, "--out", reference, "-q").code == 0
+
+    calls = count_calls(monkeypatch, "replace", uninterrupted)
+    out = tmp_path / "out"
+    # the previous good output: an analysis of another checkpoint
+    other = tmp_path / "other"
+    assert run_cli("train", TOY, "--steps", "4", "--out", other, "--quiet").code == 0
+    assert run_cli("analyze", other / "last.pt", "--out", out, "-q").code == 0
+    previous = snapshot(out)
+
+    k = draw("analyze", sig).randint(1, calls)
+    done = interrupt(tmp_path, sig, "replace", k, "analyze", toy_checkpoint, "--out", out, "-q")
+    assert_interrupted(done, sig)
+    if sig == signal.SIGINT:
+        # nothing is moved after an interrupt: the previous output, or (stopped during the
+        # moves) a folder whose every file is one run's or the other's, all listed as owned
+        now = snapshot(out)
+        assert set(now) == set(previous), (k, calls)
+    again = run_cli("analyze", toy_checkpoint, "--out", out, "-q")
+    assert again.code == 0, again.err
+    assert snapshot(out) == snapshot(reference)
+    assert leftovers(tmp_path) == []
+
+
+# --------------------------------------------------------------------------- sweep
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
+def test_sweep_interrupted_then_rerun_equals_an_uninterrupted_sweep(
+    run_cli, monkeypatch, tmp_path, sig
+):
+    args = ["sweep", TOY, "--grid", "seed=1,2", "--steps", "8", "--quiet"]
+    reference = tmp_path / "reference"
+
+    def uninterrupted():
+        assert run_cli(*args, "--out", reference).code == 0
+
+    steps = count_calls(monkeypatch, "step", uninterrupted)
+    assert steps == 16
+    out = tmp_path / "out"
+    k = draw("sweep", sig).randint(
+        9, 15
+    )  # during the second cell's training, its first cell complete
+    done = interrupt(tmp_path, sig, "step", k, *args, "--out", out)
+    assert_interrupted(done, sig)
+    if sig == signal.SIGINT:
+        assert "run the same command again to finish the sweep" in done.stderr
+        assert "seed=1 done" in done.stdout and "seed=2 done" not in done.stdout
+    assert not (out / "comparison").exists()  # no comparison of a sweep that did not finish
+
+    again = run_cli(*args, "--out", out)
+    assert again.code == 0, again.err
+    # the first cell is skipped as complete; the interrupted one is trained to its end
+    assert "skipped 1 complete cell(s): seed=1" in again.out
+    for cell in ("seed=1", "seed=2"):
+        assert_same_run(reference / cell, out / cell)
+        assert same_but_paths(
+            out / cell / "analysis", reference / cell / "analysis", out, reference
+        )
+    assert same_but_paths(out / "comparison", reference / "comparison", out, reference)
+    assert leftovers(out) == []
+
+
+def test_a_parallel_sweep_passes_sigint_to_every_cell(run_cli, tmp_path):
+    """``--parallel 2``: the cells run in processes of their own; SIGINT to the sweep alone
+    (as a ``kill -INT`` would send it) reaches both, the sweep exits 130 without a comparison,
+    and rerunning it finishes both cells as an uninterrupted sweep does."""
+    args = ["sweep", TOY, "--grid", "seed=1,2", "--steps", "200", "--quiet"]
+    out = tmp_path / "out"
+    child = subprocess.Popen(
+        [sys.executable, "-m", "cl_diag", *map(str, args), "--parallel", "2", "--out", out],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"},
+        cwd=tmp_path,
+    )
+    # both cells have finished an epoch (their metrics.csv exist) and have hundreds to go
+    started = [out / f"seed={seed}" / "metrics.csv" for seed in (1, 2)]
+    deadline = time.monotonic() + 240
+    while not all(p.exists() for p in started) and child.poll() is None:
+        assert time.monotonic() < deadline, "the cells never started"
+        time.sleep(0.05)
+    child.send_signal(signal.SIGINT)
+    _, err = child.communicate(timeout=120)
+    assert child.returncode == 130, err[-3000:]
+    assert "Traceback" not in err and "run the same command again" in err
+    assert not (out / "comparison").exists()
+    for seed in (1, 2):
+        assert not load_checkpoint(out / f"seed={seed}" / "last.pt")["complete"]
+
+    again = run_cli(*args, "--out", out)
+    assert again.code == 0, again.err
+    reference = tmp_path / "reference"
+    assert run_cli(*args, "--out", reference).code == 0
+    for cell in ("seed=1", "seed=2"):
+        assert_same_run(reference / cell, out / cell)
+    assert same_but_paths(out / "comparison", reference / "comparison", out, reference)
+    assert leftovers(out) == []
