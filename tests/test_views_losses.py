@@ -108,7 +108,7 @@ def test_vrn_over_every_view_pair():
 
 def test_the_order_of_the_views_does_not_matter():
     views = rand_views(v=4, b=5, d=4, seed=3)
-    for name in ("simclr", "infonce", "supcon", "vrn"):
+    for name in ("simclr", "infonce", "supcon", "supcl", "vrn"):
         a = LOSSES[name](views[0], views[1], extra_views=views[2:]).item()
         p = [views[2], views[0], views[3], views[1]]
         b = LOSSES[name](p[0], p[1], extra_views=p[2:]).item()
@@ -133,3 +133,21 @@ def test_gradients_reach_every_view():
     views = [z.requires_grad_() for z in rand_views(v=3)]
     LOSSES["simclr"](views[0], views[1], extra_views=views[2:]).backward()
     assert all(z.grad is not None and z.grad.abs().sum() > 0 for z in views)
+
+
+@pytest.mark.parametrize("nv", [3, 4])
+def test_supcl_with_more_views_between_its_two_limits(nv):
+    # alpha = 1 is the multi-positive simclr; in a batch of n = 2 instances per class, supcon
+    # averages over S(a) and P(a) together, so it is supcl at alpha = (V - 1) / (V n - 1).
+    views = rand_views(v=nv, b=6, d=4, seed=10 + nv)
+    labels = torch.tensor([0, 1, 2, 0, 1, 2])
+    z1, z2, rest = views[0], views[1], views[2:]
+    simclr = LOSSES["simclr"](z1, z2, temperature=0.4, extra_views=rest).item()
+    one = LOSSES["supcl"](z1, z2, labels, temperature=0.4, alpha=1.0, extra_views=rest).item()
+    assert one == pytest.approx(simclr, rel=1e-6)
+    share = (nv - 1) / (nv * 2 - 1)
+    supcon = LOSSES["supcon"](z1, z2, labels, temperature=0.4, extra_views=rest).item()
+    mixed = LOSSES["supcl"](z1, z2, labels, temperature=0.4, alpha=share, extra_views=rest)
+    assert mixed.item() == pytest.approx(supcon, rel=1e-6)
+    # and the naive supcon loop pins the same value independently
+    assert supcon == pytest.approx(naive(views, 0.4, "supcon", labels), rel=1e-5)

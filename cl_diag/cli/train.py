@@ -141,7 +141,7 @@ def train_command(
     ),
     views: int = typer.Option(
         _D.views,
-        help="Augmented views per instance (V >= 2): simclr, infonce and supcon in the "
+        help="Augmented views per instance (V >= 2): simclr, infonce, supcon and supcl in the "
         "multi-positive form (every other view of the same instance is a positive), VRN over "
         "every view pair.",
         rich_help_panel=_LOSS,

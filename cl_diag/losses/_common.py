@@ -49,7 +49,7 @@ __all__ = [
 _L = TypeVar("_L", bound="Loss")
 
 #: The losses with a multi-positive form over V > 2 views (``multi_view``), named in messages.
-MULTI_VIEW_LOSSES = ("simclr", "infonce", "supcon", "vrn")
+MULTI_VIEW_LOSSES = ("simclr", "infonce", "supcon", "supcl", "vrn")
 #: The losses that take queue negatives (``takes_queue``): cross-view negatives in the denominator.
 QUEUE_LOSSES = ("infonce", "simclr", "dcl", "hcl", "vrn")
 

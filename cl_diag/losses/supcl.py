@@ -24,12 +24,18 @@ alone, with weight 1 (as SupCon treats such an anchor). Balanced batches
 (``cl-diag train --balanced-batch``) give every anchor P(a) of size p (n - 1) with p views
 and n instances per class.
 
+With V > 2 views (``extra_views``, ``--views V``) z stacks all VB rows, S(a) holds the
+V - 1 other views of a's instance and P(a) every view of the other instances of a's class
+(SupCon's multi-view form, split as above); the sum over j != a runs over all VB - 1 rows.
+
 Limits, tested in tests/test_supcl.py:
 
 * alpha = 1 is ``simclr`` (NT-Xent): S(a) is the one other view, to float rounding;
 * alpha = 0 is SupCon without same-instance positives. ``supcon`` (Khosla et al. 2020,
   L_out) instead averages over S(a) and P(a) together, so in a batch where every class has
   n instances it equals ``supcl`` at alpha = |S| / (|S| + |P|) = 1 / (2n - 1), not at 0;
+* with V views, alpha = 1 is the multi-positive ``simclr``, and ``supcon`` equals ``supcl``
+  at alpha = |S| / (|S| + |P|) = (V - 1) / (V n - 1) (n instances per class);
 * without labels every instance is its own class, P(a) is empty and ``supcl`` equals
   ``simclr`` for every alpha (as ``supcon`` does).
 
@@ -99,6 +105,7 @@ class SupCLLoss(Loss):
     family = None
     negatives = "labels"
     uses_labels = True
+    multi_view = True
     hyperparameters = (
         HParam("temperature", 0.1, float, "t > 0 dividing the similarity", check=positive),
         HParam(
@@ -117,9 +124,25 @@ class SupCLLoss(Loss):
     def _compute(
         self, u: torch.Tensor, v: torch.Tensor, labels: torch.Tensor | None, **hp: Any
     ) -> torch.Tensor:
-        temperature, alpha = hp["temperature"], hp["alpha"]
-        pairs = Pairs.of_views(u.shape[0], labels, device=u.device)
-        z = torch.cat([u, v])
+        return self._views_loss([u, v], labels, **hp)
+
+    def _compute_views(
+        self, views: list[torch.Tensor], labels: torch.Tensor | None, **hp: Any
+    ) -> torch.Tensor:
+        # V views: z = [z^1; ...; z^V]; S(a) = the V - 1 other views of a's instance.
+        return self._views_loss(views, labels, **hp)
+
+    @staticmethod
+    def _views_loss(
+        views: list[torch.Tensor],
+        labels: torch.Tensor | None,
+        *,
+        temperature: float,
+        alpha: float,
+    ) -> torch.Tensor:
+        b = views[0].shape[0]
+        pairs = Pairs.of_views(b, labels, views=len(views), device=views[0].device)
+        z = torch.cat(views)
         logits = (z @ z.T / temperature).masked_fill(pairs.self_mask, float("-inf"))
         log_prob = logits - torch.logsumexp(logits, dim=1, keepdim=True)
         zero = torch.zeros_like(log_prob)
