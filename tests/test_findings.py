@@ -14,14 +14,19 @@ import numpy as np
 import pytest
 from test_report import make_result, md_row
 
+from cl_diag.measurement.stats import verdict
 from cl_diag.orchestration.compare import CompareConfig, compare
 from cl_diag.report.comparison import Comparison
 from cl_diag.report.findings import (
     CLAIMS,
     RunData,
+    alpha_variance,
     batch_variance,
     ceiling,
     excessive_separation,
+    run_findings,
+    ssem_collapse,
+    ssem_variance,
     summary_lines,
     variance_band,
     vrn_accuracy,
@@ -223,3 +228,160 @@ def test_accuracy_interval_over_seeds_stays_within_0_and_100_percent():
     assert f is not None
     none_text = f.measured.split(" → ")[0]
     assert none_text == "none 98.67 % ± 1.5 [94.87, 100]"
+
+
+# ---- class collapse against the SSEM (supcl) ------------------------------------------------
+
+
+def _supcl(
+    per_class: list[float],
+    *,
+    alpha: float,
+    predicted: float,
+    seed: int = 0,
+    alpha_c: float = 0.25,
+    ssem: bool = True,
+) -> RunData:
+    """A supcl run whose loss layer (projector) has these classes' within-class variances and
+    whose theory has the SSEM panel predicting ``predicted`` = 1 − β* (0: collapse)."""
+    result = _run(seed=seed, vrn=0.0, var=0.1, top1=0.9, batch_size=100)
+    result["config"].update(loss="supcl", alpha=alpha)
+    within = float(np.mean(per_class))
+    result["layers"]["projector"]["collapse"] = {
+        "classes": len(per_class),
+        "instances": 50,
+        "views": 2,
+        "balanced": True,
+        "within_class_variance": within,
+        "between_class_variance": 0.9 - within,
+        "total_variance": 0.9,
+        "s_w": 1.0 - within,
+        "s_b": -0.1,
+        "ssem_residual": 0.0,
+        "epsilon": 0.01,
+        "collapsed": within < 0.01,
+        "per_class": [{"count": 5, "within_class_variance": v} for v in per_class],
+    }
+    if ssem:
+        result["theory"]["ssem"] = {
+            "alpha": alpha,
+            "tau": 0.3,
+            "m": 10,
+            "n": 10,
+            "p": 2,
+            "variant": "B",
+            "alpha_c": alpha_c,
+            "beta_star": 1.0 - predicted,
+            "regime": "collapse" if predicted == 0 else "interior",
+            "predicted": {"s_w": None, "s_b": None, "within_class_variance": predicted},
+            "d_below_mn_minus_1": False,
+            "small_alpha": False,
+        }
+    data = RunData.of(Result.from_dict(result), label=f"alpha={alpha} seed{seed}")
+    assert data is not None
+    return data
+
+
+def _around(centre: float, spread: float, k: int = 10) -> list[float]:
+    """k class variances symmetric about ``centre`` (mean exactly ``centre``)."""
+    return [centre + spread * (2 * i / (k - 1) - 1) for i in range(k)]
+
+
+def test_equivalence_verdict():
+    # the claim "measured = predicted within 0.05"
+    assert verdict(0.01, (-0.02, 0.04), expect="equivalent", minimum=0.05) == "supported"
+    assert verdict(0.09, (0.06, 0.12), expect="equivalent", minimum=0.05) == "contradicted"
+    assert verdict(-0.09, (-0.12, -0.06), expect="equivalent", minimum=0.05) == "contradicted"
+    # reaches both inside and outside the tolerance
+    assert verdict(0.05, (0.02, 0.08), expect="equivalent", minimum=0.05) == "inconclusive"
+    assert verdict(0.0, None, expect="equivalent", minimum=0.05) == "inconclusive"
+
+
+def test_collapse_below_alpha_c_against_the_flag_epsilon():
+    # collapsed: every class within 0.001-0.003, far below the flag's 0.01
+    tight = _supcl(_around(0.002, 0.001), alpha=0.1, predicted=0.0)
+    f = ssem_collapse([tight], "a")
+    assert f is not None and f.verdict == "supported"
+    assert f.effect == pytest.approx(0.002) and f.minimum == 0.01
+    # the interval is the t interval over the 10 classes' variances
+    values = np.array(_around(0.002, 0.001))
+    half = 2.2621571627409915 * values.std(ddof=1) / math.sqrt(values.size)  # t_{0.975, 9}
+    assert f.interval == pytest.approx((0.002 - half, 0.002 + half))
+    assert f.n == 10 and f.replicate == "classes"
+    # the digits sweep's case: no class near collapse
+    spread = ssem_collapse([_supcl(_around(0.134, 0.05), alpha=0.0, predicted=0.0)], "b")
+    assert spread is not None and spread.verdict == "contradicted"
+    assert "balanced batch" in spread.note and "after finite training" in spread.note
+    # a mean below the epsilon whose classes reach above it: inconclusive
+    mixed = ssem_collapse([_supcl(_around(0.008, 0.02), alpha=0.2, predicted=0.0)], "c")
+    assert mixed is not None and mixed.verdict == "inconclusive"
+    assert "both inside and outside ±0.01" in mixed.note
+    # the other regime's claim does not apply; nor does either without the SSEM panel
+    assert ssem_variance([tight], "a") is None
+    bare = _supcl(_around(0.002, 0.001), alpha=0.1, predicted=0.0, ssem=False)
+    assert ssem_collapse([bare], "a") is None and ssem_variance([bare], "a") is None
+
+
+def test_within_class_variance_above_alpha_c_against_one_minus_beta_star():
+    predicted = 0.2605
+    close = ssem_variance([_supcl(_around(0.27, 0.03), alpha=0.5, predicted=predicted)], "a")
+    assert close is not None and close.verdict == "supported"
+    assert close.effect == pytest.approx(0.27 - predicted)
+    far = ssem_variance([_supcl(_around(0.167, 0.03), alpha=0.5, predicted=predicted)], "b")
+    assert far is not None and far.verdict == "contradicted"
+    assert far.effect == pytest.approx(0.167 - predicted)
+    wide = ssem_variance([_supcl(_around(0.22, 0.15), alpha=0.5, predicted=predicted)], "c")
+    assert wide is not None and wide.verdict == "inconclusive"
+    # seeds of one config: the t interval over seeds, not over classes
+    seeds = [
+        _supcl(_around(v, 0.05), alpha=0.5, predicted=predicted, seed=s)
+        for s, v in zip(SEEDS, (0.16, 0.17, 0.168), strict=True)
+    ]
+    g = ssem_variance(seeds, "d")
+    assert g is not None and g.replicate == "seeds" and g.n == 3
+    assert g.effect == pytest.approx(np.mean([0.16, 0.17, 0.168]) - predicted)
+    assert g.verdict == "contradicted"
+    assert ssem_collapse(seeds, "d") is None
+
+
+def _alpha_series(values: dict[float, list[float]]) -> list[RunData]:
+    """Runs at each alpha, one per seed, each with these within-class variances."""
+    return [
+        _supcl(_around(v, 0.01), alpha=a, predicted=0.0 if a <= 0.25 else 0.5 * a, seed=s)
+        for a, vs in values.items()
+        for s, v in zip(SEEDS[: len(vs)], vs, strict=True)
+    ]
+
+
+def test_within_class_variance_trend_over_alpha():
+    rising = _alpha_series(
+        {0.0: [0.10, 0.11, 0.10], 0.5: [0.20, 0.21, 0.19], 1.0: [0.40, 0.38, 0.41]}
+    )
+    f = alpha_variance(rising, "supcl")
+    assert f is not None and f.verdict == "supported"
+    x = [r.alpha for r in rising]
+    y = [r.within_class_variance for r in rising]
+    assert f.effect == pytest.approx(np.polyfit(x, y, 1)[0])
+    assert f.n == 9 and "permutation p" in f.method
+    flat = _alpha_series({0.0: [0.10, 0.11, 0.10], 0.5: [0.11, 0.10, 0.10], 1.0: [0.10, 0.1, 0.11]})
+    g = alpha_variance(flat, "supcl")
+    assert g is not None and g.verdict == "inconclusive"
+    falling = _alpha_series(
+        {0.0: [0.40, 0.38, 0.41], 0.5: [0.20, 0.21, 0.19], 1.0: [0.10, 0.11, 0.10]}
+    )
+    h = alpha_variance(falling, "supcl")
+    assert h is not None and h.verdict == "contradicted"
+
+
+def test_run_findings_pick_the_ssem_claim_by_regime():
+    runs = _alpha_series({0.0: [0.1], 0.5: [0.2], 1.0: [0.4]})
+    findings = run_findings(runs)
+    by_claim: dict[str, list[str]] = {}
+    for f in findings:
+        by_claim.setdefault(f.claim, []).append(f.subject)
+    # alpha 0 is below alpha_c = 0.25 (collapse predicted); 0.5 and 1 above it
+    assert by_claim["ssem_collapse"] == ["alpha=0.0 seed1"]
+    assert by_claim["ssem_variance"] == ["alpha=0.5 seed1", "alpha=1.0 seed1"]
+    assert len(by_claim["alpha_variance"]) == 1
+    lines = summary_lines(findings)
+    assert any(line.startswith(CLAIMS["alpha_variance"].title + " (") for line in lines)

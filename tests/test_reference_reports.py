@@ -66,7 +66,7 @@ def _quote_findings():
     return module
 
 
-@pytest.mark.parametrize("folder", ["toy-vrn", "digits-batch-study"])
+@pytest.mark.parametrize("folder", ["toy-vrn", "digits-batch-study", "supcl-collapse"])
 def test_reference_readmes_quote_the_generated_findings(folder):
     # issue 12: the READMEs quote the findings the tool wrote, never a paraphrase of them
     tool = _quote_findings()

@@ -30,6 +30,8 @@ Example::
     'supported'
     >>> verdict(-0.01, (-0.02, -0.005), expect="decrease", minimum=0.05)  # consistent, tiny
     'inconclusive'
+    >>> verdict(0.09, (0.06, 0.12), expect="equivalent", minimum=0.05)  # disagrees beyond 0.05
+    'contradicted'
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ CONFIDENCE = 0.95
 #: the three verdicts a finding can have
 VERDICTS = ("supported", "contradicted", "inconclusive")
 #: what a claim expects of its effect (see :func:`verdict`)
-EXPECTATIONS = ("increase", "decrease", "not_below", "within")
+EXPECTATIONS = ("increase", "decrease", "not_below", "within", "equivalent")
 #: permutations of the trend test: enough for a p-value to +-0.005 near 0.05
 PERMUTATIONS = 9999
 
@@ -226,6 +228,10 @@ def verdict(
     * ``"within"`` (effect = relative distance outside a predicted band, 0 inside):
       supported when the interval is [0, 0] (entirely inside); contradicted when the interval
       excludes 0 and |effect| >= minimum.
+    * ``"equivalent"`` (effect = measured - predicted; the claim is that they agree within
+      ``minimum``): supported when the interval lies inside [-minimum, minimum] (an
+      equivalence test, as two one-sided tests at the 2.5 % level each); contradicted when it
+      lies entirely outside it, on one side (|measured - predicted| > minimum beyond error).
 
     No interval (a single run where replicates are needed) is always inconclusive.
     """
@@ -246,6 +252,12 @@ def verdict(
         if lo > -minimum:
             return "supported"
         if hi < 0 and effect <= -minimum:
+            return "contradicted"
+        return "inconclusive"
+    if expect == "equivalent":
+        if -minimum <= lo and hi <= minimum:
+            return "supported"
+        if lo > minimum or hi < -minimum:
             return "contradicted"
         return "inconclusive"
     # within a band

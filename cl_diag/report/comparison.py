@@ -111,6 +111,7 @@ SEED_STD_WORDS = "sample standard deviation (ddof 1) across seeds"
 _FINDING_FIGURES = {
     "batch_variance": "variance_vs_batch.svg",
     "batch_accuracy": "accuracy_vs_batch.svg",
+    "alpha_variance": "within_class_variance_vs_alpha.svg",
 }
 
 
@@ -1110,10 +1111,14 @@ def build_comparison(
         cmp = Comparison(runs, baseline=baseline)
     labels, base_index, n_runs = cmp.labels, cmp.baseline, len(cmp.runs)
     study = _study_blocks(cmp, primary_layer(cmp.runs))
-    # the figures that carry a finding sit next to it; the study section keeps the others
+    option_study = _option_study_blocks(cmp, primary_layer(cmp.runs))
+    # the figures that carry a finding sit next to it; the study sections keep the others
     carried = {f.figure for f in cmp.findings if f.figure is not None}
-    beside = [b for b in study if isinstance(b, Figure) and b.filename in carried]
+    beside = [b for b in (*study, *option_study) if isinstance(b, Figure) and b.filename in carried]
     study = [b for b in study if not (isinstance(b, Figure) and b.filename in carried)]
+    option_study = [
+        b for b in option_study if not (isinstance(b, Figure) and b.filename in carried)
+    ]
     blocks: list = [Heading(1, "cl-diag comparison")]
     blocks += findings_blocks(cmp.findings, beside)
     blocks.append(Heading(2, "Runs"))
@@ -1291,5 +1296,5 @@ def build_comparison(
             if diff is not None:
                 blocks.append(diff)
     blocks += study
-    blocks += _option_study_blocks(cmp, primary_layer(cmp.runs))
+    blocks += option_study
     return Document(title="cl-diag comparison: " + ", ".join(labels), blocks=blocks)

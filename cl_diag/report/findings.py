@@ -23,7 +23,13 @@ Where the intervals come from:
 * **one run** -- claims about one embedding use the sampling error of the n analysed images:
   a pair mean's standard error is at most sqrt(2 var / n) (Hoeffding), the excessive ratio's
   interval is Wilson's with n/2 effective pairs (the same bound); a comparison of two
-  training configs with one run each has no interval (training noise is unknown).
+  training configs with one run each has no interval (training noise is unknown);
+* **class collapse (SSEM)** -- for ``supcl`` runs whose theory has an ``ssem`` block, the
+  measured within-class variance of the loss layer against the SSEM prediction 1 − β*
+  (paper-notes 11.3): over seeds as above; for one run, the t interval over its classes'
+  within-class variances (the classes as replicates: the reported value is their unweighted
+  mean, and each class's value is exact over its analysed images). The claim that the
+  variance grows with α is a trend over every run of a series, as for the batch size.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats as sps
 
+from cl_diag.measurement.collapse import COLLAPSE_EPSILON
 from cl_diag.measurement.stats import (
     CONFIDENCE,
     pair_mean_se,
@@ -46,7 +53,7 @@ from cl_diag.measurement.stats import (
     z_value,
 )
 from cl_diag.report.document import MISSING, Heading, Paragraph, Table, fmt
-from cl_diag.result import Result
+from cl_diag.result import Collapse, Result, Ssem
 
 __all__ = [
     "CLAIMS",
@@ -54,12 +61,15 @@ __all__ = [
     "Claim",
     "Finding",
     "RunData",
+    "alpha_variance",
     "batch_accuracy",
     "batch_variance",
     "ceiling",
     "excessive_separation",
     "findings_blocks",
     "run_findings",
+    "ssem_collapse",
+    "ssem_variance",
     "summary_lines",
     "variance_band",
     "vrn_accuracy",
@@ -84,7 +94,9 @@ class Claim:
     source: str
     effect: str  # what the effect measures, in words
     expect: str  # see cl_diag.measurement.stats.verdict
-    unit: str  # "relative", "similarity", "pp" (fractions printed in percentage points)
+    # "relative", "similarity", "pp" (fractions printed in percentage points), "variance"
+    # (a within-class variance), "variance/α" (its slope per unit α)
+    unit: str
     minimum: float
 
 
@@ -172,6 +184,34 @@ CLAIMS: dict[str, Claim] = {
             "pp",
             0.05,
         ),
+        Claim(
+            "ssem_collapse",
+            "Below α_c the classes collapse (within-class variance ≈ 0)",
+            "SSEM, paper-notes 11.3: β* = 1 for α ≤ α_c",
+            "measured within-class variance − predicted 1 − β* = 0",
+            "equivalent",
+            "variance",
+            # "≈ 0" is what the collapse flag calls collapsed: below its epsilon
+            COLLAPSE_EPSILON,
+        ),
+        Claim(
+            "ssem_variance",
+            "Above α_c the within-class variance matches the SSEM's 1 − β*",
+            "SSEM optimum β*(α, τ; m, n, p), paper-notes 11.3",
+            "measured − predicted within-class variance",
+            "equivalent",
+            "variance",
+            0.05,
+        ),
+        Claim(
+            "alpha_variance",
+            "The within-class variance grows with the self-supervised share α",
+            "SSEM, paper-notes 11.3: β* falls from 1 as α rises past α_c",
+            "slope of the within-class variance on α",
+            "increase",
+            "variance/α",
+            0.05,
+        ),
     )
 }
 
@@ -225,6 +265,9 @@ class RunData:
     top1: float | None = None
     n_test: int | None = None
     band: tuple[float, float] | None = None
+    #: the loss layer's class-collapse diagnostics (labelled runs) and the SSEM panel (supcl)
+    collapse: Collapse | None = None
+    ssem: Ssem | None = None
     extra: dict[str, object] = field(default_factory=dict)
 
     @property
@@ -242,6 +285,20 @@ class RunData:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             return None
         return float(value)
+
+    @property
+    def alpha(self) -> float | None:
+        """The self-supervised share α of a supcl run (the SSEM's, else the config's)."""
+        if self.ssem is not None and self.ssem.alpha is not None:
+            return self.ssem.alpha
+        value = self.facts.get("alpha")
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return None
+        return float(value)
+
+    @property
+    def within_class_variance(self) -> float | None:
+        return None if self.collapse is None else self.collapse.within_class_variance
 
     @property
     def ceiling(self) -> float | None:
@@ -310,6 +367,8 @@ class RunData:
             top1=top1,
             n_test=n_test,
             band=band,
+            collapse=measured.collapse,
+            ssem=theory.ssem if theory is not None else None,
         )
 
 
@@ -346,9 +405,13 @@ def _finish(
     note: str = "",
     figure: str | None = None,
     p_value: float | None = None,
+    minimum: float | None = None,
 ) -> Finding:
+    """The Finding, its verdict decided by the claim's rule (``minimum`` overrides the claim's
+    minimum relevant effect where the run states its own, e.g. the collapse flag's epsilon)."""
     spec = CLAIMS[claim]
-    decided = verdict(effect, interval, expect=spec.expect, minimum=spec.minimum)
+    minimum = spec.minimum if minimum is None else minimum
+    decided = verdict(effect, interval, expect=spec.expect, minimum=minimum)
     if p_value is not None and p_value >= TREND_ALPHA and decided != "inconclusive":
         decided = "inconclusive"
         note = (note + " " if note else "") + (
@@ -357,7 +420,7 @@ def _finish(
     if decided == "inconclusive" and not note:
         if interval is None:
             note = "Too few runs for an interval."
-        elif effect is not None and abs(effect) < spec.minimum:
+        elif effect is not None and abs(effect) < minimum:
             note = "The effect is smaller than the minimum relevant size."
         else:
             note = "The interval crosses zero."
@@ -369,7 +432,7 @@ def _finish(
         n=n,
         replicate=replicate,
         verdict=decided,
-        minimum=spec.minimum,
+        minimum=minimum,
         method=method,
         measured=measured,
         data=tuple(data),
@@ -824,6 +887,187 @@ def _spread_pct(values: Sequence[float]) -> str:
     return f"{_pct(s.mean)} ± {100 * s.sd:.2g}"
 
 
+# ---- class collapse against the SSEM ------------------------------------------------------
+
+
+def _has_ssem(r: RunData) -> bool:
+    """A run the SSEM claims apply to: its theory has an ssem block with a prediction, and its
+    loss layer carries the measured collapse block."""
+    return (
+        r.ssem is not None
+        and r.ssem.alpha_c is not None
+        and r.ssem.predicted.within_class_variance is not None
+        and r.within_class_variance is not None
+    )
+
+
+def _class_interval(r: RunData) -> tuple[float, tuple[float, float] | None, int]:
+    """(within-class variance, its t interval over the run's classes, classes): the reported
+    value is the unweighted mean of the per-class values, so their t interval is its interval
+    with the classes as replicates. None with fewer than two classes' values."""
+    assert r.collapse is not None and r.within_class_variance is not None
+    values = [
+        c.within_class_variance for c in r.collapse.per_class if c.within_class_variance is not None
+    ]
+    if len(values) < 2:
+        return r.within_class_variance, None, len(values)
+    s = summarize(values)
+    return r.within_class_variance, s.interval, s.n
+
+
+def _equivalence_note(
+    decided: str, interval: tuple[float, float] | None, minimum: float, runs: Sequence[RunData]
+) -> str:
+    """Why an agreement claim got its verdict, with the SSEM's caveats for these runs."""
+    notes = []
+    if decided == "inconclusive":
+        notes.append(
+            "Too few classes or runs for an interval."
+            if interval is None
+            else f"The interval reaches both inside and outside ±{fmt(minimum, 4)} of the "
+            "prediction."
+        )
+    ssem = runs[0].ssem
+    assert ssem is not None
+    if decided != "supported":
+        notes.append(
+            f"The SSEM optimises one balanced batch (m = {fmt(ssem.m)} classes × n = "
+            f"{fmt(ssem.n)} instances × p = {fmt(ssem.p)} views) of free embeddings; this "
+            f"measurement is over {runs[0].n} analysed images after finite training."
+        )
+    if ssem.d_below_mn_minus_1:
+        notes.append("The layer's dimension is below mn − 1: the prediction is qualitative.")
+    if ssem.small_alpha:
+        notes.append(
+            "α ≤ 0.1 at τ ≤ 0.1: variant B left the SSEM in free optimisation there "
+            "(paper-notes 11.3)."
+        )
+    return " ".join(notes)
+
+
+def _ssem_agreement(claim: str, runs: Sequence[RunData], subject: str) -> Finding:
+    """Measured within-class variance of the loss layer minus the SSEM's 1 − β*, with its
+    interval over seeds, or for one run over its classes (:func:`_class_interval`)."""
+    first = runs[0]
+    assert first.ssem is not None and first.collapse is not None
+    predicted = first.ssem.predicted.within_class_variance
+    assert predicted is not None
+    values = [v for r in runs if (v := r.within_class_variance) is not None]
+    if len(values) >= 2:
+        s = summarize(values)
+        value, ci, n = s.mean, s.interval, s.n
+        replicate, method = "seeds", "t interval over seeds"
+    else:
+        value, ci, n = _class_interval(first)
+        replicate = "classes"
+        method = (
+            f"t interval over the {n} classes' within-class variances (classes as replicates; "
+            f"each exact over its analysed images)"
+        )
+    effect = value - predicted
+    interval = None if ci is None else (ci[0] - predicted, ci[1] - predicted)
+    minimum = CLAIMS[claim].minimum
+    flags = [r.collapse.collapsed for r in runs if r.collapse is not None]
+    if claim == "ssem_collapse":
+        # "≈ 0" is the collapse flag's own epsilon, as the run recorded it
+        minimum = first.collapse.epsilon if first.collapse.epsilon is not None else minimum
+    decided = verdict(effect, interval, expect=CLAIMS[claim].expect, minimum=minimum)
+    ssem = first.ssem
+    flagged = sum(1 for f in flags if f)
+    measured = (
+        f"within-class variance {_spread(values)}, predicted 1 − β* = {_num(predicted)} "
+        f"(α = {_num(first.alpha)}, α_c = {_num(ssem.alpha_c)}, β* = {_num(ssem.beta_star)}); "
+        f"collapse flag (< {_num(first.collapse.epsilon)}): {flagged} of {len(flags)} "
+        f"{'run' if len(flags) == 1 else 'runs'}"
+    )
+    return _finish(
+        claim,
+        subject,
+        effect,
+        interval,
+        n=n,
+        replicate=replicate,
+        method=method,
+        measured=measured,
+        data=[(f"{r.label} within-class variance", r.within_class_variance) for r in runs]
+        + [("predicted within-class variance", predicted), ("alpha_c", ssem.alpha_c)],
+        note=_equivalence_note(decided, interval, minimum, runs),
+        minimum=minimum,
+    )
+
+
+def ssem_collapse(runs: Sequence[RunData], subject: str) -> Finding | None:
+    """At α ≤ α_c (the SSEM's regime "collapse", β* = 1): the measured within-class variance
+    against 0, agreement within the collapse flag's epsilon. None unless every run has the
+    SSEM panel and the collapse block and the SSEM predicts collapse."""
+    if not runs or not all(_has_ssem(r) for r in runs):
+        return None
+    if any(r.ssem is None or r.ssem.regime != "collapse" for r in runs):
+        return None
+    return _ssem_agreement("ssem_collapse", runs, subject)
+
+
+def ssem_variance(runs: Sequence[RunData], subject: str) -> Finding | None:
+    """At α > α_c (β* < 1): the measured within-class variance against 1 − β*, agreement
+    within the claim's minimum (0.05 in variance, 5 % of its range 0–1)."""
+    if not runs or not all(_has_ssem(r) for r in runs):
+        return None
+    if any(r.ssem is None or r.ssem.regime == "collapse" for r in runs):
+        return None
+    return _ssem_agreement("ssem_variance", runs, subject)
+
+
+def _by_alpha(runs: Sequence[RunData], read: Callable[[RunData], float | None]) -> str:
+    """'α 0: 0.134, 0.1: ...' -- the mean of each α's runs."""
+    alphas = sorted({a for r in runs if (a := r.alpha) is not None})
+    parts = []
+    for a in alphas:
+        values = [v for r in runs if r.alpha == a and (v := read(r)) is not None]
+        if values:
+            parts.append(f"{fmt(a, 4)}: {_num(float(np.mean(values)))}")
+    reps = max((sum(1 for r in runs if r.alpha == a) for a in alphas), default=0)
+    return ", ".join(parts) + (f" (means of {reps} seeds)" if reps > 1 else "")
+
+
+def alpha_variance(
+    series: Sequence[RunData], subject: str, figure: str | None = None
+) -> Finding | None:
+    """Least-squares slope of the loss layer's within-class variance on α over every run of a
+    series (seeds included), its t interval and permutation p-value; None unless every run has
+    the SSEM panel and the collapse block, at two α or more."""
+    runs = [r for r in series if _has_ssem(r) and r.alpha is not None]
+    if len(runs) != len(series):
+        return None
+    points = [(r.alpha, r.within_class_variance) for r in runs]
+    t = trend([float(p[0] or 0.0) for p in points], [float(p[1] or 0.0) for p in points])
+    if t.levels < 2:
+        return None
+
+    def predicted(r: RunData) -> float | None:
+        return None if r.ssem is None else r.ssem.predicted.within_class_variance
+
+    return _finish(
+        "alpha_variance",
+        subject,
+        t.slope,
+        t.interval,
+        n=t.points,
+        replicate="runs",
+        method=(
+            f"slope of the within-class variance on α over {t.points} runs at {t.levels} "
+            "values of α, t interval"
+            + (f"; permutation p = {t.p_value:.3g}" if t.p_value is not None else "")
+        ),
+        measured=(
+            f"α {_by_alpha(runs, lambda r: r.within_class_variance)}; predicted 1 − β* "
+            f"{_by_alpha(runs, predicted)}"
+        ),
+        data=[(f"{r.label} within-class variance", r.within_class_variance) for r in runs],
+        figure=figure,
+        p_value=t.p_value,
+    )
+
+
 # ---- grouping the runs ------------------------------------------------------------------
 
 
@@ -890,8 +1134,23 @@ def run_findings(
             finding = make(series, subject, figures.get(claim))
             if finding is not None:
                 out.append(finding)
+    # the within-class variance over α (supcl runs with the SSEM panel)
+    for series in _groups(runs, (SEED_KEY, "alpha")):
+        if len({r.alpha for r in series if r.alpha is not None}) < 2:
+            continue
+        finding = alpha_variance(
+            series, name(series, (SEED_KEY, "alpha")), figures.get("alpha_variance")
+        )
+        if finding is not None:
+            out.append(finding)
     # each configuration (its seeds pooled) against the theory
-    for against_theory in (variance_band, ceiling, excessive_separation):
+    for against_theory in (
+        variance_band,
+        ceiling,
+        excessive_separation,
+        ssem_collapse,
+        ssem_variance,
+    ):
         for group in configs:
             finding = against_theory(group, name(group, (SEED_KEY,)))
             if finding is not None:
@@ -918,6 +1177,7 @@ def _value_text(value: float | None, unit: str, *, sign: bool = True) -> str:
         return f"{100.0 * value:{spec}} %"
     if unit == "pp":
         return f"{100.0 * value:{spec}} pp"
+    # similarity, variance and variance per unit α print as numbers
     return f"{value:{spec}}"
 
 
@@ -926,6 +1186,12 @@ def _minimum_text(claim: Claim) -> str:
         return f"{100.0 * claim.minimum:.4g} % relative"
     if claim.unit == "pp":
         return f"{100.0 * claim.minimum:.4g} pp"
+    if claim.unit == "variance":
+        # the collapse claim's tolerance is the flag's epsilon the run recorded (this default)
+        flag = " (the collapse flag's ε)" if claim.key == "ssem_collapse" else ""
+        return f"{claim.minimum:.4g} in within-class variance{flag}"
+    if claim.unit == "variance/α":
+        return f"{claim.minimum:.4g} in within-class variance per unit α"
     return f"{claim.minimum:.4g} in cosine similarity"
 
 
@@ -975,6 +1241,14 @@ def findings_blocks(findings: Sequence[Finding], figures: Sequence = ()) -> list
             "least the minimum relevant size; contradicted: it lies on the other side with a "
             "relevant effect; inconclusive: the interval crosses zero, the effect is smaller "
             "than the minimum relevant size, or there are too few runs."
+            # only where such a claim is made, so other reports keep their bytes
+            + (
+                " For a claim that a measurement matches a prediction: supported when the "
+                "interval lies within the minimum relevant difference of the prediction, "
+                "contradicted when it lies entirely beyond it, inconclusive otherwise."
+                if any(CLAIMS[f.claim].expect == "equivalent" for f in findings)
+                else ""
+            )
         )
     )
     for line in summary_lines(findings):
