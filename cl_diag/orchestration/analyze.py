@@ -54,7 +54,7 @@ from cl_diag.measurement.ranks import SINGLE, Ranks, RanksMismatch
 from cl_diag.measurement.theory import delta, theory_panel
 from cl_diag.models import CheckpointFile, KeyMapping, Subject, read_checkpoint_file
 from cl_diag.orchestration.subject import open_module_subject, open_subject
-from cl_diag.orchestration.train import MAX_WORKERS
+from cl_diag.orchestration.train import MAX_WORKERS, default_workers
 from cl_diag.result import (
     EMBEDDING_LAYER,
     LAYERS,
@@ -145,6 +145,27 @@ class PairOptions:
             raise UserError(f"{name('seed')} must be 0 or more (got {self.seed}).")
         if self.hist_bins < 1:
             raise UserError(f"{name('hist_bins')} must be at least 1 (got {self.hist_bins}).")
+        # upper bounds: what a run can hold (memory) and what the samplers and reports take
+        if self.num_pairs > MAX_NUM_PAIRS:
+            raise UserError(
+                f"{name('num_pairs')} {self.num_pairs} is more than the {MAX_NUM_PAIRS:,} pairs "
+                f"sampled mode draws; for that many use {name('pairs')} exact, which visits "
+                "every pair."
+            )
+        if self.block_size is not None and self.block_size > MAX_BLOCK_SIZE:
+            raise UserError(
+                f"{name('block_size')} must be in [1, {MAX_BLOCK_SIZE}] (got {self.block_size}); "
+                "a tile of b x b similarities takes about 25 b^2 bytes. Omit it for the default."
+            )
+        if self.seed > MAX_SEED:
+            raise UserError(
+                f"{name('seed')} must be in [0, 2^63 - 1]: 0 or more, below 2^63 (got {self.seed})."
+            )
+        if self.hist_bins > MAX_HIST_BINS:
+            raise UserError(
+                f"{name('hist_bins')} must be in [1, {MAX_HIST_BINS}] (got {self.hist_bins}); "
+                "the default 100 is what the reports show."
+            )
 
 
 @dataclass
@@ -206,35 +227,7 @@ class AnalyzeResult:
 def check_analysis(config: AnalyzeConfig) -> None:
     """Every check of ``config`` that needs no input file: ranges, names, the device, and that
     ``config.out`` can take the outputs. UserError for the first problem; nothing is written."""
-    config.pair_options.check(config.n_ref)  # types and signs, named as the user gave them
-    if config.pairs not in ("exact", "sampled"):
-        raise UserError(f"--pairs must be 'exact' or 'sampled', not {config.pairs!r}.")
-    if config.n_ref is not None and config.n_ref < 2:
-        raise UserError(
-            f"--n-ref {config.n_ref} is too small: the threshold -1/(n_ref - 1) needs n_ref >= 2 "
-            "(the number of training instances, e.g. 50000 for CIFAR)."
-        )
-    if config.num_pairs < 1:
-        raise UserError(f"--num-pairs must be at least 1 (got {config.num_pairs}).")
-    if config.num_pairs > MAX_NUM_PAIRS:
-        raise UserError(
-            f"--num-pairs {config.num_pairs} is more than the {MAX_NUM_PAIRS:,} pairs sampled "
-            "mode draws; for that many use --pairs exact, which visits every pair."
-        )
-    if config.block_size is not None and not 1 <= config.block_size <= MAX_BLOCK_SIZE:
-        raise UserError(
-            f"--block-size must be in [1, {MAX_BLOCK_SIZE}] (got {config.block_size}); a tile "
-            f"of b x b similarities takes about 25 b^2 bytes. Omit it for the default."
-        )
-    if not 0 <= config.seed <= MAX_SEED:
-        raise UserError(
-            f"--seed must be in [0, 2^63 - 1]: 0 or more, below 2^63 (got {config.seed})."
-        )
-    if not 1 <= config.hist_bins <= MAX_HIST_BINS:
-        raise UserError(
-            f"--hist-bins must be in [1, {MAX_HIST_BINS}] (got {config.hist_bins}); the "
-            "default 100 is what the reports show."
-        )
+    config.pair_options.check(config.n_ref)  # types and ranges, named as the user gave them
     if config.views < 2:
         raise UserError(f"--views must be at least 2 (got {config.views}).")
     if config.views > 2 and config.pairs != "exact":
@@ -448,11 +441,10 @@ def analyze(config: AnalyzeConfig, *, progress: ProgressFactory | None = None) -
 
 
 def _resolve_workers(config: AnalyzeConfig, device: torch.device) -> AnalyzeConfig:
-    """Data-loader workers: up to 8 on CUDA, none on CPU (the encoding shares the cores)."""
+    """``config`` with its data-loader workers resolved (train's rule: :func:`default_workers`)."""
     if config.workers is not None:
         return config
-    cuda = device.type == "cuda"
-    return replace(config, workers=min(8, os.cpu_count() or 1) if cuda else 0)
+    return replace(config, workers=default_workers(device.type))
 
 
 #: ``AnalyzeConfig.input`` of an analysis of modules passed from Python (there is no file).

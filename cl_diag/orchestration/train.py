@@ -60,6 +60,14 @@ DEVICES = ("auto", "cpu", "cuda")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 #: most DataLoader worker processes (of train and analyze)
 MAX_WORKERS = 64
+
+
+def default_workers(device_type: str) -> int:
+    """DataLoader workers when none are given: up to 8 on CUDA (they feed the GPU), none on a
+    CPU (the loading would take the cores the model computes on)."""
+    return min(8, os.cpu_count() or 1) if device_type == "cuda" else 0
+
+
 #: TrainConfig fields that carry loss-library hyper-parameters (None: the loss's default).
 LOSS_HPARAM_FIELDS = (
     "temperature",
@@ -594,9 +602,7 @@ def resolve_config(
             device_type == "cuda",
             "--sync-bn needs CUDA (torch's SyncBatchNorm has no CPU kernel); drop it on CPU.",
         )
-    workers = c.workers
-    if workers is None:
-        workers = min(8, os.cpu_count() or 1) if device_type == "cuda" else 0
+    workers = c.workers if c.workers is not None else default_workers(device_type)
     dtype = amp_dtype(c.precision, torch.device(device_type))
     autocast = {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
 
