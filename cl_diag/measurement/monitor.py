@@ -106,6 +106,11 @@ _SUMS = 16  # the (4, 2, 2) raw moments of PairStats, flattened
 _BELOW = 3  # below-delta counts of pos, cross_neg, within_neg
 #: the B x B block (0: u v^T, 1: u u^T, 2: v v^T) of each view pair (0,0), (0,1), (1,0), (1,1)
 _VIEW_PAIRS = [1, 0, 0, 2]
+#: the row product (0: u.u, 1: u.v, 2: v.v) of each view pair (0,0), (0,1), (1,0), (1,1)
+_ROW_PAIRS = [0, 1, 1, 2]
+#: the d x d route holds up to this many steps (and bytes) of views, then adds them in one go
+_HELD_STEPS = 16
+_HELD_BYTES = 1 << 25
 #: similarities per band of the B x B route (CPU, CUDA): 21 bytes each of buffers, so about
 #: 22 MB on a CPU (one band up to B = 590) and 88 MB on a GPU (B = 1180; B = 4096: 13 bands)
 _BAND_SIMILARITIES = (1 << 20, 1 << 22)
@@ -132,7 +137,10 @@ class PairStats:
     kind is read off them once, in :meth:`read` (e.g. cross-view negatives = all (0, 1)
     pairs minus the positives). The all-pairs sums never need a B x B matrix when d is small:
     sum_ij u_i.v_j = (sum_i u_i).(sum_j v_j) and sum_ij (u_i.v_j)^2 = ||U V^T||_F^2 =
-    <U^T U, V^T V>_F, from d x d matrices (2 B d^2 multiply-adds instead of 3 B^2 d).
+    <U^T U, V^T V>_F, from d x d matrices (2 B d^2 multiply-adds instead of 3 B^2 d). On
+    this route the views of up to 16 steps (32 MiB) are held and added in one batched
+    computation (at a small B most of a step's cost is launching its ~20 kernels; batched,
+    they are launched once for 16 steps), and always before :meth:`packed` reads the sums.
     Counting s < delta needs every similarity: with ``excessive`` a step forms the three
     B x B products u v^T, u u^T, v v^T in fp32, adds three counts (within-view pairs from
     the strict upper triangle only, so a product that rounds asymmetrically cannot count a
@@ -154,38 +162,94 @@ class PairStats:
         # float64 (3,): pairs below delta of pos, cross_neg, within_neg (with ``excessive``)
         self.below: torch.Tensor | None = None
         self._upper: torch.Tensor | None = None  # strict upper triangle mask, cached per B
+        # the d x d route's steps not yet added: (T, 2, B, d), the first _n_held of them
+        self._held: torch.Tensor | None = None
+        self._n_held = 0
         self._buffers: dict[str, torch.Tensor] = {}  # the B x B route's, reused every step
 
+    @torch.no_grad()
     def update(self, z1: torch.Tensor, z2: torch.Tensor) -> None:
         """Add a batch of two views (B, d) each: detached, in fp32, autocast and TF32 off."""
-        self.add_views(torch.stack([z1.detach(), z2.detach()]))
+        z1, z2 = z1.detach(), z2.detach()
+        if self._holds(z1.shape) and z1.dtype == z2.dtype:
+            torch.stack([z1, z2], out=self._slot(z1))  # the step's one copy
+        else:
+            self.add_views(torch.stack([z1, z2]))
 
     @torch.no_grad()
     def add_views(self, views: torch.Tensor) -> None:
         """:meth:`update` with the two views stacked, (2, B, d)."""
-        with torch.autocast(views.device.type, enabled=False), full_fp32_matmul():
-            p = torch.nn.functional.normalize(views.detach().float(), dim=2)  # (2, B, d): u, v
-            self._add(p)
-
-    def _add(self, p: torch.Tensor) -> None:
-        b, d = p.shape[1:]
-        if self._t32 is None and 2 * d <= 3 * b:
-            # no counting and d small: the moments from d x d products, no B x B matrix
-            rows = torch.einsum("kbd,lbd->klb", p, p).double()  # (2, 2, B): p_k,i . p_l,i
-            total = p.sum(1).double()
-            grams = (p.transpose(1, 2) @ p).double().reshape(2, -1)  # U^T U and V^T V
-            every, every_sq = total @ total.T, grams @ grams.T
-            batch = torch.stack([every, every_sq, rows.sum(2), (rows * rows).sum(2)])
+        views = views.detach()
+        if self._holds(views.shape[1:]):
+            self._slot(views[0]).copy_(views)
         else:
-            per_block, below = self._blocks(p)
+            with torch.autocast(views.device.type, enabled=False), full_fp32_matmul():
+                p = torch.nn.functional.normalize(views.float(), dim=2)  # u, v
+                per_block, below = self._blocks(p)
             # (4, 3) over (uv, uu, vv) -> (4, 2, 2) over the view pairs (k, l); the pair (1, 0)
             # has v u^T's sums, which are u v^T's
-            batch = per_block[:, _VIEW_PAIRS].reshape(4, 2, 2)
+            self._accumulate(per_block[:, _VIEW_PAIRS].reshape(4, 2, 2))
             if below is not None:
                 self.below = below if self.below is None else self.below + below
-        self.sums = batch if self.sums is None else self.sums + batch
+            self._count(views.shape[1])
+
+    def _holds(self, shape: torch.Size) -> bool:
+        """Whether batches of views (B, d) take the d x d route (held, added T steps at a time):
+        no counting below delta, and d small enough that 2 B d^2 < 3 B^2 d."""
+        b, d = shape
+        return self._t32 is None and 2 * d <= 3 * b
+
+    def _slot(self, view: torch.Tensor) -> torch.Tensor:
+        """The place (2, B, d) in the held steps for a step shaped like ``view`` (B, d): the
+        steps held so far are added first when it differs from them, or when they are full."""
+        held = self._held
+        if held is None or (held.shape[2:], held.dtype, held.device) != (
+            view.shape,
+            view.dtype,
+            view.device,
+        ):
+            self._add_held()
+            steps = max(1, min(_HELD_STEPS, _HELD_BYTES // (2 * view.nbytes)))
+            held = self._held = view.new_empty((steps, 2, *view.shape))
+        elif self._n_held == len(held):
+            self._add_held()
+        self._n_held += 1
+        self._count(view.shape[0])
+        return held[self._n_held - 1]
+
+    def _count(self, b: int) -> None:
         for k, n in zip(KINDS, (b, b * (b - 1), b * (b - 1)), strict=True):
             self.count[k] += n
+
+    def _add_held(self) -> None:
+        """The d x d route over the T steps held, in one batched computation (the kernels a step
+        would launch, launched once for T steps: at small B most of a step's cost).
+
+        Per step, with p_0 = U and p_1 = V normalised: the all-pairs sums need no B x B matrix,
+        sum_ij p_k,i . p_l,j = (sum_i p_k,i) . (sum_j p_l,j) and sum_ij (p_k,i . p_l,j)^2 =
+        <P_k^T P_k, P_l^T P_l>_F (2 B d^2 multiply-adds instead of 3 B^2 d), and the i = j
+        sums come from the B row products u_i . u_i, u_i . v_i, v_i . v_i."""
+        if not self._n_held:
+            return
+        assert self._held is not None
+        held, self._n_held = self._held[: self._n_held], 0
+        with torch.autocast(held.device.type, enabled=False), full_fp32_matmul():
+            p = torch.nn.functional.normalize(held.float(), dim=3)  # (T, 2, B, d)
+            rows = torch.stack(
+                [p[:, 0].square().sum(2), (p[:, 0] * p[:, 1]).sum(2), p[:, 1].square().sum(2)]
+            ).double()  # (3, T, B): the i = j similarities of the pairs uu, uv, vv
+            totals = p.sum(2).double()  # (T, 2, d)
+            # (T, 2, d^2): U^T U and V^T V. Their entries carry fp32 rounding already, and their
+            # Frobenius products in fp32 add an error of the same order (~1e-7 of sum s^2)
+            grams = (p.transpose(2, 3) @ p).flatten(2)
+            every = (totals @ totals.transpose(1, 2)).sum(0)  # (2, 2)
+            every_sq = (grams @ grams.transpose(1, 2)).double().sum(0)
+            # (uu, uv, vv) -> the view pairs (0, 0), (0, 1), (1, 0), (1, 1)
+            on_rows = torch.stack([rows.sum((1, 2)), rows.square().sum((1, 2))])[:, _ROW_PAIRS]
+            self._accumulate(torch.cat([torch.stack([every, every_sq]), on_rows.view(2, 2, 2)]))
+
+    def _accumulate(self, batch: torch.Tensor) -> None:
+        self.sums = batch if self.sums is None else self.sums + batch
 
     def _blocks(self, p: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The B x B route: the similarity blocks u v^T (its diagonal the positives), u u^T and
@@ -246,6 +310,7 @@ class PairStats:
     def packed(self) -> torch.Tensor | None:
         """Everything added, as one flat float64 tensor on the device (None before any
         update): what :meth:`read` takes once it is on the host."""
+        self._add_held()
         if self.sums is None:
             return None
         parts = [self.sums.reshape(-1)]
@@ -489,13 +554,19 @@ class Monitor:
                 f"z1 and z2 must have the same shape (row i of each is instance i), "
                 f"got {tuple(z1.shape)} and {tuple(z2.shape)}"
             )
-        views = torch.stack([z1.detach(), z2.detach()])
         gather = is_distributed() if self.gather is None else self.gather
-        if gather and is_distributed():
-            views = _gather_views(views)
-        self._stats.add_views(views)
-        if queue is not None:
-            self._queue.add(views, queue[0], queue[1])
+        gather = gather and is_distributed()
+        batch = z1.shape[0]
+        if gather or queue is not None:
+            views = torch.stack([z1.detach(), z2.detach()])
+            if gather:
+                views = _gather_views(views)
+            self._stats.add_views(views)
+            if queue is not None:
+                self._queue.add(views, queue[0], queue[1])
+            batch = views.shape[1]
+        else:
+            self._stats.update(z1, z2)  # one copy of the views a step, no more
 
         names, values, host = [], [], {}
         for name, value in scalars.items():
@@ -503,13 +574,13 @@ class Monitor:
                 if value.numel() != 1:
                     raise ValueError(f"{name} must be a single number, got shape {_shape(value)}")
                 names.append(name)
-                values.append(value.detach().reshape(()).to(views.device, torch.float32))
+                values.append(value.detach().reshape(()).to(z1.device, torch.float32))
             else:
                 host[name] = float(value)
         stacked = torch.stack(values) if values else None
         self.step += 1
         self._steps.append((self.step, tuple(names), stacked, host))
-        self._images += int(views.shape[1])
+        self._images += int(batch)
         if lr is not None:
             self._lr = float(lr)
 
