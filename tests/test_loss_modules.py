@@ -27,6 +27,7 @@ from cl_diag.losses import (
     Loss,
     LossOptionError,
     Pairs,
+    RegularisedLoss,
     SigmoidLoss,
     SimCLRLoss,
     SpectralLoss,
@@ -408,3 +409,106 @@ def test_the_trainer_checks_the_loss_options_once_not_per_step(tmp_path, monkeyp
         )
         counts.append(calls["n"])
     assert counts[0] == counts[1] > 0
+
+
+# --------------------------------------------------------------------------- loss + lambda R
+def _regularised_vs_separate(name, hp, *, labels=None, **batch_args):
+    """(RegularisedLoss's total, main, reg and input gradients) and the same computed by the two
+    modules separately."""
+    z1, z2 = rand_pair(seed=5)
+    extra = [t.clone().requires_grad_() for t in batch_args.pop("extra_views", [])]
+    loss, vrn = build_loss(name, **hp), VRNLoss(delta=-0.2)
+    out = []
+    for fused in (True, False):
+        a, b = z1.clone().requires_grad_(), z2.clone().requires_grad_()
+        args = dict(batch_args, **({"extra_views": extra} if extra else {}))
+        if fused:
+            total, main, reg = RegularisedLoss(loss, vrn, 30.0)(a, b, labels, **args)
+        else:
+            main, reg = loss(a, b, labels, **args), vrn(a, b, labels, **args)
+            total = main + 30.0 * reg
+        grads = torch.autograd.grad(total, [a, b, *extra])
+        out.append((total.detach(), main.detach(), reg.detach(), grads))
+    return out
+
+
+@pytest.mark.parametrize(("name", "hp", "cls"), [c for c in CASES if c[0] != "vrn"], ids=IDS[:-2])
+def test_regularised_loss_gives_each_term_bit_for_bit_and_the_same_gradient(name, hp, cls):
+    fused, separate = _regularised_vs_separate(name, hp, labels=LABELS)
+    for got, want in zip(fused[:3], separate[:3], strict=True):
+        assert torch.equal(got, want), name  # the values: the same rows, the same operations
+    assert fused[0] == fused[1] + 30.0 * fused[2]
+    for got, want in zip(fused[3], separate[3], strict=True):  # one normalisation's backward
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_regularised_loss_with_a_queue_and_with_more_views():
+    g = torch.Generator().manual_seed(7)
+    keys = (torch.randn(4, 5, generator=g), torch.randn(4, 5, generator=g))
+    for name in ("simclr", "dcl"):
+        fused, separate = _regularised_vs_separate(name, {"temperature": 0.3}, queue=keys)
+        assert all(torch.equal(a, b) for a, b in zip(fused[:3], separate[:3], strict=True))
+        for got, want in zip(fused[3], separate[3], strict=True):
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    third = torch.randn(6, 5, generator=g)
+    fused, separate = _regularised_vs_separate("supcon", {}, labels=LABELS, extra_views=[third])
+    assert all(torch.equal(a, b) for a, b in zip(fused[:3], separate[:3], strict=True))
+    assert len(fused[3]) == 3  # the third view gets its gradient too
+    for got, want in zip(fused[3], separate[3], strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_regularised_loss_refuses_a_bad_weight_and_what_the_loss_cannot_take():
+    for weight in (-1.0, math.nan, math.inf):
+        with pytest.raises(LossOptionError) as err:
+            RegularisedLoss(SimCLRLoss(), VRNLoss(), weight)
+        assert err.value.option == "weight"
+    z1, z2 = rand_pair()
+    with pytest.raises(LossOptionError) as err:  # dhel has no queue negatives
+        RegularisedLoss(DHELLoss(), VRNLoss(), 1.0)(z1, z2, queue=(z1[:2], z2[:2]))
+    assert err.value.option == "queue"
+    # a batch prepared with a queue cannot be given to a loss that takes none
+    batch = SimCLRLoss().prepare(z1, z2, queue=(z1[:2], z2[:2]))
+    with pytest.raises(LossOptionError):
+        DHELLoss().on_unit(batch)
+
+
+def test_regularised_loss_calls_a_plain_callable_as_it_is():
+    calls = []
+
+    def mean_cos(z1, z2, labels=None):
+        calls.append(1)
+        return F.cosine_similarity(z1, z2).mean()
+
+    z1, z2 = rand_pair()
+    total, main, reg = RegularisedLoss(
+        common.CallableLoss(mean_cos, "mean_cos", {}), VRNLoss(), 2.0
+    )(z1, z2)
+    assert calls == [1] and torch.equal(main, mean_cos(z1, z2))
+    assert torch.equal(reg, VRNLoss()(z1, z2)) and torch.equal(total, main + 2.0 * reg)
+
+
+def test_fit_trains_with_one_normalisation_for_loss_and_vrn(monkeypatch):
+    """--vrn: the loop normalises the views once for both terms (RegularisedLoss), not twice."""
+    from cl_diag.models import build_model
+    from cl_diag.orchestration.train import TrainConfig, resolve_config
+    from cl_diag.training.data import training_data
+    from cl_diag.training.loop import DistEnv, fit
+
+    prepared = []
+    real = Loss.prepare
+
+    def counting(self, *args, **kwargs):
+        prepared.append(self.name)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Loss, "prepare", counting)
+    data = training_data("digits", seed=0, num_samples=64)
+    config = resolve_config(
+        TrainConfig(dataset="digits", batch_size=32, epochs=1, vrn=30.0, quiet=True),
+        n_train=data.n_train,
+    )
+    result = fit(config, build_model(config, seed=0), data, None, env=DistEnv(torch.device("cpu")))
+    assert result.steps == 2 and prepared == ["simclr", "simclr"]  # one preparation a step
+    row = result.history[-1]
+    assert row["loss"] == pytest.approx(row["contrastive"] + 30 * row["vrn"], rel=1e-5)

@@ -69,6 +69,7 @@ from ._common import (
     HParam,
     Loss,
     LossOptionError,
+    UnitBatch,
 )
 from .contrastive import ContrastiveLoss
 from .dcl import DCLLoss
@@ -78,6 +79,7 @@ from .families import IndependentlyAdditive, InfoNCEFamily, ind_add, info_sym
 from .hcl import HCLLoss
 from .infonce import InfoNCELoss
 from .pairs import Pairs
+from .regularised import RegularisedLoss
 from .sigmoid import SigmoidLoss
 from .simclr import SimCLRLoss
 from .spectral import SpectralLoss
@@ -152,6 +154,7 @@ __all__ = [
     "Loss",
     "LossOptionError",
     "Pairs",
+    "RegularisedLoss",
     "SemiHardTriplets",
     "SigmoidLoss",
     "SimCLRLoss",
@@ -160,6 +163,7 @@ __all__ = [
     "SupConLoss",
     "TripletLoss",
     "TripletMiner",
+    "UnitBatch",
     "VRNLoss",
     "build_loss",
     "gather_batch",

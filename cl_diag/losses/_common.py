@@ -197,6 +197,18 @@ def normalise_pair(z1: torch.Tensor, z2: torch.Tensor) -> tuple[torch.Tensor, to
     return F.normalize(z1.float(), dim=1), F.normalize(z2.float(), dim=1)
 
 
+class UnitBatch(NamedTuple):
+    """A batch as the losses compute on it (:meth:`Loss.prepare`): the two views ``u``, ``v``
+    and any further views L2-normalised in fp32, the labels as int64 (or None) and the queued
+    keys of view 1 and view 2, normalised (or None)."""
+
+    u: torch.Tensor
+    v: torch.Tensor
+    labels: torch.Tensor | None
+    extra_views: list[torch.Tensor]
+    keys: tuple[torch.Tensor, torch.Tensor] | None
+
+
 class Loss(nn.Module):
     """Base module of every named loss: options checked once, fp32, normalisation.
 
@@ -329,6 +341,21 @@ class Loss(nn.Module):
         anchors of view 2 see K1 (each loss's docstring says in which terms). None
         is the loss without a queue, computed exactly as without the argument."""
         hp = self._hparams_for_call(hparams)
+        return self._on_unit(self.prepare(z1, z2, labels, extra_views=extra_views, queue=queue), hp)
+
+    def prepare(
+        self,
+        z1: torch.Tensor,
+        z2: torch.Tensor,
+        labels: Any = None,
+        *,
+        extra_views: Sequence[torch.Tensor] = (),
+        queue: tuple[torch.Tensor, torch.Tensor] | None = None,
+    ) -> UnitBatch:
+        """The checks and the normalisation of :meth:`forward`: the batch as this loss computes
+        on it (rows L2-normalised in fp32). :meth:`on_unit` of it is :meth:`forward`'s value,
+        bit for bit; losses that take the same batch can share one preparation
+        (:class:`~cl_diag.losses.RegularisedLoss`)."""
         labels = check_inputs(z1, z2, labels, self.name)
         if extra_views:
             self._check_extra_views(z1, extra_views)
@@ -338,12 +365,25 @@ class Loss(nn.Module):
         # delta(n) and exp(s/t) at small t do not survive half precision.
         with torch.autocast(device_type=z1.device.type, enabled=False):
             u, v = normalise_pair(z1, z2)
-            if queue is not None:
-                k1, k2 = normalise_pair(queue[0], queue[1])
-                return self._compute_queue(u, v, k1, k2, labels, **hp)
-            if extra_views:
-                rest = [F.normalize(z.float(), dim=1) for z in extra_views]
-                return self._compute_views([u, v, *rest], labels, **hp)
+            keys = normalise_pair(queue[0], queue[1]) if queue is not None else None
+            rest = [F.normalize(z.float(), dim=1) for z in extra_views]
+        return UnitBatch(u, v, labels, rest, keys)
+
+    def on_unit(self, batch: UnitBatch, **hparams: Any) -> torch.Tensor:
+        """The loss of a batch :meth:`prepare` made (``hparams`` override as in :meth:`forward`)."""
+        return self._on_unit(batch, self._hparams_for_call(hparams))
+
+    def _on_unit(self, batch: UnitBatch, hp: Mapping[str, Any]) -> torch.Tensor:
+        if batch.keys is not None and not self.takes_queue:
+            self._check_queue(batch.u, batch.keys, batch.extra_views)
+        if batch.extra_views and not self.multi_view:
+            self._check_extra_views(batch.u, batch.extra_views)
+        u, v, labels = batch.u, batch.v, batch.labels
+        with torch.autocast(device_type=u.device.type, enabled=False):
+            if batch.keys is not None:
+                return self._compute_queue(u, v, batch.keys[0], batch.keys[1], labels, **hp)
+            if batch.extra_views:
+                return self._compute_views([u, v, *batch.extra_views], labels, **hp)
             return self._compute(u, v, labels, **hp)
 
     def _check_extra_views(self, z1: torch.Tensor, extra: Sequence[torch.Tensor]) -> None:

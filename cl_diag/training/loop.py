@@ -54,7 +54,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Sampler
 
 from cl_diag.errors import UserError
-from cl_diag.losses import LOSSES, build_loss
+from cl_diag.losses import LOSSES, RegularisedLoss, build_loss
 from cl_diag.losses.distributed import gather_batch, gather_with_grad
 from cl_diag.measurement.monitor import METRIC_COLUMNS, Monitor
 from cl_diag.measurement.monitor import PairStats as PairStats  # tests import it from here
@@ -606,6 +606,8 @@ def fit(
     loss_fn = build_loss(config.loss, **_loss_hparams(config)).to(device)
     vrn_fn = build_loss("vrn", delta=config.vrn_delta, power=float(config.vrn_power))
     lam = float(config.vrn)
+    # loss + lam * VRN on one normalisation of the views (each term's value as computed alone)
+    objective = RegularisedLoss(loss_fn, vrn_fn, lam) if lam else None
     # With p = 2 and no VRN in the loss, the logged VRN comes from the pair statistics
     # (var + (mean - delta)^2): no extra B x B product per step.
     # (With --views V > 2 VRN runs over every view pair, the statistics over views 1 and 2.)
@@ -681,12 +683,11 @@ def fit(
             if negatives is not None:
                 more["queue"] = negatives
             keys = _keys(parts, x, g.z1, g.z2) if config.queue else None
-            main = loss_fn(g.z1, g.z2, g.labels, **more)
-            if lam:
-                vrn = vrn_fn(g.z1, g.z2, **more)
-                loss = main + lam * vrn
+            if objective is not None:
+                loss, main, vrn = objective(g.z1, g.z2, g.labels, **more)
                 terms = {"loss": loss, "contrastive": main, "vrn": vrn}
             else:
+                main = loss_fn(g.z1, g.z2, g.labels, **more)
                 loss, terms = main, {"loss": main, "contrastive": main}
                 if not vrn_from_stats:
                     with torch.no_grad():  # logged only
