@@ -108,9 +108,19 @@ _BELOW = 3  # below-delta counts of pos, cross_neg, within_neg
 _VIEW_PAIRS = [1, 0, 0, 2]
 #: the row product (0: u.u, 1: u.v, 2: v.v) of each view pair (0,0), (0,1), (1,0), (1,1)
 _ROW_PAIRS = [0, 1, 1, 2]
-#: the d x d route holds up to this many steps (and bytes) of views, then adds them in one go
+#: without counting below delta, up to this many steps of views are held and added in one go,
+#: within this many bytes of the views and their computation (_held_step_bytes)
 _HELD_STEPS = 16
 _HELD_BYTES = 1 << 25
+
+
+def _held_step_bytes(b: int, d: int) -> int:
+    """What one held step costs in memory: its views (fp32, held and normalised) and its
+    products, d x d grams (2 d <= 3 B) or the three B x B blocks in fp32 and float64."""
+    products = 2 * d * d * 4 if 2 * d <= 3 * b else 3 * b * b * (4 + 8 + 8)
+    return 2 * b * d * 4 * 2 + products
+
+
 #: similarities per band of the B x B route (CPU, CUDA): 21 bytes each of buffers, so about
 #: 22 MB on a CPU (one band up to B = 590) and 88 MB on a GPU (B = 1180; B = 4096: 13 bands)
 _BAND_SIMILARITIES = (1 << 20, 1 << 22)
@@ -137,10 +147,11 @@ class PairStats:
     kind is read off them once, in :meth:`read` (e.g. cross-view negatives = all (0, 1)
     pairs minus the positives). The all-pairs sums never need a B x B matrix when d is small:
     sum_ij u_i.v_j = (sum_i u_i).(sum_j v_j) and sum_ij (u_i.v_j)^2 = ||U V^T||_F^2 =
-    <U^T U, V^T V>_F, from d x d matrices (2 B d^2 multiply-adds instead of 3 B^2 d). On
-    this route the views of up to 16 steps (32 MiB) are held and added in one batched
-    computation (at a small B most of a step's cost is launching its ~20 kernels; batched,
-    they are launched once for 16 steps), and always before :meth:`packed` reads the sums.
+    <U^T U, V^T V>_F, from d x d matrices (2 B d^2 multiply-adds instead of 3 B^2 d); when
+    d is larger, from the B x B products. Without ``excessive`` the views of up to 16 steps
+    (within 32 MiB) are held and added in one batched computation (at a small B most of a
+    step's cost is launching its ~20 kernels; batched, they are launched once for 16 steps),
+    and always before :meth:`packed` reads the sums.
     Counting s < delta needs every similarity: with ``excessive`` a step forms the three
     B x B products u v^T, u u^T, v v^T in fp32, adds three counts (within-view pairs from
     the strict upper triangle only, so a product that rounds asymmetrically cannot count a
@@ -194,10 +205,10 @@ class PairStats:
             self._count(views.shape[1])
 
     def _holds(self, shape: torch.Size) -> bool:
-        """Whether batches of views (B, d) take the d x d route (held, added T steps at a time):
-        no counting below delta, and d small enough that 2 B d^2 < 3 B^2 d."""
-        b, d = shape
-        return self._t32 is None and 2 * d <= 3 * b
+        """Whether a step of views (B, d) is held and added with others (no counting below
+        delta, and one step's computation fits in the held budget); else it is added at once,
+        on the B x B route, a band of rows at a time."""
+        return self._t32 is None and _held_step_bytes(*shape) <= _HELD_BYTES
 
     def _slot(self, view: torch.Tensor) -> torch.Tensor:
         """The place (2, B, d) in the held steps for a step shaped like ``view`` (B, d): the
@@ -209,7 +220,7 @@ class PairStats:
             view.device,
         ):
             self._add_held()
-            steps = max(1, min(_HELD_STEPS, _HELD_BYTES // (2 * view.nbytes)))
+            steps = max(1, min(_HELD_STEPS, _HELD_BYTES // _held_step_bytes(*view.shape)))
             held = self._held = view.new_empty((steps, 2, *view.shape))
         elif self._n_held == len(held):
             self._add_held()
@@ -222,19 +233,34 @@ class PairStats:
             self.count[k] += n
 
     def _add_held(self) -> None:
-        """The d x d route over the T steps held, in one batched computation (the kernels a step
-        would launch, launched once for T steps: at small B most of a step's cost).
+        """The T steps held, in one batched computation: the kernels a step would launch,
+        launched once for T steps (at a small B most of a step's cost is their launch).
 
-        Per step, with p_0 = U and p_1 = V normalised: the all-pairs sums need no B x B matrix,
-        sum_ij p_k,i . p_l,j = (sum_i p_k,i) . (sum_j p_l,j) and sum_ij (p_k,i . p_l,j)^2 =
-        <P_k^T P_k, P_l^T P_l>_F (2 B d^2 multiply-adds instead of 3 B^2 d), and the i = j
-        sums come from the B row products u_i . u_i, u_i . v_i, v_i . v_i."""
+        Per step, with p_0 = U and p_1 = V normalised, when d is small (2 d <= 3 B) the
+        all-pairs sums need no B x B matrix: sum_ij p_k,i . p_l,j = (sum_i p_k,i) . (sum_j
+        p_l,j) and sum_ij (p_k,i . p_l,j)^2 = <P_k^T P_k, P_l^T P_l>_F (2 B d^2 multiply-adds
+        instead of 3 B^2 d), and the i = j sums come from the B row products u_i . u_i,
+        u_i . v_i, v_i . v_i. Else the three B x B products u v^T, u u^T, v v^T give them."""
         if not self._n_held:
             return
         assert self._held is not None
         held, self._n_held = self._held[: self._n_held], 0
+        b, d = held.shape[2:]
         with torch.autocast(held.device.type, enabled=False), full_fp32_matmul():
             p = torch.nn.functional.normalize(held.float(), dim=3)  # (T, 2, B, d)
+            if 2 * d > 3 * b:
+                blocks = (p[:, [0, 0, 1]] @ p[:, [1, 0, 1]].transpose(2, 3)).double()
+                diagonal = blocks.diagonal(dim1=2, dim2=3)  # (T, 3, B): uv, uu, vv
+                per_block = torch.stack(
+                    [
+                        blocks.sum((0, 2, 3)),
+                        blocks.square().sum((0, 2, 3)),
+                        diagonal.sum((0, 2)),
+                        diagonal.square().sum((0, 2)),
+                    ]
+                )  # (4, 3), as the banded B x B route gives them
+                self._accumulate(per_block[:, _VIEW_PAIRS].reshape(4, 2, 2))
+                return
             rows = torch.stack(
                 [p[:, 0].square().sum(2), (p[:, 0] * p[:, 1]).sum(2), p[:, 1].square().sum(2)]
             ).double()  # (3, T, B): the i = j similarities of the pairs uu, uv, vv
@@ -508,8 +534,8 @@ class Monitor:
     def _open_row(self) -> None:
         self._stats = PairStats(self.delta, excessive=self.excessive)
         self._queue = QueueStats(self.delta, excessive=self.excessive)
-        # per step: (step, names of its tensor scalars, their values stacked, host scalars)
-        self._steps: list[tuple[int, tuple[str, ...], torch.Tensor | None, dict[str, float]]] = []
+        # per step: (step, names of its tensor scalars, those tensors (detached), host scalars)
+        self._steps: list[tuple[int, tuple[str, ...], list[torch.Tensor], dict[str, float]]] = []
         self._images = 0
         self._lr: float | None = None
         self._t0 = time.perf_counter()
@@ -574,12 +600,11 @@ class Monitor:
                 if value.numel() != 1:
                     raise ValueError(f"{name} must be a single number, got shape {_shape(value)}")
                 names.append(name)
-                values.append(value.detach().reshape(()).to(z1.device, torch.float32))
+                values.append(value.detach())  # as it is: stacked and converted at the row
             else:
                 host[name] = float(value)
-        stacked = torch.stack(values) if values else None
         self.step += 1
-        self._steps.append((self.step, tuple(names), stacked, host))
+        self._steps.append((self.step, tuple(names), values, host))
         self._images += int(batch)
         if lr is not None:
             self._lr = float(lr)
@@ -602,10 +627,14 @@ class Monitor:
         queued = self._queue.packed()
         if queued is not None:  # the queue stream, read in the same host sync
             packed = torch.cat([packed, queued])
-        device_values = [t for _, _, t, _ in self._steps if t is not None]
         flat = packed
-        if device_values:  # float32 scalars, exactly representable beside the float64 moments
-            flat = torch.cat([torch.cat(device_values).double(), packed])
+        scalars = [t.reshape(()) for _, _, values, _ in self._steps for t in values]
+        if scalars:  # the steps' scalars, in float64 beside the moments
+            if all(t.device == packed.device for t in scalars):
+                stacked = torch.stack(scalars).to(torch.float64)  # one kernel for the row
+            else:
+                stacked = torch.stack([t.to(packed.device, torch.float64) for t in scalars])
+            flat = torch.cat([stacked, packed])
         values = flat.tolist()  # the host sync
         seconds = time.perf_counter() - self._t0
 
