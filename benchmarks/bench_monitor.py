@@ -10,22 +10,24 @@ the monitor also calls ``mon.update(z1, z2, loss=loss)`` and ``mon.flush()`` (a 
 step besides the d x d moments); ``--no-excessive`` times the cheaper means-and-variances-only
 monitor that ``cl-diag train`` uses.
 
-Printed per model: the median step time of each variant (medians, because on a shared machine
-interference lands on a few steps), the ratio of steps/s with / without (target >= 0.98), the
-median of the per-round paired ratios (each round's two steps ran back to back, so a slow
-phase of the machine hits both), and the median time of the monitor's own calls.
+Printed per model: the median step time of each variant, the ratio of steps/s with / without
+as a ratio of total times with a 95 % bootstrap interval over rounds (totals, not medians: on
+the means-and-variances route the monitor holds 16 steps' views and adds them in one go, a cost
+a median step never shows; target >= 0.98), the median of the per-round paired ratios (each
+round's two steps ran back to back, so a slow phase of the machine hits both), and the mean time
+of the monitor's own calls per step.
 
     python benchmarks/bench_monitor.py                       # both models, 40 rounds each
     python benchmarks/bench_monitor.py --models digits --rounds 200
     OMP_NUM_THREADS=1 python benchmarks/bench_monitor.py --clock cpu   # a busy shared machine
 
 ``--clock cpu`` times steps in CPU seconds of this process (with one thread, time spent waiting
-for a core is not counted). Measured with it on 2 cores shared with other jobs (load 11-15),
-OMP_NUM_THREADS=1, torch 2.14, 100 and 150 rounds (README "Python API" has the table):
+for a core is not counted). Measured on the project's idle 2-core machine, torch 2.14, 2 threads,
+wall clock (README "Python API" has the table):
 
-    digits    step 72 ms,   monitor 2.2 ms,  with / without 0.981-0.989 (paired 0.971-0.982)
-    digits    --no-excessive: 68 ms, 0.9 ms,  0.996 (paired 0.982)
-    resnet18  step 1.45 s,  monitor 2.3 ms,  0.997 (paired 1.003)
+    digits    --no-excessive, 200 rounds: step 43 ms, monitor 0.39 ms, 0.994 [0.980, 1.007]
+    digits    Monitor(n_ref=50000), 200 rounds: step 37 ms, monitor 1.8 ms, 0.964 [0.950, 0.978]
+    resnet18  --no-excessive, 12 rounds: step 0.78 s, monitor 0.24 ms, 1.026 [0.983, 1.073]
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ import random
 import statistics
 import time
 
+import numpy as np
 import torch
 
 from cl_diag.losses import build_loss
@@ -87,13 +90,20 @@ def bench(name: str, args: argparse.Namespace, clock) -> dict[str, float]:
             this_round[with_monitor] = step(with_monitor)
             times[with_monitor].append(this_round[with_monitor])
         paired.append(this_round[False] / this_round[True])
-    without, with_ = statistics.median(times[False]), statistics.median(times[True])
+    without, with_ = sum(times[False]), sum(times[True])
+    # the monitor's work is not the same every step (on the d x d route it adds 16 steps' views
+    # in one go), so the ratio is of total times, with a 95 % bootstrap interval over rounds
+    rounds = np.array([times[False], times[True]]).T
+    rng = np.random.default_rng(0)
+    resampled = rounds[rng.integers(0, len(rounds), (2000, len(rounds)))].sum(1)
+    low, high = np.percentile(resampled[:, 0] / resampled[:, 1], [2.5, 97.5])
     return {
-        "without": without,
-        "with": with_,
+        "without": statistics.median(times[False]),
+        "with": statistics.median(times[True]),
         "ratio": without / with_,
+        "interval": (float(low), float(high)),
         "paired": statistics.median(paired),
-        "monitor": statistics.median(monitor_seconds),
+        "monitor": statistics.fmean(monitor_seconds),
         "rows": len(monitor.history),
     }
 
@@ -122,10 +132,12 @@ def main() -> None:
     )
     for name in args.models.split(","):
         r = bench(name.strip(), args, clock)
+        low, high = r["interval"]
         print(
-            f"{name:9s} step without {1000 * r['without']:8.1f} ms, with {1000 * r['with']:8.1f} "
-            f"ms; steps/s with / without {r['ratio']:.3f} (paired {r['paired']:.3f}; target "
-            f">= 0.98); update + flush {1000 * r['monitor']:.2f} ms; {r['rows']} rows"
+            f"{name:9s} median step without {1000 * r['without']:8.1f} ms, with "
+            f"{1000 * r['with']:8.1f} ms; steps/s with / without {r['ratio']:.3f} "
+            f"[{low:.3f}, {high:.3f}] (median paired {r['paired']:.3f}; target >= 0.98); "
+            f"update + flush {1000 * r['monitor']:.2f} ms a step (mean); {r['rows']} rows"
         )
 
 

@@ -1,72 +1,108 @@
 """Steps/s of cl-diag's training loop against a minimal hand-written PyTorch loop, and the cost of
---vrn.
+--vrn, with 95 % intervals and a verdict on each target.
 
-Both loops run in this one process on the same model (same initial weights), the same
-loss, the same batch size and the same dataset object, with the same DataLoader settings
-(workers 0 on CPU). The hand-written loop is the floor: forward, loss, backward, step,
-nothing else. cl-diag's loop adds the per-step lr schedule, the in-batch pair statistics
-(on the device), the loss terms kept for metrics.csv and, once per epoch (--log-every 0, the
-default), the host sync that reads them, checks the loss is finite and logs the VRN value
-(from the pair statistics without --vrn). Checkpoint writes (once per epoch) are timed
-separately.
+Four loops run in this one process on the same model (same initial weights), the same loss, the
+same batch size and the same dataset object, with the same DataLoader settings (workers 0 on
+CPU): the hand-written loop (forward, loss, backward, step, nothing else: the floor) twice,
+cl-diag's ``fit`` and ``fit`` with ``--vrn 30``. cl-diag's loop adds the per-step lr schedule,
+the in-batch pair statistics of the Monitor (on the device), the loss terms kept for metrics.csv
+and, once per epoch (--log-every 0, the default), the host sync that reads them, checks that the
+loss is finite and logs the VRN value (from the pair statistics without --vrn). Checkpoint
+writes (once per epoch) are timed separately, in one more run of ``fit`` after the comparison.
+
+Lock step. The loops run as greenlets on this one thread and take turns: one step of one loop at
+a time, the turns of each round in a new random order, so step k of every loop runs within a few
+hundred milliseconds of the others. A slow phase of a shared machine (another process, a
+frequency change) then lands on the steps of one round, of every loop alike, instead of on
+whichever loop happened to be running; this is what makes a difference of 1-2 % measurable on a
+machine whose whole-run timings move by +-5 % from one run to the next. (Loops in OS threads
+would each wake their own OpenMP team and slow one another by a third.) A loop's turn runs from
+the moment it gets the turn to the end of its step: the DataLoader's next batch and the epoch's
+end are in it, so per-epoch costs count. A second copy of the hand-written loop is the control:
+two identical loops differ only by chance, and how far apart they land is printed.
+
+Printed: steps/s of each loop, then for the control, cl-diag / hand-written (against the mean of
+the two hand-written copies) and cl-diag --vrn 30 / cl-diag (time):
+
+* per step: the 10 %-trimmed mean of the per-round ratios (a step hit by another process makes
+  one round's ratio extreme in either direction; trimming 10 % at each end drops those, while
+  costs that come every few steps, such as the monitor's batched statistics every 16 steps and
+  the epoch's host sync, stay in);
+* whole loop: the ratio of total times (what a wall clock sees, and what one 100 ms stall moves);
+
+each with a 95 % block-bootstrap interval (blocks of one epoch's rounds, resampled 2,000 times:
+neighbouring rounds share the machine's state), and a verdict per target on the per-step
+interval: "met" when the whole interval is on the target's side, "not met" when all of it is on
+the other side, else "inconclusive".
 
 Targets (issue 10): cl-diag / hand-written >= 0.98; --vrn 30 costs < 3 % over no VRN.
 
+    pip install -e ".[bench]"                                   # greenlet
     python benchmarks/bench_train_loop.py                      # digits, real augmentation
     python benchmarks/bench_train_loop.py --data cached        # pre-made views: loop overhead only
     python benchmarks/bench_train_loop.py --data cached --device cuda --arch resnet18-cifar \
-        --batch-size 256 --epochs 3 --num-samples 25600        # GPU images/s, AMP on
+        --batch-size 256 --epochs 10 --num-samples 25600       # GPU images/s, AMP on
 
-Two ratios are printed for each comparison: of whole loops (the best total over --repeats
-rounds, each running the three loops in a new random order, so per-epoch costs such as the
-host sync count) and of steady-state steps
-(the median time of one step, pooled over the repeats; the first step of each epoch, which
-also carries the previous epoch's end, is left out in both loops). The median is what a busy
-shared machine cannot move much: interference from other processes lands on a few steps,
-while a whole-loop total of a second or so can absorb it all. Where that machine
-is busy (more runnable processes than cores), ``--clock cpu`` times both loops in CPU seconds
-of this process instead of wall seconds, so that time spent waiting for a core is not counted
-(use it with one thread, OMP_NUM_THREADS=1, and workers 0; on CUDA only wall time is honest).
+On CUDA every turn ends with ``torch.cuda.synchronize()`` (a step's kernels must not run into
+the next loop's turn), which all the loops pay alike. ``--clock cpu`` times turns in CPU seconds
+of this process instead of wall seconds (use it with OMP_NUM_THREADS=1 on a machine busier than
+its cores; on CUDA only wall time is honest).
 
-Measured with torch 2.14 on 2 CPU cores (small CNN, batch 128, 10 steps an epoch), as
-cl-diag / hand-written and the --vrn 30 overhead, whole loop | median step:
+Measured with torch 2.14 on the project's 2-core CPU machine, idle, 2 threads, small CNN
+(per step, trimmed; whole loop in brackets after it):
 
-    quiet machine, 2 threads, digits (the default data)     0.986 | 1.009,  +0.4 % | +0.9 %
-        python benchmarks/bench_train_loop.py --epochs 2 --repeats 5
-    quiet machine, OMP_NUM_THREADS=1, cached views          0.977 | 0.987,  +2.6 % | +2.0 %
-        python benchmarks/bench_train_loop.py --data cached --epochs 4 --repeats 12
-    busy machine (load ~2.5), OMP_NUM_THREADS=1, cached     1.009 | 0.979,  +1.3 % | +0.5 %
-        ... --data cached --epochs 4 --repeats 20 --clock cpu
+    digits, batch 128, 40 epochs (the default run)
+        control 1.000 [0.993, 1.006]; whole 1.015 [0.995, 1.036]
+        cl-diag / hand 0.998 [0.993, 1.004] met; whole 1.005 [0.993, 1.019]
+        --vrn 30 +0.5 % [-0.1, +1.2] met; whole +0.9 % [+0.0, +2.1]
+    cached views, batch 128, 40 epochs (a 20 ms step with nothing else in it)
+        control 0.999 [0.993, 1.004]
+        cl-diag / hand 0.983 [0.977, 0.991] inconclusive (0.987 [0.980, 0.995], met, in
+        another run); --vrn 30 +1.9 % [+1.1, +2.7] met
+    cached views, batch 16, 6 epochs (a 7 ms step)
+        cl-diag / hand 0.983 [0.980, 0.986] met; --vrn 30 +4.5 % [+4.2, +4.9] not met
 
-Repeated runs move these by about +-0.01 (and the overhead by +-2 %). Cached views are the
-hardest case (a ~33 ms step with nothing else in it): there the loop's own cost, nearly all the
-in-batch pair statistics (two d x d products of the normalised views), is about 2 % of a step,
-and --vrn 30 adds the VRN loss's forward and backward (a B x B product and its two gradients,
-about 0.7 ms). With augmentation, a larger encoder or a GPU both are a smaller share.
+With pre-made views at batch 128 cl-diag's loop costs about 0.24 ms a step over the hand-written
+one: 0.14 ms for the monitor's statistics (the two d x d Gram matrices of each step, computed 16
+steps at a time), 0.1 ms for the rest (lr schedule, loss terms, progress). VRN is its forward
+and backward (a B x B product and its two gradients) on the views the loss has normalised
+already; at batch 16 what VRN adds is mostly the launch of its ~15 small kernels, which the 7 ms
+step of the tiny CNN cannot hide. With augmentation, a larger encoder or a GPU both are a smaller
+share.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import random
 import statistics
 import tempfile
 import time
-import types
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import torch
+from scipy.stats import trim_mean
 from torch.utils.data import DataLoader, Dataset
 
-import cl_diag.measurement.monitor as monitor_module
-import cl_diag.training.loop as loop_module
 from cl_diag.losses import LOSSES
 from cl_diag.models import build_model
 from cl_diag.orchestration.train import ResolvedTrainConfig, TrainConfig, resolve_config
 from cl_diag.training.data import TrainingData, training_data
 from cl_diag.training.loop import DistEnv, EpochBatchSampler, amp_dtype, fit
+
+try:
+    import greenlet
+except ImportError:  # pragma: no cover - a message, not a traceback
+    raise SystemExit('bench_train_loop.py needs greenlet: pip install -e ".[bench]"') from None
+
+HAND, HAND_AGAIN = "hand-written", "hand-written again"
+CL_DIAG, CL_DIAG_VRN = "cl-diag", "cl-diag --vrn 30"
+TARGET_RATIO, TARGET_OVERHEAD = 0.98, 0.03
+#: the share of rounds trimmed from each end of the per-round ratios (scipy's trim_mean)
+TRIM = 0.1
 
 
 class CachedViews(Dataset):
@@ -85,40 +121,70 @@ class CachedViews(Dataset):
         return i, self.v1[i], self.v2[i], 0
 
 
-clock = time.perf_counter  # --clock cpu: time.process_time
+class LockStep:
+    """Turns for loops running as greenlets on this one thread (one OpenMP team for all, as in a
+    plain run: loops in OS threads would each wake their own team and slow one another): every
+    round gives each running loop one turn, in a new random order. A loop calls :meth:`turn` at
+    the end of each step (``timed=False`` after its set-up)."""
+
+    def __init__(self, seed: int, clock: Callable[[], float], sync: bool):
+        self.clock, self.sync = clock, sync
+        self.rng = random.Random(seed)
+        self.began: dict[str, float] = {}
+        self.turns: dict[str, list[float]] = {}
+        self.conductor = greenlet.getcurrent()
+
+    def run(self, loops: dict[str, Callable[[Turns], object]]) -> None:
+        """Run every loop to its end, a step of one at a time; a loop's error is raised here."""
+        lets = {}
+        for name, loop in loops.items():
+            self.turns[name] = []
+            lets[name] = greenlet.greenlet(lambda loop=loop, name=name: loop(Turns(self, name)))
+        running = list(loops)
+        while running:
+            for name in self.rng.sample(running, len(running)):
+                lets[name].switch()  # until its next turn(), or its end
+                if lets[name].dead:
+                    running.remove(name)
+
+    def turn(self, name: str, *, timed: bool = True) -> None:
+        if self.sync:
+            torch.cuda.synchronize()
+        if timed:
+            self.turns[name].append(self.clock() - self.began[name])
+        self.conductor.switch()
+        self.began[name] = self.clock()
 
 
-class StepClock:
-    """The time of every step inside an epoch (a FitProgress, and called by the hand loop)."""
+class Turns:
+    """The FitProgress that gives the turn away after fit's set-up and after every step."""
 
-    def __init__(self) -> None:
-        self.durations: list[float] = []
-        self.last, self.epoch = None, None
+    def __init__(self, lock_step: LockStep, name: str):
+        self.lock_step, self.name = lock_step, name
 
     def start(self, *, total_steps: int, done_steps: int, epochs: int) -> None:
-        self.last, self.epoch = None, None
+        self.lock_step.turn(self.name, timed=False)
 
     def step(self, step: int, epoch: int) -> None:
-        now = clock()
-        if self.last is not None and epoch == self.epoch:
-            self.durations.append(now - self.last)
-        self.last, self.epoch = now, epoch
+        self.lock_step.turn(self.name)
 
     def row(self, row: dict) -> None:
         pass
 
 
 def hand_loop(
-    config: ResolvedTrainConfig, data: TrainingData, device: torch.device, steps_clock: StepClock
-) -> tuple[int, float]:
-    """The minimal loop: returns (steps, seconds)."""
-    peak_lr = config.peak_lr
+    config: ResolvedTrainConfig, data: TrainingData, device: torch.device, turns: Turns | None
+) -> int:
+    """The minimal loop; returns its step count. ``turns`` (None: run free) is told of each step."""
     model = build_model(config, seed=config.seed).to(device)
     channels_last = device.type == "cuda"
     if channels_last:
         model = model.to(memory_format=torch.channels_last)
     opt = torch.optim.SGD(
-        model.parameters(), lr=peak_lr, momentum=config.momentum, weight_decay=config.weight_decay
+        model.parameters(),
+        lr=config.peak_lr,
+        momentum=config.momentum,
+        weight_decay=config.weight_decay,
     )
     loss_fn = LOSSES[config.loss]
     dtype = amp_dtype(config.autocast, device)
@@ -129,13 +195,12 @@ def hand_loop(
         num_workers=config.workers,
         pin_memory=device.type == "cuda",
     )
-    steps, seconds = 0, 0.0
+    if turns is not None:
+        turns.start(total_steps=0, done_steps=0, epochs=0)
+    steps = 0
     model.train()
     for epoch in range(config.run_epochs):
         sampler.set_epoch(epoch)
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        t0 = clock()
         for _, v1, v2, _ in loader:
             x = torch.cat([v1, v2]).to(device, non_blocking=True)
             if channels_last:
@@ -148,21 +213,45 @@ def hand_loop(
             loss.backward()
             opt.step()
             steps += 1
-            steps_clock.step(steps, epoch + 1)
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        seconds += clock() - t0
-    return steps, seconds
+            if turns is not None:
+                turns.step(steps, epoch + 1)
+    return steps
 
 
 def cl_diag_loop(
-    config: ResolvedTrainConfig, data: TrainingData, device: torch.device, steps_clock: StepClock
-) -> tuple[int, float, float]:
-    """cl-diag's fit(): returns (steps, loop seconds, checkpoint seconds)."""
+    config: ResolvedTrainConfig, data: TrainingData, device: torch.device, turns: Turns
+) -> int:
+    """cl-diag's fit(), writing nothing; returns its step count."""
     model = build_model(config, seed=config.seed)
-    with tempfile.TemporaryDirectory() as out:
-        r = fit(config, model, data, out_dir=Path(out), env=DistEnv(device), progress=steps_clock)
-    return r.steps_this_run, r.train_seconds, r.checkpoint_seconds
+    return fit(config, model, data, out_dir=None, env=DistEnv(device), progress=turns).steps
+
+
+def block_bootstrap(
+    statistic: Callable[[np.ndarray], float], rounds: np.ndarray, block: int, seed: int = 0
+) -> tuple[float, float]:
+    """95 % percentile interval of ``statistic`` over rows of ``rounds`` resampled in blocks of
+    ``block`` consecutive rows (2,000 resamples)."""
+    rng = np.random.default_rng(seed)
+    starts = np.arange(0, len(rounds) - block + 1)
+    blocks_needed = -(-len(rounds) // block)
+    values = []
+    for _ in range(2000):
+        chosen = rng.choice(starts, size=blocks_needed)
+        idx = (chosen[:, None] + np.arange(block)[None, :]).reshape(-1)[: len(rounds)]
+        values.append(statistic(rounds[idx]))
+    low, high = np.percentile(values, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def verdict(
+    low: float, high: float, *, at_least: float | None = None, below: float | None = None
+) -> str:
+    """ "met" when the whole interval is on the target's side, "not met" when all of it is on the
+    other side, else "inconclusive"."""
+    if at_least is not None:
+        return "met" if low >= at_least else "not met" if high < at_least else "inconclusive"
+    assert below is not None
+    return "met" if high < below else "not met" if low >= below else "inconclusive"
 
 
 def main() -> None:
@@ -171,10 +260,10 @@ def main() -> None:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--arch", default="auto")
     ap.add_argument("--batch-size", type=int, default=TrainConfig.batch_size)
-    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--epochs", type=int, default=40, help="epochs of each loop (>= 4)")
     ap.add_argument("--num-samples", type=int, default=None)
-    ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--workers", type=int, default=0)
+    ap.add_argument("--seed", type=int, default=0, help="the order of the turns in each round")
     ap.add_argument(
         "--clock",
         choices=["wall", "cpu"],
@@ -182,13 +271,9 @@ def main() -> None:
         help="wall seconds, or CPU seconds of this process (a busy shared CPU machine)",
     )
     args = ap.parse_args()
-    global clock
-    if args.clock == "cpu":
-        clock = time.process_time
-        # fit() times its rows (in the Monitor) and its checkpoint writes with
-        # time.perf_counter: the same clock for both loops
-        cpu_clock = types.SimpleNamespace(perf_counter=time.process_time)
-        loop_module.time = monitor_module.time = cpu_clock
+    if args.epochs < 4:
+        ap.error("--epochs must be at least 4 (the interval resamples whole epochs)")
+    clock = time.process_time if args.clock == "cpu" else time.perf_counter
 
     device = torch.device(args.device)
     dataset = "digits" if args.arch in ("auto", "small-cnn") else "cifar10"
@@ -211,55 +296,105 @@ def main() -> None:
         quiet=True,
     )
     base = resolve_config(options, n_train=data.n_train)
+    with_vrn = resolve_config(replace(options, vrn=30.0), n_train=data.n_train)
+    steps_per_epoch = base.total_steps // base.run_epochs
     print(
         f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {device}, "
         f"arch {base.arch}, data {args.data} (n={data.n_train}), batch {base.batch_size}, "
-        f"{args.epochs} epochs x {args.repeats} repeats, "
+        f"{args.epochs} epochs x {steps_per_epoch} steps in lock step, "
         f"precision {base.autocast}, {args.clock} clock"
     )
 
-    # warm-up (allocator, kernels, first-touch of the data)
-    one_epoch = resolve_config(replace(options, epochs=1), n_train=data.n_train)
-    hand_loop(one_epoch, data, device, StepClock())
-    with_vrn = resolve_config(replace(options, vrn=30.0), n_train=data.n_train)
+    # warm-up (allocator, kernels, first touch of the data)
+    hand_loop(resolve_config(replace(options, epochs=1), n_train=data.n_train), data, device, None)
 
-    names = ("hand", "cl-diag", "cl-diag --vrn 30")
-    best = dict.fromkeys(names, math.inf)
-    clocks = {name: StepClock() for name in names}
-    steps = {}
-    ckpt = {}
-    runs = {
-        "hand": lambda: (*hand_loop(base, data, device, clocks["hand"]), 0.0),
-        "cl-diag": lambda: cl_diag_loop(base, data, device, clocks["cl-diag"]),
-        "cl-diag --vrn 30": lambda: cl_diag_loop(
-            with_vrn, data, device, clocks["cl-diag --vrn 30"]
-        ),
-    }
-    order = random.Random(0)
-    for _ in range(args.repeats):
-        # a new order every repeat: whatever runs first or last in a round (a warmer or a
-        # colder allocator and cache) must not favour one loop
-        for name in order.sample(names, len(names)):
-            s, t, c = runs[name]()
-            best[name], steps[name], ckpt[name] = min(best[name], t), s, c
-    rate = {k: steps[k] / best[k] for k in names}  # whole loops
-    step_rate = {k: 1 / statistics.median(clocks[k].durations) for k in names}  # steady state
-    print(f"{'':18s} {'whole loop':>21s}   {'median step':>22s}")
-    for k in names:
-        print(
-            f"{k:18s} {rate[k]:8.2f} steps/s {rate[k] * base.batch_size:7.0f} img/s   "
-            f"{step_rate[k]:8.2f} steps/s {step_rate[k] * base.batch_size:7.0f} img/s"
-        )
-    for title, r in (("whole loop", rate), ("median step", step_rate)):
-        overhead = 100 * (r["cl-diag"] / r["cl-diag --vrn 30"] - 1)
-        print(
-            f"{title + ':':13s} cl-diag / hand-written {r['cl-diag'] / r['hand']:.3f} "
-            f"(target >= 0.98), --vrn 30 overhead {overhead:+.1f} % (target < 3 %)"
-        )
-    per_epoch = ckpt["cl-diag"] / args.epochs
-    print(
-        f"checkpoint write per epoch:  {1000 * per_epoch:.1f} ms (last.pt + metrics.csv, fsync'd)"
+    names = [HAND, HAND_AGAIN, CL_DIAG, CL_DIAG_VRN]
+    lock_step = LockStep(args.seed, clock, sync=device.type == "cuda")
+    lock_step.run(
+        {
+            HAND: lambda turns: hand_loop(base, data, device, turns),
+            HAND_AGAIN: lambda turns: hand_loop(base, data, device, turns),
+            CL_DIAG: lambda turns: cl_diag_loop(base, data, device, turns),
+            CL_DIAG_VRN: lambda turns: cl_diag_loop(with_vrn, data, device, turns),
+        }
     )
+
+    n_rounds = min(len(lock_step.turns[name]) for name in names)
+    rounds = np.array([lock_step.turns[name][:n_rounds] for name in names]).T  # (rounds, 4)
+    hand, again, plain, vrn = range(4)
+    print(f"{'':22s} {'steps/s':>9s} {'img/s':>8s} {'median step':>12s}")
+    for k, name in enumerate(names):
+        column = rounds[:, k]
+        print(
+            f"{name:22s} {n_rounds / column.sum():9.2f} "
+            f"{n_rounds * base.batch_size / column.sum():8.0f} "
+            f"{1000 * statistics.median(column):9.2f} ms"
+        )
+
+    block = max(1, steps_per_epoch)
+    both_hands = [hand, again]
+    # (label, per-round ratio, ratio of totals over rounds r, target): speed ratios for the
+    # control and cl-diag (against the mean of the two hand-written copies), a time ratio for VRN
+    lines = [
+        (
+            "control, hand-written / hand-written again",
+            lambda r: r[:, hand] / r[:, again],
+            lambda r: r[:, hand].sum() / r[:, again].sum(),
+            None,
+        ),
+        (
+            "cl-diag / hand-written",
+            lambda r: r[:, both_hands].mean(1) / r[:, plain],
+            lambda r: r[:, both_hands].sum() / 2 / r[:, plain].sum(),
+            (">=", TARGET_RATIO),
+        ),
+        (
+            "cl-diag --vrn 30 / cl-diag, time",
+            lambda r: r[:, vrn] / r[:, plain],
+            lambda r: r[:, vrn].sum() / r[:, plain].sum(),
+            ("<", 1 + TARGET_OVERHEAD),
+        ),
+    ]
+    for label, per_round, whole, target in lines:
+        trimmed = float(trim_mean(per_round(rounds), TRIM))
+        trimmed_ci = block_bootstrap(
+            lambda r, per_round=per_round: float(trim_mean(per_round(r), TRIM)), rounds, block
+        )
+        total, total_ci = float(whole(rounds)), block_bootstrap(whole, rounds, block)
+        if target is None:
+            judged = "how far apart two identical loops land"
+        else:
+            side, value = target
+            bound = {"at_least": value} if side == ">=" else {"below": value}
+            judged = f"target {side} {value:.2f}: {verdict(*trimmed_ci, **bound)}"
+        print(
+            f"{label}: {trimmed:.3f} [{trimmed_ci[0]:.3f}, {trimmed_ci[1]:.3f}] per step "
+            f"(trimmed mean), {total:.3f} [{total_ci[0]:.3f}, {total_ci[1]:.3f}] whole loop; "
+            f"{judged}"
+        )
+
+    # checkpoint writes: one more run of fit, on its own, into a temporary folder
+    ckpt = _checkpoint_seconds(base, data, device)
+    print(f"checkpoint write per epoch: {1000 * ckpt / args.epochs:.1f} ms (last.pt + metrics.csv)")
+
+
+def _checkpoint_seconds(config: ResolvedTrainConfig, data: TrainingData, device) -> float:
+    """fit's own time for its checkpoint writes over a whole run (into a temporary folder)."""
+
+    class Free:
+        def start(self, **_: int) -> None:
+            pass
+
+        def step(self, step: int, epoch: int) -> None:
+            pass
+
+        def row(self, row: dict) -> None:
+            pass
+
+    with tempfile.TemporaryDirectory() as out:
+        model = build_model(config, seed=config.seed)
+        result = fit(config, model, data, out_dir=Path(out), env=DistEnv(device), progress=Free())
+    return result.checkpoint_seconds
 
 
 if __name__ == "__main__":
