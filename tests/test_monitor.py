@@ -90,6 +90,32 @@ def test_row_is_the_pooled_statistics_of_every_pair(b, d, band, monkeypatch):
     assert row["images_per_s"] == pytest.approx((3 * b - 2) / row["seconds"])
 
 
+@pytest.mark.parametrize("d", [3, 24], ids=["d x d grams", "B x B products"])
+def test_held_steps_give_every_pair_across_full_buffers_and_changing_batches(d, monkeypatch):
+    """Without counting, steps are held and added several at a time: rows that span a full
+    buffer, a change of batch size, a row boundary inside a buffer, and views the caller changes
+    in place after update() all give the statistics of every pair as it was given."""
+    monkeypatch.setattr(monitor_module, "_HELD_STEPS", 4)
+    sizes = [12] * 6 + [9] * 3 + [12] * 4  # 13 steps: 4 + 2 | 3 (9 rows) | 4
+    batches = _batches(sizes, d, seed=2)
+    mon = Monitor(delta=-0.1, log_every=0, excessive=False)
+    for k, (z1, z2) in enumerate(batches):
+        z1, z2 = z1.clone(), z2.clone()
+        mon.update(z1, z2, loss=torch.tensor(float(k)))
+        z1.mul_(-1)  # the caller reuses its tensors: what was added must not change
+        if k == 6:
+            first = mon.flush(force=True)  # a row boundary inside a held buffer
+    second = mon.flush(force=True)
+    for row, part in ((first, batches[:7]), (second, batches[7:])):
+        direct = _direct(part, -0.1)
+        for key, name in (("pos", "pos"), ("cross_neg", "cross"), ("within_neg", "within")):
+            assert row[f"{key}_mean"] == pytest.approx(direct[name].mean(), abs=1e-6)
+            assert row[f"{key}_var"] == pytest.approx(direct[name].var(), abs=1e-6)
+        assert row["vrn"] == pytest.approx(np.mean((direct["cross"] + 0.1) ** 2), rel=1e-5)
+    assert first["loss"] == 3.0 and second["loss"] == 9.5  # means of 0..6 and 7..12
+    assert first["step"] == 7 and second["step"] == 13
+
+
 def test_hand_example_of_excessive_separation():
     # u = v = (e1, -e1, e2): positives 1; cross u0.v1 = u1.v0 = -1, the other four 0;
     # within (each view) u0.u1 = -1, u0.u2 = u1.u2 = 0. delta = -1/(5 - 1) = -0.25.
