@@ -21,7 +21,8 @@ The general families (Lee, Lim, Lee, Sohn, ICML 2025, Section 3) are
 :class:`InfoNCEFamily` and :class:`IndependentlyAdditive`; infonce, simclr,
 dcl, dhel, sigmoid and spectral are presets of them; hcl (Robinson et al. 2021) reweights
 SimCLR's negatives by hardness. ``SigmoidLoss(learnable=True)``
-learns its temperature and bias (SigLIP). Under DDP use
+learns its temperature and bias (SigLIP). ``RegularisedLoss(loss, VRNLoss(...), 30.0)``
+gives loss + 30 VRN with the views normalised once for both terms (``train --vrn``). Under DDP use
 :func:`cl_diag.losses.distributed.global_loss`. See docs/losses.md.
 
 Example::
