@@ -380,20 +380,9 @@ def main() -> None:
 
 def _checkpoint_seconds(config: ResolvedTrainConfig, data: TrainingData, device) -> float:
     """fit's own time for its checkpoint writes over a whole run (into a temporary folder)."""
-
-    class Free:
-        def start(self, **_: int) -> None:
-            pass
-
-        def step(self, step: int, epoch: int) -> None:
-            pass
-
-        def row(self, row: dict) -> None:
-            pass
-
     with tempfile.TemporaryDirectory() as out:
         model = build_model(config, seed=config.seed)
-        result = fit(config, model, data, out_dir=Path(out), env=DistEnv(device), progress=Free())
+        result = fit(config, model, data, out_dir=Path(out), env=DistEnv(device))
     return result.checkpoint_seconds
 
 
