@@ -36,7 +36,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("report", "training"),
     ("models",),
     ("measurement", "losses"),
-    ("io", "errors", "result"),
+    ("io", "errors", "result", "vocabulary"),
 )
 
 #: The command line: the only units that may import cl_diag.cli.
