@@ -36,6 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import torch
 
+from cl_diag.measurement import theory
 from cl_diag.measurement.pairs import (
     _default_tile,
     _LockedIter,
@@ -43,8 +44,8 @@ from cl_diag.measurement.pairs import (
     full_fp32_matmul,
     normalise_views,
     pair_statistics,
-    threshold,
 )
+from cl_diag.result import PairStats
 
 QS = (1, 5, 25, 50, 75, 95, 99)
 
@@ -81,7 +82,7 @@ def peer(z1: np.ndarray, z2: np.ndarray, n_ref: int) -> dict:
     from sklearn.metrics.pairwise import cosine_similarity
 
     n = z1.shape[0]
-    delta = threshold(n_ref)
+    delta = theory.delta(n_ref)
 
     def stats(x: np.ndarray) -> dict:
         return {
@@ -154,13 +155,13 @@ def data(n: int, d: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     return z1, z2
 
 
-def compare(ours: dict, theirs: dict) -> float:
+def compare(ours: dict[str, PairStats], theirs: dict) -> float:
     """Largest |difference| over means, variances, mins, maxs (a sanity check of the peer)."""
     worst = 0.0
     for kind in ("positive", "cross_view_negative", "within_view_negative"):
         for key in ("mean", "var", "min", "max"):
-            worst = max(worst, abs(ours[kind][key] - theirs[kind][key]))
-        assert ours[kind]["count"] == theirs[kind]["count"], kind
+            worst = max(worst, abs(getattr(ours[kind], key) - theirs[kind][key]))
+        assert ours[kind].count == theirs[kind]["count"], kind
     return worst
 
 

@@ -10,8 +10,9 @@ Sec. 3 and App. B: for n instances with two views u_i, v_i (unit vectors),
 The threshold every negative is compared with is δ(n) = −1/(n − 1), the similarity of every
 negative pair of the simplex ETF of n instances (Thm 5.1); a negative below it is
 *excessively separated* (Sec. 5). Its one implementation is
-:func:`cl_diag.measurement.theory.simplex_delta`; in result.json it is the field
-``threshold`` (kept for compatibility); in prose and code it is called δ / ``delta``.
+:func:`cl_diag.measurement.theory.delta`; in result.json it is the key ``threshold`` (kept:
+the bytes of every result stay the same), read as :attr:`cl_diag.result.Result.delta`; in
+prose and code it is called δ / ``delta``.
 
 Every module that names a pair type uses :class:`PairType`: its ``value`` is the key of
 result.json (``"cross_view_negative"``), ``short`` the prefix of the training monitor's

@@ -260,18 +260,18 @@ def test_sampled_mode_streams_beyond_its_chunk():
     k = pairs.SAMPLE_CHUNK + 5  # two chunks
     stats = pairs.pair_statistics(z1, z2, labels=labels, mode="sampled", num_pairs=k, seed=1)
     for kind, block in stats.items():
-        assert block["count"] == k and block["estimate"] is True, kind
-        assert sum(block["histogram"]["counts"]) == k
-        assert -1.0 <= block["min"] <= block["mean"] <= block["max"] <= 1.0
-        assert 0 < block["quantile_error"] < 1e-4  # from the fine histogram
+        assert block.count == k and block.estimate is True, kind
+        assert sum(block.histogram.counts) == k
+        assert -1.0 <= block.min <= block.mean <= block.max <= 1.0
+        assert 0 < block.quantile_error < 1e-4  # from the fine histogram
     cross = stats["cross_view_negative"]
-    split = cross["by_class"]
-    assert split["same_class"]["count"] + split["different_class"]["count"] == k
+    split = cross.by_class
+    assert split.same_class.count + split.different_class.count == k
     # about 14/29 of the ordered pairs i != j share a class
-    assert abs(split["same_class"]["count"] / k - 14 / 29) < 0.01
+    assert abs(split.same_class.count / k - 14 / 29) < 0.01
     # the sample's mean agrees with exact mode's to its standard error
     exact = pairs.pair_statistics(z1, z2, labels=labels)["cross_view_negative"]
-    assert abs(cross["mean"] - exact["mean"]) < 5 * (exact["var"] / k) ** 0.5
+    assert abs(cross.mean - exact.mean) < 5 * (exact.var / k) ** 0.5
 
 
 @pytest.mark.parametrize(

@@ -21,14 +21,16 @@ from cl_diag.result import (
     QUANTILES,
     SCHEMA,
     Result,
+    is_result_file,
     load,
     probe_report_metrics,
     retrieval_metric,
-    save,
 )
 
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = sorted(REPO.glob("reports/*/*/analysis/result.json"))
+#: every result.json committed to the repository: the reference reports' and the tests' data
+EVERY_RESULT = REFERENCE + sorted(p for p in (REPO / "tests" / "data").glob("*.json"))
 # A rich checkpoint result (1,000 images, every probe, baselines, retrieval, k-means): the
 # digits reference report's batch-64 VRN cell as it was before issue 12 resized that study;
 # kept here because the tests below pin its values.
@@ -48,17 +50,26 @@ def _write(tmp_path: Path, data: object, name: str = "result.json") -> Path:
 def test_reference_results_exist():
     # 18 digits cells (3 sizes x 2 VRN x 3 seeds) + 10 toy cells + 6 supcl-collapse cells
     assert len(REFERENCE) == 34
+    # ... and every other result.json of the repository is in the round trip below
+    everywhere = {
+        p
+        for p in REPO.rglob("*.json")
+        if ".venv" not in p.parts and not p.name.startswith(".") and is_result_file(p)
+    }
+    assert everywhere == set(EVERY_RESULT) and len(EVERY_RESULT) == 35
 
 
-@pytest.mark.parametrize("path", REFERENCE, ids=lambda p: f"{p.parts[-4]}/{p.parts[-3]}")
+@pytest.mark.parametrize("path", EVERY_RESULT, ids=lambda p: str(p.relative_to(REPO)))
 def test_load_save_round_trip_is_byte_identical(path, tmp_path):
     result = load(path)
     assert result.to_json() == path.read_text(encoding="utf-8")
-    written = save(result, tmp_path)  # a folder gets result.json inside
-    assert written == tmp_path / "result.json"
+    written = result.save(tmp_path / "copy.json")  # a .json path gets result.json alone
+    assert written == tmp_path / "copy.json" and sorted(tmp_path.iterdir()) == [written]
     assert written.read_bytes() == path.read_bytes()
-    # and through the folder the analysis wrote
-    assert load(path.parent) == result
+    # through the dict form and back, and through the folder holding it
+    assert Result.from_dict(result.to_dict()) == result
+    if path.name == "result.json":
+        assert load(path.parent) == result
 
 
 def test_round_trip_keeps_the_source_key_order_and_nulls():

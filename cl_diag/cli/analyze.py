@@ -285,7 +285,7 @@ def _print_summary(console: Console, result: Result) -> None:
     from rich.table import Table
 
     for name, layer in result.layers.items():
-        table = Table(title=f"{name}: n={layer.n}, d={layer.d}, threshold={result.threshold:.6g}")
+        table = Table(title=f"{name}: n={layer.n}, d={layer.d}, threshold={result.delta:.6g}")
         for column in ("pair type", "count", "mean", "var", "min", "max", "excessive ratio"):
             table.add_column(column, justify="right" if column != "pair type" else "left")
         for pair_type, stats in layer.pairs.items():

@@ -39,7 +39,7 @@ Example::
     >>> from cl_diag.measurement.geometry import geometry
     >>> g = torch.Generator().manual_seed(0)
     >>> z = torch.randn(50, 8, generator=g)
-    >>> geometry(z, z, n_ref=50)["alignment"]
+    >>> geometry(z, z, n_ref=50).alignment
     0.0
 """
 
@@ -54,6 +54,7 @@ from cl_diag.measurement.inputs import UnitViews, check_int, check_n_ref, normal
 from cl_diag.measurement.pairs import _cpu_workers, _LockedIter, _UpperIndex, full_fp32_matmul
 from cl_diag.measurement.ranks import SINGLE, Ranks, tensor_fingerprint
 from cl_diag.measurement.theory import alignment_ceiling
+from cl_diag.result import Ceiling, EffectiveRank, Geometry, Spectrum, ViewValues
 
 __all__ = [
     "RANKME_EPSILON",
@@ -174,7 +175,7 @@ def geometry(
     n_ref: int | None,
     cross_view_mean: float | None = None,
     block_size: int | None = None,
-) -> dict:
+) -> Geometry:
     """Alignment, uniformity, effective rank, covariance spectrum, frontier gap and the
     Thm 5.2 alignment ceiling of two views (see the module docstring for every formula).
 
@@ -188,7 +189,7 @@ def geometry(
         block_size: tile side of the uniformity pass (default 1024 on CPU, 8192 on CUDA).
 
     Returns:
-        the ``geometry`` block of docs/result-schema.md as a plain dict.
+        the ``geometry`` block of result.json (:class:`cl_diag.result.Geometry`).
     """
     views = normalise_views(z1, z2)
     return geometry_of(views, n_ref=n_ref, cross_view_mean=cross_view_mean, block_size=block_size)
@@ -201,7 +202,7 @@ def geometry_of(
     cross_view_mean: float | None = None,
     block_size: int | None = None,
     ranks: Ranks | None = None,
-) -> dict:
+) -> Geometry:
     """:func:`geometry` of views already checked and normalised by
     :func:`cl_diag.measurement.inputs.normalise_views` (the rows are used as they are).
 
@@ -220,7 +221,9 @@ def geometry_of(
         return _geometry(u, v, n_ref, cross_view_mean, block_size, ranks, threads)
 
 
-def _geometry(u, v, n_ref: int, cross_view_mean, block_size, ranks: Ranks, threads: int) -> dict:
+def _geometry(
+    u, v, n_ref: int, cross_view_mean, block_size, ranks: Ranks, threads: int
+) -> Geometry:
     n = u.shape[0]
     u64, v64 = u.to(torch.float64), v.to(torch.float64)
     positives = (u64 * v64).sum(dim=1)
@@ -232,18 +235,16 @@ def _geometry(u, v, n_ref: int, cross_view_mean, block_size, ranks: Ranks, threa
         if not math.isfinite(mean_neg):
             raise ValueError(f"cross_view_mean must be a finite number, got {cross_view_mean!r}.")
     ceiling = alignment_ceiling(mean_neg, n_ref)
-    return {
-        "alignment": float((u64 - v64).pow(2).sum(dim=1).mean()),
-        "uniformity": {
-            "u": _uniformity(u, block_size, ranks, threads),
-            "v": _uniformity(v, block_size, ranks, threads),
-        },
-        "effective_rank": {
-            "u": effective_rank(u),
-            "v": effective_rank(v),
-            "epsilon": RANKME_EPSILON,
-        },
-        "spectrum": {"u": covariance_spectrum(u), "v": covariance_spectrum(v)},
-        "frontier_gap": mean_neg - ((n - 2) * mean_pos - n) / (2 * (n - 1)),
-        "alignment_ceiling": {"value": ceiling, "below_one": bool(ceiling < 1.0)},
-    }
+    return Geometry(
+        alignment=float((u64 - v64).pow(2).sum(dim=1).mean()),
+        uniformity=ViewValues(
+            u=_uniformity(u, block_size, ranks, threads),
+            v=_uniformity(v, block_size, ranks, threads),
+        ),
+        effective_rank=EffectiveRank(
+            u=effective_rank(u), v=effective_rank(v), epsilon=RANKME_EPSILON
+        ),
+        spectrum=Spectrum(u=covariance_spectrum(u), v=covariance_spectrum(v)),
+        frontier_gap=mean_neg - ((n - 2) * mean_pos - n) / (2 * (n - 1)),
+        alignment_ceiling=Ceiling(value=ceiling, below_one=bool(ceiling < 1.0)),
+    )

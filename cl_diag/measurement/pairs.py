@@ -60,7 +60,7 @@ Example::
     >>> g = torch.Generator().manual_seed(0)
     >>> z1 = torch.randn(100, 16, generator=g); z2 = z1 + 0.1 * torch.randn(100, 16, generator=g)
     >>> stats = pair_statistics(z1, z2, n_ref=50_000)
-    >>> stats["cross_view_negative"]["count"]
+    >>> stats["cross_view_negative"].count
     9900
 """
 
@@ -71,6 +71,7 @@ import math
 import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -85,16 +86,21 @@ from cl_diag.measurement.inputs import (
     normalise_views,
 )
 from cl_diag.measurement.ranks import SINGLE, Ranks, tensor_fingerprint
-from cl_diag.result import QUANTILES  # also imported from here by tests/test_pairs.py
+from cl_diag.result import (
+    QUANTILES,  # also imported from here by tests/test_pairs.py
+    ClassSplit,
+    Histogram,
+    PairStats,
+)
+from cl_diag.vocabulary import PairType
 
 __all__ = [
     "FINE_BINS_MIN",
+    "delta_float32",
     "fine_bins",
     "float32_at_least",
     "pair_statistics",
     "pair_statistics_of",
-    "threshold",
-    "threshold_float32",
 ]
 
 #: the fine histogram has at least this many bins on [-1, 1] (bin width <= 3.1e-5)
@@ -121,24 +127,18 @@ _GATHER_BYTES = 64 << 20
 # --------------------------------------------------------------------------- inputs
 
 
-def threshold(n_ref: int) -> float:
-    """delta = -1/(n_ref - 1): the pairwise similarity of a simplex ETF of n_ref points (Thm 5.1);
-    :func:`cl_diag.measurement.theory.delta`."""
-    return theory.delta(n_ref)
-
-
-def threshold_float32(n_ref: int) -> float:
+def delta_float32(n_ref: int) -> float:
     """The smallest float32 value T >= delta, so that for float32 s:  s < delta  <=>  s < T.
 
     Comparing a float32 tensor with the float64 delta would round delta to the
     nearest float32 and could move the boundary by half a unit in the last place.
     """
-    return float32_at_least(threshold(n_ref))
+    return float32_at_least(theory.delta(n_ref))
 
 
 def float32_at_least(value: float) -> float:
     """The smallest float32 T >= ``value``: for float32 s,  s < value  <=>  s < T
-    (:func:`threshold_float32` for any threshold, e.g. a VRN delta given as a number)."""
+    (:func:`delta_float32` for any threshold, e.g. a VRN delta given as a number)."""
     t32 = np.float32(value)
     if float(t32) < value:
         t32 = np.nextafter(t32, np.float32(np.inf))
@@ -296,7 +296,7 @@ class _Stream:
         out.hist = torch.stack([hist for _, hist in portables]).sum(dim=0)
         return out
 
-    def summary(self, hist_bins: int, *, negative: bool, estimate: bool = False) -> dict:
+    def summary(self, hist_bins: int, *, negative: bool, estimate: bool = False) -> PairStats:
         count = sum(p[1] for p in self.parts)
         if count == 0:
             return _empty_summary(
@@ -381,54 +381,45 @@ def _coarse(fine_hist: np.ndarray, hist_bins: int) -> list[int]:
 
 def _summary(
     *, count, mean, var, mn, mx, quantiles, quantile_error, fine_hist, hist_bins, below, estimate
-) -> dict:
-    out = {
-        "count": int(count),
-        "estimate": bool(estimate),
-        "mean": float(mean),
-        "var": float(var),
-        "std": math.sqrt(var),
-        "min": float(mn),
-        "max": float(mx),
-        "quantiles": quantiles,
-        "quantile_error": float(quantile_error),
-        "histogram": {
-            "range": [-1.0, 1.0],
-            "bins": int(hist_bins),
-            "counts": _coarse(fine_hist, hist_bins),
-        },
-    }
-    if below is not None:
-        out["excessive_ratio"] = below / count
-        out["excessive_count"] = int(below)
-    return out
+) -> PairStats:
+    return PairStats(
+        count=int(count),
+        estimate=bool(estimate),
+        mean=float(mean),
+        var=float(var),
+        std=math.sqrt(var),
+        min=float(mn),
+        max=float(mx),
+        quantiles=quantiles,
+        quantile_error=float(quantile_error),
+        histogram=Histogram(bins=int(hist_bins), counts=_coarse(fine_hist, hist_bins)),
+        excessive_ratio=None if below is None else below / count,
+        excessive_count=None if below is None else int(below),
+    )
 
 
 def _empty_summary(
     hist_bins: int, *, negative: bool, estimate: bool, quantile_error: float
-) -> dict:
+) -> PairStats:
     """A split with no pairs (e.g. every instance in its own class): count 0, statistics null."""
-    out = {
-        "count": 0,
-        "estimate": bool(estimate),
-        "mean": None,
-        "var": None,
-        "std": None,
-        "min": None,
-        "max": None,
-        "quantiles": {str(p): None for p in QUANTILES},
-        "quantile_error": float(quantile_error),
-        "histogram": {"range": [-1.0, 1.0], "bins": int(hist_bins), "counts": [0] * hist_bins},
-    }
-    if negative:
-        out["excessive_ratio"] = None
-        out["excessive_count"] = 0
-    return out
+    return PairStats(
+        count=0,
+        estimate=bool(estimate),
+        mean=None,
+        var=None,
+        std=None,
+        min=None,
+        max=None,
+        quantiles={str(p): None for p in QUANTILES},
+        quantile_error=float(quantile_error),
+        histogram=Histogram(bins=int(hist_bins), counts=[0] * hist_bins),
+        excessive_count=0 if negative else None,
+    )
 
 
 def _sample_summary(
     x: torch.Tensor, *, t32: float, hist_bins: int, negative: bool, estimate: bool
-) -> dict:
+) -> PairStats:
     """Exact statistics of a 1-D set of float32 similarities (a sample, or the n positives)."""
     bins = fine_bins(hist_bins)
     count = x.numel()
@@ -531,16 +522,17 @@ class _Split:
         ]
         return out
 
-    def summary(self, hist_bins: int, *, estimate: bool = False) -> dict:
+    def summary(self, hist_bins: int, *, estimate: bool = False) -> PairStats:
         if not self.labelled:
             return self.streams[0].summary(hist_bins, negative=True, estimate=estimate)
         same, diff = self.streams
-        out = same.merge(diff).summary(hist_bins, negative=True, estimate=estimate)
-        out["by_class"] = {
-            "same_class": same.summary(hist_bins, negative=True, estimate=estimate),
-            "different_class": diff.summary(hist_bins, negative=True, estimate=estimate),
-        }
-        return out
+        return replace(
+            same.merge(diff).summary(hist_bins, negative=True, estimate=estimate),
+            by_class=ClassSplit(
+                same_class=same.summary(hist_bins, negative=True, estimate=estimate),
+                different_class=diff.summary(hist_bins, negative=True, estimate=estimate),
+            ),
+        )
 
 
 def _tiles(n: int, tile: int) -> list[tuple[int, int, int, int, bool]]:
@@ -632,7 +624,7 @@ def _exact_worker(
 
 def _exact(
     u, v, codes, *, t32: float, hist_bins: int, tile: int, workers: int, ranks: Ranks = SINGLE
-) -> dict:
+) -> dict[str, PairStats]:
     if codes is not None:
         # The statistics are over sets of pairs, so any common reordering of the instances
         # leaves them unchanged; sorted by class, most tiles are wholly same- or different-class.
@@ -643,11 +635,11 @@ def _exact(
         u, v, codes, t32=t32, bins=bins, tile=tile, workers=workers, ranks=ranks
     )
     return {
-        "positive": _sample_summary(
+        PairType.POSITIVE: _sample_summary(
             positives, t32=t32, hist_bins=hist_bins, negative=False, estimate=False
         ),
-        "cross_view_negative": cross.summary(hist_bins),
-        "within_view_negative": within.summary(hist_bins),
+        PairType.CROSS_VIEW_NEGATIVE: cross.summary(hist_bins),
+        PairType.WITHIN_VIEW_NEGATIVE: within.summary(hist_bins),
     }
 
 
@@ -660,7 +652,7 @@ def _exact_views(
     tile: int,
     workers: int,
     ranks: Ranks = SINGLE,
-) -> dict:
+) -> dict[str, PairStats]:
     """The three pair types over V >= 3 views z^1..z^V of n instances:
 
     * positives z^i_a . z^j_a for every view pair i < j (n V(V-1)/2 values);
@@ -697,11 +689,11 @@ def _exact_views(
         positives.append(pos)
     assert cross is not None and within is not None
     return {
-        "positive": _sample_summary(
+        PairType.POSITIVE: _sample_summary(
             torch.cat(positives), t32=t32, hist_bins=hist_bins, negative=False, estimate=False
         ),
-        "cross_view_negative": cross.summary(hist_bins),
-        "within_view_negative": within.summary(hist_bins),
+        PairType.CROSS_VIEW_NEGATIVE: cross.summary(hist_bins),
+        PairType.WITHIN_VIEW_NEGATIVE: within.summary(hist_bins),
     }
 
 
@@ -843,7 +835,9 @@ def _draw(n: int, k: int, gen: torch.Generator) -> tuple[torch.Tensor, ...]:
     return i_pos, i_x, j_x, view, i_w, j_w
 
 
-def _sampled(u, v, codes, *, t32: float, hist_bins: int, num_pairs: int, seed: int) -> dict:
+def _sampled(
+    u, v, codes, *, t32: float, hist_bins: int, num_pairs: int, seed: int
+) -> dict[str, PairStats]:
     n = u.shape[0]
     device = u.device
     rows = _gather_rows(u.shape[1])
@@ -858,32 +852,35 @@ def _sampled(u, v, codes, *, t32: float, hist_bins: int, num_pairs: int, seed: i
     xneg = _dots(u, i_x, v, j_x, rows)
     wneg = _within_dots(u, v, view, i_w, j_w, rows)
 
-    def negative(x, i, j):
+    def negative(x, i, j) -> PairStats:
         out = _sample_summary(x, t32=t32, hist_bins=hist_bins, negative=True, estimate=True)
-        if codes is not None:
-            same = codes[i.to(device)] == codes[j.to(device)]
-            out["by_class"] = {
-                "same_class": _sample_summary(
+        if codes is None:
+            return out
+        same = codes[i.to(device)] == codes[j.to(device)]
+        return replace(
+            out,
+            by_class=ClassSplit(
+                same_class=_sample_summary(
                     x[same], t32=t32, hist_bins=hist_bins, negative=True, estimate=True
                 ),
-                "different_class": _sample_summary(
+                different_class=_sample_summary(
                     x[~same], t32=t32, hist_bins=hist_bins, negative=True, estimate=True
                 ),
-            }
-        return out
+            ),
+        )
 
     return {
-        "positive": _sample_summary(
+        PairType.POSITIVE: _sample_summary(
             pos, t32=t32, hist_bins=hist_bins, negative=False, estimate=True
         ),
-        "cross_view_negative": negative(xneg, i_x, j_x),
-        "within_view_negative": negative(wneg, i_w, j_w),
+        PairType.CROSS_VIEW_NEGATIVE: negative(xneg, i_x, j_x),
+        PairType.WITHIN_VIEW_NEGATIVE: negative(wneg, i_w, j_w),
     }
 
 
 def _sampled_streamed(
     u, v, codes, gen: torch.Generator, *, t32: float, hist_bins: int, num_pairs: int, rows: int
-) -> dict:
+) -> dict[str, PairStats]:
     """Sampled mode beyond :data:`SAMPLE_CHUNK` pairs: the pairs are drawn and measured
     ``SAMPLE_CHUNK`` at a time into the streaming statistics of exact mode, so memory does not
     grow with ``num_pairs``. Mean, variance, min, max and the excessive count stay exact for
@@ -906,9 +903,9 @@ def _sampled_streamed(
             same = codes[i.to(device)] == codes[j.to(device)] if labelled else None
             split.add(x, same, key)
     return {
-        "positive": positive.summary(hist_bins, negative=False, estimate=True),
-        "cross_view_negative": cross.summary(hist_bins, estimate=True),
-        "within_view_negative": within.summary(hist_bins, estimate=True),
+        PairType.POSITIVE: positive.summary(hist_bins, negative=False, estimate=True),
+        PairType.CROSS_VIEW_NEGATIVE: cross.summary(hist_bins, estimate=True),
+        PairType.WITHIN_VIEW_NEGATIVE: within.summary(hist_bins, estimate=True),
     }
 
 
@@ -927,7 +924,7 @@ def pair_statistics(
     block_size: int | None = None,
     hist_bins: int = 100,
     ranks: Ranks | None = None,
-) -> dict:
+) -> dict[str, PairStats]:
     """Statistics of positive, cross-view negative and within-view negative cosine similarities.
 
     Args:
@@ -950,10 +947,11 @@ def pair_statistics(
             (see the module docstring); None: this process alone.
 
     Returns:
-        ``{"positive": {...}, "cross_view_negative": {...}, "within_view_negative": {...}}``,
-        each a plain dict in the order of docs/result-schema.md: count, estimate, mean, var
-        (ddof 0), std, min, max, quantiles, quantile_error, histogram, and for the negative
-        types excessive_ratio, excessive_count (strictly below delta) and by_class.
+        A :class:`~cl_diag.result.PairStats` per :class:`~cl_diag.vocabulary.PairType`, in
+        that order (``stats[PairType.CROSS_VIEW_NEGATIVE]``, or by its key
+        ``stats["cross_view_negative"]``): count, estimate, mean, var (ddof 0), std, min, max,
+        quantiles, quantile_error, histogram, and for the negative types excessive_ratio,
+        excessive_count (strictly below delta) and by_class.
     """
     options = _Options.check(mode, num_pairs, seed, block_size, hist_bins)
     with _cpu_workers() as threads:
@@ -975,7 +973,7 @@ def pair_statistics_of(
     hist_bins: int = 100,
     ranks: Ranks | None = None,
     more_views: Sequence[torch.Tensor] = (),
-) -> dict:
+) -> dict[str, PairStats]:
     """:func:`pair_statistics` of views already checked and normalised by
     :func:`cl_diag.measurement.inputs.normalise_views` (the rows are used as they are), with
     class ``codes`` from :func:`cl_diag.measurement.inputs.label_codes`. Orchestration
@@ -1020,11 +1018,11 @@ def _measure(
     threads: int,
     ranks: Ranks,
     more: list[torch.Tensor] | None = None,
-) -> dict:
+) -> dict[str, PairStats]:
     u, v = views
     n = views.n
     n_ref = check_n_ref(n_ref, n)
-    t32 = threshold_float32(n_ref)
+    t32 = delta_float32(n_ref)
     hist_bins = options.hist_bins
     with torch.inference_mode(), full_fp32_matmul():
         if options.mode == "sampled":

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from cl_diag.errors import UserError
 from cl_diag.recipes import merge_layers, option_types, read_recipe
+from cl_diag.result import RESULT_NAME, load
 
 if TYPE_CHECKING:
     from cl_diag.orchestration.analyze import AnalyzeConfig
@@ -132,12 +133,14 @@ class _Plan:
         interrupted or older last.pt is not the cell's result)."""
         if self.trained_steps is None:
             return False
-        try:
-            result = json.loads((self.folder / "analysis" / "result.json").read_text("utf-8"))
-            source = result["source"]
-            return bool(source.get("complete")) and source.get("step") == self.trained_steps
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        analysis = self.folder / "analysis" / RESULT_NAME
+        if not analysis.is_file():
             return False
+        try:
+            source = load(analysis).source
+        except UserError:  # damaged or of another schema: the cell is analysed again
+            return False
+        return bool(source.complete) and source.step == self.trained_steps
 
 
 def parse_grid(specs: Sequence[str], train_options: Mapping[str, Any]) -> list[GridAxis]:

@@ -18,9 +18,10 @@ projector dropped, on normalised, un-augmented features):
 * :func:`retrieval` -- rank of the positive ``v_i`` among all ``v`` for each ``u_i``.
 * :func:`clustering` -- k-means with k = number of classes, NMI and ARI.
 
-Every function returns a plain dict of Python numbers -- accuracies, recalls and
-NMI as fractions in [0, 1] -- with a ``"settings"`` entry recording every choice
-that affects the numbers.  All are deterministic for fixed inputs, seed and thread
+Every function returns its block of result.json (:class:`cl_diag.result.LinearProbe`,
+``KnnProbe``, ``Retrieval``, ``Clustering``) of Python numbers -- accuracies, recalls and
+NMI as fractions in [0, 1] -- with ``settings`` recording every choice that affects the
+numbers.  All are deterministic for fixed inputs, seed and thread
 count.
 
 One module per kind: :mod:`.linear` (with its solver in :mod:`.lbfgs` and the
