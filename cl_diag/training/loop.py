@@ -57,7 +57,7 @@ from cl_diag.errors import UserError
 from cl_diag.losses import LOSSES, RegularisedLoss, build_loss
 from cl_diag.losses.distributed import gather_batch, gather_with_grad
 from cl_diag.measurement.monitor import METRIC_COLUMNS, Monitor
-from cl_diag.measurement.monitor import PairStats as PairStats  # tests import it from here
+from cl_diag.measurement.monitor import BatchPairMoments as BatchPairMoments  # tests import it here
 from cl_diag.models import ContrastiveModel, FreeEmbeddings, is_convolutional
 from cl_diag.models.checkpoints import FORMAT, FORMAT_VERSION
 from cl_diag.training.checkpoint import (
@@ -72,11 +72,11 @@ from cl_diag.training.queue import KeyQueue, MomentumEncoder
 __all__ = [
     "METRIC_COLUMNS",
     "BalancedBatchSampler",
+    "BatchPairMoments",
     "DistEnv",
     "EpochBatchSampler",
     "FitProgress",
     "FitResult",
-    "PairStats",
     "amp_dtype",
     "close_distributed",
     "distributed_env",
