@@ -1,5 +1,8 @@
 """TOML recipes for any Typer command: keys are the command's option names.
 
+(:mod:`cl_diag.cli.recipes` is the ``cl-diag recipes`` command that lists them: the same concept
+at the command line's layer.)
+
 A recipe is a flat TOML table whose keys are option names of one command, written with
 dashes or underscores (``batch-size = 64`` or ``batch_size = 64``)::
 

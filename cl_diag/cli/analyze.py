@@ -1,5 +1,8 @@
 """``cl-diag analyze``: pair-similarity diagnostics, probes and theory for embeddings or a trained
-encoder."""
+encoder.
+
+The command line of :mod:`cl_diag.orchestration.analyze` (one concept at two layers: options,
+recipes and printing here; the analysis there)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,9 @@
 """Reading a user's torch file safely: what kind of file it is, and its one safe ``torch.load``.
 
+One concept at two layers: this module reads the bytes (sniffing, the safe load);
+:mod:`cl_diag.models.checkpoints`, a layer up, says what the loaded file is (embeddings, a
+cl-diag checkpoint, a foreign layout) and reads the cl-diag checkpoint format.
+
 * :func:`sniff` tells an ``.npz`` archive, a torch file and anything else apart by content
   (``torch.save`` writes a zip archive, torch < 1.6 and legacy Lightning files a raw pickle).
 * :func:`safe_torch_load` is the only ``torch.load`` of the package. It always passes

@@ -248,7 +248,7 @@ def load_embeddings(path: str | Path, *, payload: dict | None = None) -> Embeddi
     normalised (:func:`cl_diag.measurement.inputs.normalise_views`).
 
     ``payload``: the dict already read from a ``.pt`` file (by
-    :func:`cl_diag.io.checkpoints.read_checkpoint_file`), so the file is not loaded twice.
+    :func:`cl_diag.models.checkpoints.read_checkpoint_file`), so the file is not loaded twice.
     """
     path = Path(path)
     if not path.exists():

@@ -1,5 +1,8 @@
 """What the file a user brings to ``cl-diag analyze`` is, and the fingerprint of its weights.
 
+One concept at two layers: :mod:`cl_diag.io.checkpoints`, a layer down, reads the file's bytes
+safely; this module says what the loaded file is.
+
 Four kinds of file are told apart by their contents, not their names:
 
 * an **embeddings file** (``.npz``, or a torch file holding ``z1`` and ``z2``): see

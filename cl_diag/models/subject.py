@@ -1,5 +1,8 @@
 """A trained encoder made ready for measuring, whatever checkpoint it came from.
 
+One concept at two layers: this module rebuilds the model (models never import training);
+:mod:`cl_diag.orchestration.subject`, a layer up, opens the data it was trained on.
+
 :func:`rebuild_subject` turns a :class:`~cl_diag.models.checkpoints.CheckpointFile` of a
 model (a cl-diag checkpoint or a foreign layout) into a :class:`Subject`: the trained
 backbone and projector in eval mode, the same architecture at a seeded random

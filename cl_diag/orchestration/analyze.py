@@ -1,5 +1,7 @@
 """``analyze``: an embeddings file or a trained encoder in, result.json and reports out.
 
+(:mod:`cl_diag.cli.analyze` is its command line: the same concept one layer up.)
+
 The one pivot of the project is the :class:`cl_diag.result.Result` assembled here (schema in
 docs/result-schema.md); the reports are rendered from it alone.
 
@@ -927,8 +929,9 @@ def _probes(
 
 def _unrunnable_probes(config: AnalyzeConfig, subject: Subject) -> dict[str, str]:
     """``{probe: why it cannot run}`` for the classification probes asked for, decided from the
-    labels of the images the probes would encode (:func:`check_probe_inputs`, the rule the
-    probes themselves apply), before a single image is encoded."""
+    labels of the images the probes would encode
+    (:func:`cl_diag.measurement.probes.check_probe_inputs`, the rule the probes themselves
+    apply), before a single image is encoded."""
     from cl_diag.measurement.probes import check_probe_inputs
     from cl_diag.measurement.views import sample_indices
     from cl_diag.training.data import dataset_labels

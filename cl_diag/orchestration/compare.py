@@ -1,5 +1,7 @@
 """``compare``: several result.json files side by side, never recomputed.
 
+(:mod:`cl_diag.cli.compare` is its command line: the same concept one layer up.)
+
 Reads the result files (or folders holding one) with :func:`cl_diag.result.load`,
 which checks each is a result of the schema this version reads, builds the one
 comparison frame (:class:`cl_diag.report.Comparison`) and renders report.md,

@@ -1,5 +1,7 @@
 """``sweep``: train then analyze every cell of a grid over training options, then compare them all.
 
+(:mod:`cl_diag.cli.sweep` is its command line: the same concept one layer up.)
+
 A cell is one assignment of the grid's values; it lives in ``OUT/<key=value_...>/`` with the
 training run (``last.pt``, ``metrics.csv``) and its ``analysis/``. A cell's options are built
 the way ``cl-diag train`` builds a run's, through the same functions: option defaults < the

@@ -26,7 +26,7 @@ count.
 
 One module per kind: :mod:`.linear` (with its solver in :mod:`.lbfgs` and the
 held-out split in :mod:`.split`), :mod:`.knn`, :mod:`.ranking` (retrieval) and
-:mod:`.kmeans` (clustering); :mod:`.inputs` validates what they are given and
+:mod:`.kmeans` (clustering); :mod:`.features` validates what they are given and
 :mod:`.checks` says, from labels alone, whether a probe can run at all.  The
 modules are not named after the functions ``retrieval`` and ``clustering`` so that
 ``import cl_diag.measurement.probes.<module>`` never resolves to a function.
@@ -35,7 +35,7 @@ modules are not named after the functions ``retrieval`` and ``clustering`` so th
 from __future__ import annotations
 
 from cl_diag.measurement.probes.checks import check_probe_inputs
-from cl_diag.measurement.probes.inputs import ProbeInputError
+from cl_diag.measurement.probes.features import ProbeInputError
 from cl_diag.measurement.probes.kmeans import clustering
 from cl_diag.measurement.probes.knn import knn_predict, knn_probe
 

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from cl_diag.measurement.probes.checks import require_probe_inputs
-from cl_diag.measurement.probes.inputs import (
+from cl_diag.measurement.probes.features import (
     _check_same_dim,
     _classes,
     _encode,

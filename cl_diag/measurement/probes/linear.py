@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from cl_diag.measurement.probes.checks import require_probe_inputs
-from cl_diag.measurement.probes.inputs import (
+from cl_diag.measurement.probes.features import (
     _check_same_dim,
     _classes,
     _encode,

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from cl_diag.measurement.probes.inputs import _features, _normalise, _positive_int
+from cl_diag.measurement.probes.features import _features, _normalise, _positive_int
 from cl_diag.result import Retrieval
 
 
