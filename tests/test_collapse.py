@@ -12,7 +12,8 @@ import torch
 
 from cl_diag.measurement.collapse import COLLAPSE_EPSILON, class_collapse
 from cl_diag.measurement.theory import ssem_embedding
-from cl_diag.result import COLLAPSE_METRICS, Collapse, Result
+from cl_diag.report.metrics import COLLAPSE_METRICS
+from cl_diag.result import Collapse, Result
 
 
 def brute_force(z1: np.ndarray, z2: np.ndarray, labels: np.ndarray) -> dict:

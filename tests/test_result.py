@@ -15,17 +15,8 @@ from test_report import make_result
 from cl_diag.errors import UserError
 from cl_diag.measurement.inputs import ViewsError, normalise_views
 from cl_diag.measurement.theory import validity
-from cl_diag.result import (
-    PAIR_TYPES,
-    PROBE_METRICS,
-    QUANTILES,
-    SCHEMA,
-    Result,
-    is_result_file,
-    load,
-    probe_report_metrics,
-    retrieval_metric,
-)
+from cl_diag.report.metrics import PROBE_METRICS, probe_report_metrics, retrieval_metric
+from cl_diag.result import PAIR_TYPES, QUANTILES, SCHEMA, Result, is_result_file, load
 
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = sorted(REPO.glob("reports/*/*/analysis/result.json"))

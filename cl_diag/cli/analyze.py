@@ -17,7 +17,8 @@ from cl_diag.errors import UserError
 from cl_diag.orchestration.analyze import PROBES, AnalyzeConfig
 from cl_diag.orchestration.analyze import analyze as run_analyze
 from cl_diag.recipes import apply_recipe
-from cl_diag.result import BASELINES, LAYERS, Probes, Result, probe_report_metrics
+from cl_diag.report.metrics import probe_report_metrics
+from cl_diag.result import BASELINES, LAYERS, Probes, Result
 
 _D = AnalyzeConfig(input=Path("."), out=Path("."))  # one source of truth for the defaults
 _PAIRS, _CKPT, _FOREIGN, _RUN = "Pairs", "Checkpoints", "Foreign checkpoints", "Running"

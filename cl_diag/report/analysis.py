@@ -30,6 +30,7 @@ from cl_diag.report.document import (
     pct_interval,
 )
 from cl_diag.report.findings import Finding, RunData, findings_blocks, run_findings
+from cl_diag.report.metrics import Metric, probe_report_metrics
 from cl_diag.result import (
     BASELINES,
     NEGATIVE_TYPES,
@@ -39,7 +40,6 @@ from cl_diag.result import (
     Collapse,
     Eq10,
     Layer,
-    Metric,
     PairStats,
     Probes,
     Result,
@@ -48,7 +48,6 @@ from cl_diag.result import (
     Ssem,
     Theory,
     VarianceBand,
-    probe_report_metrics,
 )
 
 PAIR_TITLES = {

@@ -9,7 +9,7 @@ and the probe accuracies; with a baseline, each run's difference from it.
 Every number comes from one pandas frame, :attr:`Comparison.frame`: one row per run
 (display order), columns = the run's label, name, n_ref, threshold and mode, its
 config facts (``config:<key>``), its per-layer metrics (``<layer>/<metric>``) and its
-probe metrics (the keys of :data:`cl_diag.result.PROBE_METRICS` and
+probe metrics (the keys of :data:`cl_diag.report.metrics.PROBE_METRICS` and
 ``retrieval_<layer>_recall_at_<k>``). The tables, the differences from the baseline,
 the over-seed mean ± std, comparison.csv and comparison_by_seed.csv are read from it.
 
@@ -59,18 +59,15 @@ from cl_diag.report.document import (
 # SEED_KEY: the seed goes last in a label: "simclr +VRN3 seed1" reads as a member of the group
 # "simclr +VRN3"
 from cl_diag.report.findings import SEED_KEY, Finding, RunData, findings_blocks, run_findings
-from cl_diag.result import (
+from cl_diag.report.metrics import (
     COLLAPSE_METRICS,
     GEOMETRY_METRICS,
-    NEGATIVE_TYPES,
     PAIR_METRICS,
     PROBE_METRICS,
-    RETRIEVAL_KS,
-    Histogram,
     Metric,
-    Result,
     retrieval_metric,
 )
+from cl_diag.result import NEGATIVE_TYPES, RETRIEVAL_KS, Histogram, Result
 
 #: a run: its name (the folder or file the user gave, the label fallback) and its result
 Run = tuple[str, Result]
