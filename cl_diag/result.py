@@ -674,11 +674,6 @@ class Result(Record):
     # ---- reading values
 
     @property
-    def threshold(self) -> float:
-        """:attr:`delta` under its result.json key (the reports' old name for it)."""
-        return self.delta
-
-    @property
     def estimate(self) -> bool:
         """True when the pair statistics are sampled estimates."""
         return self.mode == "sampled"

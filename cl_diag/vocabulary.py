@@ -68,10 +68,11 @@ _LABEL = {
     PairType.CROSS_VIEW_NEGATIVE: "cross-view negative",
     PairType.WITHIN_VIEW_NEGATIVE: "within-view negative",
 }
+# as the single-run report's "which pairs" row prints them
 _DEFINITION = {
     PairType.POSITIVE: "(u_i, v_i), n pairs",
-    PairType.CROSS_VIEW_NEGATIVE: "(u_i, v_j), i ≠ j, n(n−1) ordered pairs",
-    PairType.WITHIN_VIEW_NEGATIVE: "(u_i, u_j) and (v_i, v_j), i < j, n(n−1) pairs",
+    PairType.CROSS_VIEW_NEGATIVE: "(u_i, v_j), i ≠ j, n(n−1) ordered",
+    PairType.WITHIN_VIEW_NEGATIVE: "(u_i, u_j) and (v_i, v_j), i < j, n(n−1)",
 }
 
 #: the three pair types, in the order of a result

@@ -695,7 +695,7 @@ def test_over_seeds_table_and_csv_match_numpy(tmp_path):
 
 
 def test_seed_groups_pool_the_overlay_and_the_threshold_caption(tmp_path):
-    from cl_diag.report.comparison import _pooled_pairs, ordered, seed_groups
+    from cl_diag.report.comparison import _pooled_histograms, _typed, ordered, seed_groups
 
     runs = _seed_runs(tmp_path)
     outcome = compare(CompareConfig(inputs=sorted(runs.values()), out=tmp_path / "cmp"))
@@ -707,7 +707,7 @@ def test_seed_groups_pool_the_overlay_and_the_threshold_caption(tmp_path):
     pairs = [(p.as_posix(), r) for p, r in ((runs[k], v) for k, v in _results(runs).items())]
     pairs = ordered(pairs)
     group = seed_groups(pairs)[1]
-    pooled = _pooled_pairs(pairs, group, "embedding")
+    pooled = _pooled_histograms(_typed(pairs), group, "embedding")
     expected = sum(
         np.asarray(
             pairs[i][1]["layers"]["embedding"]["pairs"]["cross_view_negative"]["histogram"][
@@ -716,7 +716,7 @@ def test_seed_groups_pool_the_overlay_and_the_threshold_caption(tmp_path):
         )
         for i in group.members
     )
-    assert pooled["cross_view_negative"]["histogram"]["counts"] == expected.tolist()
+    assert pooled is not None and pooled["cross_view_negative"].counts == expected.tolist()
     assert sum(expected) == 3 * 4 * 3  # three seeds of n(n-1) = 12 pairs
 
 

@@ -126,7 +126,7 @@ def test_attribute_access_matches_the_json():
         == data["layers"]["backbone"]["geometry"]["alignment_ceiling"]["value"]
     )
     assert geo.effective_rank.epsilon == 1e-7 and len(geo.spectrum.u) == 64
-    assert res.threshold == -1 / (res.n_ref - 1) and res.n_ref == 1347 and res.mode == "exact"
+    assert res.delta == -1 / (res.n_ref - 1) and res.n_ref == 1347 and res.mode == "exact"
     assert (
         res.config["batch_size"] == 64
         and res.source.kind == "checkpoint"

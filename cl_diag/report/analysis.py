@@ -33,8 +33,6 @@ from cl_diag.report.findings import Finding, RunData, findings_blocks, run_findi
 from cl_diag.report.metrics import Metric, probe_report_metrics
 from cl_diag.result import (
     BASELINES,
-    NEGATIVE_TYPES,
-    PAIR_TYPES,
     PIXELS,
     QUANTILES,
     Collapse,
@@ -49,22 +47,13 @@ from cl_diag.result import (
     Theory,
     VarianceBand,
 )
+from cl_diag.vocabulary import NEGATIVE_TYPES, PAIR_TYPES, PairType
 
-PAIR_TITLES = {
-    "positive": "positive",
-    "cross_view_negative": "cross-view negative",
-    "within_view_negative": "within-view negative",
-}
-PAIR_DEFINITIONS = {
-    "positive": "(u_i, v_i), n pairs",
-    "cross_view_negative": "(u_i, v_j), i ≠ j, n(n−1) ordered",
-    "within_view_negative": "(u_i, u_j) and (v_i, v_j), i < j, n(n−1)",
-}
 SIMILARITY_CONVENTION = "cosine similarity of L2-normalised rows"
 
 
 def threshold_text(result: Result) -> str:
-    return f"δ = −1/(n_ref − 1) = {fmt(result.threshold)} with n_ref = {fmt(result.n_ref)}"
+    return f"δ = −1/(n_ref − 1) = {fmt(result.delta)} with n_ref = {fmt(result.n_ref)}"
 
 
 def mode_text(result: Result) -> str:
@@ -115,11 +104,11 @@ def _stat_rows(
 def pair_table(result: Result, layer: Layer) -> Table:
     kinds = [k for k in PAIR_TYPES if k in layer.pairs]
     stats = [layer.pairs[k] for k in kinds]
-    rows = [["which pairs", *[PAIR_DEFINITIONS[k] for k in kinds]]]
+    rows = [["which pairs", *[k.definition for k in kinds]]]
     rows += _stat_rows(stats, negatives=[k in NEGATIVE_TYPES for k in kinds])
     rows.append(["histogram bins on [−1, 1]", *[fmt(s.histogram.bins) for s in stats]])
     return Table(
-        columns=["statistic", *[PAIR_TITLES[k] for k in kinds]],
+        columns=["statistic", *[k.label for k in kinds]],
         rows=rows,
         caption=(
             f"Pair similarities ({SIMILARITY_CONVENTION}); {threshold_text(result)}; "
@@ -139,7 +128,7 @@ def by_class_table(result: Result, layer: Layer) -> Table | None:
             (split.same_class, "same class"),
             (split.different_class, "different class"),
         ):
-            columns.append(f"{PAIR_TITLES[kind]}, {title}")
+            columns.append(f"{kind.label}, {title}")
             stats.append(part)
     if not columns:
         return None
@@ -209,7 +198,7 @@ def geometry_table(result: Result, layer: Layer, name: str = "") -> tuple[Table,
         ]
     )
     notes = []
-    neg = layer.pairs.get("cross_view_negative")
+    neg = layer.pairs.get(PairType.CROSS_VIEW_NEGATIVE)
     if ceiling.value is not None and neg is not None and neg.var is not None:
         # the ceiling is estimated from the sample's mean negative: call it below 1 only beyond
         # that mean's sampling error (a conservative U-statistic bound, cl_diag.measurement.stats)
@@ -223,7 +212,7 @@ def geometry_table(result: Result, layer: Layer, name: str = "") -> tuple[Table,
                     "positives is impossible (excessive separation)."
                 )
             )
-    if neg is not None and neg.min is not None and neg.min >= 0.0 and result.threshold < 0:
+    if neg is not None and neg.min is not None and neg.min >= 0.0 and result.delta < 0:
         notes.append(
             Note(
                 f"Every cross-view negative similarity of '{name}' is ≥ 0 (minimum "
@@ -475,9 +464,9 @@ def theory_blocks(result: Result) -> list:
     main = [loss_layer] if loss_layer in layers else list(layers)
     for name in main:
         layer = layers[name]
-        pos_mean = _stat(layer, "positive", lambda s: s.mean)
-        xneg_mean = _stat(layer, "cross_view_negative", lambda s: s.mean)
-        xneg_var = _stat(layer, "cross_view_negative", lambda s: s.var)
+        pos_mean = _stat(layer, PairType.POSITIVE, lambda s: s.mean)
+        xneg_mean = _stat(layer, PairType.CROSS_VIEW_NEGATIVE, lambda s: s.mean)
+        xneg_var = _stat(layer, PairType.CROSS_VIEW_NEGATIVE, lambda s: s.var)
         d = layer.d
         optimum = (
             "full-batch optimum (Thm 5.1); the mean over all pairs of the fixed-batch optimum "
@@ -678,18 +667,21 @@ def _theory_context_table(result: Result, loss_layer: str, names: list[str]) -> 
     """The other layers' measurements beside the loss layer's, without predictions."""
     shown = [result.layers[n] for n in (loss_layer, *names)]
     rows = [
-        ["positive mean", *[fmt(_stat(layer, "positive", lambda s: s.mean)) for layer in shown]],
+        [
+            "positive mean",
+            *[fmt(_stat(layer, PairType.POSITIVE, lambda s: s.mean)) for layer in shown],
+        ],
         [
             "Thm 5.2 ceiling on the positive mean",
             *[fmt(layer.geometry.alignment_ceiling.value) for layer in shown],
         ],
         [
             "cross-view negative mean",
-            *[fmt(_stat(layer, "cross_view_negative", lambda s: s.mean)) for layer in shown],
+            *[fmt(_stat(layer, PairType.CROSS_VIEW_NEGATIVE, lambda s: s.mean)) for layer in shown],
         ],
         [
             "cross-view negative variance",
-            *[fmt(_stat(layer, "cross_view_negative", lambda s: s.var)) for layer in shown],
+            *[fmt(_stat(layer, PairType.CROSS_VIEW_NEGATIVE, lambda s: s.var)) for layer in shown],
         ],
         ["1/d (random unit vectors)", *[_inverse_d(layer) for layer in shown]],
     ]
@@ -831,7 +823,7 @@ def config_blocks(result: Result) -> list:
 
 
 def layer_blocks(result: Result, name: str, layer: Layer) -> list:
-    thresholds = [(result.n_ref, result.threshold)]
+    thresholds = [(result.n_ref, result.delta)]
     blocks: list = [
         Heading(2, f"Layer '{name}' (n = {fmt(layer.n)}, d = {fmt(layer.d)})"),
         pair_table(result, layer),
@@ -857,7 +849,7 @@ def layer_blocks(result: Result, name: str, layer: Layer) -> list:
                     f"Dashed line: {threshold_text(result)}; "
                     + (
                         "at this scale it sits visually at 0."
-                        if abs(result.threshold) < 0.01
+                        if abs(result.delta) < 0.01
                         else "the ratios above count similarities strictly left of it."
                     )
                 ),

@@ -67,7 +67,8 @@ from cl_diag.report.metrics import (
     Metric,
     retrieval_metric,
 )
-from cl_diag.result import NEGATIVE_TYPES, RETRIEVAL_KS, Histogram, Result
+from cl_diag.result import RETRIEVAL_KS, Histogram, Result
+from cl_diag.vocabulary import NEGATIVE_TYPES, PairType
 
 #: a run: its name (the folder or file the user gave, the label fallback) and its result
 Run = tuple[str, Result]
@@ -78,7 +79,7 @@ R = TypeVar("R", Result, dict)
 # configs it records).
 IGNORED_CONFIG_KEYS = frozenset({"out"})
 # The config keys of the facts the labels and the study figures understand: the names cl-diag
-# writes (TrainConfig, and io.checkpoints.solo_training_config for solo-learn), plus the nested
+# writes (TrainConfig, and models.foreign.solo_training_config for solo-learn), plus the nested
 # spellings ``loss.name`` / ``vrn.lambda`` (and ``vrn.enabled``, below) that
 # tests/test_compare.py relies on.
 _ALIASES = {
@@ -95,13 +96,12 @@ FACT_COLUMNS = ("loss", "batch_size", "temperature", "vrn")
 LAYER_METRICS = PAIR_METRICS + GEOMETRY_METRICS + COLLAPSE_METRICS
 # the pair metrics of the "over seeds" table of each layer
 _SEED_PAIR_KEYS = (
-    "positive_mean",
-    "cross_view_negative_mean",
-    "cross_view_negative_std",
-    "cross_view_negative_excessive_ratio",
-    "within_view_negative_mean",
-    "within_view_negative_std",
-    "within_view_negative_excessive_ratio",
+    f"{PairType.POSITIVE.value}_mean",
+    *(
+        f"{kind.value}_{statistic}"
+        for kind in NEGATIVE_TYPES
+        for statistic in ("mean", "std", "excessive_ratio")
+    ),
 )
 SEED_STD_WORDS = "sample standard deviation (ddof 1) across seeds"
 # the figures that carry a finding, placed next to it in the Findings section
@@ -284,7 +284,7 @@ def ordered(runs: Sequence[tuple[str, R]]) -> list[tuple[str, R]]:
 def _thresholds(runs: Sequence[Run]) -> list[tuple[int, float]]:
     seen: dict[int, float] = {}
     for _, result in runs:
-        seen.setdefault(result.n_ref, result.threshold)
+        seen.setdefault(result.n_ref, result.delta)
     return list(seen.items())
 
 
@@ -295,7 +295,7 @@ def comparison_warnings(runs: Sequence[tuple[str, Result | dict]]) -> list[str]:
     warnings = []
     if len(_thresholds(runs)) > 1:
         detail = "; ".join(
-            f"{label}: n_ref = {fmt(r.n_ref)}, δ = {fmt(r.threshold)}"
+            f"{label}: n_ref = {fmt(r.n_ref)}, δ = {fmt(r.delta)}"
             for label, (_, r) in zip(labels, runs, strict=True)
         )
         warnings.append(
@@ -429,16 +429,6 @@ def _pooled_histograms(
     return pooled or None
 
 
-def _pooled_pairs(
-    runs: Sequence[tuple[str, Result | dict]], group: SeedGroup, layer: str
-) -> dict | None:
-    """:func:`_pooled_histograms` as JSON pair blocks (pair type -> {"histogram": ...})."""
-    pooled = _pooled_histograms(_typed(runs), group, layer)
-    return (
-        None if pooled is None else {kind: {"histogram": h.to_dict()} for kind, h in pooled.items()}
-    )
-
-
 # ---- the one frame ------------------------------------------------------------------------------
 
 
@@ -491,7 +481,7 @@ class Comparison:
                 "label": self.labels[i],
                 "run": name,
                 "n_ref": result.n_ref,
-                "threshold": result.threshold,
+                "threshold": result.delta,  # the column keeps result.json's name
                 "mode": result.mode,
                 "seed_group": group_of.get(i),
             }
@@ -835,7 +825,8 @@ def _study_blocks(cmp: Comparison, layer: str | None) -> list:
     if len(batch_sizes) > 1 and layer is not None:
         blocks.append(Heading(2, "Batch-size study"))
         xneg_var = [
-            cmp.value(i, _col(layer, "cross_view_negative_var")) for i in range(len(cmp.runs))
+            cmp.value(i, _col(layer, f"{PairType.CROSS_VIEW_NEGATIVE.value}_var"))
+            for i in range(len(cmp.runs))
         ]
         var_study = _Study.collect(facts, "batch_size", xneg_var)
         table_rows: list[list[Cell]] = []
@@ -1143,7 +1134,7 @@ def build_comparison(
                     fmt(cmp.fact(i, "temperature")),
                     fmt(cmp.fact(i, "vrn")),
                     fmt(r.n_ref),
-                    fmt(r.threshold),
+                    fmt(r.delta),
                     fmt(r.mode),
                     ", ".join(r.layers),
                     Link("report", cmp.reports[name]) if name in cmp.reports else MISSING,
