@@ -77,6 +77,8 @@ class Document:
 
 
 MISSING = "—"
+#: what every similarity a report prints is (result.json's conventions say it in full)
+SIMILARITY_CONVENTION = "cosine similarity of L2-normalised rows"
 
 
 #: significant digits of every number a report prints (result.json and the CSVs keep them all)
