@@ -206,9 +206,9 @@ def _flag(value: object) -> bool | None:
     return value if isinstance(value, bool) else None
 
 
-def _vrn(options: dict[str, object]) -> tuple[Vrn, object]:
-    """The VRN of the canonical ``options`` and the value the option ``vrn`` takes: a number
-    as recorded (0.0 when disabled), True when on without a recorded weight."""
+def _vrn_option(options: dict[str, object]) -> object:
+    """The value the option ``vrn`` takes (``vrn.enabled`` read and removed from the canonical
+    ``options``): a number as recorded, 0.0 when disabled, True when on without a weight."""
     value = options.get("vrn")
     if "vrn.enabled" in options:
         enabled = options.pop("vrn.enabled")
@@ -218,8 +218,13 @@ def _vrn(options: dict[str, object]) -> tuple[Vrn, object]:
             value = True  # on, no weight recorded
     if value is False:
         value = 0.0
-    power = next((options[k] for k in _VRN_POWER_KEYS if k in options), None)
-    delta = options.get("vrn_delta")
+    return value
+
+
+def _vrn(options: Mapping[str, object]) -> Vrn:
+    """The VRN of the canonical ``options``: λ from the option ``vrn`` (True: on, weight not
+    recorded; not a number: off), p and δ as recorded."""
+    value = options.get("vrn")
     number = _number(value)
     weight: float | None
     if value is True:
@@ -228,7 +233,8 @@ def _vrn(options: dict[str, object]) -> tuple[Vrn, object]:
         weight = 0.0  # not recorded, or not a number: no VRN a reader could act on
     else:
         weight = float(number)
-    return Vrn(weight=weight, power=_number(power), delta=_number(delta)), value
+    power = next((options[k] for k in _VRN_POWER_KEYS if k in options), None)
+    return Vrn(weight=weight, power=_number(power), delta=_number(options.get("vrn_delta")))
 
 
 def parse_run_config(
@@ -251,12 +257,13 @@ def parse_run_config(
                 break
     if "vrn.enabled" in flat:
         canonical["vrn.enabled"] = flat.pop("vrn.enabled")
-    vrn, vrn_value = _vrn(canonical)
+    vrn_value = _vrn_option(canonical)
     if "vrn" in canonical or vrn_value is not None:
         canonical["vrn"] = vrn_value
     if canonical.get("batch_size") is None and batch_size is not None:
         canonical["batch_size"] = batch_size
     options = {**canonical, **{k: flat[k] for k in sorted(flat)}}
+    vrn = _vrn(options)
 
     def get(name: str) -> object:
         return options.get(name)

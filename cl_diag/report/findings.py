@@ -1102,7 +1102,10 @@ def run_findings(
             if not group[0].config.vrn.on:
                 continue
             config = name(base[0], (SEED_KEY, "vrn"))
-            subject = f"{config}: VRN {fmt(group[0].vrn, 4)} vs none"
+            weight = group[0].vrn
+            subject = (
+                f"{config}: VRN {'(λ not recorded)' if weight is None else fmt(weight, 4)} vs none"
+            )
             out += [
                 f
                 for f in (
