@@ -132,6 +132,8 @@ class RunConfig:
     queue: int | None = None
     image_size: int | None = None
     dataset: str | None = None
+    #: --num-classes: the classes a toy run gave its instances (None: each its own class)
+    num_classes: int | None = None
     n_train: int | None = None
     #: every recorded option, flattened, under the canonical names (module docstring)
     options: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}))
@@ -287,6 +289,7 @@ def parse_run_config(
         queue=_integer(get("queue")),
         image_size=_integer(get("image_size")),
         dataset=_text(get("dataset")),
+        num_classes=_integer(get("num_classes")),
         n_train=_integer(n_train),
         options=MappingProxyType(options),
     )
