@@ -170,3 +170,20 @@ def test_replicates_differ_in_the_options_left_out_only():
     c = parse_run_config({"loss": "simclr", "batch_size": 64, "seed": 1})
     assert a.without(["seed"]) == b.without(["seed"]) != c.without(["seed"])
     assert a.without(["seed", "batch_size"]) == c.without(["seed", "batch_size"])
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted(REPO.glob("reports/*/*/analysis/result.json")),
+    ids=lambda p: p.parent.parent.relative_to(REPO / "reports").as_posix(),
+)
+def test_the_theory_panel_of_each_reference_run_reads_its_recorded_config_as_before(path):
+    # the committed results were measured before the config was typed: the panel made from
+    # the RunConfig of each recorded config is the block they store, word for word
+    from cl_diag.result import Theory
+
+    result = load(path)
+    assert result.theory is not None
+    config = parse_run_config(result.config, n_train=result.source.n_train)
+    panel = theory_panel(config, result.n_ref, result.layers)
+    assert Theory.from_dict(panel).to_dict() == result.theory.to_dict()
