@@ -27,9 +27,15 @@ from cl_diag.models.foreign import (
     solo_training_config,
 )
 from cl_diag.models.foreign import rebuild_projector as build_projector
-from cl_diag.orchestration.analyze import theory_panel
+from cl_diag.runconfig import parse_run_config
 
 PROBES_DIR = Path(__file__).resolve().parents[1] / "probes"
+
+
+def theory_panel(config: dict, n_ref: int, layers: dict) -> dict:
+    """The theory panel of a recorded training config (parsed once, as analyze does), as the
+    ``theory`` block of result.json holds it."""
+    return th.theory_panel(parse_run_config(config), n_ref, layers).to_dict()
 
 
 # --------------------------------------------------------------------------- helpers
@@ -521,7 +527,7 @@ def test_bad_checkpoint_options(run_cli, tmp_path, args, fragment):
 
 
 def test_theory_info_nce_mini_batch_band_and_fixed_points():
-    panel = theory_panel({"loss": "simclr", "batch_size": 2, "temperature": 0.2}, 4, {}).to_dict()
+    panel = theory_panel({"loss": "simclr", "batch_size": 2, "temperature": 0.2}, 4, {})
     assert panel["theorem"] == "5.1(i)"
     assert panel["loss"] == {"name": "simclr", "family": "info_nce", "c1": 1.0, "c2": 1.0}
     assert panel["predicted"] == {"positive_mean": 1.0, "negative_mean": -1 / 3}
@@ -536,29 +542,27 @@ def test_theory_info_nce_mini_batch_band_and_fixed_points():
 
 
 def test_theory_family_and_coefficients_pick_the_theorem():
-    assert theory_panel({"loss": "dhel", "batch_size": 32}, 1000, {}).to_dict()["loss"]["c1"] == 0.0
+    assert theory_panel({"loss": "dhel", "batch_size": 32}, 1000, {})["loss"]["c1"] == 0.0
+    assert theory_panel({"loss": "dhel", "batch_size": 32}, 1000, {})["theorem"] == "5.1(i)"
     assert (
-        theory_panel({"loss": "dhel", "batch_size": 32}, 1000, {}).to_dict()["theorem"] == "5.1(i)"
-    )
-    assert (
-        theory_panel(
-            {"loss": "sigmoid", "batch_size": 32, "within_view": True}, 1000, {}
-        ).to_dict()["theorem"]
+        theory_panel({"loss": "sigmoid", "batch_size": 32, "within_view": True}, 1000, {})[
+            "theorem"
+        ]
         == "5.1(ii)"
     )
-    spectral = theory_panel({"loss": "spectral", "batch_size": 32}, 1000, {}).to_dict()
+    spectral = theory_panel({"loss": "spectral", "batch_size": 32}, 1000, {})
     # psi = x^2 is decreasing on [-1, 0): outside Thm 5.1/5.3, whose (8)-vs-(iii) test would
     # wrongly say "ETF" (psi'(-1/(N-1)) < 0); the true optimum (d >= n) has orthogonal negatives,
     # s_neg = 0.
     assert spectral["theorem"] is None
     assert "condition" not in spectral
-    outside = theory_panel({"loss": "triplet", "batch_size": 32}, 1000, {}).to_dict()
+    outside = theory_panel({"loss": "triplet", "batch_size": 32}, 1000, {})
     assert (
         outside["theorem"] is None
         and outside["loss"]["family"] is None
         and "not cast" in outside["statement"]
     )
-    assert theory_panel({}, 1000, {}).to_dict()["statement"].startswith("No optimum is predicted")
+    assert theory_panel({}, 1000, {})["statement"].startswith("No optimum is predicted")
 
 
 @pytest.mark.parametrize(
@@ -569,7 +573,7 @@ def test_theory_sigmoid_autograd_condition_agrees_with_eq10(t, b, m):
     with Example 5.4's closed form, Eq. 10, evaluated at N = m."""
     panel = theory_panel(
         {"loss": "sigmoid", "batch_size": m, "temperature": t, "bias": b}, 50000, {}
-    ).to_dict()
+    )
     holds = th.sigmoid_eq10(t, b, m)
     assert panel["theorem"] == ("5.3" if holds else "5.1(iii)")
     sig = panel["sigmoid"]
@@ -599,7 +603,7 @@ def test_theory_n_dependent_predictions_for_a_mini_batch_and_the_full_batch():
     # (Eq. 10 fails: the simplex ETF, Thm 5.1 (iii)) and the full batch of 50,000 (Thm 5.3)
     panel = theory_panel(
         {"loss": "sigmoid", "batch_size": 128, "temperature": 10.0, "bias": 10.0}, 50000, {}
-    ).to_dict()
+    )
     assert panel["theorem"] == "5.1(iii)" and panel["condition"]["N"] == 128
     assert panel["sigmoid"]["eq10"]["holds"] is False and panel["sigmoid"]["ccem"]["N"] == 128
     full = panel["full_batch"]
@@ -622,17 +626,23 @@ def test_theory_n_dependent_predictions_for_a_mini_batch_and_the_full_batch():
     typed = Theory.from_dict(panel)
     assert typed.N == 128 and typed.full_batch is not None and typed.full_batch.N == 50000
     assert typed.to_dict() == panel
-    assert typed == theory_panel(
-        {"loss": "sigmoid", "batch_size": 128, "temperature": 10.0, "bias": 10.0}, 50000, {}
-    )  # the block measurement returns is the block read back
+    config = {"loss": "sigmoid", "batch_size": 128, "temperature": 10.0, "bias": 10.0}
+    # the block measurement returns is the block read back
+    assert typed == th.theory_panel(parse_run_config(config), 50000, {})
     assert typed.full_batch.eq10 == typed.full_batch.sigmoid.eq10 and typed.full_batch.eq10.holds
     # N-independent theorems (Def. 3.1, or c2 = 1) have no full-batch block
-    assert (
-        "full_batch" not in theory_panel({"loss": "simclr", "batch_size": 32}, 50000, {}).to_dict()
-    )
+    assert "full_batch" not in theory_panel({"loss": "simclr", "batch_size": 32}, 50000, {})
     # the band is the prediction without VRN: the statement says so for a VRN run
-    vrn = theory_panel({"loss": "simclr", "batch_size": 32, "vrn": 30.0}, 50000, {}).to_dict()
+    vrn = theory_panel({"loss": "simclr", "batch_size": 32, "vrn": 30.0}, 50000, {})
+    assert "VRN (lambda = 30) penalises" in vrn["statement"]
     assert "changes the fixed-batch optimum" in vrn["statement"]
+    # one meaning of a config's vrn (cl_diag.runconfig): nested with a weight, on without one
+    nested = {"loss": "simclr", "batch_size": 32, "vrn": {"enabled": True, "lambda": 3.0}}
+    assert "VRN (lambda = 3) penalises" in theory_panel(nested, 50000, {})["statement"]
+    bare = {"loss": "simclr", "batch_size": 32, "vrn": {"enabled": True}}
+    assert "VRN (lambda not recorded) penalises" in theory_panel(bare, 50000, {})["statement"]
+    off = {"loss": "simclr", "batch_size": 32, "vrn": {"enabled": False, "lambda": 3.0}}
+    assert "penalises" not in theory_panel(off, 50000, {})["statement"]
 
 
 def test_theory_coefficients_outside_the_papers_cases_get_no_theorem():
@@ -662,7 +672,7 @@ def test_theory_layer_checks():
             "geometry": {"alignment_ceiling": {"value": 0.95}},
         },
     }
-    checks = theory_panel({"loss": "simclr", "batch_size": 256}, 50000, layers).to_dict()["layers"]
+    checks = theory_panel({"loss": "simclr", "batch_size": 256}, 50000, layers)["layers"]
     assert (
         checks["projector"]["caveat"] is True and checks["projector"]["d_below_m_minus_1"] is True
     )
@@ -682,16 +692,14 @@ def test_theory_layer_checks():
 
 def test_theory_panel_predicts_nothing_for_a_psi_that_is_not_increasing():
     """Spectral's psi = x^2 breaks Thm 5.1/5.3's assumption: no simplex ETF, no Thm 5.5 band."""
-    panel = theory_panel({"loss": "spectral", "batch_size": 128}, 50000, {}).to_dict()
+    panel = theory_panel({"loss": "spectral", "batch_size": 128}, 50000, {})
     assert panel["theorem"] is None
     assert (
         panel["predicted"] == {"positive_mean": None, "negative_mean": None}
         and panel["variance_band"] is None
     )
     assert "not increasing" in panel["statement"]
-    sigmoid = theory_panel(
-        {"loss": "sigmoid", "batch_size": 128, "within_view": True}, 50000, {}
-    ).to_dict()
+    sigmoid = theory_panel({"loss": "sigmoid", "batch_size": 128, "within_view": True}, 50000, {})
     assert sigmoid["theorem"] == "5.1(ii)"
 
 

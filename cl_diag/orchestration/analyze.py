@@ -74,6 +74,7 @@ from cl_diag.result import (
     Theory,
     Tool,
 )
+from cl_diag.runconfig import parse_run_config
 from cl_diag.vocabulary import PairType
 
 #: what every number of a result means, written into it and printed in its report
@@ -812,7 +813,9 @@ def _checkpoint_result(
         layers=layers,
         training_config=subject.training_config,
         probes=probes,
-        theory=theory_panel(subject.training_config, n_ref, layers),
+        theory=theory_panel(
+            parse_run_config(subject.training_config, n_train=subject.n_train), n_ref, layers
+        ),
     )
 
 
