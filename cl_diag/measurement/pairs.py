@@ -84,6 +84,7 @@ from cl_diag.measurement.inputs import (
     label_codes,
     normalise_views,
 )
+from cl_diag.measurement.moments import Moments, pair_moments
 from cl_diag.measurement.ranks import SINGLE, Ranks, tensor_fingerprint
 from cl_diag.result import QUANTILES  # also imported from here by tests/test_pairs.py
 
@@ -182,7 +183,7 @@ def full_fp32_matmul() -> Iterator[None]:
                     setattr(item[0], item[1], item[2])
 
 
-# --------------------------------------------------------------------------- streaming statistics
+# --------------------------------------------------------------------------- the tile pass
 
 
 class _Workspace:
@@ -201,136 +202,301 @@ class _Workspace:
         return buf[:numel]
 
 
-class _Stream:
-    """Running statistics of a stream of float32 similarities (see the module docstring).
+class _Grid:
+    """The bins the tile pass counts into: the fine grid on [-1, 1] with delta as one more edge.
 
-    Each tile's partial results (count, float64 sum, M2 about the tile mean, min, max,
-    excessive count) are kept under a key, and reduced in key order at the end: the
-    result does not depend on which worker thread handled which tile, and a CUDA run
-    does not synchronise per tile. Bin counts are integers, summed as they come.
+    Fine bin k = [-1 + k w, -1 + (k+1) w), w = 2/B, is k = floor(s B/2) + B/2 for a float32
+    similarity s: s * B/2 is exact in float64 (24-bit mantissa times <= 21 significant bits), and
+    in float32 too when B is a power of two, so floor and the integer add are exact and every s
+    lands in its exact bin. delta is made an edge by adding [s >= T], T the smallest float32 >=
+    delta (:func:`threshold_float32`), read off the sign bit of the float32 difference s - T
+    (exact: a difference of two floats is zero only when they are equal and never changes sign):
+
+        e(s) = floor(s B/2) + B/2 + 1 + [s >= T]
+
+    so fine bins below the one holding T keep their index + 1, that bin splits in two (below /
+    above T) and the bins above shift by 2; e = 0 and e = B + 2 are guards for float32 round-off
+    beyond -1 and 1 (folded into the end bins, as numpy's histogram puts s = 1 in the last bin).
+    The count below delta is the sum of the bins up to the split, the fine histogram the bins
+    with the split merged: both exact, from one bincount.
     """
 
-    def __init__(self, bins: int, t32: float, workspace: _Workspace):
-        self.bins = bins
-        self.half = float(bins // 2)
-        # B a power of two: s * B/2 is exact in float32 too, so the bin index needs no float64 copy
-        self.dyadic = bins & (bins - 1) == 0
+    def __init__(self, hist_bins: int, t32: float):
+        self.hist_bins = hist_bins
+        self.fine = fine_bins(hist_bins)
+        self.half = self.fine // 2
         self.t32 = t32
-        self.ws = workspace
-        self.parts: list[tuple] = []
-        self.hist = torch.zeros(bins, dtype=torch.int64, device=workspace.device)
+        #: bins of the extended grid
+        self.size = self.fine + 3
+        #: fine bin holding T (t32 * B/2 is exact in float64)
+        self.k_delta = math.floor(t32 * self.half) + self.half
+        #: B/2 a power of two: the bin index is exact in float32 (no float64 copy)
+        self.float32 = self.half & (self.half - 1) == 0
 
-    def add(self, x: torch.Tensor, key: int) -> None:
-        """Add the float32 similarities ``x`` (any shape); ``x`` may be overwritten."""
+    def floor_index(self, x: torch.Tensor, ws: _Workspace, out: torch.Tensor) -> None:
+        """``out`` (int32, x.numel()) = floor(s B/2) of the float32 similarities ``x`` (any
+        shape or strides; ``x`` is left as it is)."""
+        if self.float32:
+            q = ws.get("q32", x.numel(), torch.float32).view(x.shape)
+            torch.mul(x, float(self.half), out=q)
+        else:
+            q = ws.get("q64", x.numel(), torch.float64).view(x.shape)
+            q.copy_(x)
+            q.mul_(float(self.half))
+        q.floor_()
+        out.view(x.shape).copy_(q)
+
+    def finish_index(self, idx: torch.Tensor, x: torch.Tensor, *, clamp: bool) -> None:
+        """Turn floor(s B/2) in ``idx`` into the extended index e(s); overwrites ``x``."""
+        if clamp:
+            idx.clamp_(-self.half - 1, self.half)
+        x.sub_(self.t32)  # sign bit set exactly where s < T
+        bits = x.view(torch.int32).bitwise_right_shift_(31)  # -1 where s < T, else 0
+        idx.view(x.shape).add_(bits)
+        idx.add_(self.half + 2)
+
+    def fold(self, ext: np.ndarray) -> tuple[np.ndarray, int]:
+        """(fine histogram, count below delta) of an extended histogram."""
+        k = self.k_delta
+        fine = np.empty(self.fine, dtype=np.int64)
+        fine[:k] = ext[1 : k + 1]
+        fine[k] = ext[k + 1] + ext[k + 2]
+        fine[k + 1 :] = ext[k + 3 : self.fine + 2]
+        fine[0] += ext[0]
+        fine[-1] += ext[self.fine + 2]
+        return fine, int(ext[: k + 2].sum())
+
+    def bin_of(self, s: float) -> int:
+        """floor(s B/2) of a float32 value (exact in float64)."""
+        return math.floor(s * self.half)
+
+
+class _Acc:
+    """What the tile pass gathers for one set of pairs (a pair type, or one class split of it):
+    the extended histogram, the exact min and max, and with ``sums`` the per-tile float64 sum
+    and sum of squares of the float32 similarities (key, count, sum, sum of squares)."""
+
+    def __init__(self, grid: _Grid, device, sums: bool):
+        self.hist = torch.zeros(grid.size, dtype=torch.int64, device=device)
+        self.lo = math.inf
+        self.hi = -math.inf
+        #: floor(s B/2) of lo and hi: a tile whose bins stay strictly inside cannot change them
+        self.lo_bin = math.inf
+        self.hi_bin = -math.inf
+        self.device_extremes: list[torch.Tensor] = []  # CUDA: (min, max) per tile, no sync
+        self.sums = sums
+        self.parts: list[tuple[int, int, Any, Any]] = []
+
+    def extremes(self, mn: float, mx: float, grid: _Grid) -> None:
+        if mn < self.lo:
+            self.lo, self.lo_bin = mn, grid.bin_of(mn)
+        if mx > self.hi:
+            self.hi, self.hi_bin = mx, grid.bin_of(mx)
+
+    def merge(self, other: _Acc, grid: _Grid) -> None:
+        self.hist += other.hist.to(self.hist.device)
+        self.extremes(other.lo, other.hi, grid)
+        self.device_extremes += other.device_extremes
+        self.parts += other.parts
+
+    def settle(self, grid: _Grid) -> None:
+        """Reduce the CUDA per-tile extremes (one device synchronisation)."""
+        if self.device_extremes:
+            both = torch.stack(self.device_extremes).cpu()
+            self.device_extremes = []
+            self.extremes(float(both[:, 0].min()), float(both[:, 1].max()), grid)
+
+    def portable(self) -> tuple:
+        values = [(k, n, float(a), float(b)) for k, n, a, b in self.parts]
+        return self.hist.cpu(), self.lo, self.hi, values
+
+    @classmethod
+    def of_ranks(cls, grid: _Grid, sums: bool, portables: list) -> _Acc:
+        out = cls(grid, torch.device("cpu"), sums)
+        for hist, lo, hi, parts in portables:
+            out.hist += hist
+            out.extremes(lo, hi, grid)
+            out.parts += parts
+        return out
+
+    def moments(self) -> tuple[int, float, float]:
+        """(count, sum, sum of squares) of the tiles' float32 similarities: math.fsum, so the
+        value does not depend on the order the tiles were done in, nor on the ranks."""
+        values = [(n, float(a), float(b)) for _, n, a, b in self.parts]
+        return (
+            sum(n for n, _, _ in values),
+            math.fsum(a for _, a, _ in values),
+            math.fsum(b for _, _, b in values),
+        )
+
+
+class _Split:
+    """One negative pair type: one accumulator, or same-class and different-class ones when
+    labelled (a tile that mixes both counts into one bincount, the different-class indices
+    offset by the grid size)."""
+
+    def __init__(self, grid: _Grid, ws: _Workspace, labelled: bool, sums: bool):
+        self.grid, self.ws, self.labelled, self.sums = grid, ws, labelled, sums
+        device = ws.device
+        self.accs = [_Acc(grid, device, sums)] + ([_Acc(grid, device, sums)] if labelled else [])
+        self.cpu = device.type == "cpu"
+
+    def add(self, x: torch.Tensor, same, key: int) -> None:
+        """Add the float32 similarities ``x`` (any shape; overwritten). ``same``: None
+        (unlabelled), True / False (the whole tile is same- / different-class), or a boolean
+        tensor shaped like ``x``."""
         n = x.numel()
         if n == 0:
             return
-        x = x.reshape(-1)
-        mn, mx = torch.aminmax(x)
-        mask = self.ws.get("below", n, torch.bool)
-        torch.lt(x, self.t32, out=mask)
-        below = torch.count_nonzero(mask)
-        x64 = self.ws.get("x64", n, torch.float64)
-        x64.copy_(x)
-        total = x64.sum()
-        m2 = self._m2(x64, total, n)
-        part = torch.stack([total, m2, mn.double(), mx.double(), below.double()])
-        # CPU: plain floats (a 0-d tensor costs ~100x the memory, and n = 100,000 makes 30,000
-        # parts); CUDA: stay on the device, no synchronisation per tile
-        self.parts.append((key, n, part.tolist() if part.device.type == "cpu" else part))
-        # Fine bin k = [-1 + k w, -1 + (k+1) w), w = 2/B, i.e. k = floor(s * B/2) + B/2. In float64
-        # s * B/2 is exact (24-bit mantissa times <= 21 significant bits), and so are floor and the
-        # integer add, so every float32 similarity lands in its exact bin; s = 1 and float32
-        # round-off beyond [-1, 1] go to the end bins.
-        y = x if self.dyadic else x64
-        y.mul_(self.half).floor_()
-        idx = self.ws.get("idx", n, torch.int32)
-        idx.copy_(y)
-        idx.add_(self.bins // 2).clamp_(0, self.bins - 1)
-        self.hist += torch.bincount(idx, minlength=self.bins)
+        grid, ws = self.grid, self.ws
+        if not self.labelled or same is True:
+            members: list[tuple[_Acc, Any]] = [(self.accs[0], None)]
+        elif same is False:
+            members = [(self.accs[1], None)]
+        else:
+            members = [(self.accs[0], same), (self.accs[1], ~same)]
+        idx = ws.get("idx", n, torch.int32)
+        grid.floor_index(x, ws, idx)
+        if self.cpu:
+            low, high = (int(t) for t in torch.aminmax(idx))
+            for acc, mask in members:
+                # the exact extremes only where this tile reaches the bins of the ones so far
+                if low <= acc.lo_bin or high >= acc.hi_bin:
+                    mn, mx = _extremes(x, mask)
+                    acc.extremes(mn, mx, grid)
+            clamp = low < -grid.half - 1 or high > grid.half
+        else:
+            for acc, mask in members:
+                acc.device_extremes.append(torch.stack(_device_extremes(x, mask)))
+            clamp = True
+        if self.sums:
+            x64 = ws.get("x64", n, torch.float64).view(x.shape)
+            x64.copy_(x)
+            for acc, mask in members:
+                part = x64 if mask is None else x64 * mask
+                count = n if mask is None else int(mask.sum())
+                total, squares = part.sum(), torch.dot(part.reshape(-1), part.reshape(-1))
+                if self.cpu:
+                    total, squares = float(total), float(squares)
+                acc.parts.append((key, count, total, squares))
+        grid.finish_index(idx, x, clamp=clamp)
+        if len(members) == 1:
+            members[0][0].hist += torch.bincount(idx, minlength=grid.size)
+            return
+        # one bincount for both splits: different-class pairs counted grid.size bins further
+        idx.view(x.shape).add_(members[1][1].to(torch.int32), alpha=grid.size)
+        both = torch.bincount(idx, minlength=2 * grid.size)
+        self.accs[0].hist += both[: grid.size]
+        self.accs[1].hist += both[grid.size :]
 
-    def _m2(self, x64: torch.Tensor, total: torch.Tensor, n: int) -> torch.Tensor:
-        """M2 = sum (s - mean_tile)^2 of one tile, in float64.
+    def merge(self, other: _Split) -> _Split:
+        for mine, theirs in zip(self.accs, other.accs, strict=True):
+            mine.merge(theirs, self.grid)
+        return self
 
-        CPU, one pass: sum s^2 - (sum s)^2 / n. Its rounding error is at most about
-        gamma * sum s^2 with gamma ~ 2e-12 for a million terms (float64, blocked sums), so it
-        is kept when M2 >= 1e-3 * sum s^2 (relative error <= ~2e-9: the tile mean is within
-        ~30 standard deviations of 0). Otherwise, and always on CUDA (the test would
-        synchronise), the centred two-pass sum (s - mean)^2.
-        """
-        if x64.device.type == "cpu":
-            squares = torch.dot(x64, x64)
-            naive = squares - total * total / n
-            if float(naive) >= _NAIVE_M2_MIN_FRACTION * float(squares):
-                return naive
-        dev = self.ws.get("dev", n, torch.float64)
-        torch.sub(x64, total / n, out=dev)
-        return torch.dot(dev, dev)
-
-    def merge(self, other: _Stream) -> _Stream:
-        out = _Stream(self.bins, self.t32, self.ws)
-        out.parts = self.parts + other.parts
-        out.hist = self.hist + other.hist
-        return out
-
-    def portable(self) -> tuple[list[tuple[int, int, list[float]]], torch.Tensor]:
-        """The parts as plain floats and the histogram on the CPU, to send to other ranks
-        (one device synchronisation on CUDA, where the parts are still device tensors)."""
-        on_device = [p for p in self.parts if isinstance(p[2], torch.Tensor)]
-        values = torch.stack([p[2] for p in on_device]).cpu().tolist() if on_device else []
-        floats = iter(values)
-        parts = [
-            (key, n, next(floats) if isinstance(vals, torch.Tensor) else vals)
-            for key, n, vals in self.parts
-        ]
-        return parts, self.hist.cpu()
+    def portable(self) -> list:
+        for acc in self.accs:
+            acc.settle(self.grid)
+        return [acc.portable() for acc in self.accs]
 
     @classmethod
-    def of_ranks(cls, bins: int, t32: float, ws: _Workspace, portables: list) -> _Stream:
-        """The stream of all ranks' :meth:`portable` results: their parts (reduced later in
-        key order, as one process does) and the integer sum of their histograms."""
-        out = cls.__new__(cls)
-        out.bins, out.half, out.t32, out.ws = bins, float(bins // 2), t32, ws
-        out.dyadic = bins & (bins - 1) == 0
-        out.parts = [part for parts, _ in portables for part in parts]
-        out.hist = torch.stack([hist for _, hist in portables]).sum(dim=0)
+    def of_ranks(cls, grid: _Grid, sums: bool, portables: list) -> _Split:
+        """The split of all ranks' :meth:`portable` results: integer histograms summed, exact
+        extremes, the moment parts of every tile (summed with math.fsum, order-free)."""
+        out = cls(grid, _Workspace(torch.device("cpu")), len(portables[0]) == 2, sums)
+        out.accs = [
+            _Acc.of_ranks(grid, sums, [p[k] for p in portables]) for k in range(len(portables[0]))
+        ]
         return out
 
-    def summary(self, hist_bins: int, *, negative: bool, estimate: bool = False) -> dict:
-        count = sum(p[1] for p in self.parts)
-        if count == 0:
-            return _empty_summary(
-                hist_bins, negative=negative, estimate=estimate, quantile_error=2.0 / self.bins
-            )
-        parts = sorted(self.parts, key=lambda p: p[0])
-        vals = [p[2] for p in parts]
-        if isinstance(vals[0], torch.Tensor):
-            vals = torch.stack(vals).cpu().tolist()
-        table = torch.tensor(vals, dtype=torch.float64)  # columns: sum, M2, min, max, below
-        n_t = torch.tensor([p[1] for p in parts], dtype=torch.float64)
-        sums, m2s = table[:, 0], table[:, 1]
-        mean = float(sums.sum()) / count
-        # Chan et al.: the pooled M2 is the within-tile M2s plus the between-tile spread.
-        m2 = float(m2s.sum() + (n_t * (sums / n_t - mean) ** 2).sum())
-        var = max(m2 / count, 0.0)
-        mn = float(table[:, 2].min())
-        mx = float(table[:, 3].max())
-        below = int(table[:, 4].sum())
-        hist = self.hist.cpu().numpy()
-        quantiles = _histogram_quantiles(hist, count, mn, mx)
-        return _summary(
-            count=count,
-            mean=mean,
-            var=var,
-            mn=mn,
-            mx=mx,
-            quantiles=quantiles,
-            quantile_error=2.0 / self.bins,
-            fine_hist=hist,
-            hist_bins=hist_bins,
-            below=below if negative else None,
-            estimate=estimate,
+    def summaries(
+        self,
+        moments: Sequence[Moments] | None,
+        *,
+        estimate: bool = False,
+        negative: bool = True,
+    ) -> dict:
+        """The summary dict of this pair type; ``moments``: closed-form moments (whole, same,
+        different), or None to take them from the tiles' sums."""
+        for acc in self.accs:
+            acc.settle(self.grid)
+
+        def one(accs: list[_Acc], k: int) -> dict:
+            closed = moments[k] if moments else None
+            return _acc_summary(self.grid, accs, closed, estimate=estimate, negative=negative)
+
+        if not self.labelled:
+            return one(self.accs, 0)
+        out = one(self.accs, 0)
+        out["by_class"] = {
+            "same_class": one([self.accs[0]], 1),
+            "different_class": one([self.accs[1]], 2),
+        }
+        return out
+
+
+def _extremes(x: torch.Tensor, mask) -> tuple[float, float]:
+    """Exact (min, max) of ``x``, or of its entries where ``mask`` (inf / -inf if none)."""
+    if mask is None:
+        mn, mx = torch.aminmax(x)
+        return float(mn), float(mx)
+    if not bool(mask.any()):
+        return math.inf, -math.inf
+    picked = torch.masked_select(x, mask)
+    mn, mx = torch.aminmax(picked)
+    return float(mn), float(mx)
+
+
+def _device_extremes(x: torch.Tensor, mask) -> tuple[torch.Tensor, torch.Tensor]:
+    """(min, max) of ``x`` (where ``mask``) as float64 device scalars (+-inf if empty)."""
+    if mask is not None:
+        low = torch.where(mask, x, torch.full_like(x, math.inf)).min()
+        high = torch.where(mask, x, torch.full_like(x, -math.inf)).max()
+        return low.double(), high.double()
+    low, high = torch.aminmax(x)
+    return low.double(), high.double()
+
+
+def _acc_summary(
+    grid: _Grid, accs: list[_Acc], moments, *, estimate: bool = False, negative: bool = True
+) -> dict:
+    """The summary of one or more accumulators' pairs (several: a labelled pair type's two
+    splits, merged): histogram, extremes, below-delta count from the tiles; mean and variance
+    from ``moments`` (closed form) or, when None, from the tiles' sums."""
+    hist = accs[0].hist.cpu().numpy().copy()
+    for acc in accs[1:]:
+        hist += acc.hist.cpu().numpy()
+    fine, below = grid.fold(hist)
+    count = int(fine.sum())
+    if count == 0:
+        return _empty_summary(
+            grid.hist_bins, negative=negative, estimate=estimate, quantile_error=2.0 / grid.fine
         )
+    mn = min(acc.lo for acc in accs)
+    mx = max(acc.hi for acc in accs)
+    if moments is not None:
+        if moments.count != count:
+            raise AssertionError(f"{moments.count} pairs in closed form, {count} in the tiles")
+        mean, var = moments.mean, moments.var
+    else:
+        sums = [acc.moments() for acc in accs]
+        total = math.fsum(s[1] for s in sums)
+        squares = math.fsum(s[2] for s in sums)
+        mean = total / count
+        var = max((squares - total * total / count) / count, 0.0)
+    return _summary(
+        count=count,
+        mean=mean,
+        var=var,
+        mn=mn,
+        mx=mx,
+        quantiles=_histogram_quantiles(fine, count, mn, mx),
+        quantile_error=2.0 / grid.fine,
+        fine_hist=fine,
+        hist_bins=grid.hist_bins,
+        below=below if negative else None,
+        estimate=estimate,
+    )
 
 
 def _fine_index(x: torch.Tensor, bins: int) -> torch.Tensor:
@@ -492,57 +658,6 @@ class _UpperIndex:
         return self.cache[k]
 
 
-class _Split:
-    """One negative pair type: one stream, or same-class and different-class streams when
-    labelled."""
-
-    def __init__(self, bins: int, t32: float, ws: _Workspace, labelled: bool):
-        self.labelled = labelled
-        self.streams = [_Stream(bins, t32, ws)] + ([_Stream(bins, t32, ws)] if labelled else [])
-
-    def add(self, x: torch.Tensor, same, key: int) -> None:
-        """``same``: None (unlabelled), True / False (the whole tile is same- / different-class),
-        or a boolean tensor shaped like ``x``."""
-        if not self.labelled or same is True:
-            self.streams[0].add(x, key)
-        elif same is False:
-            self.streams[1].add(x, key)
-        else:
-            self.streams[0].add(torch.masked_select(x, same), key)
-            self.streams[1].add(torch.masked_select(x, ~same), key)
-
-    def merge(self, other: _Split) -> _Split:
-        out = _Split.__new__(_Split)
-        out.labelled = self.labelled
-        out.streams = [a.merge(b) for a, b in zip(self.streams, other.streams, strict=True)]
-        return out
-
-    def portable(self) -> list:
-        return [stream.portable() for stream in self.streams]
-
-    @classmethod
-    def of_ranks(cls, bins: int, t32: float, ws: _Workspace, portables: list) -> _Split:
-        """The split of all ranks' :meth:`portable` results (see :meth:`_Stream.of_ranks`)."""
-        out = cls.__new__(cls)
-        out.labelled = len(portables[0]) == 2
-        out.streams = [
-            _Stream.of_ranks(bins, t32, ws, [p[k] for p in portables])
-            for k in range(len(portables[0]))
-        ]
-        return out
-
-    def summary(self, hist_bins: int, *, estimate: bool = False) -> dict:
-        if not self.labelled:
-            return self.streams[0].summary(hist_bins, negative=True, estimate=estimate)
-        same, diff = self.streams
-        out = same.merge(diff).summary(hist_bins, negative=True, estimate=estimate)
-        out["by_class"] = {
-            "same_class": same.summary(hist_bins, negative=True, estimate=estimate),
-            "different_class": diff.summary(hist_bins, negative=True, estimate=estimate),
-        }
-        return out
-
-
 def _tiles(n: int, tile: int) -> list[tuple[int, int, int, int, bool]]:
     """Tasks (row0, row1, col0, col1, upper): every tile of the cross-view matrix; ``upper``
     marks the tiles on or above the diagonal, which also carry the within-view pairs i < j."""
@@ -579,8 +694,8 @@ def _exact_worker(
     codes,
     positives,
     *,
-    bins: int,
-    t32: float,
+    grid: _Grid,
+    sums: bool,
     tile: int,
     single_thread: bool,
     sides: tuple[bool, bool] = (True, True),
@@ -594,8 +709,8 @@ def _exact_worker(
     ws = _Workspace(device)
     upper_index = _UpperIndex(device)
     labelled = codes is not None
-    cross = _Split(bins, t32, ws, labelled)
-    within = _Split(bins, t32, ws, labelled)
+    cross = _Split(grid, ws, labelled, sums)
+    within = _Split(grid, ws, labelled, sums)
     buf = torch.empty(tile * tile, dtype=torch.float32, device=device)
     with torch.inference_mode():  # grad mode is per thread; the caller set full float32 matmuls
         for key, (r0, r1, c0, c1, upper) in tasks:
@@ -630,25 +745,30 @@ def _exact_worker(
     return cross, within
 
 
+def _closed_form(n: int, d: int) -> bool:
+    """Moments from the d x d Gram matrices (O(n d^2), :mod:`cl_diag.measurement.moments`)
+    rather than from the tiles' sums: when d^2 <= 4n, where the float64 Grams cost less than
+    summing the n^2 similarities (at d = 128 from n = 4,096 on; a 2,048-wide backbone layer
+    needs n >= 1,048,576)."""
+    return d * d <= 4 * n
+
+
+def _sorted_by_class(views: list[torch.Tensor], codes):
+    """The views and codes in class order (the statistics are over sets of pairs, so any common
+    reordering of the instances leaves them unchanged; sorted by class, most tiles are wholly
+    same- or different-class)."""
+    if codes is None:
+        return views, None
+    order = torch.sort(codes, stable=True).indices
+    return [z[order] for z in views], codes[order]
+
+
 def _exact(
     u, v, codes, *, t32: float, hist_bins: int, tile: int, workers: int, ranks: Ranks = SINGLE
 ) -> dict:
-    if codes is not None:
-        # The statistics are over sets of pairs, so any common reordering of the instances
-        # leaves them unchanged; sorted by class, most tiles are wholly same- or different-class.
-        order = torch.sort(codes, stable=True).indices
-        u, v, codes = u[order], v[order], codes[order]
-    bins = fine_bins(hist_bins)
-    cross, within, positives = _exact_parts(
-        u, v, codes, t32=t32, bins=bins, tile=tile, workers=workers, ranks=ranks
+    return _exact_views(
+        [u, v], codes, t32=t32, hist_bins=hist_bins, tile=tile, workers=workers, ranks=ranks
     )
-    return {
-        "positive": _sample_summary(
-            positives, t32=t32, hist_bins=hist_bins, negative=False, estimate=False
-        ),
-        "cross_view_negative": cross.summary(hist_bins),
-        "within_view_negative": within.summary(hist_bins),
-    }
 
 
 def _exact_views(
@@ -661,22 +781,23 @@ def _exact_views(
     workers: int,
     ranks: Ranks = SINGLE,
 ) -> dict:
-    """The three pair types over V >= 3 views z^1..z^V of n instances:
+    """The three pair types over V >= 2 views z^1..z^V of n instances:
 
     * positives z^i_a . z^j_a for every view pair i < j (n V(V-1)/2 values);
     * cross-view negatives z^i_a . z^j_b, a != b, for every view pair i < j (V(V-1)/2 n(n-1));
     * within-view negatives z^i_a . z^i_b, a < b, in every view (V n(n-1)/2).
 
-    Each view pair (i, j) is the two-view tile pass with keys after the previous pairs' (so the
-    parts reduce in one fixed order, as for two views); the within-view pairs of view 1 come
-    with the pair (1, 2) and those of view j >= 2 with the pair (1, j), each view once."""
-    if codes is not None:
-        order = torch.sort(codes, stable=True).indices
-        views, codes = [z[order] for z in views], codes[order]
-    bins = fine_bins(hist_bins)
-    n = views[0].shape[0]
+    Each view pair (i, j) is the two-view tile pass with keys after the previous pairs'; the
+    within-view pairs of view 1 come with the pair (1, 2) and those of view j >= 2 with the pair
+    (1, j), each view once. The mean and variance come in closed form from the views' Gram
+    matrices (:func:`_closed_form`), else from the tiles' sums."""
+    views, codes = _sorted_by_class(views, codes)
+    grid = _Grid(hist_bins, t32)
+    n, d = views[0].shape
+    closed = _closed_form(n, d)
     per_pair = len(_tiles(n, tile))
-    cross = within = None
+    cross: _Split | None = None
+    within: _Split | None = None
     positives = []
     pairs = [(i, j) for i in range(len(views)) for j in range(i + 1, len(views))]
     for p, (i, j) in enumerate(pairs):
@@ -684,8 +805,8 @@ def _exact_views(
             views[i],
             views[j],
             codes,
-            t32=t32,
-            bins=bins,
+            grid=grid,
+            sums=not closed,
             tile=tile,
             workers=workers,
             ranks=ranks,
@@ -696,12 +817,13 @@ def _exact_views(
         within = w if within is None else within.merge(w)
         positives.append(pos)
     assert cross is not None and within is not None
+    moments = pair_moments(views, codes, workers=workers) if closed else None
     return {
         "positive": _sample_summary(
             torch.cat(positives), t32=t32, hist_bins=hist_bins, negative=False, estimate=False
         ),
-        "cross_view_negative": cross.summary(hist_bins),
-        "within_view_negative": within.summary(hist_bins),
+        "cross_view_negative": cross.summaries(moments and moments["cross_view_negative"]),
+        "within_view_negative": within.summaries(moments and moments["within_view_negative"]),
     }
 
 
@@ -710,8 +832,8 @@ def _exact_parts(
     v,
     codes,
     *,
-    t32: float,
-    bins: int,
+    grid: _Grid,
+    sums: bool,
     tile: int,
     workers: int,
     ranks: Ranks = SINGLE,
@@ -737,8 +859,8 @@ def _exact_parts(
             v,
             codes,
             positives,
-            bins=bins,
-            t32=t32,
+            grid=grid,
+            sums=sums,
             tile=tile,
             single_thread=single_thread,
             sides=sides,
@@ -756,20 +878,19 @@ def _exact_parts(
     if ranks.distributed:
         diagonal = [tiles[key][:2] for key in mine if tiles[key][0] == tiles[key][2]]
         cross, within, positives = _gather_exact(
-            ranks, cross, within, positives, diagonal, bins=bins, t32=t32
+            ranks, cross, within, positives, diagonal, grid=grid, sums=sums
         )
     return cross, within, positives
 
 
-def _gather_exact(ranks: Ranks, cross: _Split, within: _Split, positives, diagonal, *, bins, t32):
-    """All ranks' tile parts, histograms and positives, on every rank (see the module
+def _gather_exact(ranks: Ranks, cross: _Split, within: _Split, positives, diagonal, *, grid, sums):
+    """All ranks' histograms, extremes, tile sums and positives, on every rank (see the module
     docstring); ``diagonal`` holds the (row0, row1) of this rank's diagonal tiles, which
     computed the positives of those rows."""
     own = [(r0, positives[r0:r1].cpu()) for r0, r1 in diagonal]
     gathered = ranks.gather((cross.portable(), within.portable(), own))
-    ws = _Workspace(torch.device("cpu"))
-    cross = _Split.of_ranks(bins, t32, ws, [g[0] for g in gathered])
-    within = _Split.of_ranks(bins, t32, ws, [g[1] for g in gathered])
+    cross = _Split.of_ranks(grid, sums, [g[0] for g in gathered])
+    within = _Split.of_ranks(grid, sums, [g[1] for g in gathered])
     for _, _, rows in gathered:
         for r0, values in rows:
             positives[r0 : r0 + values.numel()] = values.to(positives.device)
@@ -885,20 +1006,21 @@ def _sampled_streamed(
     u, v, codes, gen: torch.Generator, *, t32: float, hist_bins: int, num_pairs: int, rows: int
 ) -> dict:
     """Sampled mode beyond :data:`SAMPLE_CHUNK` pairs: the pairs are drawn and measured
-    ``SAMPLE_CHUNK`` at a time into the streaming statistics of exact mode, so memory does not
-    grow with ``num_pairs``. Mean, variance, min, max and the excessive count stay exact for
-    the sample; quantiles come from the fine histogram (``quantile_error`` its bin width)."""
+    ``SAMPLE_CHUNK`` at a time into the tile pass's accumulators (with the chunks' float64
+    sums), so memory does not grow with ``num_pairs``. Mean, variance, min, max and the
+    excessive count stay exact for the sample; quantiles come from the fine histogram
+    (``quantile_error`` its bin width)."""
     n = u.shape[0]
     device = u.device
-    bins = fine_bins(hist_bins)
+    grid = _Grid(hist_bins, t32)
     ws = _Workspace(device)
     labelled = codes is not None
-    positive = _Stream(bins, t32, ws)
-    cross, within = _Split(bins, t32, ws, labelled), _Split(bins, t32, ws, labelled)
+    positive = _Split(grid, ws, False, True)
+    cross, within = _Split(grid, ws, labelled, True), _Split(grid, ws, labelled, True)
     for key, start in enumerate(range(0, num_pairs, SAMPLE_CHUNK)):
         k = min(SAMPLE_CHUNK, num_pairs - start)
         i_pos, i_x, j_x, view, i_w, j_w = _draw(n, k, gen)
-        positive.add(_dots(u, i_pos, v, i_pos, rows), key)
+        positive.add(_dots(u, i_pos, v, i_pos, rows), None, key)
         for split, x, i, j in (
             (cross, _dots(u, i_x, v, j_x, rows), i_x, j_x),
             (within, _within_dots(u, v, view, i_w, j_w, rows), i_w, j_w),
@@ -906,9 +1028,9 @@ def _sampled_streamed(
             same = codes[i.to(device)] == codes[j.to(device)] if labelled else None
             split.add(x, same, key)
     return {
-        "positive": positive.summary(hist_bins, negative=False, estimate=True),
-        "cross_view_negative": cross.summary(hist_bins, estimate=True),
-        "within_view_negative": within.summary(hist_bins, estimate=True),
+        "positive": positive.summaries(None, estimate=True, negative=False),
+        "cross_view_negative": cross.summaries(None, estimate=True),
+        "within_view_negative": within.summaries(None, estimate=True),
     }
 
 
