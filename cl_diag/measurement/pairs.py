@@ -104,10 +104,10 @@ FINE_BINS_MIN = 1 << 16
 MAX_HIST_BINS = 1 << 20
 #: largest accepted seed: torch and numpy generators take seeds below 2^63 on every platform
 MAX_SEED = 2**63 - 1
-#: default working memory of one tile (float32 tile, two float64 copies, int32 bin
-#: indices, bool mask: 25 bytes per similarity); CPU tiles stay in the last-level cache
+#: default working memory of one tile (the float32 tile, its float64 copy and the int32 bin
+#: indices: 16 bytes per similarity); CPU tiles stay in the last-level cache
 _TILE_BYTES = {"cpu": 7 << 20, "cuda": 512 << 20}
-_BYTES_PER_SIMILARITY = 25
+_BYTES_PER_SIMILARITY = 16
 #: a tile's one-pass M2 is kept when it is at least this fraction of its sum of squares
 _NAIVE_M2_MIN_FRACTION = 1e-3
 #: sampled mode draws and measures at most this many pairs of each type at once; a larger
@@ -115,6 +115,9 @@ _NAIVE_M2_MIN_FRACTION = 1e-3
 SAMPLE_CHUNK = 1 << 20
 #: most pairs of each type sampled mode draws: beyond this exact mode is the better tool
 MAX_NUM_PAIRS = 10**9
+#: what ``mode`` takes: every pair; ``num_pairs`` sampled pairs of each type; the exact mean and
+#: variance of every pair in closed form with the rest estimated from ``num_pairs`` pairs
+MODES = ("exact", "sampled", "moments")
 #: bytes of the rows sampled mode gathers at once
 _GATHER_BYTES = 64 << 20
 
@@ -415,15 +418,24 @@ class _Split:
         *,
         estimate: bool = False,
         negative: bool = True,
+        intervals: bool = False,
     ) -> dict:
         """The summary dict of this pair type; ``moments``: closed-form moments (whole, same,
-        different), or None to take them from the tiles' sums."""
+        different), or None to take them from the tiles' sums; ``intervals``: add the
+        ``sampling`` block of moments mode."""
         for acc in self.accs:
             acc.settle(self.grid)
 
         def one(accs: list[_Acc], k: int) -> dict:
             closed = moments[k] if moments else None
-            return _acc_summary(self.grid, accs, closed, estimate=estimate, negative=negative)
+            out = _acc_summary(self.grid, accs, closed, estimate=estimate, negative=negative)
+            if intervals:
+                hist = sum(acc.hist.cpu().numpy() for acc in accs)
+                fine, below = self.grid.fold(hist)
+                out["sampling"] = _sampling_intervals(
+                    int(fine.sum()), below, fine_hist=fine
+                )
+            return out
 
         if not self.labelled:
             return one(self.accs, 0)
@@ -593,20 +605,30 @@ def _empty_summary(
 
 
 def _sample_summary(
-    x: torch.Tensor, *, t32: float, hist_bins: int, negative: bool, estimate: bool
+    x: torch.Tensor,
+    *,
+    t32: float,
+    hist_bins: int,
+    negative: bool,
+    estimate: bool,
+    intervals: bool = False,
 ) -> dict:
-    """Exact statistics of a 1-D set of float32 similarities (a sample, or the n positives)."""
+    """Exact statistics of a 1-D set of float32 similarities (a sample, or the n positives);
+    with ``intervals`` the ``sampling`` block of moments mode too."""
     bins = fine_bins(hist_bins)
     count = x.numel()
     if count == 0:
-        return _empty_summary(hist_bins, negative=negative, estimate=estimate, quantile_error=0.0)
+        out = _empty_summary(hist_bins, negative=negative, estimate=estimate, quantile_error=0.0)
+        if intervals:
+            out["sampling"] = _sampling_intervals(0, None)
+        return out
     x64 = x.to(torch.float64)
     mean = float(x64.sum()) / count
     var = float(((x64 - mean) ** 2).sum()) / count
     sorted64 = torch.sort(x64).values
     fine = torch.bincount(_fine_index(x, bins), minlength=bins).cpu().numpy()
     below = int(torch.count_nonzero(x < t32)) if negative else None
-    return _summary(
+    out = _summary(
         count=count,
         mean=mean,
         var=var,
@@ -619,6 +641,9 @@ def _sample_summary(
         below=below,
         estimate=estimate,
     )
+    if intervals:
+        out["sampling"] = _sampling_intervals(count, below, sorted_values=sorted64)
+    return out
 
 
 # --------------------------------------------------------------------------- exact mode
@@ -964,7 +989,19 @@ def _draw(n: int, k: int, gen: torch.Generator) -> tuple[torch.Tensor, ...]:
     return i_pos, i_x, j_x, view, i_w, j_w
 
 
-def _sampled(u, v, codes, *, t32: float, hist_bins: int, num_pairs: int, seed: int) -> dict:
+def _sampled(
+    u,
+    v,
+    codes,
+    *,
+    t32: float,
+    hist_bins: int,
+    num_pairs: int,
+    seed: int,
+    intervals: bool = False,
+) -> dict:
+    """``num_pairs`` pairs of each type drawn uniformly with ``seed``; with ``intervals`` each
+    negative block also carries its ``sampling`` intervals (moments mode)."""
     n = u.shape[0]
     device = u.device
     rows = _gather_rows(u.shape[1])
@@ -972,7 +1009,15 @@ def _sampled(u, v, codes, *, t32: float, hist_bins: int, num_pairs: int, seed: i
     gen = torch.Generator().manual_seed(seed)
     if num_pairs > SAMPLE_CHUNK:
         return _sampled_streamed(
-            u, v, codes, gen, t32=t32, hist_bins=hist_bins, num_pairs=num_pairs, rows=rows
+            u,
+            v,
+            codes,
+            gen,
+            t32=t32,
+            hist_bins=hist_bins,
+            num_pairs=num_pairs,
+            rows=rows,
+            intervals=intervals,
         )
     i_pos, i_x, j_x, view, i_w, j_w = _draw(n, num_pairs, gen)
     pos = _dots(u, i_pos, v, i_pos, rows)
@@ -980,17 +1025,20 @@ def _sampled(u, v, codes, *, t32: float, hist_bins: int, num_pairs: int, seed: i
     wneg = _within_dots(u, v, view, i_w, j_w, rows)
 
     def negative(x, i, j):
-        out = _sample_summary(x, t32=t32, hist_bins=hist_bins, negative=True, estimate=True)
+        def summary(values):
+            return _sample_summary(
+                values,
+                t32=t32,
+                hist_bins=hist_bins,
+                negative=True,
+                estimate=True,
+                intervals=intervals,
+            )
+
+        out = summary(x)
         if codes is not None:
             same = codes[i.to(device)] == codes[j.to(device)]
-            out["by_class"] = {
-                "same_class": _sample_summary(
-                    x[same], t32=t32, hist_bins=hist_bins, negative=True, estimate=True
-                ),
-                "different_class": _sample_summary(
-                    x[~same], t32=t32, hist_bins=hist_bins, negative=True, estimate=True
-                ),
-            }
+            out["by_class"] = {"same_class": summary(x[same]), "different_class": summary(x[~same])}
         return out
 
     return {
@@ -1003,7 +1051,16 @@ def _sampled(u, v, codes, *, t32: float, hist_bins: int, num_pairs: int, seed: i
 
 
 def _sampled_streamed(
-    u, v, codes, gen: torch.Generator, *, t32: float, hist_bins: int, num_pairs: int, rows: int
+    u,
+    v,
+    codes,
+    gen: torch.Generator,
+    *,
+    t32: float,
+    hist_bins: int,
+    num_pairs: int,
+    rows: int,
+    intervals: bool = False,
 ) -> dict:
     """Sampled mode beyond :data:`SAMPLE_CHUNK` pairs: the pairs are drawn and measured
     ``SAMPLE_CHUNK`` at a time into the tile pass's accumulators (with the chunks' float64
@@ -1029,9 +1086,116 @@ def _sampled_streamed(
             split.add(x, same, key)
     return {
         "positive": positive.summaries(None, estimate=True, negative=False),
-        "cross_view_negative": cross.summaries(None, estimate=True),
-        "within_view_negative": within.summaries(None, estimate=True),
+        "cross_view_negative": cross.summaries(None, estimate=True, intervals=intervals),
+        "within_view_negative": within.summaries(None, estimate=True, intervals=intervals),
     }
+
+
+# --------------------------------------------------------------------------- moments mode
+
+#: confidence of the sampling intervals of moments mode
+CONFIDENCE = 0.95
+#: the standard normal quantile of (1 + CONFIDENCE) / 2
+_Z = 1.959963984540054
+#: the statistics of a moments-mode negative block that are exact (the rest are estimates)
+EXACT_IN_MOMENTS_MODE = ("count", "mean", "var", "std")
+
+
+def _wilson(below: int, k: int) -> list[float]:
+    """Wilson score interval of a binomial proportion below / k at :data:`CONFIDENCE`."""
+    p, z2 = below / k, _Z * _Z
+    centre = (p + z2 / (2 * k)) / (1 + z2 / k)
+    half = _Z * math.sqrt(p * (1 - p) / k + z2 / (4 * k * k)) / (1 + z2 / k)
+    return [max(0.0, centre - half), min(1.0, centre + half)]
+
+
+def _quantile_ranks(k: int, p: float) -> tuple[int, int]:
+    """0-based ranks (r, s) of the order statistics X_(r) <= X_(s) of k iid draws that cover
+    the population p-quantile with probability about :data:`CONFIDENCE`, whatever the
+    distribution: the count of draws below the quantile is Binomial(k, p)."""
+    spread = _Z * math.sqrt(k * p * (1 - p))
+    r = min(max(math.floor(k * p - spread), 1), k)
+    s = min(max(math.ceil(k * p + spread), 1), k)
+    return r - 1, s - 1
+
+
+def _sampling_intervals(
+    k: int, below: int | None, *, sorted_values=None, fine_hist=None
+) -> dict:
+    """The ``sampling`` block of a moments-mode estimate from k sampled pairs: their number,
+    the confidence, the Wilson interval of the excessive ratio and distribution-free intervals
+    of the quantiles, from the sorted sample or (streamed samples) conservatively from the
+    fine histogram's bin edges."""
+    out: dict[str, Any] = {"pairs": int(k), "confidence": CONFIDENCE}
+    if k == 0:
+        out["excessive_ratio"] = None
+        out["quantiles"] = {str(q): None for q in QUANTILES}
+        return out
+    out["excessive_ratio"] = _wilson(below, k) if below is not None else None
+    quantiles: dict[str, list[float]] = {}
+    if sorted_values is not None:
+        values = sorted_values.cpu().numpy()
+        for q in QUANTILES:
+            r, t = _quantile_ranks(k, q / 100)
+            quantiles[str(q)] = [float(values[r]), float(values[t])]
+    else:
+        assert fine_hist is not None
+        cum = np.cumsum(fine_hist)
+        width = 2.0 / fine_hist.shape[0]
+        for q in QUANTILES:
+            r, t = _quantile_ranks(k, q / 100)
+            lo_bin, hi_bin = np.searchsorted(cum, [r, t], side="right")
+            quantiles[str(q)] = [-1.0 + int(lo_bin) * width, -1.0 + (int(hi_bin) + 1) * width]
+    out["quantiles"] = quantiles
+    return out
+
+
+def _moments_mode(
+    u, v, codes, *, t32: float, hist_bins: int, num_pairs: int, seed: int, workers: int
+) -> dict:
+    """Exact mean and variance of every negative pair type over all n(n-1) pairs (closed form,
+    O(n d^2) time, O(d^2) memory besides the views), exact statistics of the n positives, and
+    the rest (min, max, quantiles, histogram, excessive ratio) estimated from ``num_pairs``
+    pairs of each type drawn as in sampled mode, with their :data:`CONFIDENCE` intervals."""
+    n = u.shape[0]
+    sample = _sampled(
+        u, v, codes, t32=t32, hist_bins=hist_bins, num_pairs=num_pairs, seed=seed, intervals=True
+    )
+    views, ordered = _sorted_by_class([u, v], codes)
+    closed = pair_moments(views, ordered, workers=workers)
+    every = torch.arange(n)
+    positives = _dots(u, every, v, every, _gather_rows(u.shape[1]))
+    out = {
+        "positive": _sample_summary(
+            positives, t32=t32, hist_bins=hist_bins, negative=False, estimate=False
+        )
+    }
+    for kind in ("cross_view_negative", "within_view_negative"):
+        block = _with_moments(sample[kind], closed[kind][0])
+        if codes is not None:
+            split = sample[kind]["by_class"]
+            block["by_class"] = {
+                name: _with_moments(split[name], closed[kind][k])
+                for k, name in ((1, "same_class"), (2, "different_class"))
+            }
+        out[kind] = block
+    return out
+
+
+def _with_moments(block: dict, moments: Moments) -> dict:
+    """A sampled block with its count, mean, variance and std replaced by the exact ones."""
+    out = dict(block)
+    sampling = out.pop("sampling")
+    out.pop("by_class", None)
+    out["count"] = moments.count
+    out["estimate"] = True
+    mean, var = moments.mean, moments.var
+    out["mean"] = mean
+    out["var"] = var
+    out["std"] = None if var is None else math.sqrt(var)
+    out["exact"] = list(EXACT_IN_MOMENTS_MODE)
+    out["sampling"] = sampling
+    return out
 
 
 # --------------------------------------------------------------------------- public API
@@ -1123,11 +1287,11 @@ class _Options(NamedTuple):
 
     @classmethod
     def check(cls, mode, num_pairs, seed, block_size, hist_bins) -> _Options:
-        if mode not in ("exact", "sampled"):
-            raise ValueError(f"mode must be 'exact' or 'sampled', got {mode!r}.")
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(map(repr, MODES))}, got {mode!r}.")
         hist_bins = check_int(hist_bins, "hist_bins", 1, MAX_HIST_BINS)
         seed = check_int(seed, "seed", 0, MAX_SEED)
-        if mode == "sampled":
+        if mode != "exact":
             num_pairs = check_int(num_pairs, "num_pairs", 1, MAX_NUM_PAIRS)
         if block_size is not None:
             block_size = check_int(block_size, "block_size", 1)
@@ -1149,10 +1313,22 @@ def _measure(
     t32 = threshold_float32(n_ref)
     hist_bins = options.hist_bins
     with torch.inference_mode(), full_fp32_matmul():
+        num_pairs, seed = options.num_pairs, options.seed
         if options.mode == "sampled":
-            num_pairs, seed = options.num_pairs, options.seed
             return _sampled(
                 u, v, codes, t32=t32, hist_bins=hist_bins, num_pairs=num_pairs, seed=seed
+            )
+        if options.mode == "moments":
+            # every rank computes the whole (O(n d^2) and the seeded sample): the same bits
+            return _moments_mode(
+                u,
+                v,
+                codes,
+                t32=t32,
+                hist_bins=hist_bins,
+                num_pairs=num_pairs,
+                seed=seed,
+                workers=threads,
             )
         tile = min(options.block_size or _default_tile(n, u.device), n)
         workers = 1 if u.device.type != "cpu" else min(threads, len(range(0, n, tile)) ** 2)
