@@ -150,6 +150,33 @@ def _uniformity_worker(
     return parts
 
 
+def uniformity_estimate(
+    x: torch.Tensor, pairs: int, generator: torch.Generator
+) -> tuple[float, list[float]]:
+    """Uniformity estimated from ``pairs`` pairs i != j drawn uniformly (the ordered pairs
+    i != j are uniform over the unordered ones), with its interval at
+    :data:`cl_diag.measurement.pairs.CONFIDENCE`: the sample mean m of
+    e = exp(-2 ||x_i - x_j||^2) (the same float64 norms and float32 dot products as
+    :func:`uniformity`) has standard error sd(e) / sqrt(pairs), so log m is the estimate and
+    [log(m - z se), log(m + z se)] the interval (the lower end -inf when m - z se <= 0)."""
+    from cl_diag.measurement.pairs import _Z, _dots, _gather_rows
+
+    n = x.shape[0]
+    i = torch.randint(0, n, (pairs,), generator=generator)
+    j = torch.randint(0, n - 1, (pairs,), generator=generator)
+    j = j + (j >= i).long()
+    with torch.inference_mode(), full_fp32_matmul():
+        dots = _dots(x, i, x, j, _gather_rows(x.shape[1])).to(torch.float64)
+        rows = torch.cat([i, j]).to(x.device)
+        squares = x[rows].to(torch.float64).pow(2).sum(dim=1)
+        exponent = (4.0 * dots - 2.0 * squares[:pairs] - 2.0 * squares[pairs:]).clamp_(max=0.0)
+        e = exponent.exp()
+        mean = float(e.mean())
+        se = float(e.std()) / math.sqrt(pairs) if pairs > 1 else math.inf
+    low = mean - _Z * se
+    return math.log(mean), [math.log(low) if low > 0 else -math.inf, math.log(mean + _Z * se)]
+
+
 def effective_rank(x: torch.Tensor, *, epsilon: float = RANKME_EPSILON) -> float:
     """RankMe: exp of the entropy of p_k = sigma_k/||sigma||_1 + epsilon, sigma the singular
     values of the (uncentred) rows ``x``."""
@@ -201,12 +228,17 @@ def geometry_of(
     cross_view_mean: float | None = None,
     block_size: int | None = None,
     ranks: Ranks | None = None,
+    uniformity_pairs: int | None = None,
+    seed: int = 0,
 ) -> dict:
     """:func:`geometry` of views already checked and normalised by
     :func:`cl_diag.measurement.inputs.normalise_views` (the rows are used as they are).
 
     ``ranks``: under ``torchrun``, every rank passes the same views and gets the same
-    result, the uniformity tiles being split over the ranks (None: this process alone)."""
+    result, the uniformity tiles being split over the ranks (None: this process alone).
+    ``uniformity_pairs``: estimate the uniformity from that many sampled pairs of each view
+    (seeded with ``seed``; :func:`uniformity_estimate`) instead of visiting all n^2/2, and
+    record how in ``uniformity_sampling`` (``analyze --pairs moments`` at data-set scale)."""
     u, v = views
     n = views.n
     n_ref = check_n_ref(n_ref, n)
@@ -217,10 +249,22 @@ def geometry_of(
     # torch single-threaded meanwhile: float64 sums and the SVDs' last bits depend on how many
     # threads share them, and a result must not depend on the machine's cores
     with _cpu_workers() as threads:
-        return _geometry(u, v, n_ref, cross_view_mean, block_size, ranks, threads)
+        return _geometry(
+            u, v, n_ref, cross_view_mean, block_size, ranks, threads, uniformity_pairs, seed
+        )
 
 
-def _geometry(u, v, n_ref: int, cross_view_mean, block_size, ranks: Ranks, threads: int) -> dict:
+def _geometry(
+    u,
+    v,
+    n_ref: int,
+    cross_view_mean,
+    block_size,
+    ranks: Ranks,
+    threads: int,
+    uniformity_pairs: int | None = None,
+    seed: int = 0,
+) -> dict:
     n = u.shape[0]
     u64, v64 = u.to(torch.float64), v.to(torch.float64)
     positives = (u64 * v64).sum(dim=1)
@@ -232,12 +276,29 @@ def _geometry(u, v, n_ref: int, cross_view_mean, block_size, ranks: Ranks, threa
         if not math.isfinite(mean_neg):
             raise ValueError(f"cross_view_mean must be a finite number, got {cross_view_mean!r}.")
     ceiling = alignment_ceiling(mean_neg, n_ref)
-    return {
-        "alignment": float((u64 - v64).pow(2).sum(dim=1).mean()),
-        "uniformity": {
+    sampling = None
+    if uniformity_pairs is None:
+        uniform = {
             "u": _uniformity(u, block_size, ranks, threads),
             "v": _uniformity(v, block_size, ranks, threads),
-        },
+        }
+    else:
+        from cl_diag.measurement.pairs import CONFIDENCE
+
+        generator = torch.Generator().manual_seed(seed)
+        (value_u, interval_u), (value_v, interval_v) = (
+            uniformity_estimate(x, uniformity_pairs, generator) for x in (u, v)
+        )
+        uniform = {"u": value_u, "v": value_v}
+        sampling = {
+            "pairs": uniformity_pairs,
+            "confidence": CONFIDENCE,
+            "u": interval_u,
+            "v": interval_v,
+        }
+    out = {
+        "alignment": float((u64 - v64).pow(2).sum(dim=1).mean()),
+        "uniformity": uniform,
         "effective_rank": {
             "u": effective_rank(u),
             "v": effective_rank(v),
@@ -247,3 +308,6 @@ def _geometry(u, v, n_ref: int, cross_view_mean, block_size, ranks: Ranks, threa
         "frontier_gap": mean_neg - ((n - 2) * mean_pos - n) / (2 * (n - 1)),
         "alignment_ceiling": {"value": ceiling, "below_one": bool(ceiling < 1.0)},
     }
+    if sampling is not None:
+        out["uniformity_sampling"] = sampling
+    return out
