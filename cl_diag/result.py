@@ -1579,9 +1579,9 @@ class Result:
     ``threshold`` is delta = -1/(n_ref - 1), the simplex-ETF similarity of n_ref training
     instances (Thm 5.1) that the excessive ratios count against; ``mode`` "exact" (all
     pairs), "sampled" (``num_pairs`` per type, estimates) or "moments" (exact means and
-    variances over all pairs, the rest estimated from ``num_pairs`` per type); ``config`` the training
-    config of a checkpoint ({} for embeddings). ``probes`` and ``theory`` are None for an
-    embeddings file.
+    variances over all pairs, the rest estimated from ``num_pairs`` per type); ``config``
+    the training config of a checkpoint ({} for embeddings). ``probes`` and ``theory`` are
+    None for an embeddings file.
     """
 
     schema: str

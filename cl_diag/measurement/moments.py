@@ -119,7 +119,9 @@ class _Sums:
             a += b
         for a, b in zip(self.grams, other.grams, strict=True):
             a += b
-        self.cross = [(a + c, b + e) for (a, b), (c, e) in zip(self.cross, other.cross, strict=True)]
+        self.cross = [
+            (a + c, b + e) for (a, b), (c, e) in zip(self.cross, other.cross, strict=True)
+        ]
         self.within = [
             (a + c, b + e) for (a, b), (c, e) in zip(self.within, other.within, strict=True)
         ]
@@ -148,13 +150,18 @@ def _terms(sums: _Sums) -> tuple[float, float, float, float]:
     whose sums these are."""
     v = len(sums.firsts)
     pairs = [(i, j) for i in range(v) for j in range(i + 1, v)]
-    c1 = [float(sums.firsts[i] @ sums.firsts[j]) - p for (i, j), (p, _) in zip(pairs, sums.cross)]
+    c1 = [
+        float(sums.firsts[i] @ sums.firsts[j]) - p
+        for (i, j), (p, _) in zip(pairs, sums.cross, strict=True)
+    ]
     c2 = [
         float((sums.grams[i] * sums.grams[j]).sum()) - pp
-        for (i, j), (_, pp) in zip(pairs, sums.cross)
+        for (i, j), (_, pp) in zip(pairs, sums.cross, strict=True)
     ]
-    w1 = [(float(a @ a) - q) / 2 for a, (q, _) in zip(sums.firsts, sums.within)]
-    w2 = [(float((g * g).sum()) - qq) / 2 for g, (_, qq) in zip(sums.grams, sums.within)]
+    w1 = [(float(a @ a) - q) / 2 for a, (q, _) in zip(sums.firsts, sums.within, strict=True)]
+    w2 = [
+        (float((g * g).sum()) - qq) / 2 for g, (_, qq) in zip(sums.grams, sums.within, strict=True)
+    ]
     return math.fsum(c1), math.fsum(c2), math.fsum(w1), math.fsum(w2)
 
 
@@ -172,7 +179,7 @@ def class_runs(codes: torch.Tensor | None, n: int) -> list[tuple[int, int]]:
     """The (start, end) row ranges of equal codes (codes sorted ascending), or [(0, n)]."""
     if codes is None:
         return [(0, n)]
-    values, counts = torch.unique_consecutive(codes.cpu(), return_counts=True)
+    _, counts = torch.unique_consecutive(codes.cpu(), return_counts=True)
     ends = torch.cumsum(counts, 0).tolist()
     starts = [0, *ends[:-1]]
     return list(zip(starts, ends, strict=True))

@@ -115,6 +115,13 @@ _NAIVE_M2_MIN_FRACTION = 1e-3
 SAMPLE_CHUNK = 1 << 20
 #: most pairs of each type sampled mode draws: beyond this exact mode is the better tool
 MAX_NUM_PAIRS = 10**9
+#: the pairs of a tile: every entry, those off its diagonal, those strictly above it
+ALL, OFF_DIAGONAL, UPPER = 0, 1, 2
+#: CPU tiles through the fused loop of :mod:`cl_diag.measurement.binning` (False: the torch
+#: operations CUDA runs, which tests compare it with)
+_USE_KERNEL = True
+#: similarities the fused loop counts into int32 bins before they are added to the int64 ones
+_INT32_PENDING = 2**31 - 1 - (1 << 24)
 #: what ``mode`` takes: every pair; ``num_pairs`` sampled pairs of each type; the exact mean and
 #: variance of every pair in closed form with the rest estimated from ``num_pairs`` pairs
 MODES = ("exact", "sampled", "moments")
@@ -195,6 +202,7 @@ class _Workspace:
     def __init__(self, device):
         self.device = device
         self.buffers: dict[tuple[str, torch.dtype], torch.Tensor] = {}
+        self.upper = _UpperIndex(device)
 
     def get(self, name: str, numel: int, dtype: torch.dtype) -> torch.Tensor:
         key = (name, dtype)
@@ -338,11 +346,74 @@ class _Split:
     labelled (a tile that mixes both counts into one bincount, the different-class indices
     offset by the grid size)."""
 
-    def __init__(self, grid: _Grid, ws: _Workspace, labelled: bool, sums: bool):
+    def __init__(
+        self, grid: _Grid, ws: _Workspace, labelled: bool, sums: bool, kernel: bool | None = None
+    ):
         self.grid, self.ws, self.labelled, self.sums = grid, ws, labelled, sums
         device = ws.device
         self.accs = [_Acc(grid, device, sums)] + ([_Acc(grid, device, sums)] if labelled else [])
         self.cpu = device.type == "cpu"
+        #: CPU tiles through the fused loop of :mod:`cl_diag.measurement.binning`
+        self.kernel = (_USE_KERNEL if kernel is None else kernel) and self.cpu
+        if self.kernel:
+            splits = len(self.accs)
+            # int32 counts (half the cache of int64), added into the accumulators' int64
+            # histograms before they could overflow
+            self.counts = np.zeros((splits, grid.size), dtype=np.int32)
+            self.pending = 0
+            self.bounds = np.array([[math.inf, -math.inf]] * splits)
+            self.tile_sums = np.zeros((splits, 3))
+
+    def _sync(self) -> None:
+        """The fused loop's counts and extremes into the accumulators (before they are read)."""
+        if self.kernel:
+            for acc, counts, (lo, hi) in zip(self.accs, self.counts, self.bounds, strict=True):
+                acc.hist += torch.from_numpy(counts)
+                acc.extremes(float(lo), float(hi), self.grid)
+            self.counts[:] = 0
+            self.pending = 0
+
+    def add_tile(self, s: torch.Tensor, same, key: int, part: int) -> None:
+        """Add the pairs of the float32 tile ``s`` (2-D, contiguous; overwritten on CUDA):
+        every entry (``binning.ALL``), those off the diagonal (``OFF_DIAGONAL``) or strictly
+        above it (``UPPER``); ``same`` as for :meth:`add`, a matrix shaped like ``s``."""
+        if not self.kernel:
+            if part == OFF_DIAGONAL:
+                s = _off_diagonal(s)
+                same = same if not isinstance(same, torch.Tensor) else _off_diagonal(same)
+            elif part == UPPER:
+                pick = self.ws.upper.get(s.shape[0])
+                s = s.reshape(-1).index_select(0, pick)
+                if isinstance(same, torch.Tensor):
+                    same = same.reshape(-1).index_select(0, pick)
+            self.add(s, same, key)
+            return
+        from cl_diag.measurement import binning
+
+        if s.numel() == 0 or (part != ALL and s.shape[0] < 2):
+            return
+        grid = self.grid
+        args = (grid.half, np.float32(grid.t32), grid.half + 1, grid.size - 1)
+        if self.pending + s.numel() > _INT32_PENDING:
+            self._sync()
+        self.pending += s.numel()
+        sums = self.tile_sums
+        sums[:] = 0.0
+        x = s.numpy()
+        if isinstance(same, torch.Tensor):
+            mask = same.numpy()
+            binning.bin_tile_masked(x, part, mask, *args, self.counts, self.bounds, sums, self.sums)
+            splits = [0, 1]
+        else:
+            split = 1 if (self.labelled and same is False) else 0
+            binning.bin_tile(x, part, split, *args, self.counts, self.bounds, sums, self.sums)
+            splits = [split]
+        if self.sums:
+            for k in splits:
+                if sums[k, 2]:
+                    self.accs[k].parts.append(
+                        (key, int(sums[k, 2]), float(sums[k, 0]), float(sums[k, 1]))
+                    )
 
     def add(self, x: torch.Tensor, same, key: int) -> None:
         """Add the float32 similarities ``x`` (any shape; overwritten). ``same``: None
@@ -378,10 +449,12 @@ class _Split:
             for acc, mask in members:
                 part = x64 if mask is None else x64 * mask
                 count = n if mask is None else int(mask.sum())
-                total, squares = part.sum(), torch.dot(part.reshape(-1), part.reshape(-1))
-                if self.cpu:
-                    total, squares = float(total), float(squares)
-                acc.parts.append((key, count, total, squares))
+                total = part.sum()
+                squares = torch.dot(part.reshape(-1), part.reshape(-1))
+                if self.cpu:  # plain floats; CUDA: device scalars, read once at the end
+                    acc.parts.append((key, count, float(total), float(squares)))
+                else:
+                    acc.parts.append((key, count, total, squares))
         grid.finish_index(idx, x, clamp=clamp)
         if len(members) == 1:
             members[0][0].hist += torch.bincount(idx, minlength=grid.size)
@@ -393,11 +466,16 @@ class _Split:
         self.accs[1].hist += both[grid.size :]
 
     def merge(self, other: _Split) -> _Split:
+        self._sync()
+        other._sync()
         for mine, theirs in zip(self.accs, other.accs, strict=True):
             mine.merge(theirs, self.grid)
+        if self.kernel:
+            self.bounds = np.array([[acc.lo, acc.hi] for acc in self.accs])
         return self
 
     def portable(self) -> list:
+        self._sync()
         for acc in self.accs:
             acc.settle(self.grid)
         return [acc.portable() for acc in self.accs]
@@ -406,7 +484,7 @@ class _Split:
     def of_ranks(cls, grid: _Grid, sums: bool, portables: list) -> _Split:
         """The split of all ranks' :meth:`portable` results: integer histograms summed, exact
         extremes, the moment parts of every tile (summed with math.fsum, order-free)."""
-        out = cls(grid, _Workspace(torch.device("cpu")), len(portables[0]) == 2, sums)
+        out = cls(grid, _Workspace(torch.device("cpu")), len(portables[0]) == 2, sums, False)
         out.accs = [
             _Acc.of_ranks(grid, sums, [p[k] for p in portables]) for k in range(len(portables[0]))
         ]
@@ -423,6 +501,7 @@ class _Split:
         """The summary dict of this pair type; ``moments``: closed-form moments (whole, same,
         different), or None to take them from the tiles' sums; ``intervals``: add the
         ``sampling`` block of moments mode."""
+        self._sync()
         for acc in self.accs:
             acc.settle(self.grid)
 
@@ -430,11 +509,9 @@ class _Split:
             closed = moments[k] if moments else None
             out = _acc_summary(self.grid, accs, closed, estimate=estimate, negative=negative)
             if intervals:
-                hist = sum(acc.hist.cpu().numpy() for acc in accs)
+                hist = np.sum([acc.hist.cpu().numpy() for acc in accs], axis=0)
                 fine, below = self.grid.fold(hist)
-                out["sampling"] = _sampling_intervals(
-                    int(fine.sum()), below, fine_hist=fine
-                )
+                out["sampling"] = _sampling_intervals(int(fine.sum()), below, fine_hist=fine)
             return out
 
         if not self.labelled:
@@ -732,7 +809,6 @@ def _exact_worker(
         torch.set_num_threads(1)
     device = u.device
     ws = _Workspace(device)
-    upper_index = _UpperIndex(device)
     labelled = codes is not None
     cross = _Split(grid, ws, labelled, sums)
     within = _Split(grid, ws, labelled, sums)
@@ -746,27 +822,14 @@ def _exact_worker(
             torch.mm(u[r0:r1], v[c0:c1].T, out=s)
             if diagonal:
                 positives[r0:r1] = s.diagonal()
-                if rows > 1:
-                    part = same if not isinstance(same, torch.Tensor) else _off_diagonal(same)
-                    cross.add(_off_diagonal(s), part, 3 * key)
-            else:
-                cross.add(s, same, 3 * key)
+            cross.add_tile(s, same, 3 * key, OFF_DIAGONAL if diagonal else ALL)
             if not upper:
                 continue
             for offset, x in ((1, u), (2, v)):
                 if not sides[offset - 1]:
                     continue
                 torch.mm(x[r0:r1], x[c0:c1].T, out=s)
-                if diagonal:
-                    pick = upper_index.get(rows)
-                    part = (
-                        same
-                        if not isinstance(same, torch.Tensor)
-                        else same.reshape(-1).index_select(0, pick)
-                    )
-                    within.add(s.reshape(-1).index_select(0, pick), part, 3 * key + offset)
-                else:
-                    within.add(s, same, 3 * key + offset)
+                within.add_tile(s, same, 3 * key + offset, UPPER if diagonal else ALL)
     return cross, within
 
 
@@ -847,8 +910,10 @@ def _exact_views(
         "positive": _sample_summary(
             torch.cat(positives), t32=t32, hist_bins=hist_bins, negative=False, estimate=False
         ),
-        "cross_view_negative": cross.summaries(moments and moments["cross_view_negative"]),
-        "within_view_negative": within.summaries(moments and moments["within_view_negative"]),
+        "cross_view_negative": cross.summaries(moments["cross_view_negative"] if moments else None),
+        "within_view_negative": within.summaries(
+            moments["within_view_negative"] if moments else None
+        ),
     }
 
 
@@ -1119,9 +1184,7 @@ def _quantile_ranks(k: int, p: float) -> tuple[int, int]:
     return r - 1, s - 1
 
 
-def _sampling_intervals(
-    k: int, below: int | None, *, sorted_values=None, fine_hist=None
-) -> dict:
+def _sampling_intervals(k: int, below: int | None, *, sorted_values=None, fine_hist=None) -> dict:
     """The ``sampling`` block of a moments-mode estimate from k sampled pairs: their number,
     the confidence, the Wilson interval of the excessive ratio and distribution-free intervals
     of the quantiles, from the sorted sample or (streamed samples) conservatively from the
