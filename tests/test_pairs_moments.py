@@ -23,8 +23,8 @@ from cl_diag.measurement.moments import error_bounds, pair_moments
 from cl_diag.measurement.pairs import (
     ALL,
     OFF_DIAGONAL,
-    UPPER,
     QUANTILES,
+    UPPER,
     _Grid,
     _Split,
     _Workspace,
@@ -163,69 +163,78 @@ def test_closed_form_and_tile_moments_agree_within_the_float32_bound(monkeypatch
 
 @pytest.mark.slow
 def test_closed_form_at_n_20000_against_exact_float64_and_previous_moments():
-    """n = 20,000, d = 128 (bench_pairs's data): the closed form against float64 brute force
-    over all 4e8 pairs of each type on the same float32 rows (within error_bounds), and
-    against the previous implementation's float32-tile moments (within the float32 bound)."""
+    """n = 20,000, d = 128 (bench_pairs's data), 10 classes: the closed form against float64
+    brute force over all 4e8 pairs of each type on the same float32 rows (within error_bounds),
+    and against the previous implementation's moments, those of the float32 similarities of
+    the same products (within the float32 bound). The brute force sums every block of
+    similarities (diagonal terms taken out exactly), the same-class ones from each class's
+    own block (rows sorted by class)."""
     rng = np.random.default_rng(0)
     n, d = 20_000, 128
     z1 = rng.standard_normal((n, d), dtype=np.float32)
     z2 = z1 + 0.7 * rng.standard_normal((n, d), dtype=np.float32)
     labels = np.sort(rng.integers(0, 10, n))
     u, v = normalise_views(z1, z2)
-    codes = torch.as_tensor(labels)
-    got = pair_moments([u, v], codes, workers=torch.get_num_threads())
-    u64, v64 = u.double(), v.double()
-    lab = torch.as_tensor(labels)
-    exact = {k: [[], [], []] for k in ("cross_view_negative", "within_view_negative")}
-    previous = {k: [[], []] for k in exact}
-    block = 2500
-    for r0 in range(0, n, block):
-        rows = slice(r0, r0 + block)
-        same_rows = lab[rows, None] == lab[None, :]
-        idx = torch.arange(r0, min(r0 + block, n))
-        for kind, a, b, a32, b32 in (
-            ("cross_view_negative", u64, v64, u, v),
-            ("within_view_negative", u64, u64, u, u),
-            ("within_view_negative", v64, v64, v, v),
-        ):
-            s = a[rows] @ b.T
-            s32 = (a32[rows] @ b32.T).double()
-            if kind == "cross_view_negative":
-                keep = torch.ones_like(s, dtype=torch.bool)
-                keep[torch.arange(len(idx)), idx] = False
-            else:
-                keep = idx[:, None] < torch.arange(n)[None, :]
-            for k, mask in enumerate((keep, keep & same_rows)):
-                x = s[mask]
-                exact[kind][k].append((float(x.sum()), float((x * x).sum()), x.numel()))
-            y = s32[keep]
-            previous[kind][0].append((float(y.sum()), float((y * y).sum()), y.numel()))
+    got = pair_moments([u, v], torch.as_tensor(labels), workers=torch.get_num_threads())
+
+    def off_diagonal_sums(a, b) -> tuple[float, float]:
+        """(sum s, sum s^2) of s = a_i . b_j over i != j, in float64 (a, b float64 rows for
+        the exact reference, float32 rows for the float32 similarities), by blocks of rows;
+        the diagonal terms taken out of the very block they are in."""
+        totals, squares = [], []
+        for r0 in range(0, a.shape[0], 4000):
+            x = (a[r0 : r0 + 4000] @ b.T).double()
+            rows = torch.arange(x.shape[0])
+            diag = x[rows, r0 + rows]
+            totals += [float(x.sum()), -float(diag.sum())]
+            squares += [float((x * x).sum()), -float((diag * diag).sum())]
+        return math.fsum(totals), math.fsum(squares)
+
     eps = gamma32(d)
-    for kind, parts in exact.items():
-        whole = parts[0]
-        count = sum(c for _, _, c in whole)
-        total = math.fsum(t for t, _, _ in whole)
-        squares = math.fsum(q for _, q, _ in whole)
-        mean, second = total / count, squares / count
+    for kind, pairs_of in (
+        ("cross_view_negative", [(u, v, 1.0)]),
+        ("within_view_negative", [(u, u, 0.5), (v, v, 0.5)]),
+    ):
+        ref = {}
+        for float32 in (False, True):
+            total = squares = 0.0
+            for a, b, scale in pairs_of:
+                t, q = (
+                    off_diagonal_sums(a, b)
+                    if float32
+                    else off_diagonal_sums(a.double(), b.double())
+                )
+                total += scale * t
+                squares += scale * q
+            ref[float32] = (total, squares)
+        count = n * (n - 1)
         m = got[kind][0]
         assert m.count == count
+        mean, second = ref[False][0] / count, ref[False][1] / count
         e1, e2 = error_bounds(n, d, count, mean, second)
-        # the reference: per-block float64 sums of float64 similarities (~1e-13 relative)
+        # the reference's own float64 error: sums of 4,000 x 20,000 blocks, ~1e-13 relative
         assert abs(m.mean - mean) <= e1 + 1e-12
         assert abs(m.var - (second - mean**2)) <= e2 + 1e-12
-        same = parts[1]
-        count_s = sum(c for _, _, c in same)
-        mean_s = math.fsum(t for t, _, _ in same) / count_s
-        assert got[kind][1].count == count_s
-        assert (
-            abs(got[kind][1].mean - mean_s)
-            <= error_bounds(int(np.bincount(labels).max()), d, count_s, mean_s, second)[0] + 1e-12
-        )
-        prev = previous[kind][0]
-        p_mean = math.fsum(t for t, _, _ in prev) / count
-        p_var = math.fsum(q for _, q, _ in prev) / count - p_mean**2
+        p_mean = ref[True][0] / count
+        p_var = ref[True][1] / count - p_mean**2
         assert abs(m.mean - p_mean) <= eps + e1
         assert abs(m.var - p_var) <= 2 * eps * math.sqrt(p_var) + eps**2 + e2
+        # same class: each class's own block
+        total = squares = 0.0
+        count_same = 0
+        for c in np.unique(labels):
+            rows = torch.as_tensor(np.flatnonzero(labels == c))
+            for a, b, scale in pairs_of:
+                t, q = off_diagonal_sums(a.double()[rows], b.double()[rows])
+                total += scale * t
+                squares += scale * q
+            count_same += len(rows) * (len(rows) - 1)
+        same = got[kind][1]
+        assert same.count == count_same
+        mean_s, second_s = total / count_same, squares / count_same
+        e1, e2 = error_bounds(int(np.bincount(labels).max()), d, count_same, mean_s, second_s)
+        assert abs(same.mean - mean_s) <= e1 + 1e-12
+        assert abs(same.var - (second_s - mean_s**2)) <= e2 + 1e-12
 
 
 # --------------------------------------------------------------------------- the tile pass
@@ -451,6 +460,28 @@ def test_moments_mode_result_round_trips_and_estimates_uniformity():
     text = exact_result.to_json()  # exact mode's bytes keep their keys
     assert '"sampling":' not in text and '"uniformity_sampling"' not in text
     assert '"exact": [' not in text
+
+
+def test_geometry_at_data_set_scale_from_the_grams_equals_the_svds():
+    """Moments mode's geometry (Gram eigenvalues, O(d^2) memory) against exact mode's SVDs."""
+    from cl_diag.measurement.geometry import geometry_of
+
+    rng = np.random.default_rng(13)
+    z1 = rng.standard_normal((800, 12)) + 2.0 * rng.standard_normal((1, 12))
+    views = normalise_views(z1, z1 + rng.standard_normal((800, 12)))
+    exact = geometry_of(views, n_ref=1000)
+    grams = geometry_of(views, n_ref=1000, uniformity_pairs=5000, seed=1)
+    assert grams["alignment"] == pytest.approx(exact["alignment"], rel=1e-12)
+    assert grams["frontier_gap"] == pytest.approx(exact["frontier_gap"], rel=1e-12, abs=1e-14)
+    assert grams["alignment_ceiling"] == pytest.approx(exact["alignment_ceiling"], rel=1e-12)
+    for view in ("u", "v"):
+        assert grams["effective_rank"][view] == pytest.approx(
+            exact["effective_rank"][view], rel=1e-10
+        )
+        assert grams["spectrum"][view] == pytest.approx(exact["spectrum"][view], rel=1e-9)
+        lo, hi = grams["uniformity_sampling"][view]
+        assert lo < grams["uniformity"][view] < hi
+    assert "uniformity_sampling" not in exact
 
 
 def test_analyze_moments_mode_refuses_more_views(run_cli, tmp_path):

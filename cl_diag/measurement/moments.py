@@ -50,7 +50,7 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["Moments", "error_bounds", "pair_moments"]
+__all__ = ["Moments", "error_bounds", "pair_moments", "view_sums"]
 
 #: float64 unit round-off
 UNIT = 2.0**-53
@@ -128,9 +128,16 @@ class _Sums:
         self.rows += other.rows
 
 
-def _chunk_sums(views: Sequence[torch.Tensor], r0: int, r1: int) -> _Sums:
-    """Sums over rows r0..r1 of every view, in float64 (one thread)."""
-    rows = [z[r0:r1].to(torch.float64) for z in views]
+def _chunk_sums(
+    views: Sequence[torch.Tensor], r0: int, r1: int, order: torch.Tensor | None = None
+) -> _Sums:
+    """Sums over rows r0..r1 of every view (rows ``order[r0:r1]`` when given), in float64
+    (one thread)."""
+    if order is None:
+        rows = [z[r0:r1].to(torch.float64) for z in views]
+    else:
+        pick = order[r0:r1].to(views[0].device)
+        rows = [z[pick].to(torch.float64) for z in views]
     firsts = [x.sum(dim=0) for x in rows]
     grams = [x.T @ x for x in rows]
     cross = []
@@ -185,7 +192,9 @@ def class_runs(codes: torch.Tensor | None, n: int) -> list[tuple[int, int]]:
     return list(zip(starts, ends, strict=True))
 
 
-def _in_order(views: Sequence[torch.Tensor], chunks, workers: int) -> Iterator[_Sums]:
+def _in_order(
+    views: Sequence[torch.Tensor], chunks, workers: int, order: torch.Tensor | None = None
+) -> Iterator[_Sums]:
     """Each chunk's sums, in chunk order, computed by up to ``workers`` single-threaded CPU
     threads with at most 2 ``workers`` chunks in flight (so memory stays O(workers d^2))."""
 
@@ -193,7 +202,7 @@ def _in_order(views: Sequence[torch.Tensor], chunks, workers: int) -> Iterator[_
         _, r0, r1 = task
         if views[0].device.type == "cpu":
             torch.set_num_threads(1)  # this thread's setting: each chunk's sums in one order
-        return _chunk_sums(views, r0, r1)
+        return _chunk_sums(views, r0, r1, order)
 
     if views[0].device.type != "cpu" or workers <= 1 or len(chunks) <= 1:
         threads = torch.get_num_threads()
@@ -212,11 +221,32 @@ def _in_order(views: Sequence[torch.Tensor], chunks, workers: int) -> Iterator[_
             yield pending.popleft().result()
 
 
+def view_sums(views: Sequence[torch.Tensor], *, workers: int = 1) -> _Sums:
+    """The float64 sums of all rows (a_i, G_i, sum p, sum p^2, sum q, sum q^2; see the module
+    docstring), chunk by chunk in row order: O(n d^2) time, O(d^2) memory."""
+    n, d = views[0].shape
+    chunks = _chunks(n, d, len(views), [(0, n)])
+    total: _Sums | None = None
+    for sums in _in_order(views, chunks, workers):
+        if total is None:
+            total = sums
+        else:
+            total.add(sums)
+    assert total is not None
+    return total
+
+
 def pair_moments(
-    views: Sequence[torch.Tensor], codes: torch.Tensor | None = None, *, workers: int = 1
+    views: Sequence[torch.Tensor],
+    codes: torch.Tensor | None = None,
+    *,
+    workers: int = 1,
+    order: torch.Tensor | None = None,
 ) -> dict[str, list[Moments]]:
     """Closed-form sums of the negative pair types of views ``views`` (unit float32 rows, same
-    shape and device), by class when ``codes`` (sorted ascending) are given.
+    shape and device), by class when ``codes`` (sorted ascending) are given. ``order``: the
+    rows in class order (``codes`` are then those of ``order``'s rows), read a chunk at a
+    time instead of sorted copies of the views.
 
     Returns ``{"cross_view_negative": [...], "within_view_negative": [...]}``, each ``[whole]``
     or, with codes, ``[whole, same_class, different_class]`` (see the module docstring).
@@ -239,7 +269,7 @@ def pair_moments(
         else:
             whole.add(sums)
 
-    for (run, _, _), sums in zip(chunks, _in_order(views, chunks, workers), strict=True):
+    for (run, _, _), sums in zip(chunks, _in_order(views, chunks, workers, order), strict=True):
         if run != current_run:
             if current is not None:
                 finish(current)

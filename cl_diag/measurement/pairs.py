@@ -17,41 +17,62 @@ the fraction of negatives more separated than the full-batch optimum (the
 simplex ETF of Thm 5.1), n_ref being the number of training instances.
 
 Exact mode (default) visits every pair, streaming square tiles of the
-similarity matrices (never an n x n matrix; working memory ~25 bytes x tile^2
-per worker, whatever n): each tile is one float32 matmul with TF32 off, and
-every statistic is accumulated from the float32 similarities in float64:
+similarity matrices (never an n x n matrix; working memory ~16 bytes x tile^2
+per worker, whatever n): each tile is one float32 matmul with TF32 off, and the
+tile pass takes from the float32 similarities only what needs every pair:
 
-* mean and variance: per tile the float64 sum and M2 = sum (s - mean_tile)^2
-  (one pass when that is numerically safe, else centred; see ``_Stream._m2``),
-  merged with the parallel-variance formula of Chan, Golub & LeVeque (1979):
-  M2 = sum_t M2_t + sum_t n_t (mean_t - mean)^2;
-* min, max and the excessive count are exact;
-* quantiles come from a fine histogram of B = hist_bins * 2^k >= 65,536 bins
-  on [-1, 1] (bin width w = 2/B); every similarity is put in its exact bin,
-  and quantiles use numpy's default (linear) rule with bin midpoints for the
-  order statistics, so the reported value is within w/2 of the exact quantile
-  of the float32 similarities; ``quantile_error`` states w. The positives (n
-  values) get exact quantiles (``quantile_error`` 0). The report histogram
-  (``hist_bins`` bins) is the fine one summed in groups of 2^k, so it is exact.
+* a fine histogram of B = hist_bins * 2^k >= 65,536 bins on [-1, 1] (bin width
+  w = 2/B) with delta inserted as one more edge (:class:`_Grid`): every similarity
+  lands in its exact bin (s * B/2 is exact in float64), and s < delta is decided
+  against the float32 threshold T (:func:`threshold_float32`), so the excessive
+  count is the sum of the bins below T and the report histogram (``hist_bins``
+  bins) the fine one summed in groups of 2^k: both exact. Quantiles use numpy's
+  default (linear) rule with bin midpoints for the order statistics, so the
+  reported value is within w/2 of the exact quantile of the float32 similarities;
+  ``quantile_error`` states w. The positives (n values) get exact quantiles
+  (``quantile_error`` 0);
+* the exact min and max.
+
+On CPU one fused loop per tile does all of it (:mod:`cl_diag.measurement.binning`,
+numba); on CUDA the same grid in torch operations. The mean and variance come in
+closed form from O(n d^2) float64 sums of the views' Gram matrices
+(:mod:`cl_diag.measurement.moments`: sum s = (sum u).(sum v) - sum u_i.v_i and
+sum s^2 = <U^T U, V^T V>_F - sum (u_i.v_i)^2, within-view and per class likewise),
+the moments of the exact similarities of the float32 rows up to float64 rounding:
+they differ from the moments of the float32 similarities by at most
+eps = gamma_d (float32; mean) and 2 eps std + eps^2 (variance), plus the closed
+form's float64 bound (:func:`cl_diag.measurement.moments.error_bounds`, ~1e-11 at
+n = 20,000, d = 128). Where the Grams would cost more than the tiles' own sums
+(d^2 > 4n, e.g. a 2,048-wide backbone layer of a few thousand images) the tile pass
+adds each tile's float64 sum and sum of squares instead (:func:`_closed_form`).
 
 On CPU the tiles are shared among ``torch.get_num_threads()`` single-threaded
-workers, and the per-tile partial results are reduced in tile order: the result
-is the same for any number of cores.
+workers; counts are integers, extremes exact, a tile's sums taken in one order and
+the tiles' sums added with math.fsum: the result is the same for any number of cores.
 
 Under ``torchrun`` (``ranks``, :class:`cl_diag.measurement.ranks.Ranks`) every rank holds
-the same views and computes a fixed share of the tiles; the per-tile parts (float64 sums,
-M2s, min, max, below-delta counts), the integer histogram bins and the positives are
-gathered onto every rank and reduced exactly as one process reduces them, in tile order
-(Chan's merge over the same parts, integer sums), so K ranks give the same bits as one.
+the same views and computes a fixed share of the tiles; the integer histograms, extremes,
+tile sums and positives are gathered onto every rank and reduced as one process reduces
+them (integer sums, min/max, math.fsum), and the closed form is computed whole on every
+rank, so K ranks give the same bits as one.
 
 Sampled mode draws ``num_pairs`` pairs of each type uniformly (with
 replacement, from a ``torch.Generator`` seeded with ``seed``) and reports the
 exact statistics of that sample, marked ``"estimate": true``: the paper's
 protocol measures 5,000 pairs (paper-notes 8). Beyond ``SAMPLE_CHUNK`` (2^20)
-pairs the sample is drawn and measured a chunk at a time into the streaming
-statistics of exact mode, so memory does not grow with ``num_pairs`` (its
-quantiles then come from the fine histogram, ``quantile_error`` its bin width);
-``num_pairs`` is at most ``MAX_NUM_PAIRS`` (10^9).
+pairs the sample is drawn and measured a chunk at a time into the tile pass's
+accumulators, so memory does not grow with ``num_pairs`` (its quantiles then come
+from the fine histogram, ``quantile_error`` its bin width); ``num_pairs`` is at most
+``MAX_NUM_PAIRS`` (10^9).
+
+Moments mode (for n in the millions, where n^2 pairs are out of reach) gives the exact
+count, mean, variance and std of every negative pair type (and class split) over all
+pairs in closed form, O(n d^2) time and O(d^2) memory besides the views; the exact
+statistics of the n positives; and the rest (min, max, quantiles, histogram, excessive
+ratio) from ``num_pairs`` sampled pairs as in sampled mode, each block marked
+``"estimate": true`` with ``"exact": ["count", "mean", "var", "std"]`` and a ``sampling``
+block: the pairs drawn and :data:`CONFIDENCE` intervals (Wilson's for the excessive ratio,
+distribution-free order-statistic intervals for the quantiles).
 
 Example::
 
@@ -1224,8 +1245,10 @@ def _moments_mode(
     sample = _sampled(
         u, v, codes, t32=t32, hist_bins=hist_bins, num_pairs=num_pairs, seed=seed, intervals=True
     )
-    views, ordered = _sorted_by_class([u, v], codes)
-    closed = pair_moments(views, ordered, workers=workers)
+    # the rows in class order, read a chunk at a time (no sorted copy of the views)
+    order = None if codes is None else torch.sort(codes, stable=True).indices
+    ordered = None if order is None else codes[order]
+    closed = pair_moments([u, v], ordered, workers=workers, order=order)
     every = torch.arange(n)
     positives = _dots(u, every, v, every, _gather_rows(u.shape[1]))
     out = {
@@ -1288,10 +1311,12 @@ def pair_statistics(
         labels: optional (n,) class labels; adds ``by_class`` (same_class / different_class)
             to each negative type. Same-class "negatives" are instance discrimination's false
             negatives.
-        mode: ``"exact"`` (all pairs, streamed) or ``"sampled"`` (``num_pairs`` of each type,
-            drawn uniformly with replacement with ``seed``; results marked as estimates).
+        mode: ``"exact"`` (all pairs, streamed), ``"sampled"`` (``num_pairs`` of each type,
+            drawn uniformly with replacement with ``seed``; results marked as estimates) or
+            ``"moments"`` (exact means and variances over all pairs in closed form, the rest
+            estimated from ``num_pairs`` sampled pairs; see the module docstring).
         block_size: side of the square similarity tiles of exact mode (working memory about
-            25 * block_size^2 bytes, independent of n); default from a memory budget
+            16 * block_size^2 bytes, independent of n); default from a memory budget
             (7 MiB on CPU, 512 MiB on CUDA).
         hist_bins: bins of the reported histogram on [-1, 1].
         ranks: under ``torchrun``, ``Ranks.of_process_group()``: every rank passes the same

@@ -84,7 +84,7 @@ CONVENTIONS = {
     "variance": "population variance (ddof 0)",
 }
 
-#: largest --block-size: a tile of 8192 x 8192 similarities takes about 1.6 GB
+#: largest --block-size: a tile of 8192 x 8192 similarities takes about 1.1 GB
 MAX_BLOCK_SIZE = 8192
 #: the files every analysis writes, whatever it measured (checked before the measuring)
 _FIXED_OUTPUTS = (RESULT_NAME, "report.md", "report.html")
@@ -157,7 +157,7 @@ class PairOptions:
         if self.block_size is not None and self.block_size > MAX_BLOCK_SIZE:
             raise UserError(
                 f"{name('block_size')} must be in [1, {MAX_BLOCK_SIZE}] (got {self.block_size}); "
-                "a tile of b x b similarities takes about 25 b^2 bytes. Omit it for the default."
+                "a tile of b x b similarities takes about 16 b^2 bytes. Omit it for the default."
             )
         if self.seed > MAX_SEED:
             raise UserError(
