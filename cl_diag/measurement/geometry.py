@@ -173,9 +173,13 @@ def uniformity_estimate(
     j = j + (j >= i).long()
     with torch.inference_mode(), full_fp32_matmul():
         dots = _dots(x, i, x, j, _gather_rows(x.shape[1])).to(torch.float64)
-        rows = torch.cat([i, j]).to(x.device)
-        squares = x[rows].to(torch.float64).pow(2).sum(dim=1)
-        exponent = (4.0 * dots - 2.0 * squares[:pairs] - 2.0 * squares[pairs:]).clamp_(max=0.0)
+        # squared norms of every row in float64, a chunk of rows at a time (O(n) memory)
+        step = max(1, (8 << 20) // (8 * x.shape[1]))
+        squares = torch.cat(
+            [x[r : r + step].to(torch.float64).pow(2).sum(dim=1) for r in range(0, n, step)]
+        )
+        first, second = squares[i.to(x.device)], squares[j.to(x.device)]
+        exponent = (4.0 * dots - 2.0 * first - 2.0 * second).clamp_(max=0.0)
         e = exponent.exp()
         mean = float(e.mean())
         se = float(e.std()) / math.sqrt(pairs) if pairs > 1 else math.inf
