@@ -33,6 +33,7 @@ from cl_diag.measurement.pairs import (
     pair_statistics,
     threshold_float32,
 )
+from cl_diag.measurement.tile_parts import ALL, OFF_DIAGONAL, UPPER
 
 
 def gamma32(d: int) -> float:

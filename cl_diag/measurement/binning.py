@@ -26,7 +26,7 @@ import math
 import numpy as np
 from numba import njit
 
-from cl_diag.measurement.pairs import OFF_DIAGONAL, UPPER
+from cl_diag.measurement.tile_parts import OFF_DIAGONAL, UPPER
 
 __all__ = ["bin_tile", "bin_tile_masked"]
 

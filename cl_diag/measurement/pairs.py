@@ -107,6 +107,7 @@ from cl_diag.measurement.inputs import (
 )
 from cl_diag.measurement.moments import Moments, pair_moments
 from cl_diag.measurement.ranks import SINGLE, Ranks, tensor_fingerprint
+from cl_diag.measurement.tile_parts import ALL, OFF_DIAGONAL, UPPER
 from cl_diag.result import QUANTILES  # also imported from here by tests/test_pairs.py
 
 __all__ = [
@@ -136,8 +137,6 @@ _NAIVE_M2_MIN_FRACTION = 1e-3
 SAMPLE_CHUNK = 1 << 20
 #: most pairs of each type sampled mode draws: beyond this exact mode is the better tool
 MAX_NUM_PAIRS = 10**9
-#: the pairs of a tile: every entry, those off its diagonal, those strictly above it
-ALL, OFF_DIAGONAL, UPPER = 0, 1, 2
 #: CPU tiles through the fused loop of :mod:`cl_diag.measurement.binning` (False: the torch
 #: operations CUDA runs, which tests compare it with)
 _USE_KERNEL = True
