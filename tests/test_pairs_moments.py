@@ -21,10 +21,7 @@ import torch
 import cl_diag.measurement.pairs as pairs
 from cl_diag.measurement.moments import error_bounds, pair_moments
 from cl_diag.measurement.pairs import (
-    ALL,
-    OFF_DIAGONAL,
     QUANTILES,
-    UPPER,
     _Grid,
     _Split,
     _Workspace,
