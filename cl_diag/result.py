@@ -91,6 +91,24 @@ class Histogram(Record):
     counts: list[int]
 
 
+#: a [low, high] interval
+Interval = tuple[float, float]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Sampling(Record):
+    """How the estimates of a block of ``--pairs moments`` were made: from ``pairs`` pairs
+    drawn uniformly (with replacement, seeded), with intervals at ``confidence`` for the
+    population's values: ``excessive_ratio`` [low, high] (Wilson score interval) and, per
+    quantile level, [low, high] (distribution-free: the order statistics whose ranks bound the
+    binomial count of draws below the quantile). None where the sample holds no pair."""
+
+    pairs: int
+    confidence: float
+    excessive_ratio: Interval | None = None
+    quantiles: dict[str, Interval | None]
+
+
 @dataclass(frozen=True, kw_only=True)
 class PairStats(Record):
     """Statistics of one pair type's cosine similarities s (docs/result-schema.md).
@@ -120,6 +138,11 @@ class PairStats(Record):
     )
     #: None only for positives, which have no threshold: the key is then absent
     excessive_count: int | None = optional("negative types: similarities strictly below delta")
+    #: ``--pairs moments``: the statistics that are exact although ``estimate`` is true (count,
+    #: mean, var, std, over every pair); the others come from the sample ``sampling`` describes
+    #: (its ``pairs`` similarities are what ``histogram`` and ``excessive_count`` count)
+    exact: tuple[str, ...] | None = optional("moments mode: the statistics over every pair")
+    sampling: Sampling | None = optional("moments mode: the sample of the other statistics")
     by_class: ClassSplit | None = optional("negative types, with labels: the split by class")
 
     @property
@@ -183,6 +206,17 @@ class Ceiling(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class UniformitySampling(Record):
+    """``--pairs moments``: the uniformity is estimated from ``pairs`` pairs i != j of each view
+    drawn uniformly (seeded); ``u``, ``v``: [low, high] intervals at ``confidence``."""
+
+    pairs: int
+    confidence: float
+    u: Interval | None = None
+    v: Interval | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class Geometry(Record):
     """Geometry of a layer's two views (cl_diag.measurement.geometry has every formula):
     alignment E||u_i - v_i||^2 and uniformity log E exp(-2||x_i - x_j||^2) (Wang & Isola
@@ -195,6 +229,8 @@ class Geometry(Record):
     spectrum: Spectrum
     frontier_gap: float | None
     alignment_ceiling: Ceiling
+    #: None: the uniformity is exact (every pair); else how it was estimated (moments mode)
+    uniformity_sampling: UniformitySampling | None = optional("moments mode: how it was estimated")
 
 
 # --------------------------------------------------------------------------- class collapse
@@ -602,9 +638,10 @@ class Result(Record):
 
     ``delta`` (the key ``threshold`` in the file) is δ = -1/(n_ref - 1), the simplex-ETF
     similarity of n_ref training instances (Thm 5.1) that the excessive ratios count against;
-    ``mode`` "exact" (all pairs) or "sampled" (``num_pairs`` per type, estimates); ``config``
-    the training config of a checkpoint ({} for embeddings). ``probes`` and ``theory`` are None
-    for an embeddings file.
+    ``mode`` "exact" (all pairs), "sampled" (``num_pairs`` per type, estimates) or "moments"
+    (exact means and variances over all pairs, the rest estimated from ``num_pairs`` per type);
+    ``config`` the training config of a checkpoint ({} for embeddings). ``probes`` and
+    ``theory`` are None for an embeddings file.
     """
 
     schema: str = key(schema={"const": SCHEMA})
@@ -612,7 +649,7 @@ class Result(Record):
     source: Source = key(factory=Source)
     n_ref: int = key("training instances delta refers to", schema={"minimum": 2})
     delta: float = key("delta = -1/(n_ref - 1), the simplex-ETF similarity", name="threshold")
-    mode: str = key("exact (every pair) or sampled", default="exact")
+    mode: str = key("exact (every pair), sampled or moments", default="exact")
     num_pairs: int | None = key("pairs per type, sampled mode only", default=None)
     seed: int | None = None
     conventions: dict[str, Any] = key("the conventions behind the numbers", factory=dict)
@@ -675,8 +712,9 @@ class Result(Record):
 
     @property
     def estimate(self) -> bool:
-        """True when the pair statistics are sampled estimates."""
-        return self.mode == "sampled"
+        """True when (some of) the pair statistics are sampled estimates: ``sampled`` mode, or
+        ``moments`` mode (exact means and variances, the rest sampled)."""
+        return self.mode in ("sampled", "moments")
 
     def to_frame(self) -> pd.DataFrame:
         """One tidy row per layer x pair type x statistic.

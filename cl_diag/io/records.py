@@ -1,7 +1,8 @@
 """Typed JSON records: frozen dataclasses whose fields are the keys of a JSON object.
 
 A :class:`Record` subclass declares its keys once, as fields with types (``int``, ``float``,
-``bool``, ``str``, ``Any``, lists, ``dict[str, X]``, other records, ``X | None``) and, where
+``bool``, ``str``, ``Any``, lists, tuples (``tuple[float, float]``: a JSON list of exactly two;
+``tuple[str, ...]``: of any length), ``dict[str, X]``, other records, ``X | None``) and, where
 they need more, :func:`key` (doc, default, JSON name, when to omit the key) or
 :func:`optional`. One codec reads and writes every record from those fields:
 
@@ -177,6 +178,16 @@ def _read(tp: Any, value: Any, at: At) -> Any:
             at.fail("is not a list")
         (item,) = typing.get_args(tp)
         return [_read(item, v, at / k) for k, v in enumerate(value)]
+    if origin is tuple:
+        items = typing.get_args(tp)
+        if len(items) == 2 and items[1] is Ellipsis:
+            if not isinstance(value, list):
+                at.fail("is not a list")
+            return tuple(_read(items[0], v, at / k) for k, v in enumerate(value))
+        if not isinstance(value, list) or len(value) != len(items):
+            at.fail(f"is not a list of {len(items)}")
+        pairs = enumerate(zip(items, value, strict=True))
+        return tuple(_read(item, v, at / k) for k, (item, v) in pairs)
     if origin is dict:
         item = typing.get_args(tp)[1]
         return {k: _read(item, v, at / k) for k, v in at.obj(value).items()}
@@ -200,7 +211,7 @@ def _write(value: Any) -> Any:
         return value.to_dict()
     if isinstance(value, dict):
         return {k: _write(v) for k, v in value.items()}
-    if isinstance(value, list):
+    if isinstance(value, (list, tuple)):  # a tuple is a JSON list too
         return [_write(v) for v in value]
     return value
 
@@ -284,6 +295,13 @@ def json_schema(root: type[Record]) -> dict[str, Any]:
         origin = typing.get_origin(tp)
         if origin is list:
             return {"type": "array", "items": of(typing.get_args(tp)[0])}
+        if origin is tuple:
+            items = typing.get_args(tp)
+            if len(items) == 2 and items[1] is Ellipsis:
+                return {"type": "array", "items": of(items[0])}
+            n = len(items)
+            prefix = [of(item) for item in items]
+            return {"type": "array", "prefixItems": prefix, "minItems": n, "maxItems": n}
         if origin is dict:
             return {"type": "object", "additionalProperties": of(typing.get_args(tp)[1])}
         return {"type": _JSON_TYPES[tp]}
