@@ -91,8 +91,8 @@ class Histogram(Record):
     counts: list[int]
 
 
-#: a [low, high] interval
-Interval = tuple[float, float]
+#: a [low, high] interval (an end that is not finite, e.g. a log of 0, is written null)
+Interval = tuple[float | None, float | None]
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -446,3 +446,21 @@ def test_compare_builds_one_frame_one_row_per_run(tmp_path):
     assert group.positive_mean_mean == float(values.mean()) and group.positive_mean_std == float(
         values.std(ddof=1)
     )
+
+
+def test_an_interval_with_a_non_finite_end_is_written_null_and_read_back():
+    # moments mode's uniformity interval has a lower end of -inf when the sample mean of
+    # exp(-2||x_i - x_j||^2) is within 1.96 standard errors of 0: written as null, read as None
+    import math
+
+    from cl_diag.io.output import dumps_json
+    from cl_diag.result import UniformitySampling
+
+    block = UniformitySampling(pairs=5, confidence=0.95, u=(-math.inf, -1.0), v=(-2.0, -1.5))
+    text = dumps_json(block.to_dict())
+    assert json.loads(text)["u"] == [None, -1.0]
+    again = UniformitySampling.from_dict(json.loads(text))
+    assert again.u == (None, -1.0) and again.v == (-2.0, -1.5)
+    assert dumps_json(again.to_dict()) == text
+    with pytest.raises(UserError, match="'u' is not a list of 2"):
+        UniformitySampling.from_dict({"pairs": 5, "confidence": 0.95, "u": [1.0]})
