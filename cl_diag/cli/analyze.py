@@ -13,8 +13,7 @@ from rich.console import Console
 
 from cl_diag.cli import app
 from cl_diag.cli.progress import counter, progress_bar, use_bar
-from cl_diag.errors import UserError
-from cl_diag.orchestration.analyze import PROBES, AnalyzeConfig
+from cl_diag.orchestration.analyze import PROBES, AnalyzeConfig, option_names
 from cl_diag.orchestration.analyze import analyze as run_analyze
 from cl_diag.recipes import apply_recipe
 from cl_diag.report.metrics import probe_report_metrics
@@ -31,20 +30,9 @@ def default_out(source: Path) -> Path:
 def _names(
     value: str, allowed: tuple[str, ...], option: str, *, none: bool = True
 ) -> tuple[str, ...]:
-    """``all``, a comma-separated subset of ``allowed``, or (``none=True``) ``none``."""
-    text = value.strip().lower()
-    if text == "all":
-        return allowed
-    if text == "none" and none:
-        return ()
-    names = tuple(part.strip() for part in text.split(",") if part.strip())
-    bad = [name for name in names if name not in allowed]
-    if bad or not names:
-        offer = "'all', 'none'" if none else "'all'"
-        raise UserError(
-            f"{option} {value!r}: give {offer} or a comma-separated subset of {', '.join(allowed)}."
-        )
-    return names
+    """``all``, a comma-separated subset of ``allowed``, or (``none=True``) ``none``: the
+    words :func:`cl_diag.orchestration.analyze.option_names` reads for the CLI and Python."""
+    return option_names(value, allowed, option.removeprefix("--"), none=none)
 
 
 @app.command(no_args_is_help=True)

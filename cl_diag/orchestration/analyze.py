@@ -102,6 +102,39 @@ _FIXED_OUTPUTS = (RESULT_NAME, "report.md", "report.html")
 PROBES = ("linear", "knn", "retrieval", "clustering")
 #: the probes that fit or score on the labelled train/test splits
 _CLASSIFICATION_PROBES = ("linear", "knn", "clustering")
+
+
+def option_names(
+    value: object, allowed: tuple[str, ...], option: str, *, none: bool = True, cli: bool = True
+) -> tuple[str, ...]:
+    """The names an option such as ``--probes`` or ``--layers`` gives, in the command line's
+    words for the command line and Python alike: ``"all"`` (every name of ``allowed``),
+    ``"none"`` (no name; only where ``none``) or a comma-separated subset of ``allowed``
+    (case and spaces ignored); from Python also a list or tuple of names. ``option`` is the
+    field name; a bad value is a :class:`UserError` that shows it as given (``--probes 'x'``
+    on the command line, ``probes='x'`` in Python: ``cli``) and offers the valid choices."""
+    names: tuple[str, ...] | None = None
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text == "all":
+            return allowed
+        if text == "none" and none:
+            return ()
+        names = tuple(part.strip() for part in text.split(",") if part.strip())
+    elif not cli and isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        names = tuple(v.strip().lower() for v in value)
+        if not names and none:
+            return ()
+    if names is None or not names or any(name not in allowed for name in names):
+        given = f"--{option.replace('_', '-')} {value!r}" if cli else f"{option}={value!r}"
+        offer = "'all', 'none'" if none else "'all'"
+        listed = "" if cli else " (as a string, or a list of names)"
+        raise UserError(
+            f"{given}: give {offer} or a comma-separated subset of {', '.join(allowed)}{listed}."
+        )
+    return names
+
+
 #: Neighbour counts and temperature of the kNN probe (solo-learn / InstDisc defaults).
 KNN_KS = (20, 200)
 KNN_TEMPERATURE = 0.07
@@ -233,6 +266,21 @@ class AnalyzeResult:
     #: False on the ranks > 0 of a torchrun job: they wrote nothing, and their ``result``
     #: holds the pairs and geometry but no probes (rank 0 fits those)
     is_main: bool = True
+
+    def _written(self) -> str:
+        if not self.is_main:
+            return "written by rank 0 (this rank wrote nothing)"
+        return f"written to {self.out} ({len(self.files)} files): open {self.out / 'report.html'}"
+
+    def __repr__(self) -> str:
+        """The result's short form (what was measured, the headline numbers) and its folder."""
+        return f"{self.result!r}\n{self._written()}"
+
+    def _repr_html_(self) -> str:
+        """The result's headline table and its folder (IPython/Jupyter display protocol)."""
+        from html import escape
+
+        return f"{self.result._repr_html_()}\n<p>{escape(self._written())}</p>"
 
 
 def check_analysis(config: AnalyzeConfig) -> None:
@@ -548,11 +596,12 @@ def analyze_module(
             f"projector, dataset, out, data_root, val_root, image_size and training_config it "
             f"takes {', '.join(allowed)}."
         )
-    for name in ("layers", "probes"):
-        if isinstance(options.get(name), str):  # "backbone" as well as ("backbone",)
-            options[name] = (options[name],)
-        elif name in options:
-            options[name] = tuple(options[name])
+    # the command line's words: "all", "none", "linear,knn", as well as ("linear", "knn")
+    for name, names in (("layers", LAYERS), ("probes", PROBES)):
+        if name in options:
+            options[name] = option_names(
+                options[name], names, name, none=name == "probes", cli=False
+            )
     if is_dataclass(training_config) and not isinstance(training_config, type):
         training_config = asdict(training_config)
     if training_config is not None and not isinstance(training_config, Mapping):

@@ -10,10 +10,21 @@ from __future__ import annotations
 
 import base64
 import re
+from collections.abc import Sequence
 from html import escape
 from urllib.parse import quote
 
-from cl_diag.report.document import Cell, Document, Figure, Heading, Link, Note, Paragraph, Table
+from cl_diag.report.document import (
+    Block,
+    Cell,
+    Document,
+    Figure,
+    Heading,
+    Link,
+    Note,
+    Paragraph,
+    Table,
+)
 
 # A backslash at a line's end joins it to the next: each rule stays one line of the page.
 _CSS = """
@@ -105,24 +116,29 @@ def _figure(figure: Figure) -> str:
     )
 
 
+def _block(block: Block) -> str:
+    if isinstance(block, Heading):
+        return f"<h{block.level}>{escape(block.text)}</h{block.level}>"
+    if isinstance(block, Paragraph):
+        return f"<p>{escape(block.text)}</p>"
+    if isinstance(block, Note):
+        return f'<div class="note" role="note"><strong>Note.</strong> {escape(block.text)}</div>'
+    if isinstance(block, Table):
+        return _table(block)
+    if isinstance(block, Figure):
+        return _figure(block)
+    raise TypeError(f"unknown report block {type(block).__name__}")  # pragma: no cover
+
+
+def render_fragment(blocks: Sequence[Block]) -> str:
+    """``blocks`` as HTML to embed in a page that is not ours (a notebook's output cell):
+    no document, no style, no script; every text escaped."""
+    return "\n".join(_block(block) for block in blocks)
+
+
 def render_html(doc: Document) -> str:
     """The page as text ending in one newline; deterministic for a given document."""
-    body = []
-    for block in doc.blocks:
-        if isinstance(block, Heading):
-            body.append(f"<h{block.level}>{escape(block.text)}</h{block.level}>")
-        elif isinstance(block, Paragraph):
-            body.append(f"<p>{escape(block.text)}</p>")
-        elif isinstance(block, Note):
-            body.append(
-                f'<div class="note" role="note"><strong>Note.</strong> {escape(block.text)}</div>'
-            )
-        elif isinstance(block, Table):
-            body.append(_table(block))
-        elif isinstance(block, Figure):
-            body.append(_figure(block))
-        else:  # pragma: no cover - the Block union is closed
-            raise TypeError(f"unknown report block {type(block).__name__}")
+    body = [_block(block) for block in doc.blocks]
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
