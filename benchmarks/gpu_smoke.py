@@ -203,7 +203,7 @@ def cifar_checksums(root: Path) -> Iterator[None]:
 
 def train_phase(root: Path, out: Path, sizes: Sizes, device: str, vrn: float) -> dict:
     from cl_diag.orchestration.train import TrainConfig, train
-    from cl_diag.training.loop import amp_dtype
+    from cl_diag.runtime import amp_dtype
 
     log_every = max(1, min(50, sizes.steps // 4))
     result = train(

@@ -26,7 +26,7 @@ import torch
 from cl_diag.measurement.geometry import geometry_of, uniformity
 from cl_diag.measurement.inputs import label_codes, normalise_views
 from cl_diag.measurement.pairs import _tile_cost, _tiles, pair_statistics_of
-from cl_diag.measurement.ranks import Ranks, RanksMismatch, tensor_fingerprint
+from cl_diag.runtime import Ranks, RanksMismatch, tensor_fingerprint
 
 ROOT = Path(__file__).resolve().parents[1]
 

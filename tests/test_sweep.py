@@ -93,7 +93,7 @@ def test_sweep_trains_analyses_compares_and_skips_complete_cells(run_cli, tmp_pa
         ),
         (
             ["--grid", "batch-size=2,1"],
-            "sweep cell batch-size=1: --batch-size 1 leaves no negative pairs",
+            "sweep cell batch-size=1: --batch-size 1 must be in [2, 1048576] (a batch of 1 has no",
         ),
         (["--grid", "lr=0.5,-1"], "sweep cell lr=-1: --lr -1.0 must be > 0. nothing was trained"),
     ],

@@ -38,7 +38,7 @@ On CPU the tiles are shared among ``torch.get_num_threads()`` single-threaded
 workers, and the per-tile partial results are reduced in tile order: the result
 is the same for any number of cores.
 
-Under ``torchrun`` (``ranks``, :class:`cl_diag.measurement.ranks.Ranks`) every rank holds
+Under ``torchrun`` (``ranks``, :class:`cl_diag.runtime.Ranks`) every rank holds
 the same views and computes a fixed share of the tiles; the per-tile parts (float64 sums,
 M2s, min, max, below-delta counts), the integer histogram bins and the positives are
 gathered onto every rank and reduced exactly as one process reduces them, in tile order
@@ -84,8 +84,8 @@ from cl_diag.measurement.inputs import (
     label_codes,
     normalise_views,
 )
-from cl_diag.measurement.ranks import SINGLE, Ranks, tensor_fingerprint
 from cl_diag.result import QUANTILES  # also imported from here by tests/test_pairs.py
+from cl_diag.runtime import SINGLE, Ranks, tensor_fingerprint
 
 __all__ = [
     "FINE_BINS_MIN",
