@@ -29,7 +29,8 @@ HEADROOM = 1 << 30
 
 _CHILD = """
 import resource, sys
-import cl_diag.cli  # noqa: F401  (torch, numpy and the commands mapped before the cap)
+import cl_diag.orchestration.analyze  # noqa: F401  (torch, numpy, the measuring: mapped before
+import cl_diag.orchestration.train  # noqa: F401  the cap; the command line imports them lazily)
 from cl_diag.cli import main
 
 

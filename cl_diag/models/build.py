@@ -60,7 +60,7 @@ def backbone_size_problem(arch: str, options: BackboneOptions | None = None) -> 
     if count <= MAX_PARAMETERS:
         return None
     return (
-        f"--arch {spec.name} has {count:,} parameters ({4 * count / 2**30:.1f} GiB of float32 "
+        f"{spec.name} has {count:,} parameters ({4 * count / 2**30:.1f} GiB of float32 "
         f"weights), more than the {MAX_PARAMETERS:,} cl-diag builds; choose a smaller model"
     )
 
@@ -72,7 +72,7 @@ def build_backbone(arch: str, options: BackboneOptions | None = None) -> tuple[n
     spec = get_arch(arch)
     problem = backbone_size_problem(arch, options)
     if problem is not None:
-        raise UserError(f"{problem}.")
+        raise UserError(f"The backbone {problem}.")
     module = spec.build(options or BackboneOptions())
     # a family without a fixed width (embedding: --dim) states it as the module's int out_dim
     dim = spec.feature_dim if spec.feature_dim is not None else cast(int, module.out_dim)

@@ -466,7 +466,7 @@ def _check_options(c: TrainConfig, spelling: Spelling = CLI) -> TrainConfig:
     if c.dataset != "toy":
         channels = 1 if c.dataset == "digits" else 3
         problem = backbone_size_problem(arch, BackboneOptions(in_channels=channels))
-        _require(problem is None, f"{problem}.")
+        _require(problem is None, f"--arch {problem}.")
     return c
 
 
