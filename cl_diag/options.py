@@ -60,6 +60,8 @@ __all__ = [
     "PYTHON",
     "QUEUE_LOSSES",
     "RUN_CONFIG",
+    "SWEEP",
+    "SYNTH",
     "TRAIN",
     "TRAINING_LOSSES",
     "Option",
@@ -662,6 +664,32 @@ ANALYZE = OptionTable(
             "encode_batch_size",
             factor=3,
         ),
+    ),
+)
+
+# --------------------------------------------------------------------------- synth, sweep
+
+#: Most numbers (n x d) of one synthetic view: 2^27 float32, 512 MiB.
+MAX_SYNTH_NUMBERS = 1 << 27
+
+SYNTH = OptionTable(
+    "synth",
+    (
+        _opt("n", int, low=2, high=MAX_SYNTH_NUMBERS, hint="instances: rows of each view"),
+        _opt("d", int, low=1, high=MAX_SYNTH_NUMBERS),
+        _opt("classes", int, low=1, high=MAX_SYNTH_NUMBERS),
+        _opt("spread", float, low=0),
+        _opt("view_noise", float, low=0),
+        _SEED,
+    ),
+    (Product(("n", "d"), MAX_SYNTH_NUMBERS, "one synthetic view", "n"),),
+)
+
+SWEEP = OptionTable(
+    "sweep",
+    (
+        _opt("parallel", int, low=1, high=MAX_WORKERS, hint="cells at once, one GPU each"),
+        _maybe("equal_steps", int, low=1, high=MAX_STEPS, hint="optimiser steps of every cell"),
     ),
 )
 

@@ -73,13 +73,14 @@ def tiny_imagefolder(tmp_path):
 
 
 class CheckpointMaker:
-    """Writes cl-diag checkpoints as ``cl-diag train`` does (its config, model builder and
-    writer), untrained: ``make_checkpoint(path, dataset="digits", **options)`` -> path.
+    """Writes cl-diag checkpoints as ``cl-diag train`` does (its resolved config, model builder
+    and writer), untrained: ``make_checkpoint(path, dataset="digits", **options)`` -> path.
 
-    ``options`` are TrainConfig fields over its defaults (and a batch of 32); ``seed`` draws
-    the weights, ``epoch``/``step``/``complete`` say where the run stands. ``crafted(source,
-    target, config={...}, **keys)`` writes a copy with config values or top-level keys
-    changed, as a damaged or hostile file would hold them (nothing checks them on the way)."""
+    ``options`` are TrainConfig fields over its defaults (and a batch of 32, the CPU);
+    ``seed`` draws the weights (``build_model(config, seed=seed)`` rebuilds them);
+    ``epoch``/``step``/``complete`` say where the run stands. ``crafted(source, target,
+    config={...}, **keys)`` writes a copy with config values or top-level keys changed, as a
+    damaged or hostile file would hold them (nothing checks them on the way)."""
 
     def __call__(
         self,
@@ -92,17 +93,15 @@ class CheckpointMaker:
         complete: bool = False,
         **options,
     ):
-        from dataclasses import asdict
-
         from cl_diag.models import build_model
-        from cl_diag.orchestration.train import TrainConfig
+        from cl_diag.orchestration.train import TrainConfig, resolve_config
         from cl_diag.training.checkpoint import FORMAT, FORMAT_VERSION, save_checkpoint
         from cl_diag.training.data import training_data
 
         options.setdefault("batch_size", 32)
-        if dataset == "toy":
-            options.setdefault("num_samples", 4)  # what train records for the toy's default
-        config = asdict(TrainConfig(dataset=dataset, **options))
+        options.setdefault("device", "cpu")
+        # the options as the trainer resolves and records them (arch, projector, delta, ...)
+        config = resolve_config(TrainConfig(dataset=dataset, **options), world=1).record()
         data = training_data(dataset, seed=0, num_samples=config["num_samples"])
         model = build_model(config, seed=seed)
         checkpoint = {
@@ -202,4 +201,29 @@ def capped_cli():
         )
         return CappedRun(completed)
 
+    return run
+
+
+# --------------------------------------------------------------------------- one trained model
+
+
+@pytest.fixture(scope="session")
+def trained_digits(tmp_path_factory):
+    """ONE trained digits run for every test that needs a trained model: ``cl-diag train``
+    with no options (SimCLR, the small CNN, 40 epochs on CPU, about a CPU-minute), trained
+    once per session in a folder of its own. Returns the run folder (last.pt, metrics.csv);
+    tests read it and write elsewhere."""
+    from cl_diag.cli import main
+
+    folder = tmp_path_factory.mktemp("trained-digits")
+    cwd = os.getcwd()
+    os.chdir(folder)  # the default --out: runs/digits-simclr under the working folder
+    try:
+        main(["train", "--quiet"])
+    except SystemExit as exc:
+        assert exc.code in (0, None), f"the shared digits run failed with exit {exc.code}"
+    finally:
+        os.chdir(cwd)
+    run = folder / "runs" / "digits-simclr"
+    assert (run / "last.pt").is_file() and (run / "metrics.csv").is_file()
     return run

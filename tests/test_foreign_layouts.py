@@ -652,31 +652,8 @@ def test_mapping_options_are_checked(tmp_path):
         )
 
 
-def test_mapping_options_on_a_cl_diag_checkpoint_are_refused(run_cli, tmp_path):
-    from cl_diag.models import build_model
-    from cl_diag.training.checkpoint import FORMAT, FORMAT_VERSION, save_checkpoint
-    from cl_diag.training.data import training_data
-
-    data = training_data("digits", seed=0)
-    config = {"dataset": "digits", "arch": "small-cnn", "loss": "simclr", "batch_size": 8}
-    model = build_model(config, seed=0)
-    path = tmp_path / "last.pt"
-    save_checkpoint(
-        path,
-        {
-            "format": FORMAT,
-            "format_version": FORMAT_VERSION,
-            "config": config,
-            "dataset": "digits",
-            "n_train": data.n_train,
-            "split": data.split,
-            "backbone": model.backbone.state_dict(),
-            "projector": model.projector.state_dict(),
-            "epoch": 1,
-            "step": 1,
-            "complete": True,
-        },
-    )
+def test_mapping_options_on_a_cl_diag_checkpoint_are_refused(run_cli, make_checkpoint, tmp_path):
+    path = make_checkpoint(tmp_path / "last.pt", dataset="digits", batch_size=8)
     for option, value in (("--encoder", "key"), ("--rename", "a=b"), ("--backbone-prefix", "x.")):
         result = run_cli("analyze", path, option, value, "--out", tmp_path / "out")
         _assert_refused(result, f"{option} applies to foreign checkpoints only")

@@ -14,7 +14,6 @@ import stat
 import subprocess
 import sys
 import warnings
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -58,35 +57,6 @@ def embeddings(path: Path, n: int = 40, d: int = 6, seed: int = 0, **extra) -> P
     z1 = rng.standard_normal((n, d)).astype(np.float32)
     z2 = (z1 + 0.3 * rng.standard_normal((n, d))).astype(np.float32)
     np.savez(path, z1=z1, z2=z2, labels=np.arange(n) % 3, **extra)
-    return path
-
-
-def digits_checkpoint(path: Path, **config) -> Path:
-    """An untrained cl-diag digits checkpoint, written by the trainer's own builder and writer."""
-    from cl_diag.models import build_model
-    from cl_diag.orchestration.train import TrainConfig
-    from cl_diag.training.checkpoint import FORMAT, FORMAT_VERSION, save_checkpoint
-    from cl_diag.training.data import training_data
-
-    cfg = asdict(TrainConfig(dataset="digits", batch_size=32, **config))
-    data = training_data(cfg["dataset"], seed=0, data_root=cfg["data_root"])
-    model = build_model(cfg, seed=1)
-    save_checkpoint(
-        path,
-        {
-            "format": FORMAT,
-            "format_version": FORMAT_VERSION,
-            "config": cfg,
-            "dataset": cfg["dataset"],
-            "n_train": data.n_train,
-            "split": data.split,
-            "backbone": model.backbone.state_dict(),
-            "projector": model.projector.state_dict(),
-            "epoch": 0,
-            "step": 0,
-            "complete": False,
-        },
-    )
     return path
 
 
@@ -289,8 +259,10 @@ def test_sampled_mode_streams_beyond_its_chunk():
         ("projector_dim", 2.5, "config.projector_dim = 2.5 must be a whole number"),
     ],
 )
-def test_sizes_a_checkpoint_declares_are_bounded(run_cli, tmp_path, key, value, fragment):
-    good = digits_checkpoint(tmp_path / "good.pt")
+def test_sizes_a_checkpoint_declares_are_bounded(
+    run_cli, make_checkpoint, tmp_path, key, value, fragment
+):
+    good = make_checkpoint(tmp_path / "good.pt", dataset="digits")
     bad = _crafted(good, tmp_path / "bad.pt", lambda ck: ck["config"].__setitem__(key, value))
     refused(run_cli("analyze", bad, "--out", tmp_path / "out"), fragment, "damaged")
     assert not (tmp_path / "out").exists()
@@ -430,9 +402,9 @@ def test_a_bad_validation_image_stops_analyze_naming_the_file(run_cli, tmp_path,
     ],
 )
 def test_probes_that_cannot_run_are_skipped_with_their_reason(
-    run_cli, tmp_path, train_images, skipped
+    run_cli, make_checkpoint, tmp_path, train_images, skipped
 ):
-    source = digits_checkpoint(tmp_path / "last.pt")
+    source = make_checkpoint(tmp_path / "last.pt", dataset="digits")
     out = tmp_path / "out"
     result = run_cli(
         "analyze",
@@ -729,7 +701,13 @@ def test_synth_keeps_an_existing_file_and_bounds_its_size(run_cli, tmp_path):
     assert out.read_bytes() == before
     assert run_cli("synth", out, "--n", "12", "--overwrite").code == 0
     assert out.read_bytes() != before
-    refused(run_cli("synth", tmp_path / "big.npz", "--n", str(10**10)), "smaller --n or --d")
+    refused(
+        run_cli("synth", tmp_path / "big.npz", "--n", str(10**10)), "--n 10000000000 must be in"
+    )
+    refused(
+        run_cli("synth", tmp_path / "big.npz", "--n", str(1 << 20), "--d", "1024"),
+        "lower --n to 131,072 or less",
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.npz"]
 
 

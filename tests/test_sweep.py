@@ -187,7 +187,7 @@ def test_equal_steps_mode_holds_steps_and_warm_up_across_batch_sizes(run_cli, tm
         (["--grid", "steps=5,6"], "the grid cannot vary --steps"),
         (["--grid", "warmup-steps=1,2"], "the grid cannot vary --warmup-steps"),
         (["--steps", "3"], "drop --steps"),
-        (["--equal-steps", "0"], "--equal-steps 0 must be at least 1"),
+        (["--equal-steps", "0"], "--equal-steps 0 must be in [1, 1000000000000]"),
     ],
 )
 def test_equal_steps_refusals(run_cli, tmp_path, extra, fragment):
