@@ -54,6 +54,7 @@ __all__ = [
     "MAX_SEED",
     "MAX_WORKERS",
     "MEASURE",
+    "MONITOR",
     "MULTI_VIEW_LOSSES",
     "PAIR_MODES",
     "PROBES",
@@ -571,7 +572,12 @@ TRAIN = OptionTable(
         # MoCo's queue: K keys of the projector's width per view
         Product(("queue", "projector_dim"), 1 << 27, "the key queue", "queue", factor=2),
         # one step's (views x batch) rows: their similarity matrix is (V B)^2 numbers
-        Product(("views", "batch_size"), 1 << 16, "one batch's embedding rows", "batch_size"),
+        Product(
+            ("views", "batch_size", "views", "batch_size"),
+            1 << 32,
+            "one step's similarities of (views x batch) rows",
+            "batch_size",
+        ),
         # one step's images (per process): views x batch x 3 channels x side^2 float32
         Product(
             ("views", "batch_size", "image_size", "image_size"),
@@ -690,6 +696,22 @@ SWEEP = OptionTable(
     (
         _opt("parallel", int, low=1, high=MAX_WORKERS, hint="cells at once, one GPU each"),
         _maybe("equal_steps", int, low=1, high=MAX_STEPS, hint="optimiser steps of every cell"),
+    ),
+)
+
+#: ``cl_diag.Monitor``'s options (a training loop's monitor, from Python).
+MONITOR = OptionTable(
+    "Monitor",
+    (
+        _maybe(
+            "n_ref",
+            int,
+            low=2,
+            hint="the number of training instances of the threshold -1/(n_ref - 1)",
+        ),
+        _opt("log_every", int, low=0, high=MAX_STEPS, hint="steps per row; 0: rows on flush only"),
+        _maybe("delta", float, low=-1, high=1, hint="a cosine similarity"),
+        _opt("step", int, low=0, high=MAX_STEPS),
     ),
 )
 

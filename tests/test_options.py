@@ -160,7 +160,7 @@ def test_numbers_of_any_integer_type_are_whole_numbers_and_the_rest_are_not():
             "--projector-hidden 65536 x --projector-dim 65536 = 4,294,967,296 float32 numbers",
         ),
         (dict(queue=1 << 24, projector_dim=128), "lower --queue to 524,288 or less"),
-        (dict(views=64, batch_size=2048), "lower --batch-size to 1,024 or less"),
+        (dict(views=64, batch_size=2048), "--views 64^2 x --batch-size 2048^2"),
         (
             dict(views=2, batch_size=4096, image_size=1024),
             "2 x --batch-size 4096 x --image-size 1024^2",

@@ -379,6 +379,8 @@ def _check_options(c: TrainConfig, spelling: Spelling = CLI) -> TrainConfig:
     loss's own declarations) and the products of the sizes once their defaults are filled
     in; fill the defaults that need no data. UserError on a mistake, naming the option as
     ``spelling`` spells it."""
+    c = check_train_options(c, spelling)  # first: a typo is refused before torch loads
+
     from cl_diag.losses import LOSSES, LossOptionError
     from cl_diag.models import (
         ARCHS,
@@ -390,7 +392,6 @@ def _check_options(c: TrainConfig, spelling: Spelling = CLI) -> TrainConfig:
     )
     from cl_diag.training.augment import default_image_size
 
-    c = check_train_options(c, spelling)
     if ":" in c.arch:  # a family (timm:NAME): any name the family resolves
         try:
             spec = get_arch(c.arch)
@@ -461,7 +462,10 @@ def _check_options(c: TrainConfig, spelling: Spelling = CLI) -> TrainConfig:
         sizes.update(image_size=None)  # free vectors: no images
     else:
         sizes.update(num_samples=None, image_size=c.image_size or default_image_size(c.dataset))
-    labels = {} if c.image_size is not None else {"image_size": f"the {c.dataset} image side"}
+    side = sizes["image_size"]
+    labels = (
+        {} if c.image_size is not None else {"image_size": f"the {c.dataset} image side {side}"}
+    )
     check_products(sizes, TRAIN, spelling=spelling, labels=labels)
     if c.dataset != "toy":
         channels = 1 if c.dataset == "digits" else 3
@@ -479,7 +483,7 @@ def resolve_config(
     loading its images, :func:`cl_diag.training.data.train_size`); ``world`` the number of
     processes (default: torchrun's ``WORLD_SIZE``, else 1). Nothing is written.
     """
-    c = _check_options(options)  # the declared checks first: no heavy import for a typo
+    c = _check_options(options)
 
     import torch
 
