@@ -246,13 +246,13 @@ class Option:
         return ""
 
     def normalise(self, value: Any, spelling: Spelling = CLI) -> Any:
-        """``value`` as this option's type (a numpy integer as an int, an int as a float, a
-        path as a string), or :class:`OptionError` naming the option, the value and the
+        """``value`` as this option's type (a numpy integer as an int, an int as a float; a
+        path as given), or :class:`OptionError` naming the option, the value and the
         bound it breaks."""
         if value is None:
             if self.optional:
                 return None
-            raise self._error(value, f"must be {_KIND_WORDS[self.kind]}", spelling)
+            raise self._error(value, f"must be {_KIND_WORDS[self.kind]}", spelling, hint=False)
         value = self._typed(value, spelling)
         if self.choices is not None and value not in self.choices:
             raise self._error(value, f"is not one of: {', '.join(self.choices)}", spelling)
@@ -269,31 +269,35 @@ class Option:
         if self.kind is bool:
             if isinstance(value, bool) or type(value).__name__ == "bool_":  # numpy's bool too
                 return bool(value)
-            raise self._error(value, f"must be {words}", spelling)
+            raise self._error(value, f"must be {words}", spelling, hint=False)
         if self.kind is int:
             if isinstance(value, bool):
-                raise self._error(value, f"must be {words}", spelling)
+                raise self._error(value, f"must be {words}", spelling, hint=False)
             try:  # int, numpy and torch integers: whatever says it is an index
                 return operator.index(value)
             except TypeError:
-                raise self._error(value, f"must be {words}", spelling) from None
+                raise self._error(value, f"must be {words}", spelling, hint=False) from None
         if self.kind is float:
             if isinstance(value, bool) or not isinstance(value, numbers.Real):
-                raise self._error(value, f"must be {words}", spelling)
+                raise self._error(value, f"must be {words}", spelling, hint=False)
             number = float(value)
             if not math.isfinite(number):
-                raise self._error(value, "must be a finite number", spelling)
+                raise self._error(value, "must be a finite number", spelling, hint=False)
             return number
-        if self.kind is PurePath:
+        if self.kind is PurePath:  # a str or a Path, kept as given (configs hold either)
             if isinstance(value, (str, os.PathLike)):
-                return os.fspath(value)
-            raise self._error(value, f"must be {words}", spelling)
+                return value
+            raise self._error(value, f"must be {words}", spelling, hint=False)
         if not isinstance(value, str):
-            raise self._error(value, f"must be {words}", spelling)
+            raise self._error(value, f"must be {words}", spelling, hint=False)
         return value
 
-    def _error(self, value: Any, problem: str, spelling: Spelling) -> OptionError:
-        if self.hint:  # "{pairs}" in a hint: another option, named as this message names it
+    def _error(
+        self, value: Any, problem: str, spelling: Spelling, *, hint: bool = True
+    ) -> OptionError:
+        """The error of ``value``; ``hint`` (for a bound or a choice, not a wrong type: the
+        hint speaks of the values) appends the option's hint."""
+        if self.hint and hint:  # "{pairs}" in a hint: the option named as this one is
             problem += " (" + re.sub(r"\{(\w+)\}", lambda m: spelling.name(m[1]), self.hint) + ")"
         text = spelling.message(f"{spelling.given(self.name, value)} {problem}.")
         return OptionError(text, self.name, problem)
@@ -507,7 +511,7 @@ TRAIN = OptionTable(
             "loss",
             str,
             choices=TRAINING_LOSSES,
-            hint="vrn is a regulariser: train a loss with --vrn LAMBDA",
+            hint="vrn is a regulariser: --vrn LAMBDA adds it to any of them",
         ),
         _maybe("temperature", float),
         _maybe("bias", float),

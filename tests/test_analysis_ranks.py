@@ -337,7 +337,7 @@ def test_two_gloo_ranks_analyse_a_checkpoint_to_the_same_bytes(tmp_path):
             out=str(tmp_path / "run"),
         )
     )
-    args = [str(run.checkpoint), "--num-images", "150", "--batch-size", "64"]
+    args = [str(run.checkpoint), "--num-images", "150", "--encode-batch-size", "64"]
     args += ["--probes", "knn,retrieval", "--probe-train-images", "200"]
     args += ["--probe-test-images", "100", "-q"]
     _analyze(args, tmp_path / "one", 1)
