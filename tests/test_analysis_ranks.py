@@ -301,6 +301,7 @@ def _same_outputs(a: Path, b: Path) -> None:
         assert (a / name).read_bytes() == (b / name).read_bytes(), name
 
 
+@pytest.mark.slow  # end to end, in processes of its own: the full suite runs it
 def test_two_gloo_ranks_analyse_an_embeddings_file_to_the_same_bytes(tmp_path):
     rng = np.random.default_rng(5)
     n = 1100  # two uniformity tiles per side (1024 on CPU) and 12 x 12 pair tiles of 96

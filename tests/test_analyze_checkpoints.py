@@ -824,6 +824,7 @@ def test_cl_diag_checkpoint_end_to_end_quick_suite(run_cli, make_checkpoint, tmp
     assert "probes on backbone features" in result.out  # the printed summary
 
 
+@pytest.mark.slow  # end to end, in processes of its own: the full suite runs it
 def test_paper_suite_measures_the_projector_with_sampled_pairs(run_cli, make_checkpoint, tmp_path):
     path = make_checkpoint(tmp_path / "last.pt", temperature=0.2)
     args = (

@@ -23,6 +23,7 @@ import zipfile
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 HEADROOM = 1 << 30
@@ -68,6 +69,7 @@ def _bomb(path: Path, shape: tuple[int, int]) -> None:
                     left -= min(left, len(block))
 
 
+@pytest.mark.slow  # end to end, in processes of its own: the full suite runs it
 def test_analyze_stays_within_a_memory_cap(tmp_path):
     rng = np.random.default_rng(0)
     z1 = rng.standard_normal((50, 16)).astype(np.float32)

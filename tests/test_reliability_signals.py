@@ -279,6 +279,7 @@ def test_analyze_interrupted_then_rerun_equals_an_uninterrupted_run(
 # --------------------------------------------------------------------------- sweep
 
 
+@pytest.mark.slow  # end to end, in processes of its own: the full suite runs it
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
 def test_sweep_interrupted_then_rerun_equals_an_uninterrupted_sweep(
     run_cli, monkeypatch, tmp_path, sig
@@ -315,6 +316,7 @@ def test_sweep_interrupted_then_rerun_equals_an_uninterrupted_sweep(
     assert leftovers(out) == []
 
 
+@pytest.mark.slow  # end to end, in processes of its own: the full suite runs it
 def test_a_parallel_sweep_passes_sigint_to_every_cell(run_cli, tmp_path):
     """``--parallel 2``: the cells run in processes of their own; SIGINT to the sweep alone
     (as a ``kill -INT`` would send it) reaches both, the sweep exits 130 without a comparison,

@@ -125,6 +125,7 @@ def test_recipe_with_unknown_key(run_cli, tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.slow  # end to end, in processes of its own: the full suite runs it
 def test_parallel_cells_run_in_their_own_processes(run_cli, tmp_path):
     out = tmp_path / "sweep"
     result = run_cli(

@@ -62,7 +62,10 @@ def _losses(out: Path) -> list[float]:
         pytest.param(["--loss", "supcon", "--temperature", "0.5"], marks=pytest.mark.slow),
         # the queue is filled with the gathered global batch: the same queue on every rank as
         # in one process (keys from a momentum copy of the free vectors; it wraps at step 3)
-        ["--loss", "infonce", "--queue", "12", "--key-momentum", "0.5", "--vrn", "1"],
+        pytest.param(
+            ["--loss", "infonce", "--queue", "12", "--key-momentum", "0.5", "--vrn", "1"],
+            marks=pytest.mark.slow,  # torchrun twice; simclr-vrn keeps DDP in the fast lane
+        ),
     ],
     ids=["simclr-vrn", "supcon", "queue"],
 )
