@@ -779,6 +779,7 @@ def _check_checkpoint_result(
         )
 
 
+@pytest.mark.slow  # end to end: the full suite runs it
 def test_cl_diag_checkpoint_end_to_end_quick_suite(run_cli, make_checkpoint, tmp_path):
     path = make_checkpoint(tmp_path / "last.pt", temperature=0.2, batch_size=64, vrn=30.0)
     out = tmp_path / "analysis"

@@ -193,6 +193,7 @@ def test_compare_is_the_cli_compare(tmp_path, run_cli):
         cl_diag.compare(str(tmp_path / "tight"), out=tmp_path / "x")
 
 
+@pytest.mark.slow  # end to end: the full suite runs it
 def test_the_example_script_runs_and_the_readme_shows_it(tmp_path):
     run = subprocess.run(
         [sys.executable, str(EXAMPLE), str(tmp_path)],

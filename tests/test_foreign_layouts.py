@@ -188,6 +188,7 @@ def test_lightly_with_the_wrong_arch_names_the_right_one(run_cli, tmp_path, ligh
     _assert_refused(result, "wrong shapes", "conv1.weight", "--arch resnet18-cifar")
 
 
+@pytest.mark.slow  # end to end: the full suite runs it
 def test_lightly_lightning_ckpt_end_to_end(run_cli, tmp_path, lightly_model, tiny_imagefolder):
     path = tmp_path / "epoch=9-step=100.ckpt"
     _lightning_ckpt(lightly_model.state_dict(), path)
@@ -340,6 +341,7 @@ def test_moco_v1_single_linear_fc_and_v3_mlp_with_last_bn(tmp_path):
         assert _same(momentum.projector(momentum.backbone(X64)), v3.momentum_encoder(X64))
 
 
+@pytest.mark.slow  # end to end: the full suite runs it
 def test_moco_end_to_end_with_arch_override(run_cli, tmp_path, tiny_imagefolder):
     torch.manual_seed(6)
     model = _randomise_bn(_MoCoV2(_cifar_resnet18)).eval()

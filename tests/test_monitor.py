@@ -271,6 +271,7 @@ def _ddp_worker(rank: int, world: int, init_file: str, out_dir: str) -> None:
         dist.destroy_process_group()
 
 
+@pytest.mark.slow  # end to end: the full suite runs it
 def test_ddp_rows_are_the_global_batchs(tmp_path):
     mp.spawn(_ddp_worker, args=(2, str(tmp_path / "init"), str(tmp_path)), nprocs=2, join=True)
     ranks = [torch.load(tmp_path / f"{r}.pt", weights_only=True) for r in range(2)]
