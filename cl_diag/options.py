@@ -107,8 +107,9 @@ DEVICES = ("auto", "cpu", "cuda")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 #: With ``--queue``: a momentum copy of the encoder (MoCo v2) or the encoder itself, detached.
 KEY_ENCODERS = ("momentum", "same")
-#: How ``analyze`` visits the pairs: all of them, streamed, or ``--num-pairs`` drawn per type.
-PAIR_MODES = ("exact", "sampled")
+#: How ``analyze`` visits the pairs: all of them, streamed; ``--num-pairs`` drawn per type; or
+#: the exact mean and variance of all of them in closed form, the rest from sampled pairs.
+PAIR_MODES = ("exact", "sampled", "moments")
 #: The probes ``analyze --probes`` can name.
 PROBES = ("linear", "knn", "retrieval", "clustering")
 
@@ -131,9 +132,9 @@ MAX_VIEWS = 64
 MAX_BATCH = 1 << 20
 #: Most training instances a run or a threshold may count (toy: free vectors).
 MAX_INSTANCES = 1 << 26
-#: Most rows of one streamed similarity tile: a tile of b x b takes about 25 b^2 bytes.
+#: Most rows of one streamed similarity tile: a tile of b x b takes about 16 b^2 bytes.
 MAX_BLOCK_SIZE = 8192
-#: Most histogram bins of the pair statistics.
+#: Most histogram bins of the pair statistics: keeps s * B/2 exact in float64 (24 + 21 bits).
 MAX_HIST_BINS = 1 << 20
 #: Most pairs sampled mode draws per type (exact mode visits every pair instead).
 MAX_NUM_PAIRS = 10**9
@@ -627,7 +628,7 @@ _PAIRS = (
         int,
         low=1,
         high=MAX_BLOCK_SIZE,
-        hint="a tile of b x b similarities takes about 25 b^2 bytes; omit it for the default",
+        hint="a tile of b x b similarities takes about 16 b^2 bytes; omit it for the default",
     ),
     _opt("hist_bins", int, low=1, high=MAX_HIST_BINS, hint="the reports show 100"),
 )

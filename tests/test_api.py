@@ -104,7 +104,10 @@ def test_measure_takes_torch_and_numpy_alike_and_reads_by_attribute():
     [
         (lambda z: cl_diag.measure(z, z, n_ref=1), "n_ref=1 must be at least 2 (the threshold"),
         (lambda z: cl_diag.measure(z, z, n_ref=5e4), "n_ref=50000.0 must be a whole number"),
-        (lambda z: cl_diag.measure(z, z, pairs="all"), "pairs='all' is not one of: exact, sampled"),
+        (
+            lambda z: cl_diag.measure(z, z, pairs="all"),
+            "pairs='all' is not one of: exact, sampled, moments",
+        ),
         (lambda z: cl_diag.measure(z, z, num_pairs=0), "num_pairs=0 must be in [1, 1000000000]"),
         (lambda z: cl_diag.measure(z, z[:5]), "differ in shape"),
         (lambda z: cl_diag.measure(z[0], z[0]), "it must be 2-D"),

@@ -128,9 +128,10 @@ def check_analysis(config: AnalyzeConfig, *, spelling: Spelling = CLI) -> Analyz
     declared = {k: v for k, v in values.items() if k in ANALYZE}
     config = replace(config, **check_values(declared, ANALYZE, spelling=spelling))
     if config.views > 2 and config.pairs != "exact":
+        cli = spelling.style == "cli"  # as typed: --pairs moments; pairs='moments' in Python
+        pairs = f"--pairs {config.pairs}" if cli else spelling.given("pairs", config.pairs)
         raise UserError(
-            f"{spelling.given('views', config.views)} is measured with exact pairs; drop "
-            f"{spelling.given('pairs', 'sampled')}."
+            f"{spelling.given('views', config.views)} is measured with exact pairs; drop {pairs}."
         )
     if not config.layers or any(layer not in LAYERS for layer in config.layers):
         raise UserError(

@@ -82,6 +82,7 @@ from cl_diag.result import (
     Theory,
     Tool,
 )
+from cl_diag.runconfig import parse_run_config
 from cl_diag.runtime import SINGLE, Ranks, RanksMismatch, Runtime, resolve_device, resolve_workers
 
 #: what every number of a result means, written into it and printed in its report
@@ -182,12 +183,21 @@ def measure_layer(
             ranks=ranks,
             more_views=more,
         )
-        # The exact cross-view mean is already known; a sampled one is an estimate, so let
-        # geometry compute the exact mean itself (O(nd)); so too with more views, whose
-        # cross-view mean runs over every view pair.
-        exact = options.pairs == "exact" and not more
+        # The exact cross-view mean is already known (exact and moments modes); a sampled one
+        # is an estimate, so let geometry compute the exact mean itself (O(nd)); so too with
+        # more views, whose cross-view mean runs over every view pair. Moments mode is for
+        # data-set scale: the uniformity (n^2/2 pairs per view) is estimated from as many
+        # sampled pairs as the pair statistics.
+        exact = options.pairs in ("exact", "moments") and not more
         exact_mean = pairs["cross_view_negative"]["mean"] if exact else None
-        geo = geometry_of(views, n_ref=n_ref, cross_view_mean=exact_mean, ranks=ranks)
+        geo = geometry_of(
+            views,
+            n_ref=n_ref,
+            cross_view_mean=exact_mean,
+            ranks=ranks,
+            uniformity_pairs=options.num_pairs if options.pairs == "moments" else None,
+            seed=options.seed,
+        )
     except RanksMismatch:
         raise UserError(
             f"The {ranks.world} torchrun ranks read different views from {where}; every rank "
@@ -220,7 +230,7 @@ def build_result(
         n_ref=n_ref,
         threshold=delta(n_ref),
         mode=options.pairs,
-        num_pairs=options.num_pairs if options.pairs == "sampled" else None,
+        num_pairs=options.num_pairs if options.pairs != "exact" else None,
         seed=options.seed,
         conventions=CONVENTIONS,
         config=training_config or {},
@@ -691,7 +701,9 @@ def _checkpoint_result(
         layers=layers,
         training_config=subject.training_config,
         probes=probes,
-        theory=theory_panel(subject.training_config, n_ref, layers),
+        theory=theory_panel(
+            parse_run_config(subject.training_config, n_train=subject.n_train), n_ref, layers
+        ),
     )
 
 
