@@ -8,10 +8,14 @@ checked by ``validate_params``), one :class:`Option` per option says what a valu
 :class:`~cl_diag.errors.UserError`: exit 2 on the command line, the exception in Python)
 whose message names the option *as the user wrote it*:
 
-* ``CLI``: ``--batch-size 0 must be at least 2 ...`` (the commands, recipes, sweep grids);
-* ``PYTHON``: ``batch_size 0 must be ...`` (``cl_diag.measure``, ``cl_diag.analyze``);
-* :func:`in_config` ``(where)``: ``runs/a/last.pt: config.batch_size = -4 must be ...``
-  (a training config read back from a checkpoint, or passed as ``training_config``).
+* ``CLI``: ``--batch-size 0 must be in [2, 1048576] (a batch of 1 has no negative pairs).``
+  (the commands, recipes, sweep grids);
+* ``PYTHON``: ``batch_size=0 must be in [2, 1048576] (...)`` (``cl_diag.measure``,
+  ``cl_diag.analyze``, ``cl_diag.Monitor``);
+* :func:`in_config` ``(where)``: ``runs/a/last.pt is a damaged cl-diag checkpoint:
+  config.batch_size = -4 must be in [2, 1048576] (...). Give the last.pt ...`` (a training
+  config read back from a checkpoint; ``checkpoint=False`` for one passed as
+  ``training_config``).
 
 The same declarations therefore check the command line, the Python API and every
 checkpoint's stored config: a typed config parser calls :func:`check` per field.
@@ -130,7 +134,7 @@ MAX_STEPS = 10**12
 MAX_VIEWS = 64
 #: Most instances per batch (train's global batch) or per encoding batch (analyze).
 MAX_BATCH = 1 << 20
-#: Most training instances a run or a threshold may count (toy: free vectors).
+#: Most training instances of a run (``--num-samples``), images sampled or probed by analyze.
 MAX_INSTANCES = 1 << 26
 #: Most rows of one streamed similarity tile: a tile of b x b takes about 16 b^2 bytes.
 MAX_BLOCK_SIZE = 8192
