@@ -23,13 +23,15 @@ import zipfile
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 HEADROOM = 1 << 30
 
 _CHILD = """
 import resource, sys
-import cl_diag.cli  # noqa: F401  (torch, numpy and the commands mapped before the cap)
+import cl_diag.orchestration.analyze  # noqa: F401  (torch, numpy, the measuring: mapped before
+import cl_diag.orchestration.train  # noqa: F401  the cap; the command line imports them lazily)
 from cl_diag.cli import main
 
 
@@ -67,6 +69,7 @@ def _bomb(path: Path, shape: tuple[int, int]) -> None:
                     left -= min(left, len(block))
 
 
+@pytest.mark.slow  # end to end, in processes of its own: the full suite runs it
 def test_analyze_stays_within_a_memory_cap(tmp_path):
     rng = np.random.default_rng(0)
     z1 = rng.standard_normal((50, 16)).astype(np.float32)

@@ -31,6 +31,15 @@ TOY = ROOT / "trainers" / "rebuttal-toy.toml"
 TIMING = {"seconds", "images_per_s"}
 
 
+def default_signals() -> None:
+    """The children's SIGINT and SIGTERM handlers set to the default before they start, so that
+    the tests pass however the suite was started: a shell that ignores SIGINT (a background
+    job, ``nohup``, ``trap '' INT``) passes SIG_IGN on to its children, and a Python started
+    with SIGINT ignored never turns it into KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def draw(*case: object) -> random.Random:
     """The generator a test case draws its kill point from: seeded by the case, so CI draws
     the same points every time, whichever tests run."""
@@ -103,6 +112,7 @@ def interrupt(tmp_path: Path, sig: int, hook: str, k: int, *args) -> subprocess.
         text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"},
         cwd=tmp_path,
+        preexec_fn=default_signals,
     )
     deadline = time.monotonic() + 240
     while not marker.exists() and child.poll() is None and time.monotonic() < deadline:
@@ -269,6 +279,7 @@ def test_analyze_interrupted_then_rerun_equals_an_uninterrupted_run(
 # --------------------------------------------------------------------------- sweep
 
 
+@pytest.mark.slow  # end to end, in processes of its own: the full suite runs it
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
 def test_sweep_interrupted_then_rerun_equals_an_uninterrupted_sweep(
     run_cli, monkeypatch, tmp_path, sig
@@ -305,6 +316,7 @@ def test_sweep_interrupted_then_rerun_equals_an_uninterrupted_sweep(
     assert leftovers(out) == []
 
 
+@pytest.mark.slow  # end to end, in processes of its own: the full suite runs it
 def test_a_parallel_sweep_passes_sigint_to_every_cell(run_cli, tmp_path):
     """``--parallel 2``: the cells run in processes of their own; SIGINT to the sweep alone
     (as a ``kill -INT`` would send it) reaches both, the sweep exits 130 without a comparison,
@@ -318,6 +330,7 @@ def test_a_parallel_sweep_passes_sigint_to_every_cell(run_cli, tmp_path):
         text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"},
         cwd=tmp_path,
+        preexec_fn=default_signals,
     )
     # both cells have finished an epoch (their metrics.csv exist) and have hundreds to go
     started = [out / f"seed={seed}" / "metrics.csv" for seed in (1, 2)]

@@ -69,6 +69,7 @@ from cl_diag.io.atomic import atomic_write_bytes
 from cl_diag.losses.distributed import is_distributed
 from cl_diag.measurement import theory
 from cl_diag.measurement.pairs import float32_at_least, full_fp32_matmul
+from cl_diag.options import MONITOR, PYTHON, check_values
 from cl_diag.vocabulary import NEGATIVE_TYPES, PAIR_TYPES, PairType
 
 __all__ = [
@@ -507,17 +508,13 @@ class Monitor:
     ) -> None:
         if n_ref is not None and delta is not None:
             raise ValueError("give n_ref or delta, not both (delta = -1/(n_ref - 1))")
+        # each checked against its declaration (cl_diag.options.MONITOR): an OptionError is a
+        # UserError and a ValueError
+        given = dict(n_ref=n_ref, log_every=log_every, delta=delta, step=step)
+        values = check_values(given, MONITOR, spelling=PYTHON)
+        n_ref, log_every, delta, step = (values[k] for k in ("n_ref", "log_every", "delta", "step"))
         if n_ref is not None:
-            if isinstance(n_ref, bool) or not isinstance(n_ref, int) or n_ref < 2:
-                raise ValueError(
-                    f"n_ref must be an integer >= 2 (the number of training instances), "
-                    f"got {n_ref!r}"
-                )
             delta = theory.delta(n_ref)
-        if delta is not None and not (isinstance(delta, (int, float)) and -1 <= delta <= 1):
-            raise ValueError(f"delta must be a cosine similarity in [-1, 1], got {delta!r}")
-        if isinstance(log_every, bool) or not isinstance(log_every, int) or log_every < 0:
-            raise ValueError(f"log_every must be an integer >= 0, got {log_every!r}")
         if excessive and delta is None:
             raise ValueError("excessive=True needs n_ref (or delta): the ratio counts s < delta")
         self.n_ref = n_ref

@@ -14,7 +14,7 @@ On CUDA the pass runs under ``torch.inference_mode`` with fp16 autocast, channel
 inputs, pinned memory and non-blocking copies; on CPU in plain float32.
 
 Under ``torchrun`` (``ranks``) the batches are dealt over the ranks
-(:meth:`cl_diag.measurement.ranks.Ranks.share`); each rank encodes its batches, which are
+(:meth:`cl_diag.runtime.Ranks.share`); each rank encodes its batches, which are
 exactly the batches one process would encode (same images, same size), and every rank gets
 all of them back concatenated in batch order, so the views equal the single-process ones.
 """
@@ -29,14 +29,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from cl_diag.measurement.ranks import SINGLE, Ranks
+from cl_diag.runtime import SINGLE, Ranks, resolve_device
 
 __all__ = [
     "Pixels",
     "Taps",
     "encode_images",
     "encode_two_views",
-    "resolve_device",
     "sample_indices",
 ]
 
@@ -67,13 +66,6 @@ class Pixels(nn.Module):
         if x.dim() == 4 and max(x.shape[-2:]) > PIXEL_SIDE:
             x = F.adaptive_avg_pool2d(x.float(), PIXEL_SIDE)
         return {"pixels": x.flatten(1)}
-
-
-def resolve_device(device: str | torch.device | None) -> torch.device:
-    """``None``/``"auto"``: CUDA when available, else CPU."""
-    if device is None or str(device) == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
 
 
 def sample_indices(n: int, k: int | None, seed: int) -> torch.Tensor:

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cl_diag.errors import UserError
+from cl_diag.options import SWEEP
 from cl_diag.recipes import merge_layers, option_types, read_recipe
 from cl_diag.result import RESULT_NAME, load
 
@@ -225,8 +226,7 @@ def equal_steps_layer(steps: int, values: Mapping[str, Any]) -> dict[str, Any]:
 def _check_equal_steps(config: SweepConfig, axes: Sequence[GridAxis]) -> None:
     if config.equal_steps is None:
         return
-    if config.equal_steps < 1:
-        raise UserError(f"--equal-steps {config.equal_steps} must be at least 1.")
+    SWEEP["equal_steps"].normalise(config.equal_steps)
     varied = [a.flag for a in axes if a.key in EQUAL_STEPS_OWNED]
     if varied:
         raise UserError(
@@ -411,8 +411,7 @@ def sweep(
     from cl_diag.orchestration.compare import CompareConfig, compare
     from cl_diag.orchestration.train import TrainConfig, train
 
-    if config.parallel < 1:
-        raise UserError(f"--parallel must be at least 1 (got {config.parallel}).")
+    SWEEP["parallel"].normalise(config.parallel)
     kinds = option_types(TrainConfig)
     # unknown keys and bad values fail here, before any work
     recipe = read_recipe(config.recipe, TrainConfig) if config.recipe is not None else {}
