@@ -8,6 +8,7 @@ raised anywhere below becomes a one-paragraph message on stderr and exit status 
 from __future__ import annotations
 
 import logging
+import signal
 import sys
 
 import typer
@@ -66,12 +67,17 @@ def report_user_error(err: UserError) -> None:
 
 
 def report_interrupt(what: str) -> None:
-    """Say what an interrupt (Ctrl-C, SIGINT) left and how to go on; the exit status is 130."""
+    """Say what an interrupt (Ctrl-C or SIGINT, SIGTERM) left and how to go on; the exit status
+    is 130 (143 for SIGTERM)."""
     from rich.console import Console
     from rich.text import Text
 
+    _interrupt_reported.append(what)
     message = Text("interrupted: ", style="bold yellow") + Text(what)
     Console(stderr=True, soft_wrap=True).print(message, highlight=False)
+
+
+_interrupt_reported: list[str] = []
 
 
 class _NoteHandler(logging.Handler):
@@ -92,18 +98,49 @@ def _show_notes() -> None:
         log.setLevel(logging.INFO)
 
 
+def _refuse_empty_out(args: list[str]) -> None:
+    # an empty --out would be read as "." (pathlib's Path("")): the current folder
+    for index, arg in enumerate(args):
+        if arg in ("--out", "-o") and index + 1 < len(args):
+            value: str | None = args[index + 1]
+        else:
+            value = arg[len("--out=") :] if arg.startswith("--out=") else None
+        if value is not None and not value.strip():
+            raise UserError("--out is empty. Give the folder to write to, e.g. --out out/.")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: run the app, mapping user errors to exit status 2, a full
-    disk to the same message-and-2, and an interrupt (Ctrl-C) to a note and exit status 130."""
+    disk to the same message-and-2, and an interrupt (Ctrl-C or SIGINT, and SIGTERM, which
+    is handled as one: see :mod:`cl_diag.io.signals`) to one line and exit status 130 (143
+    for SIGTERM)."""
+    from cl_diag.io.signals import TERMINATE_STATUS, exit_status, interrupts, received
+
     _show_notes()
-    try:
-        app(args=argv, prog_name="cl-diag", standalone_mode=True)
-    except UserError as err:
-        report_user_error(err)
-        sys.exit(UserError.exit_code)
-    except OSError as exc:
-        full = storage_error(exc, exc.filename or "a file")
-        if full is None:
+    _interrupt_reported.clear()
+    args = list(sys.argv[1:] if argv is None else argv)
+    with interrupts():
+        try:
+            _refuse_empty_out(args)
+            app(args=args, prog_name="cl-diag", standalone_mode=True)
+        except SystemExit as exit_:
+            # typer ends an interrupted command with exit status 130 (its KeyboardInterrupt);
+            # say so if the command did not, and give SIGTERM its own status
+            if exit_.code == 130:
+                if not _interrupt_reported:
+                    report_interrupt("cl-diag stopped; nothing was changed.")
+                if received() == signal.SIGTERM:
+                    sys.exit(TERMINATE_STATUS)
             raise
-        report_user_error(full)
-        sys.exit(UserError.exit_code)
+        except KeyboardInterrupt as exc:  # outside a command (e.g. while parsing)
+            report_interrupt("cl-diag stopped; nothing was changed.")
+            sys.exit(exit_status(exc))
+        except UserError as err:
+            report_user_error(err)
+            sys.exit(UserError.exit_code)
+        except OSError as exc:
+            full = storage_error(exc, exc.filename or "a file")
+            if full is None:
+                raise
+            report_user_error(full)
+            sys.exit(UserError.exit_code)

@@ -268,7 +268,7 @@ def check_analysis(config: AnalyzeConfig) -> None:
             "--device cuda was given but torch sees no CUDA device; use --device cpu (or auto)."
         )
     ensure_writable_parent(config.out)  # fail before the measuring, not after
-    check_targets(config.out, _FIXED_OUTPUTS, overwrite=config.overwrite)
+    check_targets(config.out, _FIXED_OUTPUTS, overwrite=config.overwrite, kind="analysis")
 
 
 # --------------------------------------------------------------------------- measuring
@@ -373,7 +373,7 @@ def write_analysis(result: Result, out: Path, *, overwrite: bool = False) -> lis
     the figures; returns the files written. What ``cl-diag analyze`` and
     :meth:`cl_diag.Result.save` write.
 
-    The files are staged beside ``out`` and moved into place only when all are written
+    The files are staged on ``out``'s file system and moved into place only when all are written
     (:func:`cl_diag.io.output.staged_output`). A file in ``out`` this write would replace must
     be provably cl-diag's own (its content hash recorded in the listing of cl-diag's files
     there); any other (a report.md of the user's, a report edited since) is refused with a
@@ -382,7 +382,7 @@ def write_analysis(result: Result, out: Path, *, overwrite: bool = False) -> lis
     from cl_diag.report import render_analysis
 
     out = Path(out)
-    with staged_output(out, overwrite=overwrite) as staging:
+    with staged_output(out, kind="analysis", overwrite=overwrite) as staging:
         result.save(staging / RESULT_NAME)
         render_analysis(result, staging)
         files = sorted(path.relative_to(staging) for path in staging.rglob("*") if path.is_file())
