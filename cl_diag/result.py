@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from cl_diag.errors import UserError
+from cl_diag.io.jsonfile import parse_json
 from cl_diag.io.output import dumps_json
 
 if TYPE_CHECKING:  # pandas is imported by to_frame only
@@ -1711,7 +1712,7 @@ def load(path: str | Path) -> Result:
             f"Cannot read {path}: {exc.strerror or exc}. Check the path and its permissions."
         ) from None
     try:
-        data = json.loads(text)
+        data = parse_json(text, where=path, fix="Pass the result.json `cl-diag analyze` wrote.")
     except json.JSONDecodeError as exc:
         raise UserError(
             f"{path} is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}); "

@@ -14,7 +14,7 @@ import sys
 import typer
 
 from cl_diag.errors import UserError
-from cl_diag.io.atomic import storage_error
+from cl_diag.io.atomic import user_os_error
 
 app = typer.Typer(
     name="cl-diag",
@@ -138,9 +138,9 @@ def main(argv: list[str] | None = None) -> None:
         except UserError as err:
             report_user_error(err)
             sys.exit(UserError.exit_code)
-        except OSError as exc:
-            full = storage_error(exc, exc.filename or "a file")
-            if full is None:
+        except OSError as exc:  # a full disk, a name too long for the file system
+            mistake = user_os_error(exc)
+            if mistake is None:
                 raise
-            report_user_error(full)
+            report_user_error(mistake)
             sys.exit(UserError.exit_code)

@@ -109,6 +109,7 @@ def ensure_writable_parent(out: Path) -> Path:
     """Return the existing folder that will hold ``out``, or raise UserError (a file in the
     way, a dangling link, a name longer than the file system allows, no permission)."""
     out = Path(out)
+    _check_name_lengths(out)  # before any stat: a name too long fails every one of them
     if out.is_symlink() and not out.exists():
         raise UserError(
             f"--out {out} is a symbolic link to {os.readlink(out)}, which does not exist. Create "
@@ -126,7 +127,6 @@ def ensure_writable_parent(out: Path) -> Path:
         raise UserError(
             f"--out {out} lies under {parent}, which is a file, not a folder. Choose another --out."
         )
-    _check_name_lengths(out, parent)
     for folder in (parent, out) if out.exists() else (parent,):
         if not os.access(folder, os.W_OK | os.X_OK):
             raise UserError(
@@ -136,10 +136,10 @@ def ensure_writable_parent(out: Path) -> Path:
     return parent
 
 
-def _check_name_lengths(out: Path, anchor: Path) -> None:
+def _check_name_lengths(out: Path) -> None:
     try:
-        longest_name = os.pathconf(anchor, "PC_NAME_MAX")
-        longest_path = os.pathconf(anchor, "PC_PATH_MAX")
+        longest_name = os.pathconf(out.anchor or os.curdir, "PC_NAME_MAX")
+        longest_path = os.pathconf(out.anchor or os.curdir, "PC_PATH_MAX")
     except (OSError, ValueError, AttributeError):  # no pathconf (Windows): the usual limits
         longest_name, longest_path = 255, 4096
     long = [part for part in out.parts if len(os.fsencode(part)) > longest_name]

@@ -494,11 +494,15 @@ def analyze_module(
     image_size: int | None = None,
     training_config: Any = None,
     progress: ProgressFactory | None = None,
+    output_key: str | None = None,
     **options: Any,
 ) -> AnalyzeResult:
     """The full analysis of any ``nn.Module``: ``cl_diag.analyze`` in Python.
 
-    ``encoder`` maps an image batch to features (the ``backbone`` layer, probed);
+    ``encoder`` maps an image batch to features (the ``backbone`` layer, probed): a (B, ...)
+    tensor, or a tuple whose first element is one, or a dict holding one under
+    ``output_key`` (default: the first of ``features``, ``feats``, ``embedding``,
+    ``embeddings``, ``pooler_output``, or its only tensor);
     ``projector`` (optional) maps those on to the embedding the loss saw (the ``projector``
     layer). The protocol is ``cl-diag analyze``'s for a checkpoint (Lee et al., ICML 2025,
     Sec. 6.1): ``num_images`` training images of ``dataset`` (digits, cifar10, cifar100 or
@@ -525,7 +529,8 @@ def analyze_module(
     if unknown:
         raise UserError(
             f"cl_diag.analyze got unknown option(s) {', '.join(unknown)}; besides encoder, "
-            f"projector, dataset, out, data_root, val_root, image_size and training_config it "
+            f"projector, dataset, out, data_root, val_root, image_size, output_key and "
+            f"training_config it "
             f"takes {', '.join(allowed)}."
         )
     for name in ("layers", "probes"):
@@ -561,6 +566,7 @@ def analyze_module(
         data_root=config.data_root,
         val_root=config.val_root,
         image_size=image_size,
+        output_key=output_key,
         training_config=training_config,
         seed=config.seed,
         baselines=config.baselines and bool(config.probes),

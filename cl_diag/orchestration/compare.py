@@ -16,7 +16,7 @@ from pathlib import Path, PurePosixPath
 import pandas as pd
 
 from cl_diag.errors import UserError
-from cl_diag.io.output import OWNED_FILES, check_targets, staged_output
+from cl_diag.io.output import OWNED_FILES, check_targets, ensure_writable_parent, staged_output
 from cl_diag.report import Comparison, comparison_warnings, render_comparison
 from cl_diag.result import RESULT_NAME, Result, load
 
@@ -133,6 +133,7 @@ def compare(config: CompareConfig) -> CompareResult:
         raise UserError(
             "No runs to compare. Pass one or more result.json files or analysis folders."
         )
+    ensure_writable_parent(Path(config.out))  # a bad --out is named before the inputs are read
     runs: list[_Run] = []
     seen: set[Path] = set()
     for given in config.inputs:

@@ -133,11 +133,14 @@ class _Plan:
         interrupted or older last.pt is not the cell's result)."""
         if self.trained_steps is None:
             return False
+        from cl_diag.io.jsonfile import parse_json
+
+        path = self.folder / "analysis" / "result.json"
         try:
-            result = json.loads((self.folder / "analysis" / "result.json").read_text("utf-8"))
+            result = parse_json(path.read_text("utf-8"), where=path, fix="")
             source = result["source"]
             return bool(source.get("complete")) and source.get("step") == self.trained_steps
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, UserError):
             return False
 
 
