@@ -8,8 +8,10 @@ raised anywhere below becomes a one-paragraph message on stderr and exit status 
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
+import time
 
 import typer
 
@@ -57,12 +59,34 @@ def _register_commands() -> None:
 _register_commands()
 
 
+#: seconds a rank > 0 of a torchrun job waits for rank 0 to report the mistake they share
+RANK_GRACE = 15.0
+
+
+def _rank() -> int:
+    """This process's rank in a torchrun job (0 outside one)."""
+    rank, world = os.environ.get("RANK", ""), os.environ.get("WORLD_SIZE", "")
+    return int(rank) if rank.isdigit() and world.isdigit() and int(world) > 1 else 0
+
+
 def report_user_error(err: UserError) -> None:
+    """The one paragraph ``error: ...`` on stderr. Under torchrun every rank meets the same
+    mistake and exits with status 2, and rank 0 alone says so: a rank > 0 first waits
+    :data:`RANK_GRACE` seconds, in which torchrun stops it once rank 0 has failed; only a
+    mistake rank 0 did not meet (a file missing on one node) is reported by the rank itself."""
     from rich.console import Console
     from rich.text import Text
 
+    prefix = ""
+    if _rank() > 0:
+        try:
+            time.sleep(RANK_GRACE)
+        except KeyboardInterrupt:  # torchrun stopping the job: rank 0 has reported it
+            return
+        prefix = f"[rank {_rank()}] "
+
     # Text, not markup: messages quote user paths and ranges such as "[-1, 1]".
-    message = Text("error: ", style="bold red") + Text(str(err))
+    message = Text(f"{prefix}error: ", style="bold red") + Text(str(err))
     Console(stderr=True, soft_wrap=True).print(message, highlight=False)
 
 
@@ -73,6 +97,8 @@ def report_interrupt(what: str) -> None:
     from rich.text import Text
 
     _interrupt_reported.append(what)
+    if _rank() > 0:  # a torchrun job: rank 0 says it (a rank > 0 may be stopped by torchrun)
+        return
     message = Text("interrupted: ", style="bold yellow") + Text(what)
     Console(stderr=True, soft_wrap=True).print(message, highlight=False)
 
