@@ -218,11 +218,12 @@ def _pickle_globals(
     stream: IO[bytes],
     found: list[str],
     budget: list[int],
-    storages: list[tuple[str, int]] | None = None,
+    storages: list[tuple[str, str, int]] | None = None,
 ) -> None:
     """Append to ``found`` every ``module.name`` one pickle in ``stream`` would import, and to
-    ``storages`` the ``(storage type, number of elements)`` of every storage it declares (a
-    torch persistent id ``('storage', type, key, location, numel)``).
+    ``storages`` the ``(storage type, key, number of elements)`` of every storage it refers to
+    (a torch persistent id ``('storage', type, key, location, numel)``; a storage shared by
+    several tensors is referred to once per tensor).
 
     The stack is simulated from pickletools' declared stack effects, only far enough to know
     the two strings below a STACK_GLOBAL (protocol 4+), which may come from the memo, and the
@@ -267,9 +268,9 @@ def _pickle_globals(
         if name == "BINPERSID" and storages is not None and stack:
             pid = stack[-1]
             if isinstance(pid, tuple) and len(pid) >= 5 and pid[0] == "storage":
-                kind, numel = pid[1], pid[4]
+                kind, key, numel = pid[1], pid[2], pid[4]
                 if isinstance(kind, str) and isinstance(numel, int):
-                    storages.append((str(kind), numel))
+                    storages.append((str(kind), str(key), numel))
         before = op.stack_before
         if pickletools.markobject in before:
             while stack and stack.pop() is not _MARK:
@@ -333,22 +334,23 @@ def _element_size(storage_type: str) -> int:
     module, _, name = storage_type.rpartition(".")
     if module != "torch" or not name.endswith("Storage"):
         return 1
-    dtype = getattr(getattr(torch, name, None), "dtype", None)
-    with warnings.catch_warnings():
+    with warnings.catch_warnings():  # the legacy storage classes are deprecated
         warnings.simplefilter("ignore")
+        dtype = getattr(getattr(torch, name, None), "dtype", None)
         return torch.empty(0, dtype=dtype).element_size() if isinstance(dtype, torch.dtype) else 1
 
 
 def declared_storage_bytes(path: str | os.PathLike[str]) -> int:
     """The bytes the storages of a legacy (non-zip) torch file declare, read from its pickle
     without loading anything (0 when the pickle cannot be read: torch.load says why)."""
-    storages: list[tuple[str, int]] = []
+    storages: list[tuple[str, str, int]] = []
     try:
         with open(path, "rb") as stream:
             _legacy_pickles(stream, [], [_MAX_OPS], storages)
     except Exception:
         pass
-    return sum(max(numel, 0) * _element_size(kind) for kind, numel in storages)
+    declared = {key: max(numel, 0) * _element_size(kind) for kind, key, numel in storages}
+    return sum(declared.values())
 
 
 # --------------------------------------------------------------------------- loading
@@ -546,8 +548,9 @@ def safe_torch_load(
         declared = declared_storage_bytes(path)
         if declared > size:
             raise TorchFileError(
-                f"{path} declares storages of {declared:,} bytes in a file of {size:,} bytes "
-                f"(a crafted or damaged file); cl-diag refuses to allocate them. {fix}",
+                f"{path} declares storages of {declared:,} bytes in a file of {size:,} bytes: "
+                f"it is truncated, damaged or not a {what} (or crafted to make a reader "
+                f"allocate them); cl-diag refuses to. {fix}",
                 "damaged",
             )
     try:
