@@ -69,6 +69,7 @@ from cl_diag.result import (
     Theory,
     Tool,
 )
+from cl_diag.runconfig import parse_run_config
 
 #: what every number of a result means, written into it and printed in its report
 CONVENTIONS = {
@@ -810,7 +811,9 @@ def _checkpoint_result(
         layers=layers,
         training_config=subject.training_config,
         probes=probes,
-        theory=theory_panel(subject.training_config, n_ref, layers),
+        theory=theory_panel(
+            parse_run_config(subject.training_config, n_train=subject.n_train), n_ref, layers
+        ),
     )
 
 
