@@ -87,6 +87,7 @@ def mount(tmp_path) -> Iterator[Callable[[str], Path]]:
         subprocess.run(["umount", "-l", str(point)], capture_output=True, check=False)
 
 
+@pytest.mark.slow
 def test_every_command_writes_onto_a_mount_point_and_through_a_link(run_cli, tmp_path, mount):
     """--out a mount point, or a link to another file system: train, analyze, compare and
     sweep end with exit 0 and their outputs in place (they ended in EXDEV tracebacks, leaving

@@ -248,6 +248,7 @@ def test_other_byte_orders_and_precisions_are_converted_or_named(run_cli, tmp_pa
     refused(run_cli("analyze", tmp_path / "text.npz", "--out", tmp_path / "t"), "<U1 (text)")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
 def test_a_named_pipe_in_an_image_folder_is_refused_never_opened(tmp_path, tiny_imagefolder):
     """A FIFO called x.png blocked train and analyze for ever (the test's timeout would fire);

@@ -23,6 +23,7 @@ import zipfile
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 HEADROOM = 1 << 30
@@ -114,6 +115,7 @@ def _legacy_file_declaring(path: Path, numel: int) -> None:
     path.write_bytes(data[:at] + b"J" + struct.pack("<i", numel) + data[at + 2 :])
 
 
+@pytest.mark.slow
 def test_files_declaring_more_than_they_hold_are_refused_under_a_memory_cap(tmp_path, run_cli):
     """Issue 26: the memory a file can make cl-diag take is bounded by what cl-diag reads, not by
     what the file declares. Each file is under a megabyte and declares gigabytes; under the cap

@@ -431,6 +431,7 @@ def test_a_parallel_sweep_passes_its_signal_to_every_cell(run_cli, tmp_path, sig
     finish_like_an_uninterrupted_sweep(run_cli, tmp_path, args, out)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/cwd").exists(), reason="needs /proc to find the cells")
 def test_the_cells_of_a_killed_parallel_sweep_stop(run_cli, tmp_path):
     """SIGKILL gives the sweep no chance to pass anything on (issue 26: its cells trained on for
