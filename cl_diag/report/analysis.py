@@ -62,6 +62,13 @@ def mode_text(result: Result) -> str:
             f"sampled: {fmt(result.num_pairs)} pairs of each type drawn uniformly with seed "
             f"{fmt(result.seed)} (estimates)"
         )
+    if result.mode == "moments":
+        return (
+            "moments: exact count, mean, variance and std of every pair in closed form; min, "
+            f"max, quantiles, histogram and excessive ratio from {fmt(result.num_pairs)} pairs "
+            f"of each type drawn uniformly with seed {fmt(result.seed)} (estimates with 95 % "
+            "intervals in result.json), uniformity likewise"
+        )
     return "exact: all pairs, streamed in row blocks"
 
 
@@ -82,6 +89,8 @@ def _stat_rows(
     def sampled(stats: PairStats | None) -> str:
         if stats is None:
             return MISSING
+        if stats.exact:
+            return f"exact {', '.join(stats.exact)}; rest sampled"
         return "sampled estimate" if stats.estimate else "exact"
 
     rows = [
