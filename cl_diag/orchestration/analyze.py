@@ -253,7 +253,7 @@ def write_analysis(result: Result, out: Path, *, overwrite: bool = False) -> lis
     the figures; returns the files written. What ``cl-diag analyze`` and
     :meth:`cl_diag.Result.save` write.
 
-    The files are staged beside ``out`` and moved into place only when all are written
+    The files are staged on ``out``'s file system and moved into place only when all are written
     (:func:`cl_diag.io.output.staged_output`). A file in ``out`` this write would replace must
     be provably cl-diag's own (its content hash recorded in the listing of cl-diag's files
     there); any other (a report.md of the user's, a report edited since) is refused with a
@@ -262,7 +262,7 @@ def write_analysis(result: Result, out: Path, *, overwrite: bool = False) -> lis
     from cl_diag.report import render_analysis
 
     out = Path(out)
-    with staged_output(out, overwrite=overwrite) as staging:
+    with staged_output(out, kind="analysis", overwrite=overwrite) as staging:
         result.save(staging / RESULT_NAME)
         render_analysis(result, staging)
         files = sorted(path.relative_to(staging) for path in staging.rglob("*") if path.is_file())
@@ -356,11 +356,15 @@ def analyze_module(
     image_size: int | None = None,
     training_config: Any = None,
     progress: ProgressFactory | None = None,
+    output_key: str | None = None,
     **options: Any,
 ) -> AnalyzeResult:
     """The full analysis of any ``nn.Module``: ``cl_diag.analyze`` in Python.
 
-    ``encoder`` maps an image batch to features (the ``backbone`` layer, probed);
+    ``encoder`` maps an image batch to features (the ``backbone`` layer, probed): a (B, ...)
+    tensor, or a tuple whose first element is one, or a dict holding one under
+    ``output_key`` (default: the first of ``features``, ``feats``, ``embedding``,
+    ``embeddings``, ``pooler_output``, or its only tensor);
     ``projector`` (optional) maps those on to the embedding the loss saw (the ``projector``
     layer). The protocol is ``cl-diag analyze``'s for a checkpoint (Lee et al., ICML 2025,
     Sec. 6.1): ``num_images`` training images of ``dataset`` (digits, cifar10, cifar100 or
@@ -393,7 +397,8 @@ def analyze_module(
     if unknown:
         raise UserError(
             f"cl_diag.analyze got unknown option(s) {', '.join(unknown)}; besides encoder, "
-            f"projector, dataset, out, data_root, val_root, image_size and training_config it "
+            f"projector, dataset, out, data_root, val_root, image_size, output_key and "
+            f"training_config it "
             f"takes {', '.join(allowed)}."
         )
     for name in ("layers", "probes"):
@@ -432,6 +437,7 @@ def analyze_module(
         data_root=config.data_root,
         val_root=config.val_root,
         image_size=image_size,
+        output_key=output_key,
         training_config=training_config,
         seed=config.seed,
         baselines=config.baselines and bool(config.probes),

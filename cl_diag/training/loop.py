@@ -415,6 +415,24 @@ def _restoring(what: str, config: LoopConfig) -> Iterator[None]:
         ) from None
 
 
+def _check_optimizer_state(optimizer: torch.optim.Optimizer) -> None:
+    """ValueError unless every per-parameter buffer the optimiser restored (SGD's momentum,
+    Adam's moments) has its parameter's shape: ``load_state_dict`` does not check, and a
+    mismatch would fail only at the first step, inside the update."""
+    for group in optimizer.param_groups:
+        for param in group["params"]:
+            for name, value in optimizer.state.get(param, {}).items():
+                if (
+                    isinstance(value, torch.Tensor)
+                    and value.dim() > 0
+                    and value.shape != param.shape
+                ):
+                    raise ValueError(
+                        f"its {name} for a parameter of shape {tuple(param.shape)} has shape "
+                        f"{tuple(value.shape)}"
+                    )
+
+
 def _build(
     config: LoopConfig,
     model: ContrastiveModel,
@@ -497,6 +515,7 @@ def _build(
     if resume is not None:
         with _restoring("optimizer state", config):
             optimizer.load_state_dict(resume["optimizer"])
+            _check_optimizer_state(optimizer)
         with _restoring("AMP scaler state", config):
             if resume.get("scaler"):
                 scaler.load_state_dict(resume["scaler"])
