@@ -15,7 +15,8 @@ import pytest
 
 import cl_diag
 from cl_diag.errors import UserError
-from cl_diag.orchestration.analyze import PROBES, option_names
+from cl_diag.options import PYTHON
+from cl_diag.orchestration.analysis_config import PROBES, option_names
 from cl_diag.report.document import fmt
 from cl_diag.result import LAYERS, KnnProbe, KnnScore, LinearProbe, Probes, Source
 from cl_diag.vocabulary import PairType
@@ -152,7 +153,7 @@ def test_compare_refuses_one_result_and_a_bad_baseline(tmp_path, result):
     ],
 )
 def test_the_api_reads_the_command_lines_words(value, allowed, option, none, expected):
-    assert option_names(value, allowed, option, none=none, cli=False) == expected
+    assert option_names(value, allowed, option, none=none, spelling=PYTHON) == expected
     if isinstance(value, str):  # the command line reads the same words the same way
         assert option_names(value, allowed, option, none=none) == expected
 
@@ -179,7 +180,7 @@ def test_the_api_reads_the_command_lines_words(value, allowed, option, none, exp
 def test_a_bad_name_is_refused_with_the_valid_choices(value, option, message):
     allowed = PROBES if option == "probes" else LAYERS
     with pytest.raises(UserError) as caught:
-        option_names(value, allowed, option, none=option == "probes", cli=False)
+        option_names(value, allowed, option, none=option == "probes", spelling=PYTHON)
     assert str(caught.value).startswith(message)
 
 
