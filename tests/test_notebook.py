@@ -89,6 +89,11 @@ def test_repr_html_is_the_escaped_headline_table(result):
     assert "<script" not in html.lower() and "<img" not in html.lower()
     assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in html
     assert "<html" not in html and "<style" not in html  # a fragment for the notebook's page
+    # in text, a file name stays on its line, and a long one keeps its end
+    odd = dataclasses.replace(result, source=Source(kind="embeddings", path="a\nb/" + "x" * 90))
+    first = repr(odd).splitlines()[0]
+    assert first.startswith("cl-diag Result: embeddings …") and "xxxx;" in first
+    assert "a\\nb" in repr(dataclasses.replace(odd, source=Source(kind="e", path="a\nb")))
 
 
 def test_compare_takes_results_and_paths_alike(tmp_path, result):

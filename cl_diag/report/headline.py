@@ -49,6 +49,9 @@ def _value(metric: Metric, value: object) -> str:
 
 
 def _short_path(path: str) -> str:
+    """``path`` on one line (a control character as its escape: a file name is the user's
+    data), its end kept when it is long."""
+    path = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in path)
     return path if len(path) <= _MAX_PATH else "…" + path[-(_MAX_PATH - 1) :]
 
 
