@@ -26,7 +26,7 @@ import torch
 from cl_diag.measurement.geometry import geometry_of, uniformity
 from cl_diag.measurement.inputs import label_codes, normalise_views
 from cl_diag.measurement.pairs import _tile_cost, _tiles, pair_statistics_of
-from cl_diag.measurement.ranks import Ranks, RanksMismatch, tensor_fingerprint
+from cl_diag.runtime import Ranks, RanksMismatch, tensor_fingerprint
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -118,8 +118,8 @@ def test_pair_statistics_over_ranks_equal_one_process_exactly(world, labelled):
     for got in results:
         assert got == alone  # every float, count and bin: the merge is the single-process one
     assert ex.calls == 2  # the inputs' fingerprint, then one gather of all the tiles' parts
-    assert alone["cross_view_negative"]["count"] == n * (n - 1)
-    assert alone["within_view_negative"]["excessive_count"] > 0  # the counts are not vacuous
+    assert alone["cross_view_negative"].count == n * (n - 1)
+    assert alone["within_view_negative"].excessive_count > 0  # the counts are not vacuous
 
 
 def test_more_ranks_than_tiles_leaves_some_idle_and_changes_nothing():
@@ -147,7 +147,7 @@ def test_geometry_over_ranks_equals_one_process_exactly():
     assert all(got == alone for got in results)
     # and the tiled uniformity is the one of a single tile (the whole Gram matrix at once)
     whole = uniformity(views.u, block_size=250)
-    assert alone["uniformity"]["u"] == pytest.approx(whole, abs=1e-12)
+    assert alone.uniformity.u == pytest.approx(whole, abs=1e-12)
 
 
 def test_geometry_does_not_depend_on_the_number_of_threads():
@@ -301,6 +301,7 @@ def _same_outputs(a: Path, b: Path) -> None:
         assert (a / name).read_bytes() == (b / name).read_bytes(), name
 
 
+@pytest.mark.slow  # end to end, in processes of its own: the full suite runs it
 def test_two_gloo_ranks_analyse_an_embeddings_file_to_the_same_bytes(tmp_path):
     rng = np.random.default_rng(5)
     n = 1100  # two uniformity tiles per side (1024 on CPU) and 12 x 12 pair tiles of 96
@@ -337,7 +338,7 @@ def test_two_gloo_ranks_analyse_a_checkpoint_to_the_same_bytes(tmp_path):
             out=str(tmp_path / "run"),
         )
     )
-    args = [str(run.checkpoint), "--num-images", "150", "--batch-size", "64"]
+    args = [str(run.checkpoint), "--num-images", "150", "--encode-batch-size", "64"]
     args += ["--probes", "knn,retrieval", "--probe-train-images", "200"]
     args += ["--probe-test-images", "100", "-q"]
     _analyze(args, tmp_path / "one", 1)

@@ -21,7 +21,7 @@ from cl_diag.losses import LOSSES
 from cl_diag.models import build_model
 from cl_diag.orchestration.train import TrainConfig, train
 from cl_diag.training.checkpoint import load_checkpoint
-from cl_diag.training.loop import METRIC_COLUMNS, PairStats
+from cl_diag.training.loop import METRIC_COLUMNS, BatchPairMoments
 
 ROOT = Path(__file__).resolve().parents[1]
 # 8 free vectors in batches of 2: 4 steps an epoch, 8 steps = 2 epochs
@@ -173,7 +173,11 @@ def test_cli_log_every(run_cli, tmp_path):
         "epoch 2/2  step 4",
     ]
     r = run_cli(*args, "--log-every", "-1", "--out", tmp_path / "b")
-    assert r.code == 2 and "--log-every -1 must be >= 0" in r.err and not (tmp_path / "b").exists()
+    assert (
+        r.code == 2
+        and "--log-every -1 must be in [0, 1000000000000]" in r.err
+        and not (tmp_path / "b").exists()
+    )
 
 
 def test_one_progress_setup_and_no_display_in_training():
@@ -189,7 +193,7 @@ def test_one_progress_setup_and_no_display_in_training():
 def test_pair_stats_both_ways_match_direct_computation_and_give_vrn(b, d):
     g = torch.Generator().manual_seed(1)
     batches = [(torch.randn(b, d, generator=g), torch.randn(b, d, generator=g)) for _ in range(3)]
-    stats = PairStats()
+    stats = BatchPairMoments()
     cross, within, pos = [], [], []
     for z1, z2 in batches:
         stats.update(z1, z2)

@@ -1,5 +1,8 @@
 """``cl-diag train``: train a contrastive model with any loss of the library, with or without
-VRN."""
+VRN.
+
+The command line of :mod:`cl_diag.orchestration.train` (one concept at two layers: options,
+recipes and printing here; the resolved config and the run there)."""
 
 from __future__ import annotations
 
@@ -9,8 +12,7 @@ from rich.console import Console
 from cl_diag.cli import app
 from cl_diag.cli.progress import train_display
 from cl_diag.errors import UserError
-from cl_diag.orchestration.train import TrainConfig, train_options
-from cl_diag.orchestration.train import train as run_train
+from cl_diag.orchestration.train import TrainConfig, check_train_options, train_options
 from cl_diag.recipes import merge_recipe, read_recipe
 
 _D = TrainConfig()  # one source of truth for the defaults
@@ -307,6 +309,9 @@ def train_command(
     # A recipe's keys are TrainConfig's fields (= these options); the command line wins over it.
     values, given = merge_recipe(ctx, read_recipe(path, TrainConfig) if path is not None else {})
     options = train_options(values, given)
+    check_train_options(options)  # a value out of bounds is refused before torch loads
+    from cl_diag.orchestration.train import train as run_train
+
     try:
         with train_display(Console(), quiet=options.quiet) as display:
             result = run_train(options, progress=display)
