@@ -62,8 +62,10 @@ __all__ = [
     "ClassVariance",
     "Clustering",
     "Collapse",
+    "Commands",
     "Condition",
     "EffectiveRank",
+    "Environment",
     "Eq10",
     "FullBatch",
     "Geometry",
@@ -1383,6 +1385,91 @@ class Theory:
         return out
 
 
+# --------------------------------------------------------------------------- environment, commands
+# Issue 22 (reproduction): the environment fingerprint a result (and a checkpoint) was made under,
+# and the resolved commands that made it, so that `cl-diag reproduce` re-runs them exactly.
+
+_ENVIRONMENT_KEYS = (
+    "cpu",
+    "threads",
+    "device",
+    "cuda",
+    "libraries",
+    "builds",
+    "flags",
+    "variables",
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Environment:
+    """The environment fingerprint (:func:`cl_diag.environment.fingerprint`): CPU model and the
+    ATen CPU capability used, threads and workers, the device (and GPU, driver, cuDNN), library
+    versions and builds, determinism and TF32 flags, and the relevant environment variables.
+    Equal fingerprints promise equal bytes (docs/reproducibility.md)."""
+
+    cpu: dict[str, Any] = field(default_factory=dict)
+    threads: dict[str, Any] = field(default_factory=dict)
+    device: str | None = None
+    cuda: dict[str, Any] | None = None
+    libraries: dict[str, Any] = field(default_factory=dict)
+    builds: dict[str, Any] = field(default_factory=dict)
+    flags: dict[str, Any] = field(default_factory=dict)
+    variables: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], at: _At = _HERE) -> Environment:
+        d = at.obj(d)
+        blocks = {
+            key: (at / key).obj(d[key])
+            for key in ("cpu", "threads", "libraries", "builds", "flags", "variables")
+            if key in d
+        }
+        cuda = d.get("cuda")
+        return cls(
+            **blocks,
+            device=(at / "device").text(d.get("device")),
+            cuda=None if cuda is None else (at / "cuda").obj(cuda),
+            extra=_rest(d, _ENVIRONMENT_KEYS),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {key: getattr(self, key) for key in _ENVIRONMENT_KEYS}
+        out.update(self.extra)
+        return out
+
+    def differences(self, other: Environment | None) -> list[str]:
+        """The dotted fields on which ``other`` differs (``threads.intra_op``, ...)."""
+        from cl_diag.environment import differences
+
+        return differences(self.to_dict(), None if other is None else other.to_dict())
+
+
+@dataclass(frozen=True, kw_only=True)
+class Commands:
+    """The resolved commands that made a result: ``analyze`` (every option of the analysis, as
+    run) and ``train`` (the training options a cl-diag checkpoint records, None for any other
+    input). ``cl-diag reproduce`` re-runs them; nothing is guessed."""
+
+    analyze: dict[str, Any] | None = None
+    train: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], at: _At = _HERE) -> Commands:
+        d = at.obj(d)
+        analyze, train = d.get("analyze"), d.get("train")
+        return cls(
+            analyze=None if analyze is None else (at / "analyze").obj(analyze),
+            train=None if train is None else (at / "train").obj(train),
+            extra=_rest(d, ("analyze", "train")),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"analyze": self.analyze, "train": self.train, **self.extra}
+
+
 # --------------------------------------------------------------------------- source and result
 
 
@@ -1417,6 +1504,7 @@ _SOURCE_FIELDS = (
     "views",
     "versions",
     "provenance",
+    "environment",
 )
 
 
@@ -1444,6 +1532,8 @@ class Source:
     views: dict[str, Any] | None = None
     versions: dict[str, Any] | None = None
     provenance: dict[str, Any] | None = None
+    #: the fingerprint of the environment that trained the checkpoint (its last.pt's record)
+    environment: Environment | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     #: the keys as they were given, in order: the readers record null values and key order
     #: (which differs between checkpoint formats) and both are written back as given
@@ -1454,10 +1544,12 @@ class Source:
         d = at.obj(d)
         known = {k: d[k] for k in _SOURCE_FIELDS if k in d}
         known["kind"] = (at / "kind").text(d.get("kind", ""), null=False)
+        known["environment"] = _optional(d, "environment", Environment.from_dict, at)
         return cls(**known, extra=_rest(d, _SOURCE_FIELDS), keys=tuple(d))
 
     def to_dict(self) -> dict[str, Any]:
         values = {k: getattr(self, k) for k in _SOURCE_FIELDS}
+        values["environment"] = None if self.environment is None else self.environment.to_dict()
         if self.keys:
             return {k: values[k] if k in values else self.extra[k] for k in self.keys}
         out = {k: v for k, v in values.items() if v is not None or k == "kind"}
@@ -1479,6 +1571,8 @@ _RESULT_KEYS = (
     "layers",
     "probes",
     "theory",
+    "commands",
+    "environment",
 )
 
 
@@ -1506,6 +1600,10 @@ class Result:
     layers: dict[str, Layer]
     probes: Probes | None = None
     theory: Theory | None = None
+    #: what made this result: the analyze options and, for a cl-diag checkpoint, its training's
+    commands: Commands | None = None
+    #: the fingerprint of the environment the analysis ran in (the training's: source.environment)
+    environment: Environment | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     # ---- reading and writing
@@ -1562,6 +1660,8 @@ class Result:
             },
             probes=_optional(d, "probes", Probes.from_dict, at),
             theory=_optional(d, "theory", Theory.from_dict, at),
+            commands=_optional(d, "commands", Commands.from_dict, at),
+            environment=_optional(d, "environment", Environment.from_dict, at),
             extra=_rest(d, _RESULT_KEYS),
         )
 
@@ -1589,6 +1689,10 @@ class Result:
             out["probes"] = self.probes.to_dict()
         if self.theory is not None:
             out["theory"] = self.theory.to_dict()
+        if self.commands is not None:
+            out["commands"] = self.commands.to_dict()
+        if self.environment is not None:
+            out["environment"] = self.environment.to_dict()
         out.update(self.extra)
         return out
 

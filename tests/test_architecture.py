@@ -36,7 +36,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("report", "training"),
     ("models",),
     ("measurement", "losses"),
-    ("io", "errors", "result", "vocabulary"),
+    ("io", "errors", "result", "vocabulary", "environment"),
 )
 
 #: The command line: the only units that may import cl_diag.cli.

@@ -115,6 +115,7 @@ def sweep(
         analysis=_analysis_fields(probe),
         parallel=parallel,
         equal_steps=equal_steps,
+        probe=probe,
     )
     console = Console()
     try:

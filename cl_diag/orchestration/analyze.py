@@ -62,6 +62,8 @@ from cl_diag.result import (
     RESULT_NAME,
     RETRIEVAL_KS,
     SCHEMA,
+    Commands,
+    Environment,
     Layer,
     Probes,
     Result,
@@ -202,6 +204,49 @@ class AnalyzeConfig:
     overwrite: bool = False
     # augmented views per image of a checkpoint (V > 2: pairs over every view pair)
     views: int = 2
+
+    def record(self) -> dict[str, Any]:
+        """Every option that made the result, as JSON values (paths as text, tuples as lists):
+        result.json's ``commands.analyze``, what ``cl-diag reproduce`` runs again
+        (:meth:`from_record`). Where the files go (``out``, ``overwrite``) is left out: the
+        same analysis written to two folders is the same bytes."""
+        out: dict[str, Any] = {}
+        for f in fields(AnalyzeConfig):
+            if f.name in ("out", "overwrite"):
+                continue
+            value = getattr(self, f.name)
+            if isinstance(value, Path):
+                value = str(value)
+            elif isinstance(value, tuple):
+                value = list(value)
+            out[f.name] = value
+        return out
+
+    @classmethod
+    def from_record(cls, values: Mapping[str, Any]) -> AnalyzeConfig:
+        """The config :meth:`record` wrote (JSON's lists and strings back into tuples and
+        paths; ``out`` "." unless given); a key this version does not know is a
+        :class:`UserError`."""
+        import typing
+
+        hints = typing.get_type_hints(AnalyzeConfig)
+        known = {f.name for f in fields(AnalyzeConfig)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise UserError(
+                f"The recorded analysis options name {', '.join(unknown)}, which this cl-diag "
+                "does not know; reproduce it with the cl-diag version that wrote it."
+            )
+        out = {"out": Path("."), **values}
+        for f in fields(AnalyzeConfig):
+            if out.get(f.name) is None:
+                continue
+            hint = hints[f.name]
+            if Path in (hint, *typing.get_args(hint)):
+                out[f.name] = Path(out[f.name])
+            elif typing.get_origin(hint) is tuple:
+                out[f.name] = tuple(out[f.name])
+        return cls(**out)
 
     @property
     def pair_options(self) -> PairOptions:
@@ -349,8 +394,17 @@ def build_result(
     training_config: dict | None = None,
     probes: dict | None = None,
     theory: dict | None = None,
+    commands: Commands | None = None,
+    device: torch.device | str = "cpu",
+    workers: int | None = None,
+    ranks: Ranks = SINGLE,
 ) -> Result:
-    """Assemble the typed result from the measured layers and the probe and theory blocks."""
+    """Assemble the typed result from the measured layers and the probe and theory blocks,
+    with the ``commands`` that made it and the fingerprint of this process's environment
+    (``device``, ``workers`` and ``ranks`` as the measuring used them)."""
+    from cl_diag.environment import fingerprint
+
+    environment = fingerprint(device=device, workers=workers, processes=ranks.world)
     return Result(
         schema=SCHEMA,
         tool=Tool(name="cl-diag", version=cl_diag.__version__),
@@ -365,6 +419,8 @@ def build_result(
         layers=layers,
         probes=None if probes is None else Probes.from_dict(probes),
         theory=None if theory is None else Theory.from_dict(theory),
+        commands=commands,
+        environment=Environment.from_dict(environment),
     )
 
 
@@ -586,6 +642,7 @@ def _analyze_embeddings(config: AnalyzeConfig, payload: dict | None, run: _Run) 
         source=source,
         device=run.device,
         ranks=run.ranks,
+        commands=Commands(analyze=config.record()),
     )
 
 
@@ -597,6 +654,7 @@ def measure_embeddings(
     source: dict,
     device: torch.device | None = None,
     ranks: Ranks = SINGLE,
+    commands: Commands | None = None,
 ) -> Result:
     """The result of two views' embeddings (the layer ``embedding``): pair statistics and
     geometry against the threshold of ``n_ref`` instances (default: the number of rows).
@@ -615,7 +673,13 @@ def measure_embeddings(
         ranks=ranks,
     )
     return build_result(
-        source=source, n_ref=n_ref, options=options, layers={EMBEDDING_LAYER: layer}
+        source=source,
+        n_ref=n_ref,
+        options=options,
+        layers={EMBEDDING_LAYER: layer},
+        commands=commands,
+        device=device if device is not None else z1.device,
+        ranks=ranks,
     )
 
 
@@ -682,7 +746,7 @@ def _measure_subject(
         probes = None
         if "retrieval" in config.probes and run.ranks.is_main:
             probes = {"layer": EMBEDDING_LAYER, "retrieval": {EMBEDDING_LAYER: _retrieval(z1, z2)}}
-        return _checkpoint_result(config, subject, n_ref, layers, probes)
+        return _checkpoint_result(config, subject, n_ref, layers, probes, run)
 
     layers_wanted = [layer for layer in LAYERS if layer in config.layers]
     if subject.projector is None and "projector" in layers_wanted:
@@ -785,7 +849,7 @@ def _measure_subject(
         )
         if skipped and probes is not None:  # None on ranks > 0, which write no result
             probes["skipped"] = skipped
-    return _checkpoint_result(config, subject, n_ref, layers, probes)
+    return _checkpoint_result(config, subject, n_ref, layers, probes, run)
 
 
 def _checkpoint_result(
@@ -794,9 +858,11 @@ def _checkpoint_result(
     n_ref: int,
     layers: dict[str, Layer],
     probes: dict | None,
+    run: _Run,
 ) -> Result:
     """A checkpoint's result: its measured layers and probes beside the theory panel of its
-    training config."""
+    training config, with the commands that made it (this analysis, and the training a
+    cl-diag checkpoint records)."""
     return build_result(
         source=subject.source,
         n_ref=n_ref,
@@ -805,6 +871,10 @@ def _checkpoint_result(
         training_config=subject.training_config,
         probes=probes,
         theory=theory_panel(subject.training_config, n_ref, layers),
+        commands=Commands(analyze=config.record(), train=subject.training_command),
+        device=run.device,
+        workers=config.workers,
+        ranks=run.ranks,
     )
 
 

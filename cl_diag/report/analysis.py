@@ -29,6 +29,7 @@ from cl_diag.report.document import (
     pct,
     pct_interval,
 )
+from cl_diag.report.environment import analysis_environment
 from cl_diag.report.findings import Finding, RunData, findings_blocks, run_findings
 from cl_diag.result import (
     BASELINES,
@@ -1007,4 +1008,5 @@ def build_analysis(result: Result) -> Document:
     blocks += probe_blocks(result)
     blocks += theory_blocks(result)
     blocks += config_blocks(result)
+    blocks += analysis_environment(result)
     return Document(title=f"cl-diag analysis: {source.path or ''}".rstrip(": "), blocks=blocks)

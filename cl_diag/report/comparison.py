@@ -58,6 +58,7 @@ from cl_diag.report.document import (
 
 # SEED_KEY: the seed goes last in a label: "simclr +VRN3 seed1" reads as a member of the group
 # "simclr +VRN3"
+from cl_diag.report.environment import comparison_environment
 from cl_diag.report.findings import SEED_KEY, Finding, RunData, findings_blocks, run_findings
 from cl_diag.result import (
     COLLAPSE_METRICS,
@@ -1297,4 +1298,5 @@ def build_comparison(
                 blocks.append(diff)
     blocks += study
     blocks += option_study
+    blocks += comparison_environment(cmp.results)
     return Document(title="cl-diag comparison: " + ", ".join(labels), blocks=blocks)

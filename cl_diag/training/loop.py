@@ -53,6 +53,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Sampler
 
+from cl_diag.environment import fingerprint
 from cl_diag.errors import UserError
 from cl_diag.losses import LOSSES, RegularisedLoss, build_loss
 from cl_diag.losses.distributed import gather_batch, gather_with_grad
@@ -535,6 +536,7 @@ def _save(
     epoch: int,
     step: int,
     monitor: Monitor,
+    env: DistEnv,
 ) -> None:
     """``last.pt`` (and ``epoch_NNNN.pt`` every ``save_every`` epochs) and ``metrics.csv``."""
     model = parts.model
@@ -562,6 +564,8 @@ def _save(
         "rng": capture_rng_state(parts.loader_gen),
         "metrics": monitor.history,
         "versions": library_versions(),
+        # what its bits depend on besides the config (docs/reproducibility.md)
+        "environment": fingerprint(device=env.device, workers=config.workers, processes=env.world),
     }
     if isinstance(model.backbone, FreeEmbeddings):
         z1, z2 = model.backbone.views()
@@ -714,7 +718,7 @@ def fit(
         epoch += 1
         if save_dir is not None:
             t1 = time.perf_counter()
-            _save(config, data, parts, save_dir, epoch, step, monitor)
+            _save(config, data, parts, save_dir, epoch, step, monitor, env)
             ckpt_seconds += time.perf_counter() - t1
     return FitResult(
         epochs=epoch,
