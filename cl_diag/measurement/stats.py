@@ -17,6 +17,10 @@ difference (pure numpy / scipy; nothing here reads a result).
   permutation test of "no trend" (:func:`scipy.stats.permutation_test`, pairings).
 - :func:`verdict`: the rule that turns an effect, its interval and a minimum relevant
   effect into *supported*, *contradicted* or *inconclusive*.
+- :func:`agreement`, :func:`welch_df`, :func:`holm`: whether two estimates of one quantity
+  (an original and its reproduction) agree within their replicate prediction interval
+  |e1 - e2| <= t sqrt(se1^2 + se2^2), with the Welch-Satterthwaite degrees of freedom, and
+  Holm's step-down correction over the many quantities a reproduction compares.
 
 Every random draw takes a fixed seed, so a report rendered twice has the same bytes.
 
@@ -47,14 +51,18 @@ __all__ = [
     "CONFIDENCE",
     "EXPECTATIONS",
     "VERDICTS",
+    "Agreement",
     "Summary",
     "Trend",
+    "agreement",
+    "holm",
     "newcombe_interval",
     "pair_mean_se",
     "pair_var_se",
     "summarize",
     "trend",
     "verdict",
+    "welch_df",
     "wilson_interval",
     "z_value",
 ]
@@ -266,3 +274,75 @@ def verdict(
     if relevant and (lo > 0 or hi < 0):
         return "contradicted"
     return "inconclusive"
+
+
+# ---- agreement of an original and its reproduction ---------------------------------------------
+
+
+def welch_df(se1: float, df1: float, se2: float, df2: float) -> float:
+    """Welch-Satterthwaite degrees of freedom of se1^2 + se2^2, where se_i^2 is an estimate
+    with df_i degrees of freedom (inf: known, e.g. a normal-approximation sampling error):
+
+        df = (se1^2 + se2^2)^2 / (se1^4 / df1 + se2^4 / df2).
+    """
+    a, b = se1 * se1, se2 * se2
+    if a + b == 0:
+        return math.inf
+    denominator = (a * a / df1 if math.isfinite(df1) else 0.0) + (
+        b * b / df2 if math.isfinite(df2) else 0.0
+    )
+    return math.inf if denominator == 0 else (a + b) ** 2 / denominator
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """|e1 - e2| against its standard error ``se`` = sqrt(se1^2 + se2^2) with ``df`` degrees
+    of freedom: the half-width ``tolerance`` of the 95 % replicate prediction interval
+    t_{0.975, df} se, and the two-sided ``p_value`` of "both estimate the same quantity"."""
+
+    difference: float
+    se: float
+    df: float
+    tolerance: float
+    p_value: float
+
+    @property
+    def within(self) -> bool:
+        """Inside the (unadjusted) 95 % prediction interval."""
+        return abs(self.difference) <= self.tolerance
+
+
+def agreement(
+    e1: float, e2: float, se: float, df: float = math.inf, confidence: float = CONFIDENCE
+) -> Agreement:
+    """Whether two estimates of one quantity agree: the prediction interval
+    |e1 - e2| <= t_{(1+confidence)/2, df} se (t from the normal distribution for df = inf) and
+    the p-value 2 P(T_df > |e1 - e2| / se). ``se`` = sqrt(s1^2/n1 + s2^2/n2) for two means of
+    n1 and n2 replicates with sample sds s1, s2; sqrt(2) s for one new replicate against one
+    old; 0 makes any difference significant (p = 0) and equality p = 1."""
+    difference = float(e2 - e1)
+    q = (
+        z_value(confidence)
+        if not math.isfinite(df)
+        else float(stats.t.ppf(0.5 + confidence / 2, df))
+    )
+    if se <= 0:
+        p = 1.0 if difference == 0 else 0.0
+        return Agreement(difference, 0.0, df, 0.0, p)
+    t = abs(difference) / se
+    p = float(2 * (stats.norm.sf(t) if not math.isfinite(df) else stats.t.sf(t, df)))
+    return Agreement(difference, float(se), float(df), q * se, p)
+
+
+def holm(p_values: Sequence[float], alpha: float = 1 - CONFIDENCE) -> list[bool]:
+    """Holm's (1979) step-down rejections at family-wise level ``alpha``: sort the m p-values,
+    reject the i-th smallest (i = 1..m) while p_(i) <= alpha / (m - i + 1), stop at the first
+    that is not. Returns, in the given order, whether each is rejected."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    rejected = [False] * len(p_values)
+    m = len(p_values)
+    for rank, i in enumerate(order):
+        if p_values[i] > alpha / (m - rank):
+            break
+        rejected[i] = True
+    return rejected
