@@ -95,6 +95,8 @@ RESUME_FREE_FIELDS = frozenset(
         "download",
         "save_every",
         "log_every",
+        # how the bits are made, not what is computed: a resumed run may turn it on or off
+        "deterministic",
     }
 )
 
@@ -170,6 +172,7 @@ class TrainConfig:
     compile: bool = False
     workers: int | None = None
     sync_bn: bool = False
+    deterministic: bool = False
     # records
     out: str | None = None
     save_every: int = 0

@@ -80,6 +80,7 @@ __all__ = [
     "PairStats",
     "amp_dtype",
     "close_distributed",
+    "deterministic_mode",
     "distributed_env",
     "fit",
     "lr_at",
@@ -395,6 +396,45 @@ class _Parts:
     key_encoder: MomentumEncoder | None = None
 
 
+#: cuBLAS's deterministic workspace setting (docs: "Reproducibility", CUDA >= 10.2)
+CUBLAS_DETERMINISTIC = ":4096:8"
+
+
+@contextmanager
+def deterministic_mode(enabled: bool) -> Iterator[None]:
+    """``--deterministic``: while the run trains, torch's deterministic algorithms (an operation
+    without one stops the run with torch's error), one intra-op thread (a parallel reduction
+    sums in an order that depends on the thread count), cuDNN deterministic with its benchmark
+    off, and ``CUBLAS_WORKSPACE_CONFIG`` at :data:`CUBLAS_DETERMINISTIC` unless set. Everything
+    is restored afterwards. Disabled: nothing changes."""
+    if not enabled:
+        yield
+        return
+    cudnn = torch.backends.cudnn
+    saved = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+        torch.get_num_threads(),
+        cudnn.deterministic,
+        cudnn.benchmark,
+        os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
+    )
+    torch.use_deterministic_algorithms(True)
+    torch.set_num_threads(1)
+    cudnn.deterministic, cudnn.benchmark = True, False
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_DETERMINISTIC)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(saved[0], warn_only=saved[1])
+        torch.set_num_threads(saved[2])
+        cudnn.deterministic, cudnn.benchmark = saved[3], saved[4]
+        if saved[5] is None:
+            os.environ.pop("CUBLAS_WORKSPACE_CONFIG", None)
+        else:
+            os.environ["CUBLAS_WORKSPACE_CONFIG"] = saved[5]
+
+
 @contextmanager
 def _restoring(what: str, config: Any) -> Iterator[None]:
     """A resumed checkpoint whose ``what`` passed the schema check but does not fit this run
@@ -449,7 +489,7 @@ def _build(
     if config.compile:
         # torch.compile of a module returns a module (OptimizedModule); its stub says Callable
         net = cast(nn.Module, torch.compile(net))
-    if device.type == "cuda":
+    if device.type == "cuda" and not getattr(config, "deterministic", False):
         torch.backends.cudnn.benchmark = True  # fixed input shapes; bit-exactness is a CPU promise
 
     optimizer = make_optimizer(
@@ -596,8 +636,23 @@ def fit(
     ``peak_lr``, ``warmup_steps``, ``total_steps``, ``run_epochs``, ``autocast`` and
     ``record()``, the dict stored as the checkpoint's ``config``). ``out_dir`` receives
     ``last.pt`` and ``metrics.csv`` (rank 0 only; None writes nothing). ``resume`` is a loaded
-    checkpoint to continue from; ``progress`` is told about steps and rows.
+    checkpoint to continue from; ``progress`` is told about steps and rows. With
+    ``config.deterministic`` the run trains under :func:`deterministic_mode`.
     """
+    with deterministic_mode(bool(getattr(config, "deterministic", False))):
+        return _fit(config, model, data, out_dir, env=env, resume=resume, progress=progress)
+
+
+def _fit(
+    config: Any,
+    model: ContrastiveModel,
+    data: TrainingData,
+    out_dir: Path | None,
+    *,
+    env: DistEnv,
+    resume: dict[str, Any] | None,
+    progress: FitProgress | None,
+) -> FitResult:
     device = env.device
     parts = _build(config, model, data, env, resume)
     optimizer, sampler = parts.optimizer, parts.sampler
