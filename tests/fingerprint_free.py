@@ -11,19 +11,25 @@ from pathlib import Path
 _MARKERS = {"report.md": "\n## Environment\n", "report.html": "\n<details>\n<summary>Environment"}
 
 
-def without_fingerprint(path: Path) -> bytes | dict:
-    """``path``'s content with the fingerprint taken out (result.json as a dict)."""
-    if path.name == "result.json":
-        data = json.loads(path.read_text(encoding="utf-8"))
+def strip_fingerprint(name: str, content: bytes) -> bytes | dict:
+    """A file's ``content`` with the fingerprint taken out (result.json as a dict), by its
+    ``name``."""
+    if name.endswith("result.json"):
+        data = json.loads(content)
         data.pop("environment", None)
         data.get("source", {}).pop("environment", None)
         return data
-    if path.name in _MARKERS:
-        text = path.read_text(encoding="utf-8")
-        marker = _MARKERS[path.name]
-        assert marker in text, f"{path} has no environment section"
-        return text[: text.index(marker)].encode()
-    return path.read_bytes()
+    for file, marker in _MARKERS.items():
+        if name.endswith(file):
+            text = content.decode("utf-8")
+            assert marker in text, f"{name} has no environment section"
+            return text[: text.index(marker)].encode()
+    return content
+
+
+def without_fingerprint(path: Path) -> bytes | dict:
+    """``path``'s content with the fingerprint taken out (result.json as a dict)."""
+    return strip_fingerprint(path.name, path.read_bytes())
 
 
 def assert_same_but_fingerprint(a: Path, b: Path) -> None:

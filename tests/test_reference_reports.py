@@ -94,3 +94,19 @@ def test_reference_readmes_quote_the_generated_findings(folder):
     generated = tool.generated(root / "comparison" / "report.md")
     assert len(generated) >= 5
     assert tool.quoted(root / "README.md") == generated
+
+
+@pytest.mark.parametrize("folder", ["toy-vrn", "digits-batch-study", "supcl-collapse"])
+def test_reference_readmes_give_the_reproduction_and_the_fingerprint(folder):
+    # issue 22: the command that checks the report, the fingerprint it was made under (quoted
+    # from its results) and the guarantee
+    from cl_diag.report.environment import GUARANTEE
+
+    tool = _quote_findings()
+    root = REPO / "reports" / folder
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    assert f"cl-diag reproduce reports/{folder}" in readme
+    assert " ".join(GUARANTEE.split()) in " ".join(readme.split())
+    lines = tool.fingerprint(root)
+    assert tool.quoted_fingerprint(root / "README.md") == lines
+    assert any(line.startswith("`cpu.aten_capability`: ") for line in lines)

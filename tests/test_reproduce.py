@@ -418,9 +418,9 @@ def test_two_environments_within_noise_same_environment_exact_planted_difference
 
     def mean(seed: int) -> float:
         path = second / f"vrn=0_seed={seed}" / "analysis" / "result.json"
-        return json.loads(path.read_text())["layers"]["projector"]["pairs"][
-            "cross_view_negative"
-        ]["mean"]
+        return json.loads(path.read_text())["layers"]["projector"]["pairs"]["cross_view_negative"][
+            "mean"
+        ]
 
     se = math.sqrt(2 * np.var([mean(2), mean(3), mean(4)], ddof=1))
     path = second / "vrn=0_seed=1" / "analysis" / "result.json"

@@ -852,6 +852,17 @@ def _measure_subject(
     return _checkpoint_result(config, subject, n_ref, layers, probes, run)
 
 
+def _training_command(subject: Subject) -> dict | None:
+    """The training options a cl-diag checkpoint recorded, but for those of one invocation
+    (``--resume``, ``--overwrite``, ``--quiet``): the command that trains the run again."""
+    from cl_diag.orchestration.train import SESSION_FIELDS
+
+    recorded = subject.training_command
+    if recorded is None:
+        return None
+    return {k: v for k, v in recorded.items() if k not in SESSION_FIELDS}
+
+
 def _checkpoint_result(
     config: AnalyzeConfig,
     subject: Subject,
@@ -871,7 +882,7 @@ def _checkpoint_result(
         training_config=subject.training_config,
         probes=probes,
         theory=theory_panel(subject.training_config, n_ref, layers),
-        commands=Commands(analyze=config.record(), train=subject.training_command),
+        commands=Commands(analyze=config.record(), train=_training_command(subject)),
         device=run.device,
         workers=config.workers,
         ranks=run.ranks,

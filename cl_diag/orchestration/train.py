@@ -43,6 +43,7 @@ __all__ = [
     "MAX_WORKERS",
     "OPTIMIZERS",
     "RESUME_FREE_FIELDS",
+    "SESSION_FIELDS",
     "TRAINING_LOSSES",
     "ResolvedTrainConfig",
     "TrainConfig",
@@ -99,6 +100,12 @@ RESUME_FREE_FIELDS = frozenset(
         "deterministic",
     }
 )
+
+
+#: Options that say how one invocation behaves, not what the run computes: left out of the
+#: training command a result records (``commands.train``), so that a run resumed after an
+#: interrupt records the command of the same run as one that was not.
+SESSION_FIELDS = frozenset({"resume", "overwrite", "quiet"})
 
 
 #: Every loss of the library except vrn, which is a regulariser (``--vrn``).

@@ -372,11 +372,16 @@ def _pending(
     """A check before the correction: exact, missing on one side, or its p-value."""
     if _same(original, reproduction):
         return Check(kind, subject, quantity, original, reproduction, EXACT, basis=basis, **more)
-    if original is None or reproduction is None or se is None or not math.isfinite(se):
+    if original is None or reproduction is None or se is None:
         note = "missing on one side" if (original is None) != (reproduction is None) else ""
         note = note or "no standard error"
         return Check(
             kind, subject, quantity, original, reproduction, DIFFERS, basis=basis, note=note, **more
+        )
+    if not math.isfinite(se):  # too few analysed items for any sampling error: nothing to test
+        note = "no sampling error (too few items): not tested"
+        return Check(
+            kind, subject, quantity, original, reproduction, WITHIN, basis=basis, note=note, **more
         )
     test = agreement(original, reproduction, se, df)
     note = "no spread among the replicates" if se == 0 else ""
