@@ -177,6 +177,11 @@ def _study(offset: int = 0) -> list[tuple[str, Result]]:
             d = make_result(n=40, n_ref=1000, batch_size=32, vrn=vrn, seed=seed + offset)
             d["config"]["seed"] = seed
             d["seed"] = 0
+            # every seed the same accuracies (make_result's do not depend on the seed)
+            d["probes"]["splits"] = {
+                "train": {"images": 1347, "of": 1347},
+                "test": {"images": 450, "of": 450},
+            }
             runs.append((f"vrn={vrn:g}_seed={seed}", Result.from_dict(d)))
     return runs
 
@@ -226,6 +231,26 @@ def test_a_run_moved_by_ten_standard_errors_differs_and_its_own_tolerance_stays(
     # both sides hold the same three other seeds: their pooled variance is their own, df 2 + 2
     assert check.se == pytest.approx(math.sqrt(2 * np.var(others, ddof=1))) and check.df == 4
     assert check.status == DIFFERS and rep.outcome == DIFFERS and not rep.reproduced
+
+
+def _accuracy(result: Result, by: float) -> Result:
+    probes = result.probes
+    assert probes is not None and probes.linear is not None
+    linear = dataclasses.replace(probes.linear, top1=probes.linear.top1 + by)
+    return dataclasses.replace(result, probes=dataclasses.replace(probes, linear=linear))
+
+
+def test_an_accuracy_on_a_grid_has_at_least_its_rounding_for_noise():
+    # all seeds scored the same on the 450 test images: a spread of 0, yet a re-run one image
+    # away is within noise (the rounding to the 1/450 grid has sd 1/450/sqrt(12)); ten are not
+    runs = _study()
+    step = 1 / 450
+    for images, status in ((1, WITHIN), (10, DIFFERS)):
+        moved = [r for _, r in runs]
+        moved[1] = _accuracy(moved[1], images * step)
+        check = _check(check_reproduction(runs, moved), "simclr seed2", "linear top-1")
+        assert check.se == pytest.approx(math.sqrt(2) * step / math.sqrt(12))
+        assert "rounding of its grid" in check.basis and check.status == status, images
 
 
 def test_one_run_is_judged_by_the_sampling_error_of_its_images():

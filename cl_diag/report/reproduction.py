@@ -16,7 +16,9 @@ Each quantity gets one of three statuses:
   quantity, pooled over the *other* seeds of the group in the original and in the re-run
   (leaving the run out, so that a run that moved does not widen its own tolerance), and
   se = √2·s (one new value against one old, n1 = n2 = 1), t with the pooled degrees of
-  freedom. A group of two seeds has no other seed: both are pooled, the run included;
+  freedom. A group of two seeds has no other seed: both are pooled, the run included. A
+  statistic counted on a grid (an accuracy on N test images, a ratio of pairs) has at least
+  the spread of its rounding, step/√12, however few seeds landed on one grid point;
 * **a seed group's mean** (what the comparison report prints over seeds): the means of k1 and
   k2 replicates, se = √(s1²/k1 + s2²/k2), Welch's degrees of freedom;
 * **a run without replicates**: the statistic's own sampling error over the n analysed images
@@ -340,6 +342,30 @@ def _quantities(results: Sequence[Result]) -> list[tuple[str, Metric, str | None
     return out
 
 
+def _rounding_sd(metric: Metric, results: Sequence[Result], layer: str | None) -> float:
+    """The smallest spread a statistic counted on a grid can show: an accuracy moves in steps
+    of 1/N test images (Recall@k: of the analysed images), an excessive ratio in steps of
+    1/pairs. Its value is a continuous quantity rounded to the grid, and the rounding alone has
+    the standard deviation step/√12 (uniform over one step): the floor under a between-seed sd
+    estimated from few seeds that all landed on one grid point. 0 for a continuous statistic."""
+    step = 0.0
+    for result in results:
+        if layer is None and metric.accuracy and result.probes is not None:
+            if metric.k is not None:
+                measured = next(iter(result.layers.values()), None)
+                n = measured.n if measured is not None else None
+            else:
+                test = (result.probes.splits or {}).get("test")
+                n = test.images if test is not None else None
+            step = max(step, 1.0 / n if n else 0.0)
+        elif layer is not None and metric.key.endswith("excessive_ratio"):
+            kind = metric.key.removesuffix("_excessive_ratio")
+            stats = result.layers[layer].pairs.get(kind) if layer in result.layers else None
+            count = stats.count if stats is not None else None
+            step = max(step, 1.0 / count if count else 0.0)
+    return step / math.sqrt(12)
+
+
 def _same(a: float | None, b: float | None) -> bool:
     if a is None or b is None:
         return a is b
@@ -450,8 +476,12 @@ def _run_checks(
                     pooled = _pooled(every)
                     basis = f"between-seed sd of the group's {len(members)} seeds"
                 if pooled is not None:
-                    se, df = math.sqrt(2 * pooled[0]), float(pooled[1])
+                    floor = _rounding_sd(metric, (old, new), layer)
+                    sd = max(math.sqrt(pooled[0]), floor)
+                    se, df = math.sqrt(2) * sd, float(pooled[1])
                     basis += f", both sides pooled (df {pooled[1]}), √2 for one re-run"
+                    if sd == floor > 0:
+                        basis += "; at least the rounding of its grid"
             if se is None:
                 se1, basis = sampling_error(metric, old, layer)
                 se2, _ = sampling_error(metric, new, layer)
@@ -488,8 +518,9 @@ def _group_checks(
                 continue
             a = [float(v) for v in old if v is not None]
             b = [float(v) for v in new if v is not None]
-            se1 = statistics.stdev(a) / math.sqrt(len(a))
-            se2 = statistics.stdev(b) / math.sqrt(len(b))
+            floor = _rounding_sd(metric, [original[j] for j in members], layer)
+            se1 = max(statistics.stdev(a), floor) / math.sqrt(len(a))
+            se2 = max(statistics.stdev(b), floor) / math.sqrt(len(b))
             df = welch_df(se1, len(a) - 1, se2, len(b) - 1)
             checks.append(
                 _pending(
