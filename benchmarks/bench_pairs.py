@@ -3,7 +3,9 @@
 In one process, on the same seeded data (n x d standard normal views, z2 = z1 + noise):
 
 * **cl-diag**: ``pair_statistics(z1, z2)`` in exact mode (all three pair types: every
-  statistic, fine-histogram quantiles, excessive ratio; streamed in tiles).
+  statistic, fine-histogram quantiles, excessive ratio; streamed in tiles), and
+  ``pair_statistics_of`` on the rows normalised once (the statistics alone, as ``analyze``
+  runs them: it normalises each layer once for the pairs and the geometry).
 * **peer**: scikit-learn ``cosine_similarity`` on the full matrices (z1 vs z2, z1 vs z1,
   z2 vs z2), then numpy statistics of the same pairs (mean/var in float64, min, max,
   ``np.percentile``, ``np.histogram``, excessive ratio).
@@ -13,6 +15,15 @@ In one process, on the same seeded data (n x d standard normal views, z2 = z1 + 
   n^2 cross-view + n(n-1) within-view similarities for cl-diag (2 d n^2 for the full mm).
   The same tile GEMMs are also run through cl-diag's own parallel structure (one
   single-threaded worker per core): cl-diag's time minus that is the cost of the statistics.
+  **The ratio** cl-diag / these GEMMs (throughput, i.e. GEMM seconds / cl-diag seconds) is
+  printed from the best of each and as the median over the repeats, each repeat running the
+  two back to back (the machine may be shared: paired runs see the same load).
+* **moments check**: the previous implementation's means and variances (float32 similarities
+  from the same tiles, summed in float64; :func:`previous_moments`) against cl-diag's closed
+  form, with the bound they must meet (:func:`moment_bound`): |mean diff| <= eps + E1 and
+  |var diff| <= 2 eps std + eps^2 + E2, eps = gamma_d (float32 rounding of a similarity) and
+  E1, E2 the closed form's float64 bounds (:func:`cl_diag.measurement.moments.error_bounds`,
+  which the float32 sums' own float64 rounding, ~1e-12 here, fits inside).
 
 Peak memory is read from the kernel, not from tracemalloc (which misses torch's CPU
 allocations): before each measurement freed heap is returned (``malloc_trim``) and the
@@ -20,7 +31,7 @@ peak-RSS counter is reset (``echo 5 > /proc/self/clear_refs``, Linux >= 4.0); th
 VmHWM minus the RSS at the start, i.e. the extra resident memory the method needed on top
 of the inputs already loaded.
 
-Run:  python benchmarks/bench_pairs.py [--sizes 2000,5000,10000,20000] [--repeats 2] [--skip-100k]
+Run:  python benchmarks/bench_pairs.py [--sizes 2000,5000,10000,20000] [--repeats 3] [--skip-100k]
 """
 
 from __future__ import annotations
@@ -29,13 +40,16 @@ import argparse
 import contextlib
 import ctypes
 import gc
+import math
 import platform
+import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
 
+from cl_diag.measurement.moments import error_bounds
 from cl_diag.measurement.pairs import (
     _default_tile,
     _LockedIter,
@@ -43,6 +57,7 @@ from cl_diag.measurement.pairs import (
     full_fp32_matmul,
     normalise_views,
     pair_statistics,
+    pair_statistics_of,
     threshold,
 )
 
@@ -147,6 +162,46 @@ def full_mm(u: torch.Tensor, v: torch.Tensor) -> None:
         torch.mm(u, v.T)
 
 
+def previous_moments(u: torch.Tensor, v: torch.Tensor, tile: int) -> dict[str, tuple]:
+    """(mean, var) of the cross- and within-view negatives as the previous implementation
+    computed them: the float32 similarities of the same tiles (torch's threads), each tile's
+    sum and sum of squares in float64, added with math.fsum."""
+    n = u.shape[0]
+    sums: dict[str, list] = {"cross_view_negative": [], "within_view_negative": []}
+    with full_fp32_matmul(), torch.inference_mode():
+        for r0, r1, c0, c1, upper in _tiles(n, tile):
+            s = torch.mm(u[r0:r1], v[c0:c1].T).double()
+            if r0 == c0:
+                s.fill_diagonal_(0.0)  # the positives are not negatives (0 adds nothing)
+            sums["cross_view_negative"].append((float(s.sum()), float((s * s).sum())))
+            if not upper:
+                continue
+            for x in (u, v):
+                w = torch.mm(x[r0:r1], x[c0:c1].T).double()
+                if r0 == c0:
+                    w = torch.triu(w, diagonal=1)
+                sums["within_view_negative"].append((float(w.sum()), float((w * w).sum())))
+    out = {}
+    for kind, parts in sums.items():
+        count = n * (n - 1)
+        total = math.fsum(a for a, _ in parts)
+        squares = math.fsum(b for _, b in parts)
+        mean = total / count
+        out[kind] = (mean, squares / count - mean * mean)
+    return out
+
+
+def moment_bound(n: int, d: int, mean: float, var: float) -> tuple[float, float]:
+    """How far the closed form's (mean, var) may lie from the previous implementation's: the
+    float32 rounding of each similarity, eps = gamma_d rho^2 (Higham Thm 3.5, unit 2^-24),
+    moves the mean by <= eps and the variance by <= 2 eps std + eps^2; the closed form's own
+    float64 error adds E1, E2."""
+    unit = 2.0**-24
+    eps = d * unit / (1 - d * unit) * (1 + 2.0**-22) ** 2
+    e1, e2 = error_bounds(n, d, n * (n - 1), mean, var + mean * mean)
+    return eps + e1, 2 * eps * math.sqrt(var) + eps * eps + e2
+
+
 def data(n: int, d: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     z1 = rng.standard_normal((n, d), dtype=np.float32)
@@ -166,19 +221,26 @@ def compare(ours: dict, theirs: dict) -> float:
 
 def run_size(n: int, d: int, repeats: int, with_peer: bool, block_size: int | None) -> dict:
     z1, z2 = data(n, d)
-    u, v = normalise_views(z1, z2)
+    views = normalise_views(z1, z2)
+    u, v = views
     tile = block_size or _default_tile(n, u.device)
     sims = n * n + n * (n - 1)  # cross-view tiles (incl. positives) + within-view pairs
     flops = 2.0 * d * sims
-    row = {"n": n, "ours": [], "peer": [], "tiles": [], "workers": [], "full": []}
+    row: dict = {"n": n, "ours": [], "stats": [], "peer": [], "tiles": [], "workers": []}
+    row["full"] = []
+    ratios = []
     for _ in range(repeats):
         t, m, ours = measure(lambda: pair_statistics(z1, z2, n_ref=n, block_size=block_size))
         row["ours"].append((t, m))
+        # the statistics alone and the same GEMMs through cl-diag's workers, back to back
+        t_stats, m, _ = measure(lambda: pair_statistics_of(views, n_ref=n, block_size=block_size))
+        row["stats"].append((t_stats, m))
+        t_gemm, m, _ = measure(lambda: plain_tiles_workers(u, v, tile))
+        row["workers"].append((t_gemm, m))
+        ratios.append(t_gemm / t_stats)
         if n <= 20_000:  # torch-threaded tiles: minutes at 100,000 when the cores are shared
             t, m, _ = measure(lambda: plain_tiles(u, v, tile))
             row["tiles"].append((t, m))
-        t, m, _ = measure(lambda: plain_tiles_workers(u, v, tile))
-        row["workers"].append((t, m))
         if with_peer:
             t, m, theirs = measure(lambda: peer(z1, z2, n))
             row["peer"].append((t, m))
@@ -187,14 +249,29 @@ def run_size(n: int, d: int, repeats: int, with_peer: bool, block_size: int | No
             t, m, _ = measure(lambda: full_mm(u, v))
             row["full"].append((t, m))
     best = {
-        k: min(row[k]) if row[k] else None for k in ("ours", "peer", "tiles", "workers", "full")
+        k: min(row[k]) if row[k] else None
+        for k in ("ours", "stats", "peer", "tiles", "workers", "full")
     }
     row["gflops_ours"] = flops / best["ours"][0] / 1e9
+    row["gflops_stats"] = flops / best["stats"][0] / 1e9
     row["gflops_tiles"] = flops / best["tiles"][0] / 1e9 if best["tiles"] else None
     row["gflops_workers"] = flops / best["workers"][0] / 1e9
     row["gflops_full"] = 2.0 * d * n * n / best["full"][0] / 1e9 if best["full"] else None
+    row["ratio_best"] = best["workers"][0] / best["stats"][0]
+    row["ratio_median"] = statistics.median(ratios)
+    row["ratios"] = ratios
     row["best"] = best
     row["tile"] = tile
+    row["d"] = d
+    if n <= 20_000:
+        previous = previous_moments(u, v, tile)
+        checks = []
+        for kind, (mean0, var0) in previous.items():
+            mean_bound, var_bound = moment_bound(n, d, mean0, var0)
+            dm = abs(ours[kind]["mean"] - mean0)
+            dv = abs(ours[kind]["var"] - var0)
+            checks.append((kind, dm, mean_bound, dv, var_bound))
+        row["moments"] = checks
     return row
 
 
@@ -202,7 +279,7 @@ def report(row: dict) -> None:
     n, best = row["n"], row["best"]
     ours_t, ours_m = best["ours"]
     runs = ", ".join(f"{t:.2f}" for t, _ in row["ours"])
-    print(f"\nn = {n:,}  (tile {row['tile']}, d = 128)")
+    print(f"\nn = {n:,}  (tile {row['tile']}, d = {row['d']})")
     print(f"  cl-diag exact      {ours_t:8.2f} s   peak +{ours_m:8.1f} MiB   runs: {runs}")
     if best["peer"]:
         peer_t, peer_m = best["peer"]
@@ -213,8 +290,13 @@ def report(row: dict) -> None:
             f"{peer_m / max(ours_m, 1e-9):6.1f}x"
             f"   max |diff| of mean/var/min/max {row['max_abs_diff']:.1e}"
         )
+    stats_t, _ = best["stats"]
     workers_t, _ = best["workers"]
-    print(f"  cl-diag            {row['gflops_ours']:6.1f} GFLOP/s")
+    runs = ", ".join(f"{t:.2f}" for t, _ in row["stats"])
+    print(
+        f"  cl-diag            {row['gflops_ours']:6.1f} GFLOP/s; the statistics alone (rows "
+        f"normalised once) {stats_t:.2f} s, {row['gflops_stats']:.1f} GFLOP/s   runs: {runs}"
+    )
     if best["tiles"]:
         tiles_t, _ = best["tiles"]
         print(
@@ -222,9 +304,17 @@ def report(row: dict) -> None:
             "(torch threads);"
             f"  cl-diag = {100 * row['gflops_ours'] / row['gflops_tiles']:5.1f} % of it"
         )
+    runs = ", ".join(f"{t:.2f}" for t, _ in row["workers"])
     print(
-        f"  same, cl-diag's workers {workers_t:5.2f} s   {row['gflops_workers']:6.1f} GFLOP/s;"
-        f"  cl-diag = {100 * row['gflops_ours'] / row['gflops_workers']:5.1f} % of it"
+        f"  same, cl-diag's workers {workers_t:5.2f} s   {row['gflops_workers']:6.1f} GFLOP/s   "
+        f"runs: {runs}"
+    )
+    paired = ", ".join(f"{100 * r:.0f}" for r in row["ratios"])
+    print(
+        f"  RATIO statistics / tile GEMMs through cl-diag's workers: "
+        f"{100 * row['ratio_best']:5.1f} % (best vs best), "
+        f"{100 * row['ratio_median']:5.1f} % (median of the paired repeats: {paired} %); "
+        f"with normalising: {100 * row['gflops_ours'] / row['gflops_workers']:5.1f} %"
     )
     if row["gflops_full"]:
         full_t, full_m = best["full"]
@@ -232,6 +322,12 @@ def report(row: dict) -> None:
             f"  one full n x n mm  {full_t:8.2f} s   {row['gflops_full']:6.1f} GFLOP/s "
             f"(peak +{full_m:.0f} MiB);"
             f"  cl-diag = {100 * row['gflops_ours'] / row['gflops_full']:5.1f} % of it"
+        )
+    for kind, dm, mb, dv, vb in row.get("moments", []):
+        verdict = "within" if dm <= mb and dv <= vb else "OUTSIDE"
+        print(
+            f"  moments vs the previous implementation, {kind}: |d mean| {dm:.1e} "
+            f"(bound {mb:.1e}), |d var| {dv:.1e} (bound {vb:.1e}): {verdict} the bound"
         )
 
 
@@ -242,7 +338,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--d", type=int, default=128)
     parser.add_argument(
-        "--repeats", type=int, default=2, help="timed runs per size; the best is reported"
+        "--repeats", type=int, default=3, help="timed runs per size; the best is reported"
     )
     parser.add_argument(
         "--block-size", type=int, default=None, help="tile side (default: cl-diag's)"
@@ -269,8 +365,8 @@ def main(argv: list[str] | None = None) -> None:
         )
     print("\npeak = extra resident memory (VmHWM after reset) over the RSS before the call")
     print(
-        f"cl-diag working set per CPU worker: ~25 bytes x tile^2 = "
-        f"{25 * _default_tile(10**6, torch.device('cpu')) ** 2 / 2**20:.0f} MiB at the default tile"
+        f"cl-diag working set per CPU worker: ~16 bytes x tile^2 = "
+        f"{16 * _default_tile(10**6, torch.device('cpu')) ** 2 / 2**20:.0f} MiB at the default tile"
     )
 
 

@@ -1,35 +1,45 @@
-"""GPU smoke test: the CUDA paths of training and analysis, end to end, in under 5 minutes.
+"""GPU smoke test: the CUDA paths of training and analysis, end to end, as one prepared script.
 
-No GPU ran cl-diag's CUDA code before this script. On one GPU it runs, in one process:
+It has not run on a GPU yet (no figure in the README comes from it). On one GPU it runs, in
+one process, each phase checking what it produced and reporting a failure without stopping
+the others (exit status 1 if any failed):
 
 1. **train**: ResNet-18-CIFAR with SimCLR through the trainer (:func:`cl_diag.orchestration.train.
    train`), on synthetic data written in CIFAR-10's on-disk format (torchvision's pickled
-   batches; class-dependent colours plus noise), for ``--steps`` steps at ``--batch-size``,
-   with the trainer's CUDA settings: autocast (``--precision auto``: bf16 where supported,
-   else fp16 with a GradScaler), channels_last, pinned memory, DataLoader workers. Once
-   without and once with VRN (lambda = ``--vrn``). Prints instances/s (each instance is two
-   augmented views) from the metrics rows after the first (cuDNN autotuning, warm-up).
-2. **analyze** the VRN run's checkpoint (:func:`cl_diag.orchestration.analyze.analyze`):
-   encode two views of ``--num-images`` training images with fp16 autocast and channels_last,
-   measure both layers on the GPU, kNN and retrieval probes; prints images/s of the whole
-   command.
-3. **exact pairs** of n = ``--exact-n`` synthetic views (d = 128) on the GPU: all n(n-1)
-   cross-view and n(n-1) within-view pairs (:func:`cl_diag.measurement.pairs.pair_statistics`)
-   and the geometry (uniformity streams n^2 more similarities). Prints pairs/s against the
-   GPU's float32 matmul throughput (TF32 off) on the *same tile shapes*: the tile GEMMs alone,
-   timed on their own, are the ceiling, and the ratio is what the statistics cost.
-4. **sampled pairs** of n = ``--sampled-n`` views: ``--num-pairs`` pairs of each type.
+   batches; class-dependent colours plus noise; 50,000 + 10,000 images, CIFAR's size), for
+   ``--steps`` steps at ``--batch-size``, with the trainer's CUDA settings: autocast
+   (``--precision auto``: bf16 where supported, else fp16 with a GradScaler), channels_last,
+   pinned memory, DataLoader workers. Once without and once with VRN (lambda = ``--vrn``).
+   Prints instances/s (each instance is two augmented views) from the metrics rows after the
+   first (cuDNN autotuning, warm-up).
+2. **loops**: images/s of cl-diag's training loop (``fit``) against a plain AMP loop written
+   here (forward under autocast, SimCLR loss, backward through a GradScaler where fp16,
+   SGD step; nothing else), same model, data, augmentation, DataLoader and batch size, run
+   alternately twice each after a warm-up epoch; the ratio of the best of each, with the
+   target cl-diag >= 0.9 x the plain loop (within 10 %).
+3. **analyze** the VRN run's checkpoint end to end, as ``cl-diag analyze`` does by default
+   (:func:`cl_diag.orchestration.analyze.analyze`: every probe, the raw-pixel and random-init
+   baselines) at CIFAR size: two views of ``--num-images`` (50,000) training images encoded
+   with fp16 autocast and channels_last, both layers' exact pairs and geometry on the GPU,
+   the probes on the 50,000 + 10,000 split images; prints images/s of the whole command.
+4. **exact pairs** of n = ``--exact-n`` (1,000,000) synthetic views (d = 128) on the GPU: all
+   n(n-1) cross-view and n(n-1) within-view pairs (:func:`cl_diag.measurement.pairs.
+   pair_statistics`), target < 30 s on one H200; the same tile GEMMs alone (float32, TF32
+   off, the same tile shapes) timed on their own: the ceiling, and the ratio is what the
+   statistics cost; then the geometry (uniformity streams n^2/2 more similarities per view).
+5. **sampled pairs** of n = ``--sampled-n`` views: ``--num-pairs`` pairs of each type; and
+   **moments** mode at n = ``--moments-n`` (ImageNet's 1,281,167): exact means and variances
+   over all pairs in closed form, the rest from ``--num-pairs`` sampled pairs.
 
 Peak memory per phase: ``torch.cuda.max_memory_allocated`` on CUDA; on CPU the kernel's
 peak resident set (VmHWM, reset per phase where Linux allows) minus the resident set at
-the phase's start. Every phase checks what it produced (counts, finite losses, the steps
-run) and a failed phase is reported and makes the exit status 1, after the other phases ran.
+the phase's start.
 
 On CPU (or with ``--tiny``) a tiny version runs: the same code paths at toy sizes, in about
 a minute on two cores; ``tests/test_gpu_smoke.py`` runs it so that the script cannot rot.
 
-Run:  python benchmarks/gpu_smoke.py [--json figures.json]          (full sizes on CUDA)
-      python benchmarks/gpu_smoke.py --tiny --device cpu             (what CI runs)
+Run:  python benchmarks/gpu_smoke.py --json figures.json          (full sizes on CUDA)
+      python benchmarks/gpu_smoke.py --tiny --device cpu           (what CI runs)
 """
 
 from __future__ import annotations
@@ -68,21 +78,27 @@ class Sizes:
     train_images: int
     test_images: int
     num_images: int  # analyze: instances whose two views are encoded
-    probe_images: int  # analyze: train-split images of the kNN probe (test: a fifth)
+    probe_images: int  # analyze: train-split images of the probes (test: a fifth)
+    loop_epochs: int  # loops: epochs of each timed run (after one warm-up epoch)
+    loop_images: int  # loops: training images of those epochs
     exact_n: int
     sampled_n: int
+    moments_n: int
     num_pairs: int
 
 
 FULL = Sizes(
     steps=300,
     batch_size=256,
-    train_images=20_000,
-    test_images=2_000,
-    num_images=5_000,
-    probe_images=5_000,
-    exact_n=50_000,
+    train_images=50_000,
+    test_images=10_000,
+    num_images=50_000,
+    probe_images=50_000,
+    loop_epochs=2,
+    loop_images=25_600,
+    exact_n=1_000_000,
     sampled_n=1_000_000,
+    moments_n=1_281_167,
     num_pairs=1_000_000,
 )
 TINY = Sizes(
@@ -92,10 +108,16 @@ TINY = Sizes(
     test_images=20,
     num_images=40,
     probe_images=40,
+    loop_epochs=1,
+    loop_images=32,
     exact_n=400,
     sampled_n=20_000,
+    moments_n=30_000,
     num_pairs=5_000,
 )
+#: targets of issue 25 (only judged at full size on CUDA)
+EXACT_TARGET_SECONDS = 30.0
+LOOP_TARGET_RATIO = 0.9
 
 
 # --------------------------------------------------------------------------- measuring
@@ -250,8 +272,6 @@ def analyze_phase(checkpoint: Path, out: Path, sizes: Sizes, device: str) -> dic
             input=checkpoint,
             out=out,
             num_images=sizes.num_images,
-            probes=("knn", "retrieval"),
-            baselines=False,
             probe_train_images=sizes.probe_images,
             probe_test_images=max(2, sizes.probe_images // 5),
             device=device,
@@ -265,8 +285,103 @@ def analyze_phase(checkpoint: Path, out: Path, sizes: Sizes, device: str) -> dic
         check(layer.n == sizes.num_images, f"{name}: n = {layer.n}")
         check(cross.count == layer.n * (layer.n - 1), f"{name}: {cross.count} cross-view pairs")
     check((out / "result.json").is_file(), "no result.json")
-    images = 2 * sizes.num_images + sizes.probe_images + max(2, sizes.probe_images // 5)
+    check(result.probes is not None, "no probes")
+    # two views of the sample, then the probe splits by the trained and the random-init encoder
+    images = 2 * sizes.num_images + 2 * (sizes.probe_images + max(2, sizes.probe_images // 5))
     return {"seconds": seconds, "images_encoded": images, "images_per_s": images / seconds}
+
+
+def loops_phase(root: Path, sizes: Sizes, device: str) -> dict:
+    """images/s of cl-diag's ``fit`` against a plain AMP loop on the same model and data."""
+    from dataclasses import replace
+
+    from cl_diag.losses import LOSSES
+    from cl_diag.models import build_model
+    from cl_diag.orchestration.train import TrainConfig, resolve_config
+    from cl_diag.training.data import training_data
+    from cl_diag.training.loop import DistEnv, EpochBatchSampler, amp_dtype, fit
+
+    dev = torch.device(device)
+    data = training_data("cifar10", seed=0, data_root=str(root), num_samples=sizes.loop_images)
+    options = TrainConfig(
+        dataset="cifar10",
+        data_root=str(root),
+        num_samples=sizes.loop_images,
+        arch="resnet18-cifar",
+        loss="simclr",
+        batch_size=sizes.batch_size,
+        epochs=sizes.loop_epochs,
+        device=device,
+        precision="auto",
+        quiet=True,
+    )
+    config = resolve_config(options, n_train=data.n_train)
+
+    def plain(cfg) -> int:
+        """Forward under autocast, SimCLR loss, backward (GradScaler for fp16), SGD step."""
+        model = build_model(cfg, seed=cfg.seed).to(dev)
+        channels_last = dev.type == "cuda"
+        if channels_last:
+            model = model.to(memory_format=torch.channels_last)
+        opt = torch.optim.SGD(
+            model.parameters(), lr=cfg.peak_lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay
+        )
+        dtype = amp_dtype(cfg.autocast, dev)
+        scaler = torch.amp.GradScaler(dev.type, enabled=dtype == torch.float16)
+        loss_fn = LOSSES[cfg.loss]
+        sampler = EpochBatchSampler(data.n_train, cfg.batch_size, cfg.seed)
+        loader = torch.utils.data.DataLoader(
+            data.train_set,
+            batch_sampler=sampler,
+            num_workers=cfg.workers,
+            pin_memory=channels_last,
+            persistent_workers=cfg.workers > 0,
+        )
+        steps = 0
+        model.train()
+        for epoch in range(cfg.run_epochs):
+            sampler.set_epoch(epoch)
+            for _, v1, v2, _ in loader:
+                x = torch.cat([v1, v2]).to(dev, non_blocking=True)
+                if channels_last:
+                    x = x.contiguous(memory_format=torch.channels_last)
+                with torch.autocast(dev.type, dtype=dtype, enabled=dtype is not None):
+                    z = model(x)
+                z1, z2 = z.float().chunk(2)
+                loss = loss_fn(z1, z2, temperature=cfg.temperature)
+                opt.zero_grad(set_to_none=True)
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                scaler.update()
+                steps += 1
+        return steps
+
+    def ours(cfg) -> int:
+        model = build_model(cfg, seed=cfg.seed)
+        return fit(cfg, model, data, out_dir=None, env=DistEnv(dev)).steps
+
+    plain(replace(config, run_epochs=1))  # warm-up: cuDNN autotuning, allocator, page cache
+    rates: dict[str, list[float]] = {"plain": [], "cl_diag": []}
+    for _ in range(2):  # alternately, so that a slow phase of the machine hits both
+        for name, loop in (("plain", plain), ("cl_diag", ours)):
+            _sync(dev)
+            t0 = time.perf_counter()
+            steps = loop(config)
+            _sync(dev)
+            rates[name].append(steps * sizes.batch_size / (time.perf_counter() - t0))
+    check(all(r > 0 for r in rates["plain"] + rates["cl_diag"]), "a loop ran no step")
+    ratio = max(rates["cl_diag"]) / max(rates["plain"])
+    return {
+        "batch_size": sizes.batch_size,
+        "epochs": sizes.loop_epochs,
+        "images": sizes.loop_images,
+        "precision": str(amp_dtype(config.autocast, dev) or "fp32"),
+        "plain_instances_per_s": rates["plain"],
+        "cl_diag_instances_per_s": rates["cl_diag"],
+        "ratio": ratio,
+        "target_ratio": LOOP_TARGET_RATIO,
+        "target_met": ratio >= LOOP_TARGET_RATIO,
+    }
 
 
 def _synthetic_views(n: int, device: torch.device, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -327,6 +442,8 @@ def exact_phase(n: int, device: torch.device, peak: Peak) -> dict:
         "d": D,
         "tile": tile,
         "seconds": seconds,
+        "target_seconds": EXACT_TARGET_SECONDS,
+        "target_met": seconds < EXACT_TARGET_SECONDS,
         "pairs_per_s": pairs / seconds,
         "similarities_per_s": sims / seconds,
         "gemm_similarities_per_s": sims / gemm_seconds,
@@ -336,6 +453,29 @@ def exact_phase(n: int, device: torch.device, peak: Peak) -> dict:
         "geometry_seconds": geo_seconds,
         "geometry_peak_mib": geo_mib,
         "excessive_ratio": stats["cross_view_negative"]["excessive_ratio"],
+    }
+
+
+def moments_phase(n: int, num_pairs: int, device: torch.device, peak: Peak) -> dict:
+    z1, z2 = _synthetic_views(n, device, seed=3)
+    peak.start()
+    t0 = time.perf_counter()
+    stats = pair_statistics(z1, z2, n_ref=n, mode="moments", num_pairs=num_pairs, seed=0)
+    seconds = time.perf_counter() - t0
+    for kind in ("cross_view_negative", "within_view_negative"):
+        block = stats[kind]
+        check(block["count"] == n * (n - 1), f"{kind}: {block['count']} pairs")
+        check(block["exact"] == ["count", "mean", "var", "std"], f"{kind}: exact {block['exact']}")
+        check(block["sampling"]["pairs"] == num_pairs, f"{kind}: sample size")
+    check(stats["positive"]["count"] == n and not stats["positive"]["estimate"], "positives")
+    return {
+        "n": n,
+        "d": D,
+        "num_pairs": num_pairs,
+        "seconds": seconds,
+        "peak_mib": peak.mib(),
+        "cross_view_mean": stats["cross_view_negative"]["mean"],
+        "cross_view_var": stats["cross_view_negative"]["var"],
     }
 
 
@@ -389,6 +529,14 @@ def _report(figures: dict) -> str:
                 f"{f['instances_per_s']:,.0f} instances/s ({2 * f['instances_per_s']:,.0f} "
                 f"views/s), peak {f['peak_mib']:,.0f} MiB"
             )
+    f = figures.get("loops", {})
+    if "ratio" in f:
+        lines.append(
+            f"loops      ResNet-18-CIFAR SimCLR, batch {f['batch_size']} ({f['precision']}): "
+            f"cl-diag {max(f['cl_diag_instances_per_s']):,.0f} vs plain AMP loop "
+            f"{max(f['plain_instances_per_s']):,.0f} instances/s: ratio {f['ratio']:.3f} "
+            f"(target >= {f['target_ratio']}: {'met' if f['target_met'] else 'NOT met'})"
+        )
     f = figures.get("analyze", {})
     if "images_per_s" in f:
         lines.append(
@@ -402,7 +550,8 @@ def _report(figures: dict) -> str:
             f"exact      n = {f['n']:,}: {f['seconds']:.2f} s, {f['pairs_per_s']:.3g} pairs/s; "
             f"the same tile GEMMs alone: {f['gemm_similarities_per_s']:.3g} similarities/s "
             f"({f['gemm_tflops']:.1f} TFLOP/s fp32), i.e. {100 * f['fraction_of_gemm']:.0f} % "
-            f"of the time is matmul; peak {f['peak_mib']:,.0f} MiB (tile {f['tile']})"
+            f"of the time is matmul; peak {f['peak_mib']:,.0f} MiB (tile {f['tile']}); "
+            f"target < {f['target_seconds']:.0f} s: {'met' if f['target_met'] else 'NOT met'}"
         )
         lines.append(
             f"geometry   n = {f['n']:,}: {f['geometry_seconds']:.2f} s, "
@@ -413,6 +562,12 @@ def _report(figures: dict) -> str:
         lines.append(
             f"sampled    n = {f['n']:,}, {f['num_pairs']:,} pairs per type: {f['seconds']:.2f} s, "
             f"{f['pairs_per_s']:.3g} pairs/s, peak {f['peak_mib']:,.0f} MiB"
+        )
+    f = figures.get("moments", {})
+    if "seconds" in f:
+        lines.append(
+            f"moments    n = {f['n']:,}, exact means and variances, {f['num_pairs']:,} sampled "
+            f"pairs per type: {f['seconds']:.2f} s, peak {f['peak_mib']:,.0f} MiB"
         )
     if figures["failed"]:
         lines.append(f"FAILED: {', '.join(figures['failed'])}")
@@ -427,6 +582,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int)
     parser.add_argument("--exact-n", type=int)
     parser.add_argument("--sampled-n", type=int)
+    parser.add_argument("--moments-n", type=int)
     parser.add_argument("--num-pairs", type=int)
     parser.add_argument("--vrn", type=float, default=30.0, help="lambda of the VRN run")
     parser.add_argument("--json", type=Path, help="also write the figures here")
@@ -438,7 +594,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = TINY if (args.tiny or device.type == "cpu") else FULL
     overrides = {
         k: getattr(args, k)
-        for k in ("steps", "batch_size", "exact_n", "sampled_n", "num_pairs")
+        for k in ("steps", "batch_size", "exact_n", "sampled_n", "moments_n", "num_pairs")
         if getattr(args, k) is not None
     }
     sizes = Sizes(**{**sizes.__dict__, **overrides})
@@ -471,12 +627,24 @@ def main(argv: list[str] | None = None) -> int:
                 return {**out, "peak_mib": peak.mib()}
 
             _run_phase("analyze", figures, failed, run_analyze)
+
+            def run_loops() -> dict:
+                peak.start()
+                return {**loops_phase(root, sizes, args.device), "peak_mib": peak.mib()}
+
+            _run_phase("loops", figures, failed, run_loops)
     _run_phase("exact", figures, failed, lambda: exact_phase(sizes.exact_n, device, peak))
     _run_phase(
         "sampled",
         figures,
         failed,
         lambda: sampled_phase(sizes.sampled_n, sizes.num_pairs, device, peak),
+    )
+    _run_phase(
+        "moments",
+        figures,
+        failed,
+        lambda: moments_phase(sizes.moments_n, sizes.num_pairs, device, peak),
     )
     figures["seconds"] = time.perf_counter() - t0
     print(_report(figures))

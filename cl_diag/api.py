@@ -84,9 +84,11 @@ def measure(
     views of instance i (rounded to float32 as a file's are; a tensor is measured on its
     device). ``labels``: n integer class labels (adds the by-class split of the negatives).
     ``n_ref``: the number of training instances of the threshold delta = -1/(n_ref - 1)
-    (default n). ``pairs``: "exact" (all pairs, streamed) or "sampled" (``num_pairs`` per
-    type, drawn with ``seed``); ``block_size`` rows per streamed block (default from a
-    memory budget); ``hist_bins`` bins of the stored histogram.
+    (default n). ``pairs``: "exact" (all pairs, streamed), "sampled" (``num_pairs`` per
+    type, drawn with ``seed``) or "moments" (exact means and variances over all pairs in
+    O(n d^2), the rest estimated from ``num_pairs`` sampled pairs per type);
+    ``block_size`` rows per streamed block (default from a memory budget); ``hist_bins``
+    bins of the stored histogram.
 
     The statistics of each pair type (Lee et al., ICML 2025): count, mean, population
     variance, std, min, max, quantiles, histogram; for negatives the excessive ratio

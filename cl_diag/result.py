@@ -254,7 +254,52 @@ _PAIR_KEYS = (
     "excessive_ratio",
     "excessive_count",
     "by_class",
+    "exact",
+    "sampling",
 )
+
+
+def _interval(value: object, at: _At) -> list[Any] | None:
+    """A [low, high] interval of numbers, or None."""
+    if value is None:
+        return None
+    bounds = at.numbers(value)
+    if len(bounds) != 2:
+        at.fail("is not a [low, high] interval")
+    return bounds
+
+
+@dataclass(frozen=True, kw_only=True)
+class Sampling:
+    """How the estimates of a block of ``--pairs moments`` were made: from ``pairs`` pairs
+    drawn uniformly (with replacement, seeded), with intervals at ``confidence`` for the
+    population's values: ``excessive_ratio`` [low, high] (Wilson score interval) and, per
+    quantile level, [low, high] (distribution-free: the order statistics whose ranks bound the
+    binomial count of draws below the quantile). None where the sample holds no pair."""
+
+    pairs: int
+    confidence: float
+    excessive_ratio: list[float] | None
+    quantiles: dict[str, list[float] | None]
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], at: _At = _HERE) -> Sampling:
+        d = at.obj(d)
+        quantiles = (at / "quantiles").obj(at.req(d, "quantiles"))
+        return cls(
+            pairs=(at / "pairs").integer(at.req(d, "pairs"), null=False),
+            confidence=(at / "confidence").number(at.req(d, "confidence"), null=False),
+            excessive_ratio=_interval(d.get("excessive_ratio"), at / "excessive_ratio"),
+            quantiles={str(k): _interval(v, at / "quantiles" / k) for k, v in quantiles.items()},
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "pairs": self.pairs,
+            "confidence": self.confidence,
+            "excessive_ratio": self.excessive_ratio,
+            "quantiles": self.quantiles,
+        }
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -283,6 +328,11 @@ class PairStats:
     #: None only for positives, which have no threshold: the key is then absent
     excessive_count: int | None = None
     by_class: ClassSplit | None = None
+    #: ``--pairs moments``: the statistics that are exact although ``estimate`` is true (count,
+    #: mean, var, std, over every pair); the others come from the sample ``sampling`` describes
+    #: (its ``pairs`` similarities are what ``histogram`` and ``excessive_count`` count)
+    exact: tuple[str, ...] | None = None
+    sampling: Sampling | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -319,6 +369,10 @@ class PairStats:
             if negative
             else None,
             by_class=_optional(d, "by_class", ClassSplit.from_dict, at),
+            exact=None
+            if d.get("exact") is None
+            else tuple((at / "exact" / i).text(k, null=False) for i, k in enumerate(d["exact"])),
+            sampling=_optional(d, "sampling", Sampling.from_dict, at),
             extra=_rest(d, _PAIR_KEYS),
         )
 
@@ -338,6 +392,10 @@ class PairStats:
         if self.negative:
             out["excessive_ratio"] = self.excessive_ratio
             out["excessive_count"] = self.excessive_count
+        if self.exact is not None:
+            out["exact"] = list(self.exact)
+        if self.sampling is not None:
+            out["sampling"] = self.sampling.to_dict()
         if self.by_class is not None:
             out["by_class"] = self.by_class.to_dict()
         out.update(self.extra)
@@ -446,7 +504,32 @@ _GEOMETRY_KEYS = (
     "spectrum",
     "frontier_gap",
     "alignment_ceiling",
+    "uniformity_sampling",
 )
+
+
+@dataclass(frozen=True, kw_only=True)
+class UniformitySampling:
+    """``--pairs moments``: the uniformity is estimated from ``pairs`` pairs i != j of each view
+    drawn uniformly (seeded); ``u``, ``v``: [low, high] intervals at ``confidence``."""
+
+    pairs: int
+    confidence: float
+    u: list[float] | None
+    v: list[float] | None
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], at: _At = _HERE) -> UniformitySampling:
+        d = at.obj(d)
+        return cls(
+            pairs=(at / "pairs").integer(at.req(d, "pairs"), null=False),
+            confidence=(at / "confidence").number(at.req(d, "confidence"), null=False),
+            u=_interval(d.get("u"), at / "u"),
+            v=_interval(d.get("v"), at / "v"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pairs": self.pairs, "confidence": self.confidence, "u": self.u, "v": self.v}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -462,6 +545,8 @@ class Geometry:
     spectrum: Spectrum
     frontier_gap: float | None
     alignment_ceiling: Ceiling
+    #: None: the uniformity is exact (every pair); else how it was estimated (moments mode)
+    uniformity_sampling: UniformitySampling | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -478,19 +563,24 @@ class Geometry:
             alignment_ceiling=Ceiling.from_dict(
                 at.req(d, "alignment_ceiling"), at / "alignment_ceiling"
             ),
+            uniformity_sampling=_optional(
+                d, "uniformity_sampling", UniformitySampling.from_dict, at
+            ),
             extra=_rest(d, _GEOMETRY_KEYS),
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "alignment": self.alignment,
             "uniformity": self.uniformity.to_dict(),
             "effective_rank": self.effective_rank.to_dict(),
             "spectrum": self.spectrum.to_dict(),
             "frontier_gap": self.frontier_gap,
             "alignment_ceiling": self.alignment_ceiling.to_dict(),
-            **self.extra,
         }
+        if self.uniformity_sampling is not None:
+            out["uniformity_sampling"] = self.uniformity_sampling.to_dict()
+        return {**out, **self.extra}
 
 
 # --------------------------------------------------------------------------- class collapse
@@ -1582,9 +1672,10 @@ class Result:
 
     ``threshold`` is delta = -1/(n_ref - 1), the simplex-ETF similarity of n_ref training
     instances (Thm 5.1) that the excessive ratios count against; ``mode`` "exact" (all
-    pairs) or "sampled" (``num_pairs`` per type, estimates); ``config`` the training
-    config of a checkpoint ({} for embeddings). ``probes`` and ``theory`` are None for an
-    embeddings file.
+    pairs), "sampled" (``num_pairs`` per type, estimates) or "moments" (exact means and
+    variances over all pairs, the rest estimated from ``num_pairs`` per type); ``config``
+    the training config of a checkpoint ({} for embeddings). ``probes`` and ``theory`` are
+    None for an embeddings file.
     """
 
     schema: str
@@ -1708,8 +1799,9 @@ class Result:
 
     @property
     def estimate(self) -> bool:
-        """True when the pair statistics are sampled estimates."""
-        return self.mode == "sampled"
+        """True when (some of) the pair statistics are sampled estimates: ``sampled`` mode, or
+        ``moments`` mode (exact means and variances, the rest sampled)."""
+        return self.mode in ("sampled", "moments")
 
     def to_frame(self) -> pd.DataFrame:
         """One tidy row per layer x pair type x statistic.

@@ -27,9 +27,14 @@ from cl_diag.models.foreign import (
     solo_training_config,
 )
 from cl_diag.models.foreign import rebuild_projector as build_projector
-from cl_diag.orchestration.analyze import theory_panel
+from cl_diag.runconfig import parse_run_config
 
 PROBES_DIR = Path(__file__).resolve().parents[1] / "probes"
+
+
+def theory_panel(config: dict, n_ref: int, layers: dict) -> dict:
+    """The theory panel of a recorded training config (parsed once, as analyze does)."""
+    return th.theory_panel(parse_run_config(config), n_ref, layers)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -624,7 +629,15 @@ def test_theory_n_dependent_predictions_for_a_mini_batch_and_the_full_batch():
     assert "full_batch" not in theory_panel({"loss": "simclr", "batch_size": 32}, 50000, {})
     # the band is the prediction without VRN: the statement says so for a VRN run
     vrn = theory_panel({"loss": "simclr", "batch_size": 32, "vrn": 30.0}, 50000, {})
+    assert "VRN (lambda = 30) penalises" in vrn["statement"]
     assert "changes the fixed-batch optimum" in vrn["statement"]
+    # one meaning of a config's vrn (cl_diag.runconfig): nested with a weight, on without one
+    nested = {"loss": "simclr", "batch_size": 32, "vrn": {"enabled": True, "lambda": 3.0}}
+    assert "VRN (lambda = 3) penalises" in theory_panel(nested, 50000, {})["statement"]
+    bare = {"loss": "simclr", "batch_size": 32, "vrn": {"enabled": True}}
+    assert "VRN (lambda not recorded) penalises" in theory_panel(bare, 50000, {})["statement"]
+    off = {"loss": "simclr", "batch_size": 32, "vrn": {"enabled": False, "lambda": 3.0}}
+    assert "penalises" not in theory_panel(off, 50000, {})["statement"]
 
 
 def test_theory_coefficients_outside_the_papers_cases_get_no_theorem():

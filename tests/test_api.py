@@ -107,7 +107,10 @@ def test_measure_takes_torch_and_numpy_alike_and_reads_by_attribute():
     [
         (lambda z: cl_diag.measure(z, z, n_ref=1), "n_ref 1 is too small"),
         (lambda z: cl_diag.measure(z, z, n_ref=5e4), "n_ref must be a whole number"),
-        (lambda z: cl_diag.measure(z, z, pairs="all"), "pairs must be 'exact' or 'sampled'"),
+        (
+            lambda z: cl_diag.measure(z, z, pairs="all"),
+            "pairs must be 'exact', 'sampled' or 'moments'",
+        ),
         (lambda z: cl_diag.measure(z, z, num_pairs=0), "num_pairs must be at least 1"),
         (lambda z: cl_diag.measure(z, z[:5]), "differ in shape"),
         (lambda z: cl_diag.measure(z[0], z[0]), "it must be 2-D"),

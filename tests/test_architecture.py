@@ -1,20 +1,33 @@
-"""The shape of the code: imports run one way, and result.json's key paths have one home.
+"""The shape of the code: imports run one way without circles, result.json's key paths have
+one home, and a run's training config is read through its one typed parse.
 
 Every module of ``cl_diag`` is parsed, not imported, and each of its imports is read, at
-module level and inside functions (a late import is still an arrow). Three rules:
+module level and inside functions (a late import is still an arrow). Five rules:
 
 (a) no module outside the command line (``cl_diag/cli``, and ``python -m cl_diag``) imports
     ``cl_diag.cli``;
 (b) each module imports only from its own layer or a layer below (:data:`LAYERS`, the one
     map of the layers; docs/architecture.md explains it);
 (c) no module but ``cl_diag/result.py`` spells a key path of result.json as a tuple or list
-    of string literals: the typed result model reads and writes those keys.
+    of string literals: the typed result model reads and writes those keys;
+(d) no circle of imports among cl_diag's modules (:func:`import_cycles`). The graph is the one
+    of rule (b): imports at module level, inside functions (late imports) and under
+    ``TYPE_CHECKING`` all count. A late import only postpones a circle to run time (that is
+    how report/analysis, report/comparison and report/findings once imported each other), and
+    a ``TYPE_CHECKING`` import is a dependency of the code's meaning all the same;
+(e) no report, finding or theory function (:data:`CONFIG_READERS`: the modules of
+    ``cl_diag/report`` and ``cl_diag/measurement/theory.py``) takes a training config as a dict
+    or reads one of its keys (:func:`dict_config_reads`): they take the
+    :class:`cl_diag.runconfig.RunConfig` that :func:`cl_diag.runconfig.parse_run_config` made,
+    and read its typed fields.
 """
 
 from __future__ import annotations
 
 import ast
 import dataclasses
+import itertools
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -36,7 +49,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("report", "training"),
     ("models",),
     ("measurement", "losses"),
-    ("io", "errors", "result", "vocabulary", "environment"),
+    ("io", "errors", "result", "runconfig", "vocabulary", "environment"),
 )
 
 #: The command line: the only units that may import cl_diag.cli.
@@ -178,6 +191,150 @@ def key_path_literals(source: str) -> list[tuple[int, list[str]]]:
     return found
 
 
+def import_cycles(graph: dict[str, list[tuple[str, int]]]) -> list[str]:
+    """Every circle of imports in ``graph`` (module -> [(imported module, line)]), as text: one
+    per strongly connected component of two or more modules (or a module importing itself),
+    naming a circle through it, ``a:3 -> b:7 -> a`` (module:line of the import)."""
+    edges: dict[str, dict[str, int]] = {}
+    for module, imports in graph.items():
+        edges[module] = {}
+        for target, line in imports:
+            edges[module].setdefault(target, line)  # the first import of it names the arrow
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's algorithm
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in edges.get(v, {}):
+            if w not in edges:
+                continue
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1 or v in edges[v]:
+                components.append(sorted(component))
+
+    for module in sorted(edges):
+        if module not in index:
+            visit(module)
+    out = []
+    for component in sorted(components):
+        members = set(component)
+        path, seen = [component[0]], {component[0]}
+        while True:  # walk inside the component until a module repeats: that is a circle
+            here = path[-1]
+            step = next(t for t in sorted(edges[here]) if t in members)
+            if step in seen:
+                path = [*path[path.index(step) :], step]
+                break
+            path.append(step)
+            seen.add(step)
+        hops = [f"{a}:{edges[a][b]}" for a, b in itertools.pairwise(path)]
+        out.append(" -> ".join([*hops, path[-1]]))
+    return out
+
+
+#: the modules whose functions must take the typed run config, never a dict (rule (e))
+CONFIG_READERS = ("cl_diag.report", "cl_diag.measurement.theory")
+#: a name that holds a training config: config, training_config, run_config, facts, options
+CONFIG_NAME = re.compile(r"^(?:\w+_)?(?:config|facts|options)$")
+#: the annotations that make a config parameter a dict (or say nothing of its type)
+UNTYPED = frozenset({"dict", "Dict", "Mapping", "MutableMapping", "Any", "object"})
+#: methods that read one option of a config by its name
+KEY_READS = frozenset({"get", "pop", "setdefault"})
+OPTION_READS = frozenset({"option", "fact"})
+
+
+def _identifier(node: ast.expr) -> str | None:
+    """The last name of ``x``, ``a.b.x`` or ``x[...]``: what the expression is called."""
+    while isinstance(node, ast.Subscript):
+        node = node.value
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
+
+
+def _annotation_names(node: ast.expr | None) -> set[str]:
+    if node is None:
+        return set()
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):  # "dict[str, Any]"
+        try:
+            node = ast.parse(node.value, mode="eval").body
+        except SyntaxError:
+            return set()
+    return {
+        n.id if isinstance(n, ast.Name) else n.attr
+        for n in ast.walk(node)
+        if isinstance(n, (ast.Name, ast.Attribute))
+    }
+
+
+def _is_text(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, str)
+
+
+def dict_config_reads(source: str) -> list[tuple[int, str]]:
+    """Where ``source`` takes a training config as a dict or reads one of its keys:
+
+    * a function parameter named like a config (:data:`CONFIG_NAME`) without an annotation or
+      annotated with a dict type (:data:`UNTYPED`: ``dict``, ``Mapping``, ``Any``, ...);
+    * a subscript ``X["key"]`` or a call ``X.get("key")`` (``pop``, ``setdefault``) whose
+      ``X`` is named like a config (``result.config["vrn"]``, ``training_config.get("loss")``,
+      ``config.options["seed"]``);
+    * ``X.option("key")`` or ``X.fact(i, "key")`` with a literal key: the generic option
+      accessors are for code that compares runs option by option, under names it is given;
+      a reader that wants one option reads its typed field.
+
+    A parameter typed ``RunConfig``, a key held in a variable, iterating over a config and
+    dicts of other names (a probe's ``settings``, the loss's resolved ``hp``) are left alone.
+    """
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            args = node.args
+            for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs]:
+                if not CONFIG_NAME.match(arg.arg):
+                    continue
+                names = _annotation_names(arg.annotation)
+                if arg.annotation is None or names & UNTYPED:
+                    shown = ast.unparse(arg.annotation) if arg.annotation is not None else "—"
+                    found.append((arg.lineno, f"parameter {arg.arg}: {shown}"))
+        elif isinstance(node, ast.Subscript) and _is_text(node.slice):
+            name = _identifier(node.value)
+            if name is not None and CONFIG_NAME.match(name):
+                found.append((node.lineno, ast.unparse(node)))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            method, receiver = node.func.attr, node.func.value
+            literal = any(_is_text(a) for a in node.args)
+            name = _identifier(receiver)
+            if (
+                method in KEY_READS
+                and node.args
+                and _is_text(node.args[0])
+                and name is not None
+                and CONFIG_NAME.match(name)
+            ) or (method in OPTION_READS and literal):
+                found.append((node.lineno, ast.unparse(node)))
+    return sorted(found)
+
+
 # ---- the rules, on the code as it is ------------------------------------------------------
 
 
@@ -289,3 +446,95 @@ def test_an_upward_import_is_reported():
 )
 def test_key_path_detector(source, expected):
     assert key_path_literals(source) == expected
+
+
+# ---- rules (d) and (e): no circles, no dict configs -------------------------------------------
+
+
+def _config_reader_paths() -> list[Path]:
+    return [
+        path
+        for module, path in _modules()
+        if any(module == m or module.startswith(m + ".") for m in CONFIG_READERS)
+    ]
+
+
+def test_no_circle_of_imports():
+    assert import_cycles(import_graph()) == []
+
+
+def test_no_report_finding_or_theory_function_reads_a_dict_config():
+    paths = _config_reader_paths()
+    assert PACKAGE / "measurement" / "theory.py" in paths
+    assert PACKAGE / "report" / "findings.py" in paths
+    offenders = [
+        f"{path.relative_to(PACKAGE.parent)}:{line} {what}"
+        for path in paths
+        for line, what in dict_config_reads(path.read_text(encoding="utf-8"))
+    ]
+    assert offenders == []
+
+
+def test_a_planted_circle_is_reported_through_late_imports_too():
+    # three modules in a circle, the last arrow a late import (inside a function), and one
+    # module that only imports into the circle
+    sources = {
+        "cl_diag.report.a": "import cl_diag.report.b\n",
+        "cl_diag.report.b": "import os\n\nfrom cl_diag.report.c import x\n",
+        "cl_diag.report.c": "def late():\n    from cl_diag.report.a import y\n",
+        "cl_diag.report.d": "from cl_diag.report.a import z\n",
+    }
+    graph = {m: imports_of(src, m) for m, src in sources.items()}
+    assert import_cycles(graph) == [
+        "cl_diag.report.a:1 -> cl_diag.report.b:3 -> cl_diag.report.c:2 -> cl_diag.report.a"
+    ]
+    # break the circle: nothing is reported
+    graph["cl_diag.report.c"] = []
+    assert import_cycles(graph) == []
+    # a module importing itself is a circle of one
+    assert import_cycles({"cl_diag.x": [("cl_diag.x", 4)]}) == ["cl_diag.x:4 -> cl_diag.x"]
+    # two circles are two reports
+    two = {
+        "cl_diag.a": [("cl_diag.b", 1)],
+        "cl_diag.b": [("cl_diag.a", 2)],
+        "cl_diag.c": [("cl_diag.d", 3)],
+        "cl_diag.d": [("cl_diag.c", 4)],
+    }
+    assert import_cycles(two) == [
+        "cl_diag.a:1 -> cl_diag.b:2 -> cl_diag.a",
+        "cl_diag.c:3 -> cl_diag.d:4 -> cl_diag.c",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        # a config taken as a dict, or with no type at all
+        ("def f(config: dict):\n    pass\n", [(1, "parameter config: dict")]),
+        (
+            "def f(x, *, training_config: Mapping[str, Any]) -> dict:\n    pass\n",
+            [(1, "parameter training_config: Mapping[str, Any]")],
+        ),
+        ("def f(facts):\n    pass\n", [(1, "parameter facts: —")]),
+        (
+            'def f(run_config: "dict[str, object]"):\n    pass\n',
+            [(1, "parameter run_config: 'dict[str, object]'")],
+        ),
+        # one key read from a config dict
+        ('w = result.config["vrn"]\n', [(1, "result.config['vrn']")]),
+        ('m = training_config.get("batch_size")\n', [(1, "training_config.get('batch_size')")]),
+        ('s = config.options["seed"]\n', [(1, "config.options['seed']")]),
+        ('a = run.facts.get("alpha", 0.0)\n', [(1, "run.facts.get('alpha', 0.0)")]),
+        ('v = cfg.option("vrn")\n', [(1, "cfg.option('vrn')")]),
+        ('b = cmp.fact(i, "batch_size")\n', [(1, "cmp.fact(i, 'batch_size')")]),
+        # the typed config, a key in a variable, other dicts: no read of a config key
+        ("def f(config: RunConfig, configs: Sequence[RunConfig]):\n    pass\n", []),
+        ("def f(settings: dict, hp: Mapping[str, Any]):\n    pass\n", []),
+        ("v = config.option(key)\nw = cmp.fact(i, key)\n", []),
+        ("rows = [[k, v] for k, v in flatten(result.config).items()]\n", []),
+        ('t = hp["temperature"]\nk = probes.settings.get("k")\nm = config.batch_size\n', []),
+        ('x = views.get("num_images")\ny = layer["d"]\n', []),
+    ],
+)
+def test_dict_config_detector(source, expected):
+    assert dict_config_reads(source) == expected

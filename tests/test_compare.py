@@ -16,10 +16,21 @@ import pytest
 from test_report import make_result, md_row
 
 from cl_diag.orchestration.compare import CompareConfig, compare
-from cl_diag.report.comparison import _band, run_labels
+from cl_diag.report.comparison import _band
 from cl_diag.report.document import fmt, pct
+from cl_diag.report.runs import run_labels as _run_labels
+from cl_diag.result import Result, load
 
 GRID = [(b, v) for b in (32, 64, 128) for v in (0.0, 30.0)]
+
+
+def typed(runs: list[tuple[str, dict]]) -> list[tuple[str, Result]]:
+    """(name, result dict) pairs as the reports take them: typed results."""
+    return [(name, Result.from_dict(result)) for name, result in runs]
+
+
+def run_labels(runs: list[tuple[str, dict]]) -> list[str]:
+    return _run_labels(typed(runs))
 
 
 def write_run(root: Path, folder: str, result: dict) -> Path:
@@ -569,7 +580,7 @@ def test_reports_render_in_headless_chromium(grid, tmp_path):
     _, runs, outcome = grid
     single = tmp_path / "single"
     single.mkdir()
-    render_analysis(json.loads((runs[(32, 30.0)] / "result.json").read_text()), single)
+    render_analysis(load(runs[(32, 30.0)] / "result.json"), single)
     for page in (outcome.report_html, single / "report.html"):
         md = page.with_name("report.md").read_text(encoding="utf-8")
         report = _open_in_browser(page, tmp_path)
@@ -623,15 +634,18 @@ def _seed_runs(tmp_path: Path, seeds=(1, 2, 3), vrns=(0.0, 3.0)) -> dict:
 
 
 def test_seed_labels_and_groups(tmp_path):
-    from cl_diag.report.comparison import ordered, seed_groups
+    from cl_diag.report.runs import ordered, seed_groups
 
-    runs = [
-        (f"{s}-{v}", make_result(n=10, seed=s, vrn=v, probes=False, theory=False))
-        for v in (0.0, 3.0)
-        for s in (2, 1)
-    ]
-    runs = ordered(runs)
-    assert run_labels(runs) == [
+    runs = ordered(
+        typed(
+            [
+                (f"{s}-{v}", make_result(n=10, seed=s, vrn=v, probes=False, theory=False))
+                for v in (0.0, 3.0)
+                for s in (2, 1)
+            ]
+        )
+    )
+    assert _run_labels(runs) == [
         "simclr seed1",
         "simclr seed2",
         "simclr +VRN3 seed1",
@@ -644,14 +658,23 @@ def test_seed_labels_and_groups(tmp_path):
     ]
     # differing in more than the seed, or a repeated seed: no group
     mixed = ordered(
-        [
-            ("a", make_result(n=10, seed=1, batch_size=32)),
-            ("b", make_result(n=10, seed=2, batch_size=64)),
-        ]
+        typed(
+            [
+                ("a", make_result(n=10, seed=1, batch_size=32)),
+                ("b", make_result(n=10, seed=2, batch_size=64)),
+            ]
+        )
     )
     assert seed_groups(mixed) == []
-    repeated = [(f"r{i}", make_result(n=10, seed=1)) for i in range(2)]
+    repeated = typed([(f"r{i}", make_result(n=10, seed=1)) for i in range(2)])
     assert seed_groups(repeated) == []
+    # replicates are measured alike: the same seeds under another n_ref are no group with these
+    other = make_result(n=10, seed=3, vrn=0.0, probes=False, theory=False)
+    other["n_ref"], other["threshold"] = 5, -0.25
+    assert [g.members for g in seed_groups(ordered([*runs, *typed([("x", other)])]))] == [
+        (0, 1),
+        (3, 4),
+    ]
 
 
 def test_over_seeds_table_and_csv_match_numpy(tmp_path):
@@ -697,7 +720,8 @@ def test_over_seeds_table_and_csv_match_numpy(tmp_path):
 
 
 def test_seed_groups_pool_the_overlay_and_the_threshold_caption(tmp_path):
-    from cl_diag.report.comparison import _pooled_pairs, ordered, seed_groups
+    from cl_diag.report.comparison import _pooled_histograms
+    from cl_diag.report.runs import ordered, seed_groups
 
     runs = _seed_runs(tmp_path)
     outcome = compare(CompareConfig(inputs=sorted(runs.values()), out=tmp_path / "cmp"))
@@ -706,19 +730,15 @@ def test_seed_groups_pool_the_overlay_and_the_threshold_caption(tmp_path):
     assert "one curve per seed group" in caption and "n_ref = 4: δ = -0.3333" in caption
     # δ = -1/3 is far from 0: the caption must not say it sits at 0
     assert "visually at 0" not in caption and "strictly left of it" in caption
-    pairs = [(p.as_posix(), r) for p, r in ((runs[k], v) for k, v in _results(runs).items())]
-    pairs = ordered(pairs)
+    pairs = ordered([(runs[k].as_posix(), load(runs[k] / "result.json")) for k in runs])
     group = seed_groups(pairs)[1]
-    pooled = _pooled_pairs(pairs, group, "embedding")
+    pooled = _pooled_histograms(pairs, group, "embedding")
+    assert pooled is not None
     expected = sum(
-        np.asarray(
-            pairs[i][1]["layers"]["embedding"]["pairs"]["cross_view_negative"]["histogram"][
-                "counts"
-            ]
-        )
+        np.asarray(pairs[i][1].layers["embedding"].pairs["cross_view_negative"].histogram.counts)
         for i in group.members
     )
-    assert pooled["cross_view_negative"]["histogram"]["counts"] == expected.tolist()
+    assert pooled["cross_view_negative"].counts == expected.tolist()
     assert sum(expected) == 3 * 4 * 3  # three seeds of n(n-1) = 12 pairs
 
 

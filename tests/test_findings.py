@@ -185,7 +185,7 @@ def test_excessive_ratio_of_non_negative_features_is_explained():
 def test_analysis_report_opens_with_its_findings(tmp_path):
     from cl_diag.report import render_analysis
 
-    render_analysis(_run(seed=1, vrn=0.0, var=0.1, top1=0.9), tmp_path)
+    render_analysis(Result.from_dict(_run(seed=1, vrn=0.0, var=0.1, top1=0.9)), tmp_path)
     md = (tmp_path / "report.md").read_text(encoding="utf-8")
     assert md.startswith("# cl-diag analysis\n\n## Findings\n")
     assert md.index("## Findings") < md.index("## Run") < md.index("## Layer 'projector'")
@@ -200,7 +200,10 @@ def test_analysis_report_opens_with_its_findings(tmp_path):
 def test_summary_lines_count_verdicts():
     comparison = Comparison(
         [
-            (f"s{seed}-v{vrn}", _run(seed=seed, vrn=vrn, var=0.1 if vrn == 0 else 0.03, top1=0.9))
+            (
+                f"s{seed}-v{vrn}",
+                Result.from_dict(_run(seed=seed, vrn=vrn, var=0.1 if vrn == 0 else 0.03, top1=0.9)),
+            )
             for seed in SEEDS
             for vrn in (0.0, 30.0)
         ]

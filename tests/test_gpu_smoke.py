@@ -44,14 +44,31 @@ def test_tiny_smoke_runs_every_phase_on_cpu(tmp_path):
         assert run["steps"] == tiny.steps and run["batch_size"] == tiny.batch_size
         assert run["precision"] == "fp32"  # autocast is CUDA's; on CPU the trainer runs fp32
         assert run["instances_per_s"] > 0 and run["peak_mib"] >= 0
-    assert figures["analyze"]["images_encoded"] == 2 * 40 + 40 + 8
+    # two views of 40 images, then the 40 + 8 probe images by the trained and random-init encoders
+    assert figures["analyze"]["images_encoded"] == 2 * 40 + 2 * (40 + 8)
+    loops = figures["loops"]
+    assert loops["epochs"] == tiny.loop_epochs and loops["precision"] == "fp32"
+    assert len(loops["plain_instances_per_s"]) == len(loops["cl_diag_instances_per_s"]) == 2
+    assert loops["ratio"] == max(loops["cl_diag_instances_per_s"]) / max(
+        loops["plain_instances_per_s"]
+    )
     exact = figures["exact"]
     assert exact["n"] == tiny.exact_n and exact["tile"] == tiny.exact_n  # one tile on CPU
     assert exact["fraction_of_gemm"] > 0 and exact["gemm_tflops"] > 0
     assert 0.0 <= exact["excessive_ratio"] <= 1.0
+    assert exact["target_seconds"] == 30.0
     sampled = figures["sampled"]
     assert sampled["n"] == tiny.sampled_n and sampled["num_pairs"] == tiny.num_pairs
-    for line in ("train_vrn", "analyze", "exact      n = 400", "sampled    n = 20,000"):
+    moments = figures["moments"]
+    assert moments["n"] == tiny.moments_n and moments["num_pairs"] == tiny.num_pairs
+    for line in (
+        "train_vrn",
+        "loops      ResNet-18-CIFAR",
+        "analyze",
+        "exact      n = 400",
+        "sampled    n = 20,000",
+        "moments    n = 30,000",
+    ):
         assert line in done.stdout, line
 
 

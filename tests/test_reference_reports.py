@@ -4,6 +4,7 @@ under an equal environment fingerprint, and statistically the same results under
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -110,3 +111,75 @@ def test_reference_readmes_give_the_reproduction_and_the_fingerprint(folder):
     lines = tool.fingerprint(root)
     assert tool.quoted_fingerprint(root / "README.md") == lines
     assert any(line.startswith("`cpu.aten_capability`: ") for line in lines)
+
+
+# ---- every committed report is a pure function of the committed results -------------------
+
+STUDIES = ("toy-vrn", "digits-batch-study", "supcl-collapse")
+#: one analysis of each kind of run (toy, digits with and without VRN, supcl collapsed and not)
+#: renders in the fast lane; the others are marked slow (about a second each: the figures)
+REPRESENTATIVE = {
+    "toy-vrn/seed=1_vrn=0",
+    "toy-vrn/seed=1_vrn=3",
+    "digits-batch-study/batch-size=16_vrn=0_seed=1",
+    "digits-batch-study/batch-size=16_vrn=30_seed=1",
+    "supcl-collapse/alpha=0",
+    "supcl-collapse/alpha=0.2",
+    "supcl-collapse/alpha=1",
+}
+ANALYSES = [
+    pytest.param(
+        path,
+        id=run,
+        marks=() if run in REPRESENTATIVE else pytest.mark.slow,
+    )
+    for path in sorted(REPO.glob("reports/*/*/analysis/result.json"))
+    for run in [path.parent.parent.relative_to(REPO / "reports").as_posix()]
+]
+
+
+@pytest.mark.parametrize("path", ANALYSES)
+def test_committed_analysis_reports_render_byte_identical(path, tmp_path):
+    # report.md, report.html and the figures of each committed analysis, rendered again from its
+    # committed result.json alone (issue 20: refactoring the reports changes no byte)
+    from cl_diag.report import render_analysis
+    from cl_diag.result import load
+
+    written = render_analysis(load(path), tmp_path)
+    committed = sorted(
+        p.name for p in path.parent.iterdir() if p.is_file() and p.name != "result.json"
+    )
+    assert sorted(p.name for p in written) == [n for n in committed if not n.startswith(".")]
+    for file in written:
+        assert file.read_bytes() == (path.parent / file.name).read_bytes(), file.name
+
+
+@pytest.mark.parametrize("study", STUDIES)
+def test_committed_comparisons_render_byte_identical(study, tmp_path, monkeypatch):
+    # each study's comparison, made again by `cl-diag compare` from the committed results, run
+    # from a copy of the repository's reports/ so that the recorded run names and links match
+    from cl_diag.orchestration.compare import CompareConfig, compare
+
+    source = REPO / "reports" / study
+    copy = tmp_path / "reports" / study
+    shutil.copytree(source, copy, ignore=shutil.ignore_patterns("comparison"))
+    monkeypatch.chdir(tmp_path)
+    inputs = sorted(
+        Path("reports", study, p.parent.parent.name, "analysis")
+        for p in source.glob("*/analysis/result.json")
+    )
+    # the sweep that made the runs, as the comparison recorded it (provenance.json)
+    recorded = json.loads((source / "comparison" / "provenance.json").read_text(encoding="utf-8"))
+    compare(
+        CompareConfig(
+            inputs=inputs, out=Path("reports", study, "comparison"), sweep=recorded["sweep"]
+        )
+    )
+    expected = sorted(p.name for p in (source / "comparison").iterdir())
+    assert sorted(p.name for p in (copy / "comparison").iterdir()) == expected
+    for name in expected:
+        if name.startswith("."):
+            continue  # the listing of cl-diag's own files (hashes of the same bytes)
+        assert (copy / "comparison" / name).read_bytes() == (
+            source / "comparison" / name
+        ).read_bytes(), name

@@ -20,6 +20,7 @@ import pytest
 from cl_diag.report import render_analysis
 from cl_diag.report.document import fmt, pct
 from cl_diag.report.figures import MAX_DISPLAY_BINS, Density
+from cl_diag.result import Result
 
 QUANTILES = (1, 5, 25, 50, 75, 95, 99)
 
@@ -209,7 +210,7 @@ def md_row(text: str, first_cell: str, after: str = "") -> list[str]:
 def rendered(tmp_path_factory):
     result = make_result(n=50, n_ref=50000, d=128)
     out = tmp_path_factory.mktemp("report")
-    paths = render_analysis(result, out)
+    paths = render_analysis(Result.from_dict(result), out)
     return result, out, paths
 
 
@@ -451,11 +452,11 @@ def test_byte_identical_reruns_and_isolated_from_global_style(tmp_path):
     first, second = tmp_path / "a", tmp_path / "b"
     first.mkdir()
     second.mkdir()
-    render_analysis(result, first)
+    render_analysis(Result.from_dict(result), first)
     with matplotlib.rc_context(
         {"font.size": 20, "svg.hashsalt": None, "axes.grid": False, "lines.linewidth": 4}
     ):
-        render_analysis(copy.deepcopy(result), second)
+        render_analysis(Result.from_dict(copy.deepcopy(result)), second)
     files = sorted(p.name for p in first.iterdir())
     assert files == sorted(p.name for p in second.iterdir())
     for name in files:
@@ -480,7 +481,7 @@ def _render_md(result: dict) -> str:
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
-        render_analysis(result, Path(tmp))
+        render_analysis(Result.from_dict(result), Path(tmp))
         return (Path(tmp) / "report.md").read_text(encoding="utf-8")
 
 

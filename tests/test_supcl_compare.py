@@ -12,6 +12,7 @@ import pytest
 from cl_diag.report import Comparison, render_comparison
 from cl_diag.report.comparison import build_comparison
 from cl_diag.report.document import Figure, Heading, Table
+from cl_diag.result import Result
 
 
 @pytest.fixture(scope="module")
@@ -35,6 +36,10 @@ def pairs_file_module(tmp_path_factory):
     return path
 
 
+def _typed(runs: list[tuple[str, dict]]) -> list[tuple[str, Result]]:
+    return [(name, Result.from_dict(result)) for name, result in runs]
+
+
 def _run(base: dict, alpha: float, within: float, knn: float | None = None) -> dict:
     r = copy.deepcopy(base)
     r["config"] = {"loss": "supcl", "alpha": alpha, "batch_size": 100, "seed": 0}
@@ -50,7 +55,7 @@ def _run(base: dict, alpha: float, within: float, knn: float | None = None) -> d
 
 def test_collapse_metrics_are_compared_like_the_others(labelled, tmp_path):
     runs = [("a", _run(labelled, 0.1, 0.01)), ("b", _run(labelled, 0.9, 0.4))]
-    cmp = Comparison(runs)
+    cmp = Comparison(_typed(runs))
     assert cmp.value(0, "embedding/within_class_variance") == 0.01
     assert cmp.value(1, "embedding/s_w") == labelled["layers"]["embedding"]["collapse"]["s_w"]
     written = render_comparison(cmp, tmp_path)
@@ -71,6 +76,7 @@ def test_a_swept_option_gets_its_study_with_the_theory_marked(labelled, tmp_path
             [(0.0, 0.001, 0.95), (0.5, 0.2, 0.9), (1.0, 0.6, 0.8), (0.25, 0.05, 0.93)]
         )
     ]
+    runs = _typed(runs)
     doc = build_comparison(runs)
     headings = [b.text for b in doc.blocks if isinstance(b, Heading)]
     assert "alpha study" in headings
@@ -96,5 +102,5 @@ def test_options_with_views_of_their_own_or_two_values_get_no_option_study(label
         r = copy.deepcopy(labelled)
         r["config"] = {"loss": "simclr", "vrn": vrn, "seed": seed}
         runs.append((f"r{k}", r))
-    doc = build_comparison(runs)
+    doc = build_comparison(_typed(runs))
     assert not [b for b in doc.blocks if isinstance(b, Heading) and b.text.endswith(" study")]

@@ -69,12 +69,14 @@ def analyze(
     ),
     pairs: str = typer.Option(
         _D.pairs,
-        help="'exact' (all pairs, streamed) or 'sampled' (--num-pairs per type).",
+        help="'exact' (all pairs, streamed), 'sampled' (--num-pairs per type) or 'moments' "
+        "(exact means and variances over all pairs in O(n d^2), the rest from --num-pairs "
+        "sampled pairs per type: for n in the millions).",
         rich_help_panel=_PAIRS,
     ),
     num_pairs: int = typer.Option(
         _D.num_pairs,
-        help="Pairs drawn per type in sampled mode (the paper uses 5,000).",
+        help="Pairs drawn per type in sampled and moments modes (the paper uses 5,000).",
         rich_help_panel=_PAIRS,
     ),
     seed: int = typer.Option(

@@ -28,6 +28,12 @@ pair statistics), accumulated in float64:
   ``below_one`` flags a ceiling below 1, i.e. negatives more separated on average
   than the simplex ETF, so perfect alignment is impossible (excessive separation).
 
+At data-set scale (``uniformity_pairs``: ``analyze --pairs moments``) nothing visits every pair
+or holds an n x d float64 copy: the uniformity is estimated from sampled pairs
+(:func:`uniformity_estimate`), and alignment, effective rank, spectrum and frontier gap come from
+the views' float64 sums and d x d Gram matrices (:func:`_from_grams`; O(n d^2) time, O(d^2)
+memory).
+
 On CPU torch runs single-threaded meanwhile, the uniformity tiles being shared among
 single-threaded workers (one per torch thread), so no float64 sum or SVD depends on the
 number of cores: the same views give the same bits on any machine, and over any number of
@@ -150,12 +156,84 @@ def _uniformity_worker(
     return parts
 
 
+def uniformity_estimate(
+    x: torch.Tensor, pairs: int, generator: torch.Generator
+) -> tuple[float, list[float]]:
+    """Uniformity estimated from ``pairs`` pairs i != j drawn uniformly (the ordered pairs
+    i != j are uniform over the unordered ones), with its interval at
+    :data:`cl_diag.measurement.pairs.CONFIDENCE`: the sample mean m of
+    e = exp(-2 ||x_i - x_j||^2) (the same float64 norms and float32 dot products as
+    :func:`uniformity`) has standard error sd(e) / sqrt(pairs), so log m is the estimate and
+    [log(m - z se), log(m + z se)] the interval (the lower end -inf when m - z se <= 0)."""
+    from cl_diag.measurement.pairs import _Z, _dots, _gather_rows
+
+    n = x.shape[0]
+    i = torch.randint(0, n, (pairs,), generator=generator)
+    j = torch.randint(0, n - 1, (pairs,), generator=generator)
+    j = j + (j >= i).long()
+    with torch.inference_mode(), full_fp32_matmul():
+        dots = _dots(x, i, x, j, _gather_rows(x.shape[1])).to(torch.float64)
+        # squared norms of every row in float64, a chunk of rows at a time (O(n) memory)
+        step = max(1, (8 << 20) // (8 * x.shape[1]))
+        squares = torch.cat(
+            [x[r : r + step].to(torch.float64).pow(2).sum(dim=1) for r in range(0, n, step)]
+        )
+        first, second = squares[i.to(x.device)], squares[j.to(x.device)]
+        exponent = (4.0 * dots - 2.0 * first - 2.0 * second).clamp_(max=0.0)
+        e = exponent.exp()
+        mean = float(e.mean())
+        se = float(e.std()) / math.sqrt(pairs) if pairs > 1 else math.inf
+    low = mean - _Z * se
+    return math.log(mean), [math.log(low) if low > 0 else -math.inf, math.log(mean + _Z * se)]
+
+
 def effective_rank(x: torch.Tensor, *, epsilon: float = RANKME_EPSILON) -> float:
     """RankMe: exp of the entropy of p_k = sigma_k/||sigma||_1 + epsilon, sigma the singular
     values of the (uncentred) rows ``x``."""
-    sigma = torch.linalg.svdvals(x.to(torch.float64))
+    return _rankme(torch.linalg.svdvals(x.to(torch.float64)), epsilon)
+
+
+def _rankme(sigma: torch.Tensor, epsilon: float = RANKME_EPSILON) -> float:
+    """RankMe of singular values ``sigma``."""
     p = sigma / sigma.sum() + epsilon
     return float(torch.exp(-(p * torch.log(p)).sum()))
+
+
+def _from_grams(u, v, n_ref: int, cross_view_mean, threads: int) -> dict:
+    """Alignment, effective rank, spectrum, frontier gap and ceiling from the views' float64
+    sums (:func:`cl_diag.measurement.moments.view_sums`): O(n d^2) time, O(d^2) memory, for
+    n in the millions (moments mode). The singular values of X are the square roots of the
+    eigenvalues of X^T X, the covariance's eigenvalues those of (X^T X - n xbar xbar^T) / n:
+    the same quantities as the SVDs of :func:`effective_rank` and
+    :func:`covariance_spectrum`, the smallest known only to ~1e-16 of the largest."""
+    from cl_diag.measurement.moments import view_sums
+
+    n, d = u.shape
+    sums = view_sums([u, v], workers=threads)
+    ((p, _),) = sums.cross
+    (q_u, _), (q_v, _) = sums.within
+    mean_pos = p / n
+    if cross_view_mean is None:
+        mean_neg = (float(sums.firsts[0] @ sums.firsts[1]) - p) / (n * (n - 1))
+    else:
+        mean_neg = float(cross_view_mean)
+        if not math.isfinite(mean_neg):
+            raise ValueError(f"cross_view_mean must be a finite number, got {cross_view_mean!r}.")
+    rank, spectrum = {}, {}
+    for name, first, gram in zip("uv", sums.firsts, sums.grams, strict=True):
+        eig = torch.linalg.eigvalsh(gram.cpu()).flip(0).clamp_(min=0.0)
+        rank[name] = _rankme(eig.sqrt())
+        cov = (gram.cpu() - torch.outer(first.cpu(), first.cpu()) / n) / n
+        spectrum[name] = [float(x) for x in torch.linalg.eigvalsh(cov).flip(0).clamp_(min=0.0)]
+        spectrum[name] = spectrum[name][: min(n, d)]
+    ceiling = alignment_ceiling(mean_neg, n_ref)
+    return {
+        "alignment": (q_u + q_v - 2 * p) / n,
+        "effective_rank": {"u": rank["u"], "v": rank["v"], "epsilon": RANKME_EPSILON},
+        "spectrum": spectrum,
+        "frontier_gap": mean_neg - ((n - 2) * mean_pos - n) / (2 * (n - 1)),
+        "alignment_ceiling": {"value": ceiling, "below_one": bool(ceiling < 1.0)},
+    }
 
 
 def covariance_spectrum(x: torch.Tensor) -> list[float]:
@@ -201,12 +279,18 @@ def geometry_of(
     cross_view_mean: float | None = None,
     block_size: int | None = None,
     ranks: Ranks | None = None,
+    uniformity_pairs: int | None = None,
+    seed: int = 0,
 ) -> dict:
     """:func:`geometry` of views already checked and normalised by
     :func:`cl_diag.measurement.inputs.normalise_views` (the rows are used as they are).
 
     ``ranks``: under ``torchrun``, every rank passes the same views and gets the same
-    result, the uniformity tiles being split over the ranks (None: this process alone)."""
+    result, the uniformity tiles being split over the ranks (None: this process alone).
+    ``uniformity_pairs``: estimate the uniformity from that many sampled pairs of each view
+    (seeded with ``seed``; :func:`uniformity_estimate`) instead of visiting all n^2/2, record
+    how in ``uniformity_sampling``, and take the rest from the Gram matrices
+    (:func:`_from_grams`): ``analyze --pairs moments`` at data-set scale."""
     u, v = views
     n = views.n
     n_ref = check_n_ref(n_ref, n)
@@ -217,10 +301,44 @@ def geometry_of(
     # torch single-threaded meanwhile: float64 sums and the SVDs' last bits depend on how many
     # threads share them, and a result must not depend on the machine's cores
     with _cpu_workers() as threads:
-        return _geometry(u, v, n_ref, cross_view_mean, block_size, ranks, threads)
+        return _geometry(
+            u, v, n_ref, cross_view_mean, block_size, ranks, threads, uniformity_pairs, seed
+        )
 
 
-def _geometry(u, v, n_ref: int, cross_view_mean, block_size, ranks: Ranks, threads: int) -> dict:
+def _geometry(
+    u,
+    v,
+    n_ref: int,
+    cross_view_mean,
+    block_size,
+    ranks: Ranks,
+    threads: int,
+    uniformity_pairs: int | None = None,
+    seed: int = 0,
+) -> dict:
+    if uniformity_pairs is not None:
+        # data-set scale (moments mode): O(d^2) memory; the uniformity from sampled pairs
+        from cl_diag.measurement.pairs import CONFIDENCE
+
+        generator = torch.Generator().manual_seed(seed)
+        (value_u, interval_u), (value_v, interval_v) = (
+            uniformity_estimate(x, uniformity_pairs, generator) for x in (u, v)
+        )
+        grams = _from_grams(u, v, n_ref, cross_view_mean, threads)
+        out = {
+            "alignment": grams["alignment"],
+            "uniformity": {"u": value_u, "v": value_v},
+            **{k: grams[k] for k in ("effective_rank", "spectrum", "frontier_gap")},
+            "alignment_ceiling": grams["alignment_ceiling"],
+            "uniformity_sampling": {
+                "pairs": uniformity_pairs,
+                "confidence": CONFIDENCE,
+                "u": interval_u,
+                "v": interval_v,
+            },
+        }
+        return out
     n = u.shape[0]
     u64, v64 = u.to(torch.float64), v.to(torch.float64)
     positives = (u64 * v64).sum(dim=1)
@@ -232,7 +350,7 @@ def _geometry(u, v, n_ref: int, cross_view_mean, block_size, ranks: Ranks, threa
         if not math.isfinite(mean_neg):
             raise ValueError(f"cross_view_mean must be a finite number, got {cross_view_mean!r}.")
     ceiling = alignment_ceiling(mean_neg, n_ref)
-    return {
+    out = {
         "alignment": float((u64 - v64).pow(2).sum(dim=1).mean()),
         "uniformity": {
             "u": _uniformity(u, block_size, ranks, threads),
@@ -247,3 +365,4 @@ def _geometry(u, v, n_ref: int, cross_view_mean, block_size, ranks: Ranks, threa
         "frontier_gap": mean_neg - ((n - 2) * mean_pos - n) / (2 * (n - 1)),
         "alignment_ceiling": {"value": ceiling, "below_one": bool(ceiling < 1.0)},
     }
+    return out

@@ -17,41 +17,62 @@ the fraction of negatives more separated than the full-batch optimum (the
 simplex ETF of Thm 5.1), n_ref being the number of training instances.
 
 Exact mode (default) visits every pair, streaming square tiles of the
-similarity matrices (never an n x n matrix; working memory ~25 bytes x tile^2
-per worker, whatever n): each tile is one float32 matmul with TF32 off, and
-every statistic is accumulated from the float32 similarities in float64:
+similarity matrices (never an n x n matrix; working memory ~16 bytes x tile^2
+per worker, whatever n): each tile is one float32 matmul with TF32 off, and the
+tile pass takes from the float32 similarities only what needs every pair:
 
-* mean and variance: per tile the float64 sum and M2 = sum (s - mean_tile)^2
-  (one pass when that is numerically safe, else centred; see ``_Stream._m2``),
-  merged with the parallel-variance formula of Chan, Golub & LeVeque (1979):
-  M2 = sum_t M2_t + sum_t n_t (mean_t - mean)^2;
-* min, max and the excessive count are exact;
-* quantiles come from a fine histogram of B = hist_bins * 2^k >= 65,536 bins
-  on [-1, 1] (bin width w = 2/B); every similarity is put in its exact bin,
-  and quantiles use numpy's default (linear) rule with bin midpoints for the
-  order statistics, so the reported value is within w/2 of the exact quantile
-  of the float32 similarities; ``quantile_error`` states w. The positives (n
-  values) get exact quantiles (``quantile_error`` 0). The report histogram
-  (``hist_bins`` bins) is the fine one summed in groups of 2^k, so it is exact.
+* a fine histogram of B = hist_bins * 2^k >= 65,536 bins on [-1, 1] (bin width
+  w = 2/B) with delta inserted as one more edge (:class:`_Grid`): every similarity
+  lands in its exact bin (s * B/2 is exact in float64), and s < delta is decided
+  against the float32 threshold T (:func:`threshold_float32`), so the excessive
+  count is the sum of the bins below T and the report histogram (``hist_bins``
+  bins) the fine one summed in groups of 2^k: both exact. Quantiles use numpy's
+  default (linear) rule with bin midpoints for the order statistics, so the
+  reported value is within w/2 of the exact quantile of the float32 similarities;
+  ``quantile_error`` states w. The positives (n values) get exact quantiles
+  (``quantile_error`` 0);
+* the exact min and max.
+
+On CPU one fused loop per tile does all of it (:mod:`cl_diag.measurement.binning`,
+numba); on CUDA the same grid in torch operations. The mean and variance come in
+closed form from O(n d^2) float64 sums of the views' Gram matrices
+(:mod:`cl_diag.measurement.moments`: sum s = (sum u).(sum v) - sum u_i.v_i and
+sum s^2 = <U^T U, V^T V>_F - sum (u_i.v_i)^2, within-view and per class likewise),
+the moments of the exact similarities of the float32 rows up to float64 rounding:
+they differ from the moments of the float32 similarities by at most
+eps = gamma_d (float32; mean) and 2 eps std + eps^2 (variance), plus the closed
+form's float64 bound (:func:`cl_diag.measurement.moments.error_bounds`, ~1e-11 at
+n = 20,000, d = 128). Where the Grams would cost more than the tiles' own sums
+(d^2 > 4n, e.g. a 2,048-wide backbone layer of a few thousand images) the tile pass
+adds each tile's float64 sum and sum of squares instead (:func:`_closed_form`).
 
 On CPU the tiles are shared among ``torch.get_num_threads()`` single-threaded
-workers, and the per-tile partial results are reduced in tile order: the result
-is the same for any number of cores.
+workers; counts are integers, extremes exact, a tile's sums taken in one order and
+the tiles' sums added with math.fsum: the result is the same for any number of cores.
 
 Under ``torchrun`` (``ranks``, :class:`cl_diag.measurement.ranks.Ranks`) every rank holds
-the same views and computes a fixed share of the tiles; the per-tile parts (float64 sums,
-M2s, min, max, below-delta counts), the integer histogram bins and the positives are
-gathered onto every rank and reduced exactly as one process reduces them, in tile order
-(Chan's merge over the same parts, integer sums), so K ranks give the same bits as one.
+the same views and computes a fixed share of the tiles; the integer histograms, extremes,
+tile sums and positives are gathered onto every rank and reduced as one process reduces
+them (integer sums, min/max, math.fsum), and the closed form is computed whole on every
+rank, so K ranks give the same bits as one.
 
 Sampled mode draws ``num_pairs`` pairs of each type uniformly (with
 replacement, from a ``torch.Generator`` seeded with ``seed``) and reports the
 exact statistics of that sample, marked ``"estimate": true``: the paper's
 protocol measures 5,000 pairs (paper-notes 8). Beyond ``SAMPLE_CHUNK`` (2^20)
-pairs the sample is drawn and measured a chunk at a time into the streaming
-statistics of exact mode, so memory does not grow with ``num_pairs`` (its
-quantiles then come from the fine histogram, ``quantile_error`` its bin width);
-``num_pairs`` is at most ``MAX_NUM_PAIRS`` (10^9).
+pairs the sample is drawn and measured a chunk at a time into the tile pass's
+accumulators, so memory does not grow with ``num_pairs`` (its quantiles then come
+from the fine histogram, ``quantile_error`` its bin width); ``num_pairs`` is at most
+``MAX_NUM_PAIRS`` (10^9).
+
+Moments mode (for n in the millions, where n^2 pairs are out of reach) gives the exact
+count, mean, variance and std of every negative pair type (and class split) over all
+pairs in closed form, O(n d^2) time and O(d^2) memory besides the views; the exact
+statistics of the n positives; and the rest (min, max, quantiles, histogram, excessive
+ratio) from ``num_pairs`` sampled pairs as in sampled mode, each block marked
+``"estimate": true`` with ``"exact": ["count", "mean", "var", "std"]`` and a ``sampling``
+block: the pairs drawn and :data:`CONFIDENCE` intervals (Wilson's for the excessive ratio,
+distribution-free order-statistic intervals for the quantiles).
 
 Example::
 
@@ -84,7 +105,9 @@ from cl_diag.measurement.inputs import (
     label_codes,
     normalise_views,
 )
+from cl_diag.measurement.moments import Moments, pair_moments
 from cl_diag.measurement.ranks import SINGLE, Ranks, tensor_fingerprint
+from cl_diag.measurement.tile_parts import ALL, OFF_DIAGONAL, UPPER
 from cl_diag.result import QUANTILES  # also imported from here by tests/test_pairs.py
 
 __all__ = [
@@ -103,10 +126,10 @@ FINE_BINS_MIN = 1 << 16
 MAX_HIST_BINS = 1 << 20
 #: largest accepted seed: torch and numpy generators take seeds below 2^63 on every platform
 MAX_SEED = 2**63 - 1
-#: default working memory of one tile (float32 tile, two float64 copies, int32 bin
-#: indices, bool mask: 25 bytes per similarity); CPU tiles stay in the last-level cache
+#: default working memory of one tile (the float32 tile, its float64 copy and the int32 bin
+#: indices: 16 bytes per similarity); CPU tiles stay in the last-level cache
 _TILE_BYTES = {"cpu": 7 << 20, "cuda": 512 << 20}
-_BYTES_PER_SIMILARITY = 25
+_BYTES_PER_SIMILARITY = 16
 #: a tile's one-pass M2 is kept when it is at least this fraction of its sum of squares
 _NAIVE_M2_MIN_FRACTION = 1e-3
 #: sampled mode draws and measures at most this many pairs of each type at once; a larger
@@ -114,6 +137,14 @@ _NAIVE_M2_MIN_FRACTION = 1e-3
 SAMPLE_CHUNK = 1 << 20
 #: most pairs of each type sampled mode draws: beyond this exact mode is the better tool
 MAX_NUM_PAIRS = 10**9
+#: CPU tiles through the fused loop of :mod:`cl_diag.measurement.binning` (False: the torch
+#: operations CUDA runs, which tests compare it with)
+_USE_KERNEL = True
+#: similarities the fused loop counts into int32 bins before they are added to the int64 ones
+_INT32_PENDING = 2**31 - 1 - (1 << 24)
+#: what ``mode`` takes: every pair; ``num_pairs`` sampled pairs of each type; the exact mean and
+#: variance of every pair in closed form with the rest estimated from ``num_pairs`` pairs
+MODES = ("exact", "sampled", "moments")
 #: bytes of the rows sampled mode gathers at once
 _GATHER_BYTES = 64 << 20
 
@@ -182,7 +213,7 @@ def full_fp32_matmul() -> Iterator[None]:
                     setattr(item[0], item[1], item[2])
 
 
-# --------------------------------------------------------------------------- streaming statistics
+# --------------------------------------------------------------------------- the tile pass
 
 
 class _Workspace:
@@ -191,6 +222,7 @@ class _Workspace:
     def __init__(self, device):
         self.device = device
         self.buffers: dict[tuple[str, torch.dtype], torch.Tensor] = {}
+        self.upper = _UpperIndex(device)
 
     def get(self, name: str, numel: int, dtype: torch.dtype) -> torch.Tensor:
         key = (name, dtype)
@@ -201,136 +233,379 @@ class _Workspace:
         return buf[:numel]
 
 
-class _Stream:
-    """Running statistics of a stream of float32 similarities (see the module docstring).
+class _Grid:
+    """The bins the tile pass counts into: the fine grid on [-1, 1] with delta as one more edge.
 
-    Each tile's partial results (count, float64 sum, M2 about the tile mean, min, max,
-    excessive count) are kept under a key, and reduced in key order at the end: the
-    result does not depend on which worker thread handled which tile, and a CUDA run
-    does not synchronise per tile. Bin counts are integers, summed as they come.
+    Fine bin k = [-1 + k w, -1 + (k+1) w), w = 2/B, is k = floor(s B/2) + B/2 for a float32
+    similarity s: s * B/2 is exact in float64 (24-bit mantissa times <= 21 significant bits), and
+    in float32 too when B is a power of two, so floor and the integer add are exact and every s
+    lands in its exact bin. delta is made an edge by adding [s >= T], T the smallest float32 >=
+    delta (:func:`threshold_float32`), read off the sign bit of the float32 difference s - T
+    (exact: a difference of two floats is zero only when they are equal and never changes sign):
+
+        e(s) = floor(s B/2) + B/2 + 1 + [s >= T]
+
+    so fine bins below the one holding T keep their index + 1, that bin splits in two (below /
+    above T) and the bins above shift by 2; e = 0 and e = B + 2 are guards for float32 round-off
+    beyond -1 and 1 (folded into the end bins, as numpy's histogram puts s = 1 in the last bin).
+    The count below delta is the sum of the bins up to the split, the fine histogram the bins
+    with the split merged: both exact, from one bincount.
     """
 
-    def __init__(self, bins: int, t32: float, workspace: _Workspace):
-        self.bins = bins
-        self.half = float(bins // 2)
-        # B a power of two: s * B/2 is exact in float32 too, so the bin index needs no float64 copy
-        self.dyadic = bins & (bins - 1) == 0
+    def __init__(self, hist_bins: int, t32: float):
+        self.hist_bins = hist_bins
+        self.fine = fine_bins(hist_bins)
+        self.half = self.fine // 2
         self.t32 = t32
-        self.ws = workspace
-        self.parts: list[tuple] = []
-        self.hist = torch.zeros(bins, dtype=torch.int64, device=workspace.device)
+        #: bins of the extended grid
+        self.size = self.fine + 3
+        #: fine bin holding T (t32 * B/2 is exact in float64)
+        self.k_delta = math.floor(t32 * self.half) + self.half
+        #: B/2 a power of two: the bin index is exact in float32 (no float64 copy)
+        self.float32 = self.half & (self.half - 1) == 0
 
-    def add(self, x: torch.Tensor, key: int) -> None:
-        """Add the float32 similarities ``x`` (any shape); ``x`` may be overwritten."""
+    def floor_index(self, x: torch.Tensor, ws: _Workspace, out: torch.Tensor) -> None:
+        """``out`` (int32, x.numel()) = floor(s B/2) of the float32 similarities ``x`` (any
+        shape or strides; ``x`` is left as it is)."""
+        if self.float32:
+            q = ws.get("q32", x.numel(), torch.float32).view(x.shape)
+            torch.mul(x, float(self.half), out=q)
+        else:
+            q = ws.get("q64", x.numel(), torch.float64).view(x.shape)
+            q.copy_(x)
+            q.mul_(float(self.half))
+        q.floor_()
+        out.view(x.shape).copy_(q)
+
+    def finish_index(self, idx: torch.Tensor, x: torch.Tensor, *, clamp: bool) -> None:
+        """Turn floor(s B/2) in ``idx`` into the extended index e(s); overwrites ``x``."""
+        if clamp:
+            idx.clamp_(-self.half - 1, self.half)
+        x.sub_(self.t32)  # sign bit set exactly where s < T
+        bits = x.view(torch.int32).bitwise_right_shift_(31)  # -1 where s < T, else 0
+        idx.view(x.shape).add_(bits)
+        idx.add_(self.half + 2)
+
+    def fold(self, ext: np.ndarray) -> tuple[np.ndarray, int]:
+        """(fine histogram, count below delta) of an extended histogram."""
+        k = self.k_delta
+        fine = np.empty(self.fine, dtype=np.int64)
+        fine[:k] = ext[1 : k + 1]
+        fine[k] = ext[k + 1] + ext[k + 2]
+        fine[k + 1 :] = ext[k + 3 : self.fine + 2]
+        fine[0] += ext[0]
+        fine[-1] += ext[self.fine + 2]
+        return fine, int(ext[: k + 2].sum())
+
+    def bin_of(self, s: float) -> int:
+        """floor(s B/2) of a float32 value (exact in float64)."""
+        return math.floor(s * self.half)
+
+
+class _Acc:
+    """What the tile pass gathers for one set of pairs (a pair type, or one class split of it):
+    the extended histogram, the exact min and max, and with ``sums`` the per-tile float64 sum
+    and sum of squares of the float32 similarities (key, count, sum, sum of squares)."""
+
+    def __init__(self, grid: _Grid, device, sums: bool):
+        self.hist = torch.zeros(grid.size, dtype=torch.int64, device=device)
+        self.lo = math.inf
+        self.hi = -math.inf
+        #: floor(s B/2) of lo and hi: a tile whose bins stay strictly inside cannot change them
+        self.lo_bin = math.inf
+        self.hi_bin = -math.inf
+        self.device_extremes: list[torch.Tensor] = []  # CUDA: (min, max) per tile, no sync
+        self.sums = sums
+        self.parts: list[tuple[int, int, Any, Any]] = []
+
+    def extremes(self, mn: float, mx: float, grid: _Grid) -> None:
+        if mn < self.lo:
+            self.lo, self.lo_bin = mn, grid.bin_of(mn)
+        if mx > self.hi:
+            self.hi, self.hi_bin = mx, grid.bin_of(mx)
+
+    def merge(self, other: _Acc, grid: _Grid) -> None:
+        self.hist += other.hist.to(self.hist.device)
+        self.extremes(other.lo, other.hi, grid)
+        self.device_extremes += other.device_extremes
+        self.parts += other.parts
+
+    def settle(self, grid: _Grid) -> None:
+        """Reduce the CUDA per-tile extremes (one device synchronisation)."""
+        if self.device_extremes:
+            both = torch.stack(self.device_extremes).cpu()
+            self.device_extremes = []
+            self.extremes(float(both[:, 0].min()), float(both[:, 1].max()), grid)
+
+    def portable(self) -> tuple:
+        values = [(k, n, float(a), float(b)) for k, n, a, b in self.parts]
+        return self.hist.cpu(), self.lo, self.hi, values
+
+    @classmethod
+    def of_ranks(cls, grid: _Grid, sums: bool, portables: list) -> _Acc:
+        out = cls(grid, torch.device("cpu"), sums)
+        for hist, lo, hi, parts in portables:
+            out.hist += hist
+            out.extremes(lo, hi, grid)
+            out.parts += parts
+        return out
+
+    def moments(self) -> tuple[int, float, float]:
+        """(count, sum, sum of squares) of the tiles' float32 similarities: math.fsum, so the
+        value does not depend on the order the tiles were done in, nor on the ranks."""
+        values = [(n, float(a), float(b)) for _, n, a, b in self.parts]
+        return (
+            sum(n for n, _, _ in values),
+            math.fsum(a for _, a, _ in values),
+            math.fsum(b for _, _, b in values),
+        )
+
+
+class _Split:
+    """One negative pair type: one accumulator, or same-class and different-class ones when
+    labelled (a tile that mixes both counts into one bincount, the different-class indices
+    offset by the grid size)."""
+
+    def __init__(
+        self, grid: _Grid, ws: _Workspace, labelled: bool, sums: bool, kernel: bool | None = None
+    ):
+        self.grid, self.ws, self.labelled, self.sums = grid, ws, labelled, sums
+        device = ws.device
+        self.accs = [_Acc(grid, device, sums)] + ([_Acc(grid, device, sums)] if labelled else [])
+        self.cpu = device.type == "cpu"
+        #: CPU tiles through the fused loop of :mod:`cl_diag.measurement.binning`
+        self.kernel = (_USE_KERNEL if kernel is None else kernel) and self.cpu
+        if self.kernel:
+            splits = len(self.accs)
+            # int32 counts (half the cache of int64), added into the accumulators' int64
+            # histograms before they could overflow
+            self.counts = np.zeros((splits, grid.size), dtype=np.int32)
+            self.pending = 0
+            self.bounds = np.array([[math.inf, -math.inf]] * splits)
+            self.tile_sums = np.zeros((splits, 3))
+
+    def _sync(self) -> None:
+        """The fused loop's counts and extremes into the accumulators (before they are read)."""
+        if self.kernel:
+            for acc, counts, (lo, hi) in zip(self.accs, self.counts, self.bounds, strict=True):
+                acc.hist += torch.from_numpy(counts)
+                acc.extremes(float(lo), float(hi), self.grid)
+            self.counts[:] = 0
+            self.pending = 0
+
+    def add_tile(self, s: torch.Tensor, same, key: int, part: int) -> None:
+        """Add the pairs of the float32 tile ``s`` (2-D, contiguous; overwritten on CUDA):
+        every entry (``binning.ALL``), those off the diagonal (``OFF_DIAGONAL``) or strictly
+        above it (``UPPER``); ``same`` as for :meth:`add`, a matrix shaped like ``s``."""
+        if not self.kernel:
+            if part == OFF_DIAGONAL:
+                s = _off_diagonal(s)
+                same = same if not isinstance(same, torch.Tensor) else _off_diagonal(same)
+            elif part == UPPER:
+                pick = self.ws.upper.get(s.shape[0])
+                s = s.reshape(-1).index_select(0, pick)
+                if isinstance(same, torch.Tensor):
+                    same = same.reshape(-1).index_select(0, pick)
+            self.add(s, same, key)
+            return
+        from cl_diag.measurement import binning
+
+        if s.numel() == 0 or (part != ALL and s.shape[0] < 2):
+            return
+        grid = self.grid
+        args = (grid.half, np.float32(grid.t32), grid.half + 1, grid.size - 1)
+        if self.pending + s.numel() > _INT32_PENDING:
+            self._sync()
+        self.pending += s.numel()
+        sums = self.tile_sums
+        sums[:] = 0.0
+        x = s.numpy()
+        if isinstance(same, torch.Tensor):
+            mask = same.numpy()
+            binning.bin_tile_masked(x, part, mask, *args, self.counts, self.bounds, sums, self.sums)
+            splits = [0, 1]
+        else:
+            split = 1 if (self.labelled and same is False) else 0
+            binning.bin_tile(x, part, split, *args, self.counts, self.bounds, sums, self.sums)
+            splits = [split]
+        if self.sums:
+            for k in splits:
+                if sums[k, 2]:
+                    self.accs[k].parts.append(
+                        (key, int(sums[k, 2]), float(sums[k, 0]), float(sums[k, 1]))
+                    )
+
+    def add(self, x: torch.Tensor, same, key: int) -> None:
+        """Add the float32 similarities ``x`` (any shape; overwritten). ``same``: None
+        (unlabelled), True / False (the whole tile is same- / different-class), or a boolean
+        tensor shaped like ``x``."""
         n = x.numel()
         if n == 0:
             return
-        x = x.reshape(-1)
-        mn, mx = torch.aminmax(x)
-        mask = self.ws.get("below", n, torch.bool)
-        torch.lt(x, self.t32, out=mask)
-        below = torch.count_nonzero(mask)
-        x64 = self.ws.get("x64", n, torch.float64)
-        x64.copy_(x)
-        total = x64.sum()
-        m2 = self._m2(x64, total, n)
-        part = torch.stack([total, m2, mn.double(), mx.double(), below.double()])
-        # CPU: plain floats (a 0-d tensor costs ~100x the memory, and n = 100,000 makes 30,000
-        # parts); CUDA: stay on the device, no synchronisation per tile
-        self.parts.append((key, n, part.tolist() if part.device.type == "cpu" else part))
-        # Fine bin k = [-1 + k w, -1 + (k+1) w), w = 2/B, i.e. k = floor(s * B/2) + B/2. In float64
-        # s * B/2 is exact (24-bit mantissa times <= 21 significant bits), and so are floor and the
-        # integer add, so every float32 similarity lands in its exact bin; s = 1 and float32
-        # round-off beyond [-1, 1] go to the end bins.
-        y = x if self.dyadic else x64
-        y.mul_(self.half).floor_()
-        idx = self.ws.get("idx", n, torch.int32)
-        idx.copy_(y)
-        idx.add_(self.bins // 2).clamp_(0, self.bins - 1)
-        self.hist += torch.bincount(idx, minlength=self.bins)
+        grid, ws = self.grid, self.ws
+        if not self.labelled or same is True:
+            members: list[tuple[_Acc, Any]] = [(self.accs[0], None)]
+        elif same is False:
+            members = [(self.accs[1], None)]
+        else:
+            members = [(self.accs[0], same), (self.accs[1], ~same)]
+        idx = ws.get("idx", n, torch.int32)
+        grid.floor_index(x, ws, idx)
+        if self.cpu:
+            low, high = (int(t) for t in torch.aminmax(idx))
+            for acc, mask in members:
+                # the exact extremes only where this tile reaches the bins of the ones so far
+                if low <= acc.lo_bin or high >= acc.hi_bin:
+                    mn, mx = _extremes(x, mask)
+                    acc.extremes(mn, mx, grid)
+            clamp = low < -grid.half - 1 or high > grid.half
+        else:
+            for acc, mask in members:
+                acc.device_extremes.append(torch.stack(_device_extremes(x, mask)))
+            clamp = True
+        if self.sums:
+            x64 = ws.get("x64", n, torch.float64).view(x.shape)
+            x64.copy_(x)
+            for acc, mask in members:
+                part = x64 if mask is None else x64 * mask
+                count = n if mask is None else int(mask.sum())
+                total = part.sum()
+                squares = torch.dot(part.reshape(-1), part.reshape(-1))
+                if self.cpu:  # plain floats; CUDA: device scalars, read once at the end
+                    acc.parts.append((key, count, float(total), float(squares)))
+                else:
+                    acc.parts.append((key, count, total, squares))
+        grid.finish_index(idx, x, clamp=clamp)
+        if len(members) == 1:
+            members[0][0].hist += torch.bincount(idx, minlength=grid.size)
+            return
+        # one bincount for both splits: different-class pairs counted grid.size bins further
+        idx.view(x.shape).add_(members[1][1].to(torch.int32), alpha=grid.size)
+        both = torch.bincount(idx, minlength=2 * grid.size)
+        self.accs[0].hist += both[: grid.size]
+        self.accs[1].hist += both[grid.size :]
 
-    def _m2(self, x64: torch.Tensor, total: torch.Tensor, n: int) -> torch.Tensor:
-        """M2 = sum (s - mean_tile)^2 of one tile, in float64.
+    def merge(self, other: _Split) -> _Split:
+        self._sync()
+        other._sync()
+        for mine, theirs in zip(self.accs, other.accs, strict=True):
+            mine.merge(theirs, self.grid)
+        if self.kernel:
+            self.bounds = np.array([[acc.lo, acc.hi] for acc in self.accs])
+        return self
 
-        CPU, one pass: sum s^2 - (sum s)^2 / n. Its rounding error is at most about
-        gamma * sum s^2 with gamma ~ 2e-12 for a million terms (float64, blocked sums), so it
-        is kept when M2 >= 1e-3 * sum s^2 (relative error <= ~2e-9: the tile mean is within
-        ~30 standard deviations of 0). Otherwise, and always on CUDA (the test would
-        synchronise), the centred two-pass sum (s - mean)^2.
-        """
-        if x64.device.type == "cpu":
-            squares = torch.dot(x64, x64)
-            naive = squares - total * total / n
-            if float(naive) >= _NAIVE_M2_MIN_FRACTION * float(squares):
-                return naive
-        dev = self.ws.get("dev", n, torch.float64)
-        torch.sub(x64, total / n, out=dev)
-        return torch.dot(dev, dev)
-
-    def merge(self, other: _Stream) -> _Stream:
-        out = _Stream(self.bins, self.t32, self.ws)
-        out.parts = self.parts + other.parts
-        out.hist = self.hist + other.hist
-        return out
-
-    def portable(self) -> tuple[list[tuple[int, int, list[float]]], torch.Tensor]:
-        """The parts as plain floats and the histogram on the CPU, to send to other ranks
-        (one device synchronisation on CUDA, where the parts are still device tensors)."""
-        on_device = [p for p in self.parts if isinstance(p[2], torch.Tensor)]
-        values = torch.stack([p[2] for p in on_device]).cpu().tolist() if on_device else []
-        floats = iter(values)
-        parts = [
-            (key, n, next(floats) if isinstance(vals, torch.Tensor) else vals)
-            for key, n, vals in self.parts
-        ]
-        return parts, self.hist.cpu()
+    def portable(self) -> list:
+        self._sync()
+        for acc in self.accs:
+            acc.settle(self.grid)
+        return [acc.portable() for acc in self.accs]
 
     @classmethod
-    def of_ranks(cls, bins: int, t32: float, ws: _Workspace, portables: list) -> _Stream:
-        """The stream of all ranks' :meth:`portable` results: their parts (reduced later in
-        key order, as one process does) and the integer sum of their histograms."""
-        out = cls.__new__(cls)
-        out.bins, out.half, out.t32, out.ws = bins, float(bins // 2), t32, ws
-        out.dyadic = bins & (bins - 1) == 0
-        out.parts = [part for parts, _ in portables for part in parts]
-        out.hist = torch.stack([hist for _, hist in portables]).sum(dim=0)
+    def of_ranks(cls, grid: _Grid, sums: bool, portables: list) -> _Split:
+        """The split of all ranks' :meth:`portable` results: integer histograms summed, exact
+        extremes, the moment parts of every tile (summed with math.fsum, order-free)."""
+        out = cls(grid, _Workspace(torch.device("cpu")), len(portables[0]) == 2, sums, False)
+        out.accs = [
+            _Acc.of_ranks(grid, sums, [p[k] for p in portables]) for k in range(len(portables[0]))
+        ]
         return out
 
-    def summary(self, hist_bins: int, *, negative: bool, estimate: bool = False) -> dict:
-        count = sum(p[1] for p in self.parts)
-        if count == 0:
-            return _empty_summary(
-                hist_bins, negative=negative, estimate=estimate, quantile_error=2.0 / self.bins
-            )
-        parts = sorted(self.parts, key=lambda p: p[0])
-        vals = [p[2] for p in parts]
-        if isinstance(vals[0], torch.Tensor):
-            vals = torch.stack(vals).cpu().tolist()
-        table = torch.tensor(vals, dtype=torch.float64)  # columns: sum, M2, min, max, below
-        n_t = torch.tensor([p[1] for p in parts], dtype=torch.float64)
-        sums, m2s = table[:, 0], table[:, 1]
-        mean = float(sums.sum()) / count
-        # Chan et al.: the pooled M2 is the within-tile M2s plus the between-tile spread.
-        m2 = float(m2s.sum() + (n_t * (sums / n_t - mean) ** 2).sum())
-        var = max(m2 / count, 0.0)
-        mn = float(table[:, 2].min())
-        mx = float(table[:, 3].max())
-        below = int(table[:, 4].sum())
-        hist = self.hist.cpu().numpy()
-        quantiles = _histogram_quantiles(hist, count, mn, mx)
-        return _summary(
-            count=count,
-            mean=mean,
-            var=var,
-            mn=mn,
-            mx=mx,
-            quantiles=quantiles,
-            quantile_error=2.0 / self.bins,
-            fine_hist=hist,
-            hist_bins=hist_bins,
-            below=below if negative else None,
-            estimate=estimate,
+    def summaries(
+        self,
+        moments: Sequence[Moments] | None,
+        *,
+        estimate: bool = False,
+        negative: bool = True,
+        intervals: bool = False,
+    ) -> dict:
+        """The summary dict of this pair type; ``moments``: closed-form moments (whole, same,
+        different), or None to take them from the tiles' sums; ``intervals``: add the
+        ``sampling`` block of moments mode."""
+        self._sync()
+        for acc in self.accs:
+            acc.settle(self.grid)
+
+        def one(accs: list[_Acc], k: int) -> dict:
+            closed = moments[k] if moments else None
+            out = _acc_summary(self.grid, accs, closed, estimate=estimate, negative=negative)
+            if intervals:
+                hist = np.sum([acc.hist.cpu().numpy() for acc in accs], axis=0)
+                fine, below = self.grid.fold(hist)
+                out["sampling"] = _sampling_intervals(int(fine.sum()), below, fine_hist=fine)
+            return out
+
+        if not self.labelled:
+            return one(self.accs, 0)
+        out = one(self.accs, 0)
+        out["by_class"] = {
+            "same_class": one([self.accs[0]], 1),
+            "different_class": one([self.accs[1]], 2),
+        }
+        return out
+
+
+def _extremes(x: torch.Tensor, mask) -> tuple[float, float]:
+    """Exact (min, max) of ``x``, or of its entries where ``mask`` (inf / -inf if none)."""
+    if mask is None:
+        mn, mx = torch.aminmax(x)
+        return float(mn), float(mx)
+    if not bool(mask.any()):
+        return math.inf, -math.inf
+    picked = torch.masked_select(x, mask)
+    mn, mx = torch.aminmax(picked)
+    return float(mn), float(mx)
+
+
+def _device_extremes(x: torch.Tensor, mask) -> tuple[torch.Tensor, torch.Tensor]:
+    """(min, max) of ``x`` (where ``mask``) as float64 device scalars (+-inf if empty)."""
+    if mask is not None:
+        low = torch.where(mask, x, torch.full_like(x, math.inf)).min()
+        high = torch.where(mask, x, torch.full_like(x, -math.inf)).max()
+        return low.double(), high.double()
+    low, high = torch.aminmax(x)
+    return low.double(), high.double()
+
+
+def _acc_summary(
+    grid: _Grid, accs: list[_Acc], moments, *, estimate: bool = False, negative: bool = True
+) -> dict:
+    """The summary of one or more accumulators' pairs (several: a labelled pair type's two
+    splits, merged): histogram, extremes, below-delta count from the tiles; mean and variance
+    from ``moments`` (closed form) or, when None, from the tiles' sums."""
+    hist = accs[0].hist.cpu().numpy().copy()
+    for acc in accs[1:]:
+        hist += acc.hist.cpu().numpy()
+    fine, below = grid.fold(hist)
+    count = int(fine.sum())
+    if count == 0:
+        return _empty_summary(
+            grid.hist_bins, negative=negative, estimate=estimate, quantile_error=2.0 / grid.fine
         )
+    mn = min(acc.lo for acc in accs)
+    mx = max(acc.hi for acc in accs)
+    if moments is not None:
+        if moments.count != count:
+            raise AssertionError(f"{moments.count} pairs in closed form, {count} in the tiles")
+        mean, var = moments.mean, moments.var
+    else:
+        sums = [acc.moments() for acc in accs]
+        total = math.fsum(s[1] for s in sums)
+        squares = math.fsum(s[2] for s in sums)
+        mean = total / count
+        var = max((squares - total * total / count) / count, 0.0)
+    return _summary(
+        count=count,
+        mean=mean,
+        var=var,
+        mn=mn,
+        mx=mx,
+        quantiles=_histogram_quantiles(fine, count, mn, mx),
+        quantile_error=2.0 / grid.fine,
+        fine_hist=fine,
+        hist_bins=grid.hist_bins,
+        below=below if negative else None,
+        estimate=estimate,
+    )
 
 
 def _fine_index(x: torch.Tensor, bins: int) -> torch.Tensor:
@@ -427,20 +702,30 @@ def _empty_summary(
 
 
 def _sample_summary(
-    x: torch.Tensor, *, t32: float, hist_bins: int, negative: bool, estimate: bool
+    x: torch.Tensor,
+    *,
+    t32: float,
+    hist_bins: int,
+    negative: bool,
+    estimate: bool,
+    intervals: bool = False,
 ) -> dict:
-    """Exact statistics of a 1-D set of float32 similarities (a sample, or the n positives)."""
+    """Exact statistics of a 1-D set of float32 similarities (a sample, or the n positives);
+    with ``intervals`` the ``sampling`` block of moments mode too."""
     bins = fine_bins(hist_bins)
     count = x.numel()
     if count == 0:
-        return _empty_summary(hist_bins, negative=negative, estimate=estimate, quantile_error=0.0)
+        out = _empty_summary(hist_bins, negative=negative, estimate=estimate, quantile_error=0.0)
+        if intervals:
+            out["sampling"] = _sampling_intervals(0, None)
+        return out
     x64 = x.to(torch.float64)
     mean = float(x64.sum()) / count
     var = float(((x64 - mean) ** 2).sum()) / count
     sorted64 = torch.sort(x64).values
     fine = torch.bincount(_fine_index(x, bins), minlength=bins).cpu().numpy()
     below = int(torch.count_nonzero(x < t32)) if negative else None
-    return _summary(
+    out = _summary(
         count=count,
         mean=mean,
         var=var,
@@ -453,6 +738,9 @@ def _sample_summary(
         below=below,
         estimate=estimate,
     )
+    if intervals:
+        out["sampling"] = _sampling_intervals(count, below, sorted_values=sorted64)
+    return out
 
 
 # --------------------------------------------------------------------------- exact mode
@@ -492,57 +780,6 @@ class _UpperIndex:
         return self.cache[k]
 
 
-class _Split:
-    """One negative pair type: one stream, or same-class and different-class streams when
-    labelled."""
-
-    def __init__(self, bins: int, t32: float, ws: _Workspace, labelled: bool):
-        self.labelled = labelled
-        self.streams = [_Stream(bins, t32, ws)] + ([_Stream(bins, t32, ws)] if labelled else [])
-
-    def add(self, x: torch.Tensor, same, key: int) -> None:
-        """``same``: None (unlabelled), True / False (the whole tile is same- / different-class),
-        or a boolean tensor shaped like ``x``."""
-        if not self.labelled or same is True:
-            self.streams[0].add(x, key)
-        elif same is False:
-            self.streams[1].add(x, key)
-        else:
-            self.streams[0].add(torch.masked_select(x, same), key)
-            self.streams[1].add(torch.masked_select(x, ~same), key)
-
-    def merge(self, other: _Split) -> _Split:
-        out = _Split.__new__(_Split)
-        out.labelled = self.labelled
-        out.streams = [a.merge(b) for a, b in zip(self.streams, other.streams, strict=True)]
-        return out
-
-    def portable(self) -> list:
-        return [stream.portable() for stream in self.streams]
-
-    @classmethod
-    def of_ranks(cls, bins: int, t32: float, ws: _Workspace, portables: list) -> _Split:
-        """The split of all ranks' :meth:`portable` results (see :meth:`_Stream.of_ranks`)."""
-        out = cls.__new__(cls)
-        out.labelled = len(portables[0]) == 2
-        out.streams = [
-            _Stream.of_ranks(bins, t32, ws, [p[k] for p in portables])
-            for k in range(len(portables[0]))
-        ]
-        return out
-
-    def summary(self, hist_bins: int, *, estimate: bool = False) -> dict:
-        if not self.labelled:
-            return self.streams[0].summary(hist_bins, negative=True, estimate=estimate)
-        same, diff = self.streams
-        out = same.merge(diff).summary(hist_bins, negative=True, estimate=estimate)
-        out["by_class"] = {
-            "same_class": same.summary(hist_bins, negative=True, estimate=estimate),
-            "different_class": diff.summary(hist_bins, negative=True, estimate=estimate),
-        }
-        return out
-
-
 def _tiles(n: int, tile: int) -> list[tuple[int, int, int, int, bool]]:
     """Tasks (row0, row1, col0, col1, upper): every tile of the cross-view matrix; ``upper``
     marks the tiles on or above the diagonal, which also carry the within-view pairs i < j."""
@@ -579,8 +816,8 @@ def _exact_worker(
     codes,
     positives,
     *,
-    bins: int,
-    t32: float,
+    grid: _Grid,
+    sums: bool,
     tile: int,
     single_thread: bool,
     sides: tuple[bool, bool] = (True, True),
@@ -592,10 +829,9 @@ def _exact_worker(
         torch.set_num_threads(1)
     device = u.device
     ws = _Workspace(device)
-    upper_index = _UpperIndex(device)
     labelled = codes is not None
-    cross = _Split(bins, t32, ws, labelled)
-    within = _Split(bins, t32, ws, labelled)
+    cross = _Split(grid, ws, labelled, sums)
+    within = _Split(grid, ws, labelled, sums)
     buf = torch.empty(tile * tile, dtype=torch.float32, device=device)
     with torch.inference_mode():  # grad mode is per thread; the caller set full float32 matmuls
         for key, (r0, r1, c0, c1, upper) in tasks:
@@ -606,49 +842,41 @@ def _exact_worker(
             torch.mm(u[r0:r1], v[c0:c1].T, out=s)
             if diagonal:
                 positives[r0:r1] = s.diagonal()
-                if rows > 1:
-                    part = same if not isinstance(same, torch.Tensor) else _off_diagonal(same)
-                    cross.add(_off_diagonal(s), part, 3 * key)
-            else:
-                cross.add(s, same, 3 * key)
+            cross.add_tile(s, same, 3 * key, OFF_DIAGONAL if diagonal else ALL)
             if not upper:
                 continue
             for offset, x in ((1, u), (2, v)):
                 if not sides[offset - 1]:
                     continue
                 torch.mm(x[r0:r1], x[c0:c1].T, out=s)
-                if diagonal:
-                    pick = upper_index.get(rows)
-                    part = (
-                        same
-                        if not isinstance(same, torch.Tensor)
-                        else same.reshape(-1).index_select(0, pick)
-                    )
-                    within.add(s.reshape(-1).index_select(0, pick), part, 3 * key + offset)
-                else:
-                    within.add(s, same, 3 * key + offset)
+                within.add_tile(s, same, 3 * key + offset, UPPER if diagonal else ALL)
     return cross, within
+
+
+def _closed_form(n: int, d: int) -> bool:
+    """Moments from the d x d Gram matrices (O(n d^2), :mod:`cl_diag.measurement.moments`)
+    rather than from the tiles' sums: when d^2 <= 4n, where the float64 Grams cost less than
+    summing the n^2 similarities (at d = 128 from n = 4,096 on; a 2,048-wide backbone layer
+    needs n >= 1,048,576)."""
+    return d * d <= 4 * n
+
+
+def _sorted_by_class(views: list[torch.Tensor], codes):
+    """The views and codes in class order (the statistics are over sets of pairs, so any common
+    reordering of the instances leaves them unchanged; sorted by class, most tiles are wholly
+    same- or different-class)."""
+    if codes is None:
+        return views, None
+    order = torch.sort(codes, stable=True).indices
+    return [z[order] for z in views], codes[order]
 
 
 def _exact(
     u, v, codes, *, t32: float, hist_bins: int, tile: int, workers: int, ranks: Ranks = SINGLE
 ) -> dict:
-    if codes is not None:
-        # The statistics are over sets of pairs, so any common reordering of the instances
-        # leaves them unchanged; sorted by class, most tiles are wholly same- or different-class.
-        order = torch.sort(codes, stable=True).indices
-        u, v, codes = u[order], v[order], codes[order]
-    bins = fine_bins(hist_bins)
-    cross, within, positives = _exact_parts(
-        u, v, codes, t32=t32, bins=bins, tile=tile, workers=workers, ranks=ranks
+    return _exact_views(
+        [u, v], codes, t32=t32, hist_bins=hist_bins, tile=tile, workers=workers, ranks=ranks
     )
-    return {
-        "positive": _sample_summary(
-            positives, t32=t32, hist_bins=hist_bins, negative=False, estimate=False
-        ),
-        "cross_view_negative": cross.summary(hist_bins),
-        "within_view_negative": within.summary(hist_bins),
-    }
 
 
 def _exact_views(
@@ -661,22 +889,23 @@ def _exact_views(
     workers: int,
     ranks: Ranks = SINGLE,
 ) -> dict:
-    """The three pair types over V >= 3 views z^1..z^V of n instances:
+    """The three pair types over V >= 2 views z^1..z^V of n instances:
 
     * positives z^i_a . z^j_a for every view pair i < j (n V(V-1)/2 values);
     * cross-view negatives z^i_a . z^j_b, a != b, for every view pair i < j (V(V-1)/2 n(n-1));
     * within-view negatives z^i_a . z^i_b, a < b, in every view (V n(n-1)/2).
 
-    Each view pair (i, j) is the two-view tile pass with keys after the previous pairs' (so the
-    parts reduce in one fixed order, as for two views); the within-view pairs of view 1 come
-    with the pair (1, 2) and those of view j >= 2 with the pair (1, j), each view once."""
-    if codes is not None:
-        order = torch.sort(codes, stable=True).indices
-        views, codes = [z[order] for z in views], codes[order]
-    bins = fine_bins(hist_bins)
-    n = views[0].shape[0]
+    Each view pair (i, j) is the two-view tile pass with keys after the previous pairs'; the
+    within-view pairs of view 1 come with the pair (1, 2) and those of view j >= 2 with the pair
+    (1, j), each view once. The mean and variance come in closed form from the views' Gram
+    matrices (:func:`_closed_form`), else from the tiles' sums."""
+    views, codes = _sorted_by_class(views, codes)
+    grid = _Grid(hist_bins, t32)
+    n, d = views[0].shape
+    closed = _closed_form(n, d)
     per_pair = len(_tiles(n, tile))
-    cross = within = None
+    cross: _Split | None = None
+    within: _Split | None = None
     positives = []
     pairs = [(i, j) for i in range(len(views)) for j in range(i + 1, len(views))]
     for p, (i, j) in enumerate(pairs):
@@ -684,8 +913,8 @@ def _exact_views(
             views[i],
             views[j],
             codes,
-            t32=t32,
-            bins=bins,
+            grid=grid,
+            sums=not closed,
             tile=tile,
             workers=workers,
             ranks=ranks,
@@ -696,12 +925,15 @@ def _exact_views(
         within = w if within is None else within.merge(w)
         positives.append(pos)
     assert cross is not None and within is not None
+    moments = pair_moments(views, codes, workers=workers) if closed else None
     return {
         "positive": _sample_summary(
             torch.cat(positives), t32=t32, hist_bins=hist_bins, negative=False, estimate=False
         ),
-        "cross_view_negative": cross.summary(hist_bins),
-        "within_view_negative": within.summary(hist_bins),
+        "cross_view_negative": cross.summaries(moments["cross_view_negative"] if moments else None),
+        "within_view_negative": within.summaries(
+            moments["within_view_negative"] if moments else None
+        ),
     }
 
 
@@ -710,8 +942,8 @@ def _exact_parts(
     v,
     codes,
     *,
-    t32: float,
-    bins: int,
+    grid: _Grid,
+    sums: bool,
     tile: int,
     workers: int,
     ranks: Ranks = SINGLE,
@@ -737,8 +969,8 @@ def _exact_parts(
             v,
             codes,
             positives,
-            bins=bins,
-            t32=t32,
+            grid=grid,
+            sums=sums,
             tile=tile,
             single_thread=single_thread,
             sides=sides,
@@ -756,20 +988,19 @@ def _exact_parts(
     if ranks.distributed:
         diagonal = [tiles[key][:2] for key in mine if tiles[key][0] == tiles[key][2]]
         cross, within, positives = _gather_exact(
-            ranks, cross, within, positives, diagonal, bins=bins, t32=t32
+            ranks, cross, within, positives, diagonal, grid=grid, sums=sums
         )
     return cross, within, positives
 
 
-def _gather_exact(ranks: Ranks, cross: _Split, within: _Split, positives, diagonal, *, bins, t32):
-    """All ranks' tile parts, histograms and positives, on every rank (see the module
+def _gather_exact(ranks: Ranks, cross: _Split, within: _Split, positives, diagonal, *, grid, sums):
+    """All ranks' histograms, extremes, tile sums and positives, on every rank (see the module
     docstring); ``diagonal`` holds the (row0, row1) of this rank's diagonal tiles, which
     computed the positives of those rows."""
     own = [(r0, positives[r0:r1].cpu()) for r0, r1 in diagonal]
     gathered = ranks.gather((cross.portable(), within.portable(), own))
-    ws = _Workspace(torch.device("cpu"))
-    cross = _Split.of_ranks(bins, t32, ws, [g[0] for g in gathered])
-    within = _Split.of_ranks(bins, t32, ws, [g[1] for g in gathered])
+    cross = _Split.of_ranks(grid, sums, [g[0] for g in gathered])
+    within = _Split.of_ranks(grid, sums, [g[1] for g in gathered])
     for _, _, rows in gathered:
         for r0, values in rows:
             positives[r0 : r0 + values.numel()] = values.to(positives.device)
@@ -843,7 +1074,19 @@ def _draw(n: int, k: int, gen: torch.Generator) -> tuple[torch.Tensor, ...]:
     return i_pos, i_x, j_x, view, i_w, j_w
 
 
-def _sampled(u, v, codes, *, t32: float, hist_bins: int, num_pairs: int, seed: int) -> dict:
+def _sampled(
+    u,
+    v,
+    codes,
+    *,
+    t32: float,
+    hist_bins: int,
+    num_pairs: int,
+    seed: int,
+    intervals: bool = False,
+) -> dict:
+    """``num_pairs`` pairs of each type drawn uniformly with ``seed``; with ``intervals`` each
+    negative block also carries its ``sampling`` intervals (moments mode)."""
     n = u.shape[0]
     device = u.device
     rows = _gather_rows(u.shape[1])
@@ -851,7 +1094,15 @@ def _sampled(u, v, codes, *, t32: float, hist_bins: int, num_pairs: int, seed: i
     gen = torch.Generator().manual_seed(seed)
     if num_pairs > SAMPLE_CHUNK:
         return _sampled_streamed(
-            u, v, codes, gen, t32=t32, hist_bins=hist_bins, num_pairs=num_pairs, rows=rows
+            u,
+            v,
+            codes,
+            gen,
+            t32=t32,
+            hist_bins=hist_bins,
+            num_pairs=num_pairs,
+            rows=rows,
+            intervals=intervals,
         )
     i_pos, i_x, j_x, view, i_w, j_w = _draw(n, num_pairs, gen)
     pos = _dots(u, i_pos, v, i_pos, rows)
@@ -859,17 +1110,20 @@ def _sampled(u, v, codes, *, t32: float, hist_bins: int, num_pairs: int, seed: i
     wneg = _within_dots(u, v, view, i_w, j_w, rows)
 
     def negative(x, i, j):
-        out = _sample_summary(x, t32=t32, hist_bins=hist_bins, negative=True, estimate=True)
+        def summary(values):
+            return _sample_summary(
+                values,
+                t32=t32,
+                hist_bins=hist_bins,
+                negative=True,
+                estimate=True,
+                intervals=intervals,
+            )
+
+        out = summary(x)
         if codes is not None:
             same = codes[i.to(device)] == codes[j.to(device)]
-            out["by_class"] = {
-                "same_class": _sample_summary(
-                    x[same], t32=t32, hist_bins=hist_bins, negative=True, estimate=True
-                ),
-                "different_class": _sample_summary(
-                    x[~same], t32=t32, hist_bins=hist_bins, negative=True, estimate=True
-                ),
-            }
+            out["by_class"] = {"same_class": summary(x[same]), "different_class": summary(x[~same])}
         return out
 
     return {
@@ -882,23 +1136,33 @@ def _sampled(u, v, codes, *, t32: float, hist_bins: int, num_pairs: int, seed: i
 
 
 def _sampled_streamed(
-    u, v, codes, gen: torch.Generator, *, t32: float, hist_bins: int, num_pairs: int, rows: int
+    u,
+    v,
+    codes,
+    gen: torch.Generator,
+    *,
+    t32: float,
+    hist_bins: int,
+    num_pairs: int,
+    rows: int,
+    intervals: bool = False,
 ) -> dict:
     """Sampled mode beyond :data:`SAMPLE_CHUNK` pairs: the pairs are drawn and measured
-    ``SAMPLE_CHUNK`` at a time into the streaming statistics of exact mode, so memory does not
-    grow with ``num_pairs``. Mean, variance, min, max and the excessive count stay exact for
-    the sample; quantiles come from the fine histogram (``quantile_error`` its bin width)."""
+    ``SAMPLE_CHUNK`` at a time into the tile pass's accumulators (with the chunks' float64
+    sums), so memory does not grow with ``num_pairs``. Mean, variance, min, max and the
+    excessive count stay exact for the sample; quantiles come from the fine histogram
+    (``quantile_error`` its bin width)."""
     n = u.shape[0]
     device = u.device
-    bins = fine_bins(hist_bins)
+    grid = _Grid(hist_bins, t32)
     ws = _Workspace(device)
     labelled = codes is not None
-    positive = _Stream(bins, t32, ws)
-    cross, within = _Split(bins, t32, ws, labelled), _Split(bins, t32, ws, labelled)
+    positive = _Split(grid, ws, False, True)
+    cross, within = _Split(grid, ws, labelled, True), _Split(grid, ws, labelled, True)
     for key, start in enumerate(range(0, num_pairs, SAMPLE_CHUNK)):
         k = min(SAMPLE_CHUNK, num_pairs - start)
         i_pos, i_x, j_x, view, i_w, j_w = _draw(n, k, gen)
-        positive.add(_dots(u, i_pos, v, i_pos, rows), key)
+        positive.add(_dots(u, i_pos, v, i_pos, rows), None, key)
         for split, x, i, j in (
             (cross, _dots(u, i_x, v, j_x, rows), i_x, j_x),
             (within, _within_dots(u, v, view, i_w, j_w, rows), i_w, j_w),
@@ -906,10 +1170,117 @@ def _sampled_streamed(
             same = codes[i.to(device)] == codes[j.to(device)] if labelled else None
             split.add(x, same, key)
     return {
-        "positive": positive.summary(hist_bins, negative=False, estimate=True),
-        "cross_view_negative": cross.summary(hist_bins, estimate=True),
-        "within_view_negative": within.summary(hist_bins, estimate=True),
+        "positive": positive.summaries(None, estimate=True, negative=False),
+        "cross_view_negative": cross.summaries(None, estimate=True, intervals=intervals),
+        "within_view_negative": within.summaries(None, estimate=True, intervals=intervals),
     }
+
+
+# --------------------------------------------------------------------------- moments mode
+
+#: confidence of the sampling intervals of moments mode
+CONFIDENCE = 0.95
+#: the standard normal quantile of (1 + CONFIDENCE) / 2
+_Z = 1.959963984540054
+#: the statistics of a moments-mode negative block that are exact (the rest are estimates)
+EXACT_IN_MOMENTS_MODE = ("count", "mean", "var", "std")
+
+
+def _wilson(below: int, k: int) -> list[float]:
+    """Wilson score interval of a binomial proportion below / k at :data:`CONFIDENCE`."""
+    p, z2 = below / k, _Z * _Z
+    centre = (p + z2 / (2 * k)) / (1 + z2 / k)
+    half = _Z * math.sqrt(p * (1 - p) / k + z2 / (4 * k * k)) / (1 + z2 / k)
+    return [max(0.0, centre - half), min(1.0, centre + half)]
+
+
+def _quantile_ranks(k: int, p: float) -> tuple[int, int]:
+    """0-based ranks (r, s) of the order statistics X_(r) <= X_(s) of k iid draws that cover
+    the population p-quantile with probability about :data:`CONFIDENCE`, whatever the
+    distribution: the count of draws below the quantile is Binomial(k, p)."""
+    spread = _Z * math.sqrt(k * p * (1 - p))
+    r = min(max(math.floor(k * p - spread), 1), k)
+    s = min(max(math.ceil(k * p + spread), 1), k)
+    return r - 1, s - 1
+
+
+def _sampling_intervals(k: int, below: int | None, *, sorted_values=None, fine_hist=None) -> dict:
+    """The ``sampling`` block of a moments-mode estimate from k sampled pairs: their number,
+    the confidence, the Wilson interval of the excessive ratio and distribution-free intervals
+    of the quantiles, from the sorted sample or (streamed samples) conservatively from the
+    fine histogram's bin edges."""
+    out: dict[str, Any] = {"pairs": int(k), "confidence": CONFIDENCE}
+    if k == 0:
+        out["excessive_ratio"] = None
+        out["quantiles"] = {str(q): None for q in QUANTILES}
+        return out
+    out["excessive_ratio"] = _wilson(below, k) if below is not None else None
+    quantiles: dict[str, list[float]] = {}
+    if sorted_values is not None:
+        values = sorted_values.cpu().numpy()
+        for q in QUANTILES:
+            r, t = _quantile_ranks(k, q / 100)
+            quantiles[str(q)] = [float(values[r]), float(values[t])]
+    else:
+        assert fine_hist is not None
+        cum = np.cumsum(fine_hist)
+        width = 2.0 / fine_hist.shape[0]
+        for q in QUANTILES:
+            r, t = _quantile_ranks(k, q / 100)
+            lo_bin, hi_bin = np.searchsorted(cum, [r, t], side="right")
+            quantiles[str(q)] = [-1.0 + int(lo_bin) * width, -1.0 + (int(hi_bin) + 1) * width]
+    out["quantiles"] = quantiles
+    return out
+
+
+def _moments_mode(
+    u, v, codes, *, t32: float, hist_bins: int, num_pairs: int, seed: int, workers: int
+) -> dict:
+    """Exact mean and variance of every negative pair type over all n(n-1) pairs (closed form,
+    O(n d^2) time, O(d^2) memory besides the views), exact statistics of the n positives, and
+    the rest (min, max, quantiles, histogram, excessive ratio) estimated from ``num_pairs``
+    pairs of each type drawn as in sampled mode, with their :data:`CONFIDENCE` intervals."""
+    n = u.shape[0]
+    sample = _sampled(
+        u, v, codes, t32=t32, hist_bins=hist_bins, num_pairs=num_pairs, seed=seed, intervals=True
+    )
+    # the rows in class order, read a chunk at a time (no sorted copy of the views)
+    order = None if codes is None else torch.sort(codes, stable=True).indices
+    ordered = None if order is None else codes[order]
+    closed = pair_moments([u, v], ordered, workers=workers, order=order)
+    every = torch.arange(n)
+    positives = _dots(u, every, v, every, _gather_rows(u.shape[1]))
+    out = {
+        "positive": _sample_summary(
+            positives, t32=t32, hist_bins=hist_bins, negative=False, estimate=False
+        )
+    }
+    for kind in ("cross_view_negative", "within_view_negative"):
+        block = _with_moments(sample[kind], closed[kind][0])
+        if codes is not None:
+            split = sample[kind]["by_class"]
+            block["by_class"] = {
+                name: _with_moments(split[name], closed[kind][k])
+                for k, name in ((1, "same_class"), (2, "different_class"))
+            }
+        out[kind] = block
+    return out
+
+
+def _with_moments(block: dict, moments: Moments) -> dict:
+    """A sampled block with its count, mean, variance and std replaced by the exact ones."""
+    out = dict(block)
+    sampling = out.pop("sampling")
+    out.pop("by_class", None)
+    out["count"] = moments.count
+    out["estimate"] = True
+    mean, var = moments.mean, moments.var
+    out["mean"] = mean
+    out["var"] = var
+    out["std"] = None if var is None else math.sqrt(var)
+    out["exact"] = list(EXACT_IN_MOMENTS_MODE)
+    out["sampling"] = sampling
+    return out
 
 
 # --------------------------------------------------------------------------- public API
@@ -939,10 +1310,12 @@ def pair_statistics(
         labels: optional (n,) class labels; adds ``by_class`` (same_class / different_class)
             to each negative type. Same-class "negatives" are instance discrimination's false
             negatives.
-        mode: ``"exact"`` (all pairs, streamed) or ``"sampled"`` (``num_pairs`` of each type,
-            drawn uniformly with replacement with ``seed``; results marked as estimates).
+        mode: ``"exact"`` (all pairs, streamed), ``"sampled"`` (``num_pairs`` of each type,
+            drawn uniformly with replacement with ``seed``; results marked as estimates) or
+            ``"moments"`` (exact means and variances over all pairs in closed form, the rest
+            estimated from ``num_pairs`` sampled pairs; see the module docstring).
         block_size: side of the square similarity tiles of exact mode (working memory about
-            25 * block_size^2 bytes, independent of n); default from a memory budget
+            16 * block_size^2 bytes, independent of n); default from a memory budget
             (7 MiB on CPU, 512 MiB on CUDA).
         hist_bins: bins of the reported histogram on [-1, 1].
         ranks: under ``torchrun``, ``Ranks.of_process_group()``: every rank passes the same
@@ -1001,11 +1374,11 @@ class _Options(NamedTuple):
 
     @classmethod
     def check(cls, mode, num_pairs, seed, block_size, hist_bins) -> _Options:
-        if mode not in ("exact", "sampled"):
-            raise ValueError(f"mode must be 'exact' or 'sampled', got {mode!r}.")
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(map(repr, MODES))}, got {mode!r}.")
         hist_bins = check_int(hist_bins, "hist_bins", 1, MAX_HIST_BINS)
         seed = check_int(seed, "seed", 0, MAX_SEED)
-        if mode == "sampled":
+        if mode != "exact":
             num_pairs = check_int(num_pairs, "num_pairs", 1, MAX_NUM_PAIRS)
         if block_size is not None:
             block_size = check_int(block_size, "block_size", 1)
@@ -1027,10 +1400,22 @@ def _measure(
     t32 = threshold_float32(n_ref)
     hist_bins = options.hist_bins
     with torch.inference_mode(), full_fp32_matmul():
+        num_pairs, seed = options.num_pairs, options.seed
         if options.mode == "sampled":
-            num_pairs, seed = options.num_pairs, options.seed
             return _sampled(
                 u, v, codes, t32=t32, hist_bins=hist_bins, num_pairs=num_pairs, seed=seed
+            )
+        if options.mode == "moments":
+            # every rank computes the whole (O(n d^2) and the seeded sample): the same bits
+            return _moments_mode(
+                u,
+                v,
+                codes,
+                t32=t32,
+                hist_bins=hist_bins,
+                num_pairs=num_pairs,
+                seed=seed,
+                workers=threads,
             )
         tile = min(options.block_size or _default_tile(n, u.device), n)
         workers = 1 if u.device.type != "cpu" else min(threads, len(range(0, n, tile)) ** 2)

@@ -6,7 +6,10 @@ difference (pure numpy / scipy; nothing here reads a result).
 - :func:`newcombe_interval`: Newcombe's (1998, method 10) hybrid score interval of the
   difference of two proportions measured on n1 and n2 items.
 - :func:`summarize`: mean, sample standard deviation (ddof 1), n and the Student-t
-  interval of the mean of replicate values (e.g. one value per training seed).
+  interval of the mean of replicate values (e.g. one value per training seed);
+  :func:`mean_sd` and :func:`t_half_width`, the parts the comparison's over-seed tables print.
+- :func:`welch_interval`: Welch's interval of the difference of two means (unequal
+  variances), for two conditions whose replicates cannot be paired.
 - :func:`pair_mean_se`, :func:`pair_var_se`: conservative standard errors of a mean (and
   a variance) taken over all pairs of n sampled instances, from Hoeffding's variance of a
   U-statistic: for a symmetric kernel h of degree 2,
@@ -56,13 +59,16 @@ __all__ = [
     "Trend",
     "agreement",
     "holm",
+    "mean_sd",
     "newcombe_interval",
     "pair_mean_se",
     "pair_var_se",
     "summarize",
+    "t_half_width",
     "trend",
     "verdict",
     "welch_df",
+    "welch_interval",
     "wilson_interval",
     "z_value",
 ]
@@ -140,6 +146,32 @@ def summarize(values: Sequence[float], confidence: float = CONFIDENCE) -> Summar
     sd = float(x.std(ddof=1))
     half = float(stats.t.ppf(0.5 + confidence / 2, x.size - 1)) * sd / math.sqrt(x.size)
     return Summary(mean, sd, int(x.size), (mean - half, mean + half))
+
+
+def mean_sd(values: np.ndarray) -> tuple[float, float] | None:
+    """(mean, sample sd with ddof 1) of one quantity over replicates; None with fewer than two
+    or when any is missing (NaN): a mean over a subset would pass for the whole group's."""
+    if len(values) < 2 or bool(np.isnan(values).any()):
+        return None
+    return float(values.mean()), float(values.std(ddof=1))
+
+
+def t_half_width(sd: float, n: int, confidence: float = CONFIDENCE) -> float:
+    """Half the Student-t interval of a mean of n replicates with sample sd ``sd``:
+    t_{n-1} sd / sqrt(n)."""
+    return float(stats.t.ppf(0.5 + confidence / 2, n - 1)) * sd / math.sqrt(n)
+
+
+def welch_interval(
+    y: Sequence[float] | np.ndarray, x: Sequence[float] | np.ndarray, confidence: float = CONFIDENCE
+) -> tuple[float, float]:
+    """Welch's interval of mean(y) - mean(x) (unequal variances, Welch-Satterthwaite degrees
+    of freedom; :func:`scipy.stats.ttest_ind` with ``equal_var=False``). Two or more values
+    each."""
+    ci = stats.ttest_ind(
+        np.asarray(y, dtype=np.float64), np.asarray(x, dtype=np.float64), equal_var=False
+    ).confidence_interval(confidence)
+    return float(ci.low), float(ci.high)
 
 
 def pair_mean_se(var: float, n: int) -> float:

@@ -43,6 +43,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from cl_diag.result import Layer
+from cl_diag.runconfig import RunConfig
 
 __all__ = [
     "SSEMOptimum",
@@ -422,7 +423,7 @@ def _float_fn(fn: Callable[[Any], Any]) -> Callable[[float], float]:
     return lambda x: float(fn(torch.tensor(float(x), dtype=torch.float64)))
 
 
-def theory_panel(training_config: Mapping[str, Any], n_ref: int, layers: Mapping[str, Any]) -> dict:
+def theory_panel(config: RunConfig, n_ref: int, layers: Mapping[str, Any]) -> dict:
     """Predictions of the paper's theorems for this run (paper-notes 5 and 11), beside the
     measured layers.
 
@@ -444,16 +445,15 @@ def theory_panel(training_config: Mapping[str, Any], n_ref: int, layers: Mapping
     * ``supcl`` (outside Def. 3.1 / 3.2): the SSEM block of :func:`ssem_panel` (the collapse
       threshold alpha_c and the optimum beta* on the balanced batch) under ``ssem``.
 
+    ``config`` is the run's training config (:func:`cl_diag.runconfig.parse_run_config`);
     ``layers`` maps a layer name to its :class:`cl_diag.result.Layer` (or the layer's JSON
     form). Returns the ``theory`` block of result.json as a plain dict.
     """
     # imported here: the closed forms above (the reports use them) need neither losses nor torch
     from cl_diag.losses import LOSSES
 
-    name = training_config.get("loss")
-    m = training_config.get("batch_size")
-    m = int(m) if isinstance(m, int) and not isinstance(m, bool) else None
-    loss = LOSSES.get(name) if isinstance(name, str) else None
+    name, m = config.loss, config.batch_size
+    loss = LOSSES.get(name) if name is not None else None
     panel: dict[str, Any] = {
         "n_ref": n_ref,
         "batch_size": m,
@@ -472,11 +472,7 @@ def theory_panel(training_config: Mapping[str, Any], n_ref: int, layers: Mapping
     family = getattr(loss, "family", None) if loss is not None else None
     hp: dict[str, Any] = {}
     if loss is not None:
-        hp = {
-            k: training_config[k]
-            for k in loss.hyperparameter_names
-            if training_config.get(k) is not None
-        }
+        hp = config.hyperparameters(loss.hyperparameter_names)
         try:
             hp = loss.resolve(**hp)
         except ValueError:
@@ -493,7 +489,7 @@ def theory_panel(training_config: Mapping[str, Any], n_ref: int, layers: Mapping
         panel["statement"] = f"No optimum is predicted: {why}."
         if name == "supcl":  # the SSEM speaks to it instead (paper-notes 11.3)
             loss_d = _layer_facts(layers[panel["loss_layer"]])[0] if panel["loss_layer"] else None
-            panel["ssem"], sentence = ssem_panel(training_config, hp, loss_d)
+            panel["ssem"], sentence = ssem_panel(config, hp, loss_d)
             panel["statement"] = (
                 f"Thms 5.1-5.5 do not apply: {why}. {sentence}"
                 if panel["ssem"] is not None
@@ -541,10 +537,11 @@ def theory_panel(training_config: Mapping[str, Any], n_ref: int, layers: Mapping
             block["sigmoid"] = {"eq10": full["sigmoid"]["eq10"], "ccem": full["sigmoid"]["ccem"]}
         panel["full_batch"] = block
         statement += full["statement"]
-    vrn = training_config.get("vrn")
-    if isinstance(vrn, (int, float)) and vrn > 0:
+    if config.vrn.on:
+        weight = config.vrn.weight
         statement.append(
-            f"VRN (lambda = {vrn:g}) penalises the squared distance of cross-view negatives from "
+            f"VRN ({'lambda not recorded' if weight is None else f'lambda = {weight:g}'}) "
+            "penalises the squared distance of cross-view negatives from "
             "-1/(n-1), shrinking their variance (Def. 5.7); it changes the fixed-batch optimum, so "
             "the Eq. 11 band (without VRN) is not its prediction."
         )
@@ -688,7 +685,7 @@ def _optimum(
 
 
 def ssem_panel(
-    training_config: Mapping[str, Any], hp: Mapping[str, Any], d: object
+    config: RunConfig, hp: Mapping[str, Any], d: object
 ) -> tuple[dict[str, Any] | None, str]:
     """The SSEM block of a ``supcl`` run's theory panel and its sentence (paper-notes 11.3).
 
@@ -699,13 +696,11 @@ def ssem_panel(
     and within-class variance, and two caveats: ``d_below_mn_minus_1`` (the SSEM needs
     d >= mn - 1; below, the prediction is qualitative) and ``small_alpha`` (alpha <= 0.1 at
     tau <= 0.1: variant B left the SSEM in free optimisation there)."""
-    batch = training_config.get("batch_size")
-    m = training_config.get("classes_per_batch")
-    balanced = training_config.get("balanced_batch") is True
+    batch, m = config.batch_size, config.classes_per_batch
     if not (
-        balanced
-        and isinstance(batch, int)
-        and isinstance(m, int)
+        config.balanced_batch
+        and batch is not None
+        and m is not None
         and m >= 2
         and batch % m == 0
         and batch // m >= 2

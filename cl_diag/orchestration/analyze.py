@@ -49,7 +49,7 @@ from cl_diag.errors import UserError
 from cl_diag.io.embeddings import Embeddings, load_embeddings
 from cl_diag.io.output import OWNED_FILES, check_targets, ensure_writable_parent, staged_output
 from cl_diag.measurement.inputs import UnitViews, ViewsError, label_codes, normalise_views
-from cl_diag.measurement.pairs import MAX_HIST_BINS, MAX_NUM_PAIRS, MAX_SEED
+from cl_diag.measurement.pairs import MAX_HIST_BINS, MAX_NUM_PAIRS, MAX_SEED, MODES
 from cl_diag.measurement.ranks import SINGLE, Ranks, RanksMismatch
 from cl_diag.measurement.theory import delta, theory_panel
 from cl_diag.models import CheckpointFile, KeyMapping, Subject, read_checkpoint_file
@@ -71,6 +71,7 @@ from cl_diag.result import (
     Theory,
     Tool,
 )
+from cl_diag.runconfig import parse_run_config
 
 #: what every number of a result means, written into it and printed in its report
 CONVENTIONS = {
@@ -86,7 +87,7 @@ CONVENTIONS = {
     "variance": "population variance (ddof 0)",
 }
 
-#: largest --block-size: a tile of 8192 x 8192 similarities takes about 1.6 GB
+#: largest --block-size: a tile of 8192 x 8192 similarities takes about 1.1 GB
 MAX_BLOCK_SIZE = 8192
 #: the files every analysis writes, whatever it measured (checked before the measuring)
 _FIXED_OUTPUTS = (RESULT_NAME, "report.md", "report.html")
@@ -121,8 +122,10 @@ class PairOptions:
         def name(option: str) -> str:
             return "--" + option.replace("_", "-") if cli else option
 
-        if self.pairs not in ("exact", "sampled"):
-            raise UserError(f"{name('pairs')} must be 'exact' or 'sampled', not {self.pairs!r}.")
+        if self.pairs not in MODES:
+            raise UserError(
+                f"{name('pairs')} must be 'exact', 'sampled' or 'moments', not {self.pairs!r}."
+            )
         for option, value, optional in (
             ("n_ref", n_ref, True),
             ("num_pairs", self.num_pairs, False),
@@ -157,7 +160,7 @@ class PairOptions:
         if self.block_size is not None and self.block_size > MAX_BLOCK_SIZE:
             raise UserError(
                 f"{name('block_size')} must be in [1, {MAX_BLOCK_SIZE}] (got {self.block_size}); "
-                "a tile of b x b similarities takes about 25 b^2 bytes. Omit it for the default."
+                "a tile of b x b similarities takes about 16 b^2 bytes. Omit it for the default."
             )
         if self.seed > MAX_SEED:
             raise UserError(
@@ -277,7 +280,7 @@ def check_analysis(config: AnalyzeConfig) -> None:
         raise UserError(f"--views must be at least 2 (got {config.views}).")
     if config.views > 2 and config.pairs != "exact":
         raise UserError(
-            f"--views {config.views} is measured with exact pairs; drop --pairs sampled."
+            f"--views {config.views} is measured with exact pairs; drop --pairs {config.pairs}."
         )
     if config.num_images < 2:
         raise UserError(
@@ -365,12 +368,21 @@ def measure_layer(
             ranks=ranks,
             more_views=more,
         )
-        # The exact cross-view mean is already known; a sampled one is an estimate, so let
-        # geometry compute the exact mean itself (O(nd)); so too with more views, whose
-        # cross-view mean runs over every view pair.
-        exact = options.pairs == "exact" and not more
+        # The exact cross-view mean is already known (exact and moments modes); a sampled one
+        # is an estimate, so let geometry compute the exact mean itself (O(nd)); so too with
+        # more views, whose cross-view mean runs over every view pair. Moments mode is for
+        # data-set scale: the uniformity (n^2/2 pairs per view) is estimated from as many
+        # sampled pairs as the pair statistics.
+        exact = options.pairs in ("exact", "moments") and not more
         exact_mean = pairs["cross_view_negative"]["mean"] if exact else None
-        geo = geometry_of(views, n_ref=n_ref, cross_view_mean=exact_mean, ranks=ranks)
+        geo = geometry_of(
+            views,
+            n_ref=n_ref,
+            cross_view_mean=exact_mean,
+            ranks=ranks,
+            uniformity_pairs=options.num_pairs if options.pairs == "moments" else None,
+            seed=options.seed,
+        )
     except RanksMismatch:
         raise UserError(
             f"The {ranks.world} torchrun ranks read different views from {where}; every rank "
@@ -412,7 +424,7 @@ def build_result(
         n_ref=n_ref,
         threshold=delta(n_ref),
         mode=options.pairs,
-        num_pairs=options.num_pairs if options.pairs == "sampled" else None,
+        num_pairs=options.num_pairs if options.pairs != "exact" else None,
         seed=options.seed,
         conventions=CONVENTIONS,
         config=training_config or {},
@@ -881,7 +893,9 @@ def _checkpoint_result(
         layers=layers,
         training_config=subject.training_config,
         probes=probes,
-        theory=theory_panel(subject.training_config, n_ref, layers),
+        theory=theory_panel(
+            parse_run_config(subject.training_config, n_train=subject.n_train), n_ref, layers
+        ),
         commands=Commands(analyze=config.record(), train=_training_command(subject)),
         device=run.device,
         workers=config.workers,

@@ -17,6 +17,7 @@ from torch import nn
 from cl_diag.errors import UserError
 from cl_diag.models.checkpoints import CheckpointFile, tensors_sha256, weights_sha256
 from cl_diag.models.subject import DataSpec, Subject, module_subject, rebuild_subject
+from cl_diag.runconfig import parse_run_config
 
 __all__ = ["attach_data", "open_module_subject", "open_subject"]
 
@@ -35,7 +36,7 @@ def open_subject(file: CheckpointFile, *, seed: int = 0, **options: Any) -> Subj
     if subject.data_spec is not None:  # toy runs carry their learned vectors instead
         attach_data(subject, subject.data_spec, seed=seed, where=file.path)
     elif subject.embeddings is not None:  # toy: --num-classes gave its instances classes
-        num_classes = subject.training_config.get("num_classes")
+        num_classes = parse_run_config(subject.training_config).num_classes
         if num_classes is not None:
             from cl_diag.training.data import toy_labels
 

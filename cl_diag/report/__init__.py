@@ -1,20 +1,23 @@
 """Reports: pure functions of results (:class:`cl_diag.result.Result`) to Markdown, HTML, CSV
 and SVG figures.
 
-- :func:`render_analysis` -- one run: report.md, report.html and its figures.
-- :func:`render_comparison` -- several runs side by side (``cl-diag compare``):
+- :func:`analysis_files` -- one run: report.md, report.html and its figures.
+- :func:`comparison_files` -- several runs side by side (``cl-diag compare``):
   report.md, report.html, comparison.csv (comparison_by_seed.csv when runs differ
   only in their seed) and figures.
+- :func:`write_files` -- the one writer: puts those files into a folder, each through
+  :func:`cl_diag.io.atomic.atomic_write_bytes`; :func:`render_analysis` and
+  :func:`render_comparison` are the two steps together.
 
 The commands render into a staging folder (``cl_diag.io.output.staged_output``), which
 records the hash of every file it moves into ``--out``, so that a report re-rendered into the
 same folder removes its own stale figures and nothing else.
 
 Nothing is measured here: every number comes from the typed results (schema in
-docs/result-schema.md; a result's JSON dict is accepted too and checked the same
-way), so the same results give the same bytes. The content is built once as a list
-of blocks (``analysis.py``, ``comparison.py``) and rendered by ``markdown.py`` and
-``html.py``; ``figures.py`` draws the SVGs.
+docs/result-schema.md), so the same results give the same bytes. The content is built once
+as a list of blocks (``analysis.py`` with its ``probe_section.py`` and ``theory_section.py``,
+``comparison.py``; both open with ``findings.py``; ``runs.py`` labels, orders and groups the
+runs) and rendered by ``markdown.py`` and ``html.py``; ``figures.py`` draws the SVGs.
 
 Example::
 
@@ -28,26 +31,29 @@ Example::
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
-from cl_diag.io.atomic import atomic_write_text
+from cl_diag.io.atomic import atomic_write_bytes
 from cl_diag.report.analysis import build_analysis
 from cl_diag.report.comparison import (
     Comparison,
     build_comparison,
     comparison_frame,
     comparison_warnings,
-    run_labels,
     seed_frame,
-    seed_groups,
 )
 from cl_diag.report.document import Document
 from cl_diag.report.html import render_html
 from cl_diag.report.markdown import render_markdown
+from cl_diag.report.runs import run_labels, seed_groups
 from cl_diag.result import Result
 
 __all__ = [
     "Comparison",
+    "ReportFile",
+    "analysis_files",
+    "comparison_files",
     "comparison_frame",
     "comparison_warnings",
     "render_analysis",
@@ -55,40 +61,62 @@ __all__ = [
     "run_labels",
     "seed_frame",
     "seed_groups",
+    "write_files",
 ]
 
-
-def _write_text(path: Path, text: str) -> Path:
-    atomic_write_text(path, text)  # UTF-8, no newline translation: the same bytes everywhere
-    return path
+#: one file of a rendered report: its name inside the report's folder and its bytes
+ReportFile = tuple[str, bytes]
 
 
-def _write_document(doc: Document, out_dir: Path) -> list[Path]:
-    out_dir = Path(out_dir)
-    written = [
-        _write_text(out_dir / "report.md", render_markdown(doc)),
-        _write_text(out_dir / "report.html", render_html(doc)),
+def _text(text: str) -> bytes:
+    return text.encode("utf-8")  # UTF-8, no newline translation: the same bytes everywhere
+
+
+def _document_files(doc: Document) -> list[ReportFile]:
+    return [
+        ("report.md", _text(render_markdown(doc))),
+        ("report.html", _text(render_html(doc))),
+        *[(figure.filename, figure.svg) for figure in doc.figures],
     ]
-    for figure in doc.figures:
-        path = out_dir / figure.filename
-        path.write_bytes(figure.svg)
+
+
+def analysis_files(result: Result) -> list[ReportFile]:
+    """report.md, report.html and the SVG figures of one result, in the order written."""
+    return _document_files(build_analysis(result))
+
+
+def comparison_files(comparison: Comparison) -> list[ReportFile]:
+    """report.md, report.html, comparison.csv (comparison_by_seed.csv with seed groups) and
+    the figures of a comparison, in the order written."""
+    files = _document_files(build_comparison(comparison))
+    tables = [("comparison.csv", comparison.csv_frame())]
+    by_seed = comparison.seed_csv_frame()
+    if by_seed is not None:
+        tables.append(("comparison_by_seed.csv", by_seed))
+    files[2:2] = [(name, _text(t.to_csv(index=False, lineterminator="\n"))) for name, t in tables]
+    return files
+
+
+def write_files(files: Sequence[ReportFile], out_dir: Path) -> list[Path]:
+    """The one writer of reports: each file into ``out_dir`` (which must exist; the commands
+    stage it), atomically (:func:`cl_diag.io.atomic.atomic_write_bytes`). Returns the paths
+    written, in order."""
+    written = []
+    for name, data in files:
+        path = Path(out_dir) / name
+        atomic_write_bytes(path, data)
         written.append(path)
     return written
 
 
-def render_analysis(result: Result | dict, out_dir: Path) -> list[Path]:
-    """Write report.md, report.html and the SVG figures of one result into ``out_dir``.
-
-    ``result`` is a :class:`~cl_diag.result.Result` (or its JSON dict). ``out_dir`` must
-    exist (the caller stages and moves it). Returns the paths written.
-    """
-    if not isinstance(result, Result):
-        result = Result.from_dict(result)
-    return _write_document(build_analysis(result), out_dir)
+def render_analysis(result: Result, out_dir: Path) -> list[Path]:
+    """Write report.md, report.html and the SVG figures of one result into ``out_dir``
+    (:func:`analysis_files`, :func:`write_files`). Returns the paths written."""
+    return write_files(analysis_files(result), out_dir)
 
 
 def render_comparison(
-    results: list[tuple[str, Result | dict]] | Comparison,
+    results: Sequence[tuple[str, Result]] | Comparison,
     out_dir: Path,
     *,
     baseline: str | None = None,
@@ -100,16 +128,7 @@ def render_comparison(
     of the names. Or a :class:`Comparison` already made of them. Differing n_ref values are
     noted in the report; :func:`comparison_warnings` returns the same notes for the CLI.
     """
-    comparison = results
-    if not isinstance(comparison, Comparison):
-        comparison = Comparison(comparison, baseline=baseline)
-    written = _write_document(build_comparison(comparison), out_dir)
-    csv_path = Path(out_dir) / "comparison.csv"
-    _write_text(csv_path, comparison.csv_frame().to_csv(index=False, lineterminator="\n"))
-    written.insert(2, csv_path)
-    by_seed = comparison.seed_csv_frame()
-    if by_seed is not None:
-        seed_path = Path(out_dir) / "comparison_by_seed.csv"
-        _write_text(seed_path, by_seed.to_csv(index=False, lineterminator="\n"))
-        written.insert(3, seed_path)
-    return written
+    comparison = (
+        results if isinstance(results, Comparison) else Comparison(results, baseline=baseline)
+    )
+    return write_files(comparison_files(comparison), out_dir)

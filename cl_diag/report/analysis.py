@@ -12,45 +12,34 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from cl_diag.measurement.stats import pair_mean_se, z_value
-from cl_diag.measurement.theory import validity
 from cl_diag.report import figures
 from cl_diag.report.document import (
     MISSING,
-    Cell,
+    SIMILARITY_CONVENTION,
     Document,
     Figure,
     Heading,
     Note,
-    Paragraph,
     Table,
     flatten,
     fmt,
     fmt_setting,
-    pct,
-    pct_interval,
 )
 from cl_diag.report.environment import analysis_environment
 from cl_diag.report.findings import Finding, RunData, findings_blocks, run_findings
+from cl_diag.report.probe_section import probe_blocks
+from cl_diag.report.theory_section import theory_blocks
 from cl_diag.result import (
-    BASELINES,
     NEGATIVE_TYPES,
     PAIR_TYPES,
-    PIXELS,
     QUANTILES,
     Collapse,
-    Eq10,
     Layer,
-    Metric,
     PairStats,
-    Probes,
     Result,
     Source,
-    SplitSize,
-    Ssem,
-    Theory,
-    VarianceBand,
-    probe_report_metrics,
 )
+from cl_diag.runconfig import RunConfig
 
 PAIR_TITLES = {
     "positive": "positive",
@@ -62,7 +51,6 @@ PAIR_DEFINITIONS = {
     "cross_view_negative": "(u_i, v_j), i ≠ j, n(n−1) ordered",
     "within_view_negative": "(u_i, u_j) and (v_i, v_j), i < j, n(n−1)",
 }
-SIMILARITY_CONVENTION = "cosine similarity of L2-normalised rows"
 
 
 def threshold_text(result: Result) -> str:
@@ -74,6 +62,13 @@ def mode_text(result: Result) -> str:
         return (
             f"sampled: {fmt(result.num_pairs)} pairs of each type drawn uniformly with seed "
             f"{fmt(result.seed)} (estimates)"
+        )
+    if result.mode == "moments":
+        return (
+            "moments: exact count, mean, variance and std of every pair in closed form; min, "
+            f"max, quantiles, histogram and excessive ratio from {fmt(result.num_pairs)} pairs "
+            f"of each type drawn uniformly with seed {fmt(result.seed)} (estimates with 95 % "
+            "intervals in result.json), uniformity likewise"
         )
     return "exact: all pairs, streamed in row blocks"
 
@@ -95,6 +90,8 @@ def _stat_rows(
     def sampled(stats: PairStats | None) -> str:
         if stats is None:
             return MISSING
+        if stats.exact:
+            return f"exact {', '.join(stats.exact)}; rest sampled"
         return "sampled estimate" if stats.estimate else "exact"
 
     rows = [
@@ -305,519 +302,6 @@ def collapse_table(name: str, collapse: Collapse) -> tuple[Table, list[Note]]:
     return table, notes
 
 
-def validity_caveat(result: Result, name: str) -> Note | None:
-    """The validity note of a layer too narrow for the optima: the theory panel's checks
-    (``theory.layers``), or for a result without them the same test
-    (:func:`cl_diag.measurement.theory.validity`)."""
-    layer = result.layers[name]
-    theory = result.theory
-    batch_size = theory.batch_size if theory is not None else None
-    check = (theory.layers or {}).get(name) if theory is not None else None
-    if check is not None:
-        caveat, below_m = check.caveat, check.d_below_m_minus_1
-    else:
-        caveat, below_m = validity(layer.d, result.n_ref, batch_size)
-    if not caveat:
-        return None
-    n_ref, d = result.n_ref, layer.d
-    extra = ""
-    if below_m and batch_size is not None:
-        extra = f" Here d < m − 1 = {batch_size - 1} as well, below what Theorem 5.5 assumes."
-    return Note(
-        f"Validity: d = {d} < n_ref − 1 = {n_ref - 1}. The optimum predictions (Thm 5.1, 5.3, "
-        "5.5) assume a simplex fits (d ≥ n_ref − 1, and d ≥ m − 1 per batch); with a narrower "
-        "embedding they are "
-        f"qualitative (paper-notes 11.4): compare trends, not values.{extra}"
-    )
-
-
-def _band_text(band: VarianceBand | None) -> str:
-    if band is None:
-        return MISSING
-    return f"[{fmt(band.lo)}, {fmt(band.hi)}]"
-
-
-def _stat(layer: Layer, kind: str, read) -> object:
-    """One statistic of one pair type of a layer; None when the layer lacks the pair type."""
-    stats = layer.pairs.get(kind)
-    return None if stats is None else read(stats)
-
-
-def _inverse_d(layer: Layer) -> str:
-    """1/d, the variance of the similarity of uniformly random unit vectors (paper-notes 11.4)."""
-    return fmt(1.0 / layer.d) if layer.d > 0 else MISSING
-
-
-def _regime_words(pairs: int | None, n_ref: int, m: int | None) -> str:
-    """Where an N-dependent prediction holds (N = ``pairs``): one fixed mini-batch or the full
-    batch."""
-    if pairs is not None and pairs == n_ref:
-        return f"full batch, N = n_ref = {fmt(pairs)}"
-    if pairs is not None and pairs == m:
-        return f"one fixed mini-batch, N = m = {fmt(pairs)}"
-    return f"N = {fmt(pairs)}"
-
-
-def _eq10_text(eq10: Eq10) -> str:
-    verdict = "holds, excessive separation predicted (Thm 5.3)" if eq10.holds else "does not hold"
-    return (
-        f"(1 + exp(t/(n−1) + b)) / (1 + exp(t − b)) = {fmt(eq10.lhs)} vs (n−2)/2 = "
-        f"{fmt(eq10.rhs)}: {verdict}"
-    )
-
-
-def _regime_table(theory: Theory, n_ref: int) -> Table | None:
-    """Each N-dependent prediction (Thm 5.3 against 5.1(iii), Eq. 10, the CCEM optimum) for one
-    fixed mini-batch and for the full batch, side by side; None without a full-batch block."""
-    full = theory.full_batch
-    if full is None:
-        return None
-    m = theory.batch_size
-    sig = theory.sigmoid
-    rows: list[list[Cell]] = [
-        ["theorem", fmt(theory.theorem), fmt(full.theorem)],
-        [
-            "positive mean at the optimum",
-            fmt(theory.predicted.positive_mean),
-            fmt(full.predicted.positive_mean),
-        ],
-        [
-            "negative mean at the optimum",
-            fmt(theory.predicted.negative_mean),
-            fmt(full.predicted.negative_mean),
-        ],
-    ]
-    if theory.condition is not None and full.condition is not None:
-        rows.append(
-            [
-                "phi'(1) vs ((N−2)/(2(N−1))) psi'(−1/(N−1))",
-                f"{fmt(theory.condition.dphi_at_1)} vs {fmt(theory.condition.rhs)}",
-                f"{fmt(full.condition.dphi_at_1)} vs {fmt(full.condition.rhs)}",
-            ]
-        )
-    if sig is not None and full.eq10 is not None:
-        rows.append(["Eq. 10", _eq10_text(sig.eq10), _eq10_text(full.eq10)])
-    if sig is not None and full.ccem is not None:
-        rows.append(
-            [
-                "CCEM optimum: regime, x*",
-                f"{fmt(sig.ccem.regime)}, {fmt(sig.ccem.x_star)}",
-                f"{fmt(full.ccem.regime)}, {fmt(full.ccem.x_star)}",
-            ]
-        )
-    return Table(
-        columns=["prediction", _regime_words(theory.N, n_ref, m), _regime_words(full.N, n_ref, m)],
-        rows=rows,
-        caption=(
-            "Where each prediction holds: the cross-view-only additive loss's optimum depends on "
-            "the number of pairs N it sees. Fixed mini-batches of m pairs (Thm 5.5's setting) each "
-            "reach the N = m optimum; a full batch of the n_ref training instances the N = n_ref "
-            "one."
-        ),
-    )
-
-
-def _vrn_weight(result: Result) -> float:
-    """The run's VRN weight from its training config (0 when off or unknown)."""
-    value = result.config.get("vrn")
-    if isinstance(value, dict):  # a nested config: {"enabled": ..., "lambda": ...}
-        value = value.get("lambda") if value.get("enabled", True) else 0.0
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return 0.0
-    return float(value)
-
-
-def theory_blocks(result: Result) -> list:
-    theory = result.theory
-    if theory is None:
-        return []
-    loss = theory.loss
-    m = theory.batch_size
-    n_ref = theory.n_ref if theory.n_ref is not None else result.n_ref
-    blocks: list = [Heading(2, "Theory panel: predicted next to measured")]
-    applies = fmt(theory.theorem)
-    if theory.full_batch is not None:
-        applies = (
-            f"{fmt(theory.theorem)} ({_regime_words(theory.N, n_ref, m)}), "
-            f"{fmt(theory.full_batch.theorem)} ({_regime_words(theory.full_batch.N, n_ref, m)})"
-        )
-    blocks.append(
-        Paragraph(
-            f"Loss {fmt(loss.name)}, family {fmt(loss.family)}, (c1, c2) = "
-            f"({fmt(loss.c1)}, {fmt(loss.c2)}); applicable theorem: {applies}. "
-            f"{theory.statement or ''}".rstrip()
-            + f" Training batch size m = {fmt(m)}; n = n_ref = {fmt(n_ref)}."
-        )
-    )
-    sig = theory.sigmoid
-    if sig is not None:
-        eq10, ccem = sig.eq10, sig.ccem
-        blocks.append(
-            Paragraph(
-                f"Sigmoid loss, t = {fmt(sig.t)}, b = {fmt(sig.b)} "
-                "(paper convention, b = −b_SigLIP). "
-                f"Eq. 10 at {_regime_words(eq10.N if eq10.N is not None else ccem.N, n_ref, m)}, "
-                f"n = N: {_eq10_text(eq10)}. "
-                f"Double-constant (CCEM) optimum at N = {fmt(ccem.N)}: regime {fmt(ccem.regime)}, "
-                f"x* = {fmt(ccem.x_star)} (paper-notes 11.1)."
-            )
-        )
-    regimes = _regime_table(theory, n_ref)
-    if regimes is not None:
-        blocks.append(regimes)
-    if theory.ssem is not None:
-        blocks += ssem_blocks(result, theory.ssem, theory.loss_layer)
-    predicted = theory.predicted
-    band = theory.variance_band
-    vrn = _vrn_weight(result)
-    layers = result.layers
-    loss_layer = theory.loss_layer
-    # The theorems describe the embedding the loss is computed on; other layers are context.
-    # (Results without loss_layer get the predictions beside every layer, as before.)
-    main = [loss_layer] if loss_layer in layers else list(layers)
-    for name in main:
-        layer = layers[name]
-        pos_mean = _stat(layer, "positive", lambda s: s.mean)
-        xneg_mean = _stat(layer, "cross_view_negative", lambda s: s.mean)
-        xneg_var = _stat(layer, "cross_view_negative", lambda s: s.var)
-        d = layer.d
-        optimum = (
-            "full-batch optimum (Thm 5.1); the mean over all pairs of the fixed-batch optimum "
-            "too (Thm 5.5)"
-            if (theory.theorem or "").startswith("5.1")
-            else f"optimum at {_regime_words(theory.N, n_ref, m)}"
-        )
-        rows = [
-            [
-                "positive mean",
-                fmt(predicted.positive_mean),
-                fmt(pos_mean),
-                optimum,
-            ],
-            [
-                "positive mean, upper bound",
-                f"≤ {fmt(layer.geometry.alignment_ceiling.value)}",
-                fmt(pos_mean),
-                "Thm 5.2: 1 + mean cross-view negative + 1/(n_ref − 1), from this layer's "
-                "measurement",
-            ],
-            [
-                "cross-view negative mean",
-                fmt(predicted.negative_mean),
-                fmt(xneg_mean),
-                "−1/(n_ref − 1) (Thm 5.1, 5.5)"
-                if (theory.theorem or "").startswith("5.1")
-                else optimum,
-            ],
-            [
-                "cross-view negative variance",
-                _band_text(band),
-                fmt(xneg_var),
-                f"Thm 5.5 band (Eq. 11), n = {fmt(band.n if band else None)}, "
-                f"m = {fmt(band.m if band else None)}, fixed batches, the prediction without VRN"
-                + (
-                    f" (this run has VRN λ = {fmt(vrn)}, which changes the fixed-batch optimum: "
-                    "the band is shown for reference only)"
-                    if vrn
-                    else ""
-                ),
-            ],
-            [
-                "variance of random unit vectors",
-                _inverse_d(layer),
-                fmt(xneg_var),
-                f"1/d, d = {fmt(d)} (paper-notes 11.4 reference)",
-            ],
-        ]
-        if theory.within_batch_optimum is not None:
-            rows.append(
-                [
-                    "within-batch negative (per-batch simplex)",
-                    fmt(theory.within_batch_optimum),
-                    MISSING,
-                    "−1/(m − 1): each batch's own simplex at the mini-batch optimum (Thm 5.5); "
-                    "not measurable from pairs",
-                ]
-            )
-        full = theory.full_batch
-        if sig is not None:
-            rows.append(
-                [
-                    "positive mean (CCEM, N = m)",
-                    fmt(sig.ccem.s_pos),
-                    fmt(pos_mean),
-                    "paper-notes 11.1",
-                ]
-            )
-            rows.append(
-                [
-                    "negative mean (CCEM, N = m)",
-                    fmt(sig.ccem.s_neg),
-                    fmt(xneg_mean),
-                    "paper-notes 11.1",
-                ]
-            )
-        if full is not None and full.ccem is not None:
-            rows.append(
-                [
-                    "positive mean (CCEM, full batch N = n_ref)",
-                    fmt(full.ccem.s_pos),
-                    fmt(pos_mean),
-                    "paper-notes 11.1",
-                ]
-            )
-            rows.append(
-                [
-                    "negative mean (CCEM, full batch N = n_ref)",
-                    fmt(full.ccem.s_neg),
-                    fmt(xneg_mean),
-                    "paper-notes 11.1",
-                ]
-            )
-        blocks.append(
-            Table(
-                columns=["quantity", "predicted", f"measured ({name})", "source"],
-                rows=rows,
-                caption=f"Layer '{name}' (d = {fmt(d)})"
-                + (
-                    ": the layer the loss sees, which the theorems describe."
-                    if name == loss_layer
-                    else "."
-                ),
-            )
-        )
-        caveat = validity_caveat(result, name)
-        if caveat is not None:
-            blocks.append(caveat)
-    context = [n for n in layers if n not in main]
-    if context and loss_layer is not None:
-        blocks.append(_theory_context_table(result, loss_layer, context))
-    return blocks
-
-
-def ssem_blocks(result: Result, ssem: Ssem, loss_layer: str | None) -> list:
-    """The SSEM prediction of a supcl run beside the loss layer's collapse diagnostics."""
-    layer = result.layers.get(loss_layer) if loss_layer is not None else None
-    measured = layer.collapse if layer is not None else None
-
-    def got(read) -> str:
-        return MISSING if measured is None else fmt(read(measured))
-
-    implied_beta = (
-        None
-        if measured is None or measured.within_class_variance is None
-        else 1.0 - measured.within_class_variance
-    )
-    pred = ssem.predicted
-    where = f"m = {fmt(ssem.m)}, n = {fmt(ssem.n)}, p = {fmt(ssem.p)}, τ = {fmt(ssem.tau)}"
-    rows = [
-        [
-            "collapse threshold α_c",
-            fmt(ssem.alpha_c),
-            f"α = {fmt(ssem.alpha)}",
-            f"1 − (n−1)p(1−ρ)/(k + (n−1)p + (m−1)np·ρ), ρ = exp(−m/((m−1)τ)), k = p − 1; {where}",
-        ],
-        [
-            "β* (1 = class collapse)",
-            fmt(ssem.beta_star),
-            fmt(implied_beta),
-            "argmin of the loss on the SSEM (convex in β); measured: 1 − within-class variance",
-        ],
-        [
-            "within-class variance",
-            fmt(pred.within_class_variance),
-            got(lambda c: c.within_class_variance),
-            "1 − β*",
-        ],
-        ["s_w", fmt(pred.s_w), got(lambda c: c.s_w), "(nβ* − 1)/(n − 1)"],
-        ["s_b", fmt(pred.s_b), got(lambda c: c.s_b), "−β*/(m − 1)"],
-        [
-            "SSEM identity residual",
-            fmt(0.0),
-            got(lambda c: c.ssem_residual),
-            "1 + (n−1)s_w + n(m−1)s_b (measured with n, m of the measured sample)",
-        ],
-        [
-            "class collapse",
-            fmt(ssem.regime == "collapse"),
-            got(lambda c: c.collapsed),
-            "predicted: α ≤ α_c; measured: within-class variance < ε",
-        ],
-    ]
-    name = loss_layer or MISSING
-    blocks: list = [
-        Table(
-            columns=["quantity", "predicted (SSEM)", f"measured ({name})", "formula"],
-            rows=rows,
-            caption=(
-                f"Supervised contrastive with a self-supervised share (supcl, variant B): the "
-                f"simplex-to-simplex embedding model on the balanced batch ({where}) beside the "
-                f"class-collapse diagnostics of '{name}' (paper-notes 11.3)."
-            ),
-        )
-    ]
-    if ssem.d_below_mn_minus_1 and layer is not None:
-        mn = (ssem.m or 0) * (ssem.n or 0)
-        blocks.append(
-            Note(
-                f"Validity: d = {fmt(layer.d)} < mn − 1 = {fmt(mn - 1)}: "
-                "the SSEM does not fit in the layer, so its prediction is qualitative (compare "
-                "the trend in α, not the values)."
-            )
-        )
-    if ssem.small_alpha:
-        blocks.append(
-            Note(
-                "Small-α regime: with α ≤ 0.1 at τ ≤ 0.1, free optimisation of this loss (variant "
-                "B) left the SSEM (same-instance views, then only negatives, split apart; "
-                "paper-notes 11.3); the prediction may not describe the optimum here."
-            )
-        )
-    return blocks
-
-
-def _theory_context_table(result: Result, loss_layer: str, names: list[str]) -> Table:
-    """The other layers' measurements beside the loss layer's, without predictions."""
-    shown = [result.layers[n] for n in (loss_layer, *names)]
-    rows = [
-        ["positive mean", *[fmt(_stat(layer, "positive", lambda s: s.mean)) for layer in shown]],
-        [
-            "Thm 5.2 ceiling on the positive mean",
-            *[fmt(layer.geometry.alignment_ceiling.value) for layer in shown],
-        ],
-        [
-            "cross-view negative mean",
-            *[fmt(_stat(layer, "cross_view_negative", lambda s: s.mean)) for layer in shown],
-        ],
-        [
-            "cross-view negative variance",
-            *[fmt(_stat(layer, "cross_view_negative", lambda s: s.var)) for layer in shown],
-        ],
-        ["1/d (random unit vectors)", *[_inverse_d(layer) for layer in shown]],
-    ]
-    return Table(
-        columns=["measured", f"{loss_layer} (loss layer)", *[f"{n} (context only)" for n in names]],
-        rows=rows,
-        caption=(
-            f"Context only: {', '.join(repr(n) for n in names)} measured beside '{loss_layer}'. "
-            f"The loss is computed on '{loss_layer}', so the theorems' predictions are not "
-            "expected to hold for the other layers; the Thm 5.2 ceiling is each layer's own."
-        ),
-    )
-
-
-def _splits_text(splits: dict[str, SplitSize] | None) -> str:
-    if not splits:
-        return ""
-    parts = [
-        f"{name} {fmt(split.images)} of {fmt(split.of)} images" for name, split in splits.items()
-    ]
-    return f" ({', '.join(parts)})" if parts else ""
-
-
-def _baseline_value(probes: Probes, name: str, metric: Metric) -> object:
-    base = probes.baseline(name)
-    if base is None:
-        return None
-    value = metric.read(base)
-    if value is None and name == "raw_pixels" and metric.k is not None:
-        # raw pixels have no layers: their one retrieval (PIXELS) is the baseline of every layer's
-        value = base.recall(PIXELS, metric.k)
-    return value
-
-
-def test_images(probes: Probes | None) -> int | None:
-    """How many test images the classification probes were scored on (None: not recorded)."""
-    split = ((probes.splits or {}) if probes is not None else {}).get("test")
-    return split.images if split is not None else None
-
-
-def is_test_accuracy(metric: Metric) -> bool:
-    """An accuracy scored on the test split (linear and kNN), which carries a Wilson interval."""
-    return metric.accuracy and metric.key.startswith(("linear_", "knn_"))
-
-
-def probe_blocks(result: Result) -> list:
-    probes = result.probes
-    if probes is None:
-        return []
-    base_names = [b for b in BASELINES if probes.baseline(b) is not None]
-    columns = [
-        "probe",
-        "trained",
-        *[{"raw_pixels": "raw pixels", "random_init": "random init"}[b] for b in base_names],
-    ]
-    rows = []
-    n_test = test_images(probes)
-    for metric in probe_report_metrics(probes.retrieval or {}):
-        if is_test_accuracy(metric):
-            show = lambda v: pct_interval(v, n_test)  # noqa: E731
-        else:
-            show = pct if metric.accuracy else (lambda v: fmt(v, 4))
-        values = [metric.read(probes)] + [_baseline_value(probes, b, metric) for b in base_names]
-        if all(v is None for v in values):
-            continue
-        rows.append([metric.report_title, *[show(v) for v in values]])
-    raw = probes.baseline("raw_pixels")
-    pixel_retrieval = raw is not None and PIXELS in (raw.retrieval or {})
-    blocks: list = [
-        Heading(2, "Probes"),
-        Table(
-            columns=columns,
-            rows=rows,
-            caption=(
-                f"Linear, kNN and k-means probes on {probes.layer} features"
-                + (" (projector dropped)" if probes.layer == "backbone" else "")
-                + ", L2-normalised, un-augmented train/test splits"
-                f"{_splits_text(probes.splits)}; retrieval: "
-                "rank of v_i among all v for each u_i, on the two augmented views of the layer "
-                "named. Accuracies in %, "
-                + (
-                    "with the 95 % Wilson interval of the test split in brackets, "
-                    if n_test is not None
-                    else ""
-                )
-                + "NMI in [0, 1], ARI in [−1, 1]. "
-                "Baselines: the same probes on raw input pixels and on the architecture at random "
-                "initialisation"
-                + (
-                    "; raw-pixel retrieval compares the two views' pixels directly, one value for "
-                    "every layer."
-                    if pixel_retrieval
-                    else "."
-                )
-            ),
-        ),
-    ]
-    for probe, reason in (probes.skipped or {}).items():
-        blocks.append(Note(f"The {probe} probe was not run: {reason}."))
-    settings_rows = []
-    for probe, block in (
-        ("linear", probes.linear),
-        ("knn", probes.knn),
-        ("clustering", probes.clustering),
-    ):
-        if block is None:
-            continue
-        if (
-            probe == "linear"
-            and probes.linear is not None
-            and probes.linear.weight_decay is not None
-        ):
-            settings_rows.append(
-                [probe, "weight_decay (chosen)", fmt_setting(probes.linear.weight_decay)]
-            )
-        for key, value in flatten(block.settings or {}).items():
-            settings_rows.append([probe, key, fmt_setting(value)])
-    if settings_rows:
-        blocks.append(
-            Table(
-                columns=["probe", "setting", "value"], rows=settings_rows, caption="Probe settings."
-            )
-        )
-    return blocks
-
-
 def config_blocks(result: Result) -> list:
     if not result.config:
         return []
@@ -956,18 +440,18 @@ def source_rows(source: Source) -> list[list[str]]:
     return rows
 
 
-def analysis_findings(result: Result) -> list[Finding]:
+def analysis_findings(result: Result, config: RunConfig) -> list[Finding]:
     """The claims that apply to one run, on the layer its loss sees: excessive separation,
     the Thm 5.2 ceiling, and without VRN the Thm 5.5 band (cl_diag.report.findings)."""
-    from cl_diag.report.comparison import run_facts
-
-    data = RunData.of(result, facts=run_facts(result))
+    data = RunData.of(result, config=config)
     if data is None:
         return []
     return run_findings([replace(data, label=f"this run, {data.layer}")])
 
 
 def build_analysis(result: Result) -> Document:
+    """The report of one run, from its result alone (its training config parsed once)."""
+    config = RunConfig.of(result)
     source = result.source
     layers = result.layers
     tool = result.tool
@@ -990,7 +474,7 @@ def build_analysis(result: Result) -> Document:
         ["schema / tool", f"{fmt(result.schema)} / {tool.name} {tool.version}".rstrip()],
     ]
     blocks: list = [Heading(1, "cl-diag analysis")]
-    blocks += findings_blocks(analysis_findings(result))
+    blocks += findings_blocks(analysis_findings(result, config))
     blocks += [
         Heading(2, "Run"),
         Table(columns=["item", "value"], rows=header_rows, caption="Run."),
@@ -1006,7 +490,7 @@ def build_analysis(result: Result) -> Document:
     for name, layer in layers.items():
         blocks += layer_blocks(result, name, layer)
     blocks += probe_blocks(result)
-    blocks += theory_blocks(result)
+    blocks += theory_blocks(result, config)
     blocks += config_blocks(result)
     blocks += analysis_environment(result)
     return Document(title=f"cl-diag analysis: {source.path or ''}".rstrip(": "), blocks=blocks)

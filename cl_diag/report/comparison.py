@@ -1,17 +1,18 @@
 """The content of a comparison report: several results side by side.
 
-Runs are labelled by what differs between their training configs (issue 6:
-"simclr b32 +VRN30"), not by paths; folder names are the fallback when configs
-are empty or identical. The tables hold, per layer, the positive mean, the
+Runs are labelled, ordered and grouped into replicates by :mod:`cl_diag.report.runs`
+(labels name what differs between the training configs, "simclr b32 +VRN30"; folder
+names are the fallback). The tables hold, per layer, the positive mean, the
 cross-view and within-view negative mean/var/std/excessive ratio, the geometry,
 and the probe accuracies; with a baseline, each run's difference from it.
 
 Every number comes from one pandas frame, :attr:`Comparison.frame`: one row per run
-(display order), columns = the run's label, name, n_ref, threshold and mode, its
-config facts (``config:<key>``), its per-layer metrics (``<layer>/<metric>``) and its
-probe metrics (the keys of :data:`cl_diag.result.PROBE_METRICS` and
-``retrieval_<layer>_recall_at_<k>``). The tables, the differences from the baseline,
-the over-seed mean ± std, comparison.csv and comparison_by_seed.csv are read from it.
+(display order), columns = the run's label, name, n_ref, threshold and mode, its config
+options (``config:<key>``, :attr:`cl_diag.runconfig.RunConfig.options`), its per-layer
+metrics (``<layer>/<metric>``) and its probe metrics (the keys of
+:data:`cl_diag.result.PROBE_METRICS` and ``retrieval_<layer>_recall_at_<k>``). The tables,
+the differences from the baseline, the over-seed mean ± std, comparison.csv and
+comparison_by_seed.csv are read from it.
 
 The batch-size view reproduces the layout of the paper's Table 1 and Fig. 4
 (Lee et al., ICML 2025), with the Theorem 5.5 band (Eq. 11)
@@ -25,23 +26,18 @@ temperature view is Fig. 3's.
 from __future__ import annotations
 
 import math
-import re
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from pathlib import PurePath
-from typing import TypeVar
 
 import numpy as np
 import pandas as pd
-from scipy.stats import t as t_dist
 
-from cl_diag.measurement.stats import CONFIDENCE
+from cl_diag.measurement.stats import mean_sd, t_half_width
 from cl_diag.report import figures
-from cl_diag.report.analysis import SIMILARITY_CONVENTION, is_test_accuracy, test_images
 from cl_diag.report.document import (
     MISSING,
+    SIMILARITY_CONVENTION,
     Cell,
     Document,
     Figure,
@@ -50,16 +46,24 @@ from cl_diag.report.document import (
     Note,
     Paragraph,
     Table,
-    flatten,
     fmt,
     pct,
     pct_interval,
 )
-
-# SEED_KEY: the seed goes last in a label: "simclr +VRN3 seed1" reads as a member of the group
-# "simclr +VRN3"
 from cl_diag.report.environment import comparison_environment
-from cl_diag.report.findings import SEED_KEY, Finding, RunData, findings_blocks, run_findings
+from cl_diag.report.findings import Finding, RunData, findings_blocks, run_findings
+from cl_diag.report.probe_section import is_test_accuracy, test_images
+from cl_diag.report.runs import (
+    SEED_KEY,
+    Run,
+    SeedGroup,
+    config_labels,
+    groups_of,
+    natural_key,
+    ordered,
+    run_labels,
+    unique_labels,
+)
 from cl_diag.result import (
     COLLAPSE_METRICS,
     GEOMETRY_METRICS,
@@ -72,28 +76,11 @@ from cl_diag.result import (
     Result,
     retrieval_metric,
 )
+from cl_diag.runconfig import RunConfig
 
-#: a run: its name (the folder or file the user gave, the label fallback) and its result
-Run = tuple[str, Result]
-R = TypeVar("R", Result, dict)
-
-# Config keys that say where a run was written, not what was trained (analyze already drops
-# the other run-environment options, orchestration.train.RESUME_FREE_FIELDS, from the
-# configs it records).
-IGNORED_CONFIG_KEYS = frozenset({"out"})
-# The config keys of the facts the labels and the study figures understand: the names cl-diag
-# writes (TrainConfig, and io.checkpoints.solo_training_config for solo-learn), plus the nested
-# spellings ``loss.name`` / ``vrn.lambda`` (and ``vrn.enabled``, below) that
-# tests/test_compare.py relies on.
-_ALIASES = {
-    "loss": ("loss", "loss.name"),
-    "batch_size": ("batch_size",),
-    "temperature": ("temperature",),
-    "vrn": ("vrn", "vrn.lambda"),
-    "seed": ("seed",),
-}
-LABEL_ORDER = ("loss", "batch_size", "vrn", "temperature")
-#: the facts each run's row of comparison.csv repeats
+#: a run as the user gave it: its name (the folder or file, the label fallback) and its result
+Named = tuple[str, Result]
+#: the options each run's row of comparison.csv (and the runs table) repeats
 FACT_COLUMNS = ("loss", "batch_size", "temperature", "vrn")
 #: the per-layer metrics of comparison.csv and the layer tables
 LAYER_METRICS = PAIR_METRICS + GEOMETRY_METRICS + COLLAPSE_METRICS
@@ -128,179 +115,21 @@ def _present(value: object) -> float | None:
     return None if number is None or math.isnan(number) else number
 
 
-def _typed(runs: Sequence[tuple[str, Result | dict]]) -> list[Run]:
-    """Runs whose results may be JSON dicts (tests, notebooks) as typed results."""
-    return [
-        (name, r if isinstance(r, Result) else Result.from_dict(r, where=name)) for name, r in runs
-    ]
-
-
-# ---- labels and order ---------------------------------------------------------------------------
-
-
-def run_facts(result: Result | dict) -> dict[str, object]:
-    """Flattened training config with the label keys under canonical names.
-
-    ``vrn`` becomes the VRN weight (0 when off; ``vrn.enabled = false`` also means off) and
-    ``batch_size`` falls back to ``theory.batch_size``.
-    """
-    if not isinstance(result, Result):
-        result = Result.from_dict(result)
-    flat = {k: v for k, v in flatten(result.config).items() if k not in IGNORED_CONFIG_KEYS}
-    facts: dict[str, object] = {}
-    for canonical, aliases in _ALIASES.items():
-        for alias in aliases:
-            if alias in flat:
-                facts[canonical] = flat.pop(alias)
-                break
-    if "vrn.enabled" in flat:
-        enabled = flat.pop("vrn.enabled")
-        if enabled is False:
-            facts["vrn"] = 0.0
-        elif "vrn" not in facts:
-            facts["vrn"] = 1.0 if enabled else 0.0
-    if isinstance(facts.get("vrn"), bool):
-        facts["vrn"] = 1.0 if facts["vrn"] else 0.0
-    if (
-        facts.get("batch_size") is None
-        and result.theory is not None
-        and result.theory.batch_size is not None
-    ):
-        facts["batch_size"] = result.theory.batch_size
-    for key in sorted(flat):
-        facts[key] = flat[key]
-    return facts
-
-
-def _part(key: str, value: object) -> str:
-    if value is None:
-        return ""
-    if key == "loss":
-        return str(value)
-    # labels identify runs: more digits than the 4 a report prints for reading
-    if key == "batch_size":
-        return f"b{fmt(value, 6)}"
-    if key == "vrn":
-        weight = _number(value)
-        return f"+VRN{weight:g}" if weight is not None and weight > 0 else ""
-    if key == "temperature":
-        return f"t{fmt(value, 6)}"
-    if key == SEED_KEY:
-        return f"seed{fmt(value, 6)}"
-    return f"{key}={fmt(value, 6)}"
-
-
-def _folder_names(names: list[str]) -> list[str]:
-    """Shortest unique trailing path parts of each run's name ("a/analysis", "b/analysis")."""
-    parts = [PurePath(n).parts or (n,) for n in names]
-    depth = [1] * len(names)
-    while True:
-        labels = ["/".join(p[-d:]) for p, d in zip(parts, depth, strict=True)]
-        counts = Counter(labels)
-        grown = False
-        for i, label in enumerate(labels):
-            if counts[label] > 1 and depth[i] < len(parts[i]):
-                depth[i] += 1
-                grown = True
-        if not grown:
-            break
-    seen: Counter = Counter()
-    out = []
-    for label in labels:
-        seen[label] += 1
-        out.append(label if counts[label] == 1 else f"{label} #{seen[label]}")
-    return out
-
-
-def config_labels(facts: list[dict], *, exclude: tuple[str, ...] = ()) -> list[str]:
-    """Labels from the config keys that differ between runs (the loss name always leads)."""
-    keys: list[str] = []
-    for f in facts:
-        keys += [k for k in f if k not in keys]
-    differing = [k for k in keys if len({repr(f.get(k)) for f in facts}) > 1]
-    ordered = [k for k in LABEL_ORDER if k in differing or k == "loss"]
-    ordered += sorted(k for k in differing if k not in LABEL_ORDER and k != SEED_KEY)
-    ordered += [SEED_KEY] if SEED_KEY in differing else []
-    labels = []
-    for f in facts:
-        parts = [_part(k, f.get(k)) for k in ordered if k not in exclude]
-        labels.append(" ".join(p for p in parts if p))
-    return labels
-
-
-def _labels(names: list[str], facts: list[dict]) -> list[str]:
-    labels = config_labels(facts)
-    if not any(labels) or (len(set(labels)) == 1 and len(labels) > 1):
-        return _folder_names(names)
-    counts = Counter(labels)
-    if all(counts[label] == 1 and label for label in labels):
-        return labels
-    # configs that cannot tell some runs apart: keep the config label, add the folder
-    folders = _folder_names(names)
-    out = []
-    for label, folder in zip(labels, folders, strict=True):
-        out.append(label if label and counts[label] == 1 else f"{label} [{folder}]".strip())
-    return out
-
-
-def run_labels(runs: Sequence[tuple[str, Result | dict]]) -> list[str]:
-    """One unique, human label per run: config differences, else folder names."""
-    return _labels([name for name, _ in runs], [run_facts(result) for _, result in runs])
-
-
-def _natural_key(label: str) -> list:
-    # "b32" before "b128": digit runs compare as numbers
-    return [
-        (0, float(tok), "") if tok[:1].isdigit() else (1, 0.0, tok)
-        for tok in re.findall(r"\d+(?:\.\d+)?|\D+", label)
-    ]
-
-
-def ordered(runs: Sequence[tuple[str, R]]) -> list[tuple[str, R]]:
-    """Runs in display order: loss, batch size, temperature, VRN weight, then the label's natural
-    order (digit runs as numbers); input order breaks ties. The runs are returned as given
-    (typed results or dicts).
-
-    The reports do not depend on the order the runs were given in (e.g. by a shell glob).
-    """
-    typed = _typed(runs)
-    facts = [run_facts(r) for _, r in typed]
-    labels = _labels([name for name, _ in typed], facts)
-
-    def num(value: object) -> tuple[int, float]:
-        number = _number(value)
-        return (0, number) if number is not None else (1, 0.0)
-
-    def key(i: int) -> tuple:
-        f = facts[i]
-        # grouped like the paper's tables: by batch size, then temperature, without VRN before with
-        return (
-            str(f.get("loss") or ""),
-            num(f.get("batch_size")),
-            num(f.get("temperature")),
-            num(f.get("vrn")),
-            _natural_key(labels[i]),
-        )
-
-    return [runs[i] for i in sorted(range(len(runs)), key=key)]
-
-
-def _thresholds(runs: Sequence[Run]) -> list[tuple[int, float]]:
+def _thresholds(runs: Sequence[Named]) -> list[tuple[int, float]]:
     seen: dict[int, float] = {}
     for _, result in runs:
         seen.setdefault(result.n_ref, result.threshold)
     return list(seen.items())
 
 
-def comparison_warnings(runs: Sequence[tuple[str, Result | dict]]) -> list[str]:
+def comparison_warnings(runs: Sequence[Named]) -> list[str]:
     """What a reader must know before comparing these numbers (also printed by the CLI)."""
-    runs = _typed(runs)
-    labels = run_labels(runs)
+    shown = run_labels(runs)
     warnings = []
     if len(_thresholds(runs)) > 1:
         detail = "; ".join(
             f"{label}: n_ref = {fmt(r.n_ref)}, δ = {fmt(r.threshold)}"
-            for label, (_, r) in zip(labels, runs, strict=True)
+            for label, (_, r) in zip(shown, runs, strict=True)
         )
         warnings.append(
             "The runs have different n_ref, so their excessive-separation thresholds "
@@ -310,23 +139,23 @@ def comparison_warnings(runs: Sequence[tuple[str, Result | dict]]) -> list[str]:
         )
     modes = {r.mode for _, r in runs}
     if len(modes) > 1:
-        detail = "; ".join(f"{label}: {r.mode}" for label, (_, r) in zip(labels, runs, strict=True))
+        detail = "; ".join(f"{label}: {r.mode}" for label, (_, r) in zip(shown, runs, strict=True))
         warnings.append(
             f"The runs mix exact and sampled statistics ({detail}); sampled values are estimates."
         )
     return warnings
 
 
-def _layer_names(runs: Sequence[Run]) -> list[str]:
+def _layer_names(runs: Sequence[Named]) -> list[str]:
     names: list[str] = []
     for _, result in runs:
         names += [n for n in result.layers if n not in names]
     return names
 
 
-def primary_layer(runs: Sequence[tuple[str, Result | dict]]) -> str | None:
+def primary_layer(runs: Sequence[Named]) -> str | None:
     """The paper measures the projector output; an embeddings file has one layer."""
-    names = _layer_names(_typed(runs))
+    names = _layer_names(runs)
     for preferred in ("projector", "embedding"):
         if preferred in names:
             return preferred
@@ -336,81 +165,8 @@ def primary_layer(runs: Sequence[tuple[str, Result | dict]]) -> str | None:
 # ---- seed groups --------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class SeedGroup:
-    """Runs (indices into the ordered runs) whose configs differ only in ``seed``."""
-
-    label: str
-    members: tuple[int, ...]
-    seeds: tuple[object, ...]
-
-    @property
-    def seeds_text(self) -> str:
-        """ "1–5" for a run of consecutive integer seeds, else the seeds comma-separated."""
-        ints = [s for s in self.seeds if isinstance(s, int) and not isinstance(s, bool)]
-        if len(ints) == len(self.seeds) > 2 and sorted(ints) == list(
-            range(min(ints), max(ints) + 1)
-        ):
-            return f"{min(ints)}–{max(ints)}"
-        return ", ".join(fmt(s) for s in self.seeds)
-
-
-def _seed_groups(runs: Sequence[Run], facts: list[dict]) -> list[SeedGroup]:
-    keys = [
-        repr((sorted((k, repr(v)) for k, v in f.items() if k != SEED_KEY), r.n_ref, r.mode))
-        for f, (_, r) in zip(facts, runs, strict=True)
-    ]
-    members: dict[str, list[int]] = {}
-    for i, key in enumerate(keys):
-        if facts[i].get(SEED_KEY) is not None:
-            members.setdefault(key, []).append(i)
-    labels = config_labels(facts, exclude=(SEED_KEY,))
-    groups = []
-    for idx in members.values():
-        seeds = [facts[i][SEED_KEY] for i in idx]
-        if len(idx) < 2 or len({repr(s) for s in seeds}) < len(seeds):
-            continue
-        groups.append(
-            SeedGroup(label=labels[idx[0]] or "runs", members=tuple(idx), seeds=tuple(seeds))
-        )
-    counts = Counter(g.label for g in groups)
-    if any(c > 1 for c in counts.values()):
-        # same config label but different n_ref or mode: say which
-        groups = [
-            SeedGroup(
-                f"{g.label} (n_ref = {fmt(runs[g.members[0]][1].n_ref)}, "
-                f"{runs[g.members[0]][1].mode})"
-                if counts[g.label] > 1
-                else g.label,
-                g.members,
-                g.seeds,
-            )
-            for g in groups
-        ]
-    return groups
-
-
-def seed_groups(runs: Sequence[tuple[str, Result | dict]]) -> list[SeedGroup]:
-    """Groups of >= 2 runs whose training configs are equal but for the seed (and whose
-    n_ref and statistics mode agree, so that their ratios and estimates are comparable).
-
-    ``runs`` in display order (:func:`ordered`); groups in the order of their first run,
-    members in display order. A group with a repeated seed is not a seed group.
-    """
-    typed = _typed(runs)
-    return _seed_groups(typed, [run_facts(r) for _, r in typed])
-
-
-def _mean_std(values: np.ndarray) -> tuple[float, float] | None:
-    """(mean, sample std with ddof 1) of one metric over a group's seeds; None unless every
-    seed has the metric (a mean over a subset would pass for the group's)."""
-    if len(values) < 2 or bool(np.isnan(values).any()):
-        return None
-    return float(values.mean()), float(values.std(ddof=1))
-
-
 def _pooled_histograms(
-    runs: Sequence[Run], group: SeedGroup, layer: str
+    runs: Sequence[Named], group: SeedGroup, layer: str
 ) -> dict[str, Histogram] | None:
     """The group's negative histograms summed over its seeds (None when their binnings differ)."""
     pooled: dict[str, Histogram] = {}
@@ -433,16 +189,6 @@ def _pooled_histograms(
     return pooled or None
 
 
-def _pooled_pairs(
-    runs: Sequence[tuple[str, Result | dict]], group: SeedGroup, layer: str
-) -> dict | None:
-    """:func:`_pooled_histograms` as JSON pair blocks (pair type -> {"histogram": ...})."""
-    pooled = _pooled_histograms(_typed(runs), group, layer)
-    return (
-        None if pooled is None else {kind: {"histogram": h.to_dict()} for kind, h in pooled.items()}
-    )
-
-
 # ---- the one frame ------------------------------------------------------------------------------
 
 
@@ -460,20 +206,22 @@ class Comparison:
 
     def __init__(
         self,
-        runs: Sequence[tuple[str, Result | dict]],
+        runs: Sequence[Named],
         *,
         baseline: str | None = None,
         reports: Mapping[str, str] | None = None,
     ):
         #: run name -> the link to that run's own report.html (relative to the comparison)
         self.reports = dict(reports or {})
-        self.runs = ordered(_typed(runs))
-        self.names = [name for name, _ in self.runs]
-        self.results = [result for _, result in self.runs]
-        self.facts = [run_facts(r) for r in self.results]
-        self.labels = _labels(self.names, self.facts)
+        self.runs = ordered(runs)
+        typed = [Run.of(name, result) for name, result in self.runs]
+        self.names = [run.name for run in typed]
+        self.results = [run.result for run in typed]
+        #: each run's training config, parsed once (cl_diag.runconfig)
+        self.configs = [run.config for run in typed]
+        self.labels = unique_labels(self.names, self.configs)
         self.layers = _layer_names(self.runs)
-        self.groups = _seed_groups(self.runs, self.facts)
+        self.groups = groups_of(typed)
         self.baseline: int | None = None
         if baseline is not None:
             if baseline not in self.names:
@@ -499,7 +247,7 @@ class Comparison:
                 "mode": result.mode,
                 "seed_group": group_of.get(i),
             }
-            record.update({_fact_col(k): v for k, v in self.facts[i].items()})
+            record.update({_fact_col(k): v for k, v in self.configs[i].options.items()})
             for layer_name in self.layers:
                 layer = result.layers.get(layer_name)
                 record[_col(layer_name, "n")] = None if layer is None else layer.n
@@ -539,7 +287,7 @@ class Comparison:
         grouped = numbers.groupby(self.frame["seed_group"][numbers.index].astype(int), sort=False)
         out: dict[int, dict[str, tuple[float, float] | None]] = {}
         for g, part in grouped:
-            out[int(g)] = {c: _mean_std(part[c].to_numpy(dtype=np.float64)) for c in part.columns}
+            out[int(g)] = {c: mean_sd(part[c].to_numpy(dtype=np.float64)) for c in part.columns}
         return out
 
     @cached_property
@@ -547,15 +295,15 @@ class Comparison:
         """The paper's claims tested on these runs (cl_diag.report.findings), each on the layer
         its loss sees; groups are named by the runs' config labels."""
         data = [
-            RunData.of(result, label=label, facts=facts)
-            for result, label, facts in zip(self.results, self.labels, self.facts, strict=True)
+            RunData.of(result, label=label, config=config)
+            for result, label, config in zip(self.results, self.labels, self.configs, strict=True)
         ]
         index = {id(d): i for i, d in enumerate(data) if d is not None}
         cache: dict[tuple[str, ...], list[str]] = {}
 
         def name(run: RunData, exclude: tuple[str, ...]) -> str:
             if exclude not in cache:
-                cache[exclude] = config_labels(self.facts, exclude=exclude)
+                cache[exclude] = config_labels(self.configs, exclude=exclude)
             return cache[exclude][index[id(run)]]
 
         return run_findings([d for d in data if d is not None], name, figures=_FINDING_FIGURES)
@@ -573,7 +321,8 @@ class Comparison:
         return _present(self.deltas.at[i, column])
 
     def fact(self, i: int, key: str) -> object:
-        return self.facts[i].get(key)
+        """Run i's option ``key`` (canonical name, :attr:`RunConfig.options`), None if absent."""
+        return self.configs[i].option(key)
 
     def row(
         self, i: int, metrics: Sequence[Metric], layer: str | None = None, *, delta: bool = False
@@ -665,14 +414,12 @@ class Comparison:
         return pd.DataFrame.from_records(records)
 
 
-def comparison_frame(
-    runs: Sequence[tuple[str, Result | dict]], *, baseline: str | None = None
-) -> pd.DataFrame:
+def comparison_frame(runs: Sequence[Named], *, baseline: str | None = None) -> pd.DataFrame:
     """comparison.csv's frame (:meth:`Comparison.csv_frame`)."""
     return Comparison(runs, baseline=baseline).csv_frame()
 
 
-def seed_frame(runs: Sequence[tuple[str, Result | dict]]) -> pd.DataFrame | None:
+def seed_frame(runs: Sequence[Named]) -> pd.DataFrame | None:
     """comparison_by_seed.csv's frame (:meth:`Comparison.seed_csv_frame`)."""
     return Comparison(runs).seed_csv_frame()
 
@@ -723,7 +470,7 @@ def _seed_cell(metric: Metric, stats: tuple[float, float] | None, n: int) -> str
         return MISSING
     mean, std = stats
     if metric.accuracy:
-        half = float(t_dist.ppf(0.5 + CONFIDENCE / 2, n - 1)) * std / math.sqrt(n)
+        half = t_half_width(std, n)
         return (
             f"{100.0 * mean:.2f} ± {100.0 * std:.2f} % "
             f"[{100.0 * (mean - half):.2f}, {100.0 * (mean + half):.2f}]"
@@ -765,18 +512,20 @@ class _Study:
     series: list[figures.Series]
 
     @classmethod
-    def collect(cls, facts: list[dict], x_key: str, ys: list[float | None]) -> _Study:
-        series_labels = config_labels(facts, exclude=(x_key, SEED_KEY))
+    def collect(cls, configs: Sequence[RunConfig], x_key: str, ys: list[float | None]) -> _Study:
+        """The points of ``ys`` (one per run) against the option ``x_key``, one series per
+        config label without that option and the seed."""
+        series_labels = config_labels(configs, exclude=(x_key, SEED_KEY))
         groups: dict[str, dict[float, list[float]]] = {}
-        for f, y, s_label in zip(facts, ys, series_labels, strict=True):
-            x = _number(f.get(x_key))
+        for config, y, s_label in zip(configs, ys, series_labels, strict=True):
+            x = _number(config.option(x_key))
             if x is None or y is None:
                 continue
             groups.setdefault(s_label or "runs", {}).setdefault(x, []).append(y)
         # series with and without VRN side by side: without first, a stable order
-        ordered = sorted(groups.items(), key=lambda kv: ("+VRN" in kv[0], _natural_key(kv[0])))
+        in_order = sorted(groups.items(), key=lambda kv: ("+VRN" in kv[0], natural_key(kv[0])))
         series = []
-        for label, by_x in ordered:
+        for label, by_x in in_order:
             xs = list(by_x)
             values = [np.asarray(by_x[x], dtype=np.float64) for x in xs]
             series.append(
@@ -825,23 +574,23 @@ def _band(n_ref: object, ms: list[float]) -> tuple[list[float], list[float], lis
 
 
 def _study_blocks(cmp: Comparison, layer: str | None) -> list:
-    facts = cmp.facts
+    configs = cmp.configs
     blocks: list = []
 
-    def distinct(key: str) -> list[float]:
-        return sorted({v for v in (_number(f.get(key)) for f in facts) if v is not None})
+    def distinct(values: Sequence[object]) -> list[float]:
+        return sorted({v for v in map(_number, values) if v is not None})
 
     top1 = [
         None if (v := cmp.value(i, "linear_top1")) is None else 100.0 * v
         for i in range(len(cmp.runs))
     ]
-    batch_sizes = distinct("batch_size")
+    batch_sizes = distinct([c.batch_size for c in configs])
     if len(batch_sizes) > 1 and layer is not None:
         blocks.append(Heading(2, "Batch-size study"))
         xneg_var = [
             cmp.value(i, _col(layer, "cross_view_negative_var")) for i in range(len(cmp.runs))
         ]
-        var_study = _Study.collect(facts, "batch_size", xneg_var)
+        var_study = _Study.collect(configs, "batch_size", xneg_var)
         table_rows: list[list[Cell]] = []
         for m in batch_sizes:
             row: list[Cell] = [fmt(int(m)) if float(m).is_integer() else fmt(m)]
@@ -901,7 +650,7 @@ def _study_blocks(cmp: Comparison, layer: str | None) -> list:
                 ),
             )
         )
-        acc_study = _Study.collect(facts, "batch_size", top1)
+        acc_study = _Study.collect(configs, "batch_size", top1)
         if acc_study.points:
             blocks.append(
                 Figure(
@@ -926,10 +675,10 @@ def _study_blocks(cmp: Comparison, layer: str | None) -> list:
                     "view."
                 )
             )
-    temperatures = distinct("temperature")
+    temperatures = distinct([c.temperature for c in configs])
     if len(temperatures) > 1:
         blocks.append(Heading(2, "Temperature study"))
-        acc_study = _Study.collect(facts, "temperature", top1)
+        acc_study = _Study.collect(configs, "temperature", top1)
         if acc_study.points:
             blocks.append(
                 Figure(
@@ -995,15 +744,16 @@ def _option_study_blocks(cmp: Comparison, layer: str | None) -> list:
     (:func:`_study_metrics`) against it, one figure per metric with the theory's thresholds on
     the option marked (:data:`OPTION_MARKERS`), and a table of the values."""
     keys: list[str] = []
-    for f in cmp.facts:
-        keys += [k for k in f if k not in keys]
+    for config in cmp.configs:
+        keys += [k for k in config.options if k not in keys]
     blocks: list = []
     n_runs = len(cmp.runs)
     for key in keys:
-        if key in _OWN_VIEWS or key in IGNORED_CONFIG_KEYS:
+        if key in _OWN_VIEWS:
             continue
-        xs = {v for v in (_number(f.get(key)) for f in cmp.facts) if v is not None}
-        if len(xs) < _STUDY_MIN_VALUES or any(isinstance(f.get(key), bool) for f in cmp.facts):
+        values = [config.option(key) for config in cmp.configs]
+        xs = {v for v in map(_number, values) if v is not None}
+        if len(xs) < _STUDY_MIN_VALUES or any(isinstance(v, bool) for v in values):
             continue
         markers = sorted({m for r in cmp.results for m in OPTION_MARKERS.get(key, lambda _: [])(r)})
         columns = [
@@ -1046,7 +796,7 @@ def _option_study_blocks(cmp: Comparison, layer: str | None) -> list:
         for metric, lay, col in measured:
             scale = 100.0 if metric.accuracy else 1.0
             ys = [None if (v := cmp.value(i, col)) is None else scale * v for i in range(n_runs)]
-            study = _Study.collect(cmp.facts, key, ys)
+            study = _Study.collect(cmp.configs, key, ys)
             where = f", layer '{lay}'" if lay else ""
             ylabel = metric.title + (" (%)" if metric.accuracy else "")
             blocks.append(
@@ -1070,7 +820,7 @@ def _option_study_blocks(cmp: Comparison, layer: str | None) -> list:
     return blocks
 
 
-def _probe_caption(runs: Sequence[Run]) -> str:
+def _probe_caption(runs: Sequence[Named]) -> str:
     """Say which features each probe saw: the classification probes one layer, retrieval every
     layer."""
     probes = [r.probes for _, r in runs if r.probes is not None]
@@ -1100,7 +850,7 @@ def _probe_caption(runs: Sequence[Run]) -> str:
 
 
 def build_comparison(
-    runs: Sequence[tuple[str, Result | dict]] | Comparison, *, baseline: str | None = None
+    runs: Sequence[Named] | Comparison, *, baseline: str | None = None
 ) -> Document:
     """The comparison report's content. ``runs`` = [(name, result)], name = the run's folder or
     file (or a :class:`Comparison` already made)."""
@@ -1142,10 +892,7 @@ def build_comparison(
                 [
                     label + (" (baseline)" if i == base_index else ""),
                     name,
-                    fmt(cmp.fact(i, "loss")),
-                    fmt(cmp.fact(i, "batch_size")),
-                    fmt(cmp.fact(i, "temperature")),
-                    fmt(cmp.fact(i, "vrn")),
+                    *[fmt(cmp.fact(i, key)) for key in FACT_COLUMNS],
                     fmt(r.n_ref),
                     fmt(r.threshold),
                     fmt(r.mode),

@@ -12,6 +12,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from cl_diag.runconfig import flatten as flatten  # settings and config tables, dotted keys
+
 
 @dataclass(frozen=True)
 class Heading:
@@ -88,6 +90,8 @@ class Document:
 
 
 MISSING = "—"
+#: what every similarity a report prints is (result.json's conventions say it in full)
+SIMILARITY_CONVENTION = "cosine similarity of L2-normalised rows"
 
 
 #: significant digits of every number a report prints (result.json and the CSVs keep them all)
@@ -130,20 +134,6 @@ def pct_interval(value: object, n: object) -> str:
 
     lo, hi = wilson_interval(float(value) * n, n)  # type: ignore[arg-type]
     return f"{text} [{100.0 * lo:.2f}, {100.0 * hi:.2f}]"
-
-
-def flatten(mapping: object, prefix: str = "") -> dict[str, object]:
-    """Nested dicts to dotted keys, in insertion order (for settings and config tables)."""
-    out: dict[str, object] = {}
-    if not isinstance(mapping, dict):
-        return {prefix: mapping} if prefix else {}
-    for key, value in mapping.items():
-        name = f"{prefix}.{key}" if prefix else str(key)
-        if isinstance(value, dict) and value:
-            out.update(flatten(value, name))
-        else:
-            out[name] = value
-    return out
 
 
 def fmt_setting(value: object) -> str:

@@ -39,21 +39,23 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats as sps
 
 from cl_diag.measurement.collapse import COLLAPSE_EPSILON
 from cl_diag.measurement.stats import (
-    CONFIDENCE,
+    newcombe_interval,
     pair_mean_se,
     pair_var_se,
     summarize,
     trend,
     verdict,
+    welch_interval,
     wilson_interval,
     z_value,
 )
 from cl_diag.report.document import MISSING, Heading, Paragraph, Table, fmt
+from cl_diag.report.runs import SEED_KEY, loss_layer, replicate_key
 from cl_diag.result import Collapse, Result, Ssem
+from cl_diag.runconfig import RunConfig
 
 __all__ = [
     "CLAIMS",
@@ -80,8 +82,6 @@ __all__ = [
 
 #: a trend whose permutation p-value is at least this is not called a trend
 TREND_ALPHA = 0.05
-#: the run fact that makes runs replicates of one config (the comparison's seed groups)
-SEED_KEY = "seed"
 
 
 @dataclass(frozen=True)
@@ -245,15 +245,16 @@ class Finding:
 
 @dataclass(frozen=True)
 class RunData:
-    """What the findings read of one run's result (the loss layer's statistics).
-
-    ``facts`` are the run's config facts (``cl_diag.report.comparison.run_facts``):
-    ``vrn`` (0 = off), ``batch_size``, ``seed`` and the rest."""
+    """What the findings read of one run's result (the loss layer's statistics) and its
+    training ``config`` (:class:`~cl_diag.runconfig.RunConfig`, parsed once); ``mode`` is
+    the result's statistics mode (exact or sampled), part of what makes runs replicates
+    (:func:`cl_diag.report.runs.replicate_key`)."""
 
     label: str
-    facts: Mapping[str, object]
+    config: RunConfig
     n_ref: int
     threshold: float
+    mode: str
     layer: str
     n: int
     pos_mean: float | None
@@ -271,30 +272,26 @@ class RunData:
     extra: dict[str, object] = field(default_factory=dict)
 
     @property
-    def vrn(self) -> float:
-        value = self.facts.get("vrn")
-        return float(value) if isinstance(value, (int, float)) else 0.0
+    def vrn(self) -> float | None:
+        """The VRN weight λ: 0 without VRN, None when on with no weight recorded."""
+        return self.config.vrn.weight
 
     @property
     def seed(self) -> object:
-        return self.facts.get(SEED_KEY)
+        return self.config.option(SEED_KEY)
 
     @property
     def batch_size(self) -> float | None:
-        value = self.facts.get("batch_size")
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return None
-        return float(value)
+        m = self.config.batch_size
+        return None if m is None else float(m)
 
     @property
     def alpha(self) -> float | None:
         """The self-supervised share α of a supcl run (the SSEM's, else the config's)."""
         if self.ssem is not None and self.ssem.alpha is not None:
             return self.ssem.alpha
-        value = self.facts.get("alpha")
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return None
-        return float(value)
+        alpha = self.config.alpha
+        return None if alpha is None else float(alpha)
 
     @property
     def within_class_variance(self) -> float | None:
@@ -313,23 +310,17 @@ class RunData:
         result: Result,
         *,
         label: str = "",
-        facts: Mapping[str, object] | None = None,
+        config: RunConfig | None = None,
         layer: str | None = None,
     ) -> RunData | None:
-        """The run's loss layer (theory.loss_layer, else projector, else embedding, else the
-        first); None when that layer lacks positive or cross-view negative statistics."""
-        if facts is None:
-            from cl_diag.report.comparison import run_facts
-
-            facts = run_facts(result)
+        """The run's loss layer (:func:`cl_diag.report.runs.loss_layer`) with ``config``
+        (default: parsed from the result); None when that layer lacks positive or cross-view
+        negative statistics."""
+        if config is None:
+            config = RunConfig.of(result)
         theory = result.theory
         if layer is None:
-            names = list(result.layers)
-            preferred = [theory.loss_layer] if theory is not None else []
-            layer = next(
-                (n for n in (*preferred, "projector", "embedding") if n in result.layers),
-                names[0],
-            )
+            layer = loss_layer(result)
         measured = result.layers.get(layer)
         if measured is None:
             return None
@@ -353,9 +344,10 @@ class RunData:
                 band = (vb.lo, vb.hi)
         return cls(
             label=label,
-            facts=dict(facts),
+            config=config,
             n_ref=result.n_ref,
             threshold=result.threshold,
+            mode=result.mode,
             layer=layer,
             n=measured.n,
             pos_mean=pos.mean,
@@ -472,9 +464,7 @@ def _difference(
     xa, ya = np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
     effect = float(ya.mean() - xa.mean())
     if xa.size >= 2 and ya.size >= 2:
-        test = sps.ttest_ind(ya, xa, equal_var=False)
-        ci = test.confidence_interval(CONFIDENCE)
-        return effect, (float(ci.low), float(ci.high)), int(min(xa.size, ya.size)), "Welch t"
+        return effect, welch_interval(ya, xa), int(min(xa.size, ya.size)), "Welch t"
     return effect, None, int(min(xa.size, ya.size)), "one run per condition"
 
 
@@ -594,8 +584,6 @@ def vrn_accuracy(none: Sequence[RunData], vrn: Sequence[RunData], subject: str) 
 
 
 def _newcombe(a: RunData, b: RunData) -> tuple[float, float]:
-    from cl_diag.measurement.stats import newcombe_interval
-
     assert a.top1 is not None and b.top1 is not None and a.n_test and b.n_test
     return newcombe_interval(a.top1, a.n_test, b.top1, b.n_test)
 
@@ -733,7 +721,7 @@ def variance_band(runs: Sequence[RunData], subject: str) -> Finding | None:
     theory panel has a band). Effect: 0 inside the band, else the relative distance to the
     nearer edge (var/hi − 1 above it, var/lo − 1 below it)."""
     band = runs[0].band if runs else None
-    if band is None or any(r.vrn > 0 or r.neg_var is None for r in runs):
+    if band is None or any(r.config.vrn.on or r.neg_var is None for r in runs):
         return None
     if band[1] <= 0:  # m = n: the full-batch optimum, variance 0 (Thm 5.1), no band
         return None
@@ -1071,15 +1059,15 @@ def alpha_variance(
 # ---- grouping the runs ------------------------------------------------------------------
 
 
-def _key(run: RunData, without: tuple[str, ...]) -> str:
-    facts = sorted((k, repr(v)) for k, v in run.facts.items() if k not in without)
-    return repr((facts, run.n_ref, run.layer))
-
-
 def _groups(runs: Sequence[RunData], without: tuple[str, ...]) -> list[list[RunData]]:
+    """The runs grouped by the one rule of replicates, with the options ``without`` left out
+    (:func:`cl_diag.report.runs.replicate_key`)."""
     out: dict[str, list[RunData]] = {}
     for run in runs:
-        out.setdefault(_key(run, without), []).append(run)
+        key = replicate_key(
+            run.config, n_ref=run.n_ref, mode=run.mode, layer=run.layer, without=without
+        )
+        out.setdefault(key, []).append(run)
     return list(out.values())
 
 
@@ -1107,14 +1095,17 @@ def run_findings(
     # VRN against no VRN: configs equal but for the VRN weight
     for bucket in _groups(runs, (SEED_KEY, "vrn")):
         by_config = _groups(bucket, (SEED_KEY,))
-        base = [g for g in by_config if g[0].vrn == 0]
+        base = [g for g in by_config if not g[0].config.vrn.on]
         if len(base) != 1:
             continue
         for group in by_config:
-            if group[0].vrn == 0:
+            if not group[0].config.vrn.on:
                 continue
             config = name(base[0], (SEED_KEY, "vrn"))
-            subject = f"{config}: VRN {fmt(group[0].vrn, 4)} vs none"
+            weight = group[0].vrn
+            subject = (
+                f"{config}: VRN {'(λ not recorded)' if weight is None else fmt(weight, 4)} vs none"
+            )
             out += [
                 f
                 for f in (

@@ -55,7 +55,7 @@ from cl_diag.measurement.stats import (
     wilson_interval,
     z_value,
 )
-from cl_diag.report.comparison import LAYER_METRICS, Comparison, run_labels, seed_groups
+from cl_diag.report.comparison import LAYER_METRICS, Comparison
 from cl_diag.report.document import (
     MISSING,
     Document,
@@ -67,6 +67,7 @@ from cl_diag.report.document import (
 )
 from cl_diag.report.environment import GUARANTEE, distinct_environments, fingerprint_table
 from cl_diag.report.findings import CLAIMS, Finding
+from cl_diag.report.runs import run_labels, seed_groups
 from cl_diag.result import (
     PROBE_METRICS,
     RETRIEVAL_KS,

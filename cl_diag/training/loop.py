@@ -327,6 +327,81 @@ def make_optimizer(
     raise ValueError(f"unknown optimizer {name!r}")
 
 
+# --------------------------------------------------------------------------- the run's config
+
+
+class LoopConfig(Protocol):
+    """What the loop reads of a run, typed (read-only): the options of ``cl-diag train`` it
+    acts on and the values resolved from them.
+    :class:`cl_diag.orchestration.train.ResolvedTrainConfig` is one (it is built above this
+    layer and handed down; mypy checks that it has every member below)."""
+
+    # the loss and VRN (the loss's hyper-parameters are read by name, LOSSES[loss])
+    @property
+    def loss(self) -> str: ...
+    @property
+    def vrn(self) -> float: ...
+    @property
+    def vrn_delta(self) -> float | None: ...
+    @property
+    def vrn_power(self) -> float: ...
+    @property
+    def views(self) -> int: ...
+    @property
+    def queue(self) -> int: ...
+    @property
+    def key_encoder(self) -> str: ...
+    @property
+    def key_momentum(self) -> float: ...
+    # the batches: m = batch_size, balanced (m classes x n instances) or not
+    @property
+    def batch_size(self) -> int: ...
+    @property
+    def balanced_batch(self) -> bool: ...
+    @property
+    def classes_per_batch(self) -> int | None: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def workers(self) -> int | None: ...
+    # optimisation, resolved
+    @property
+    def optimizer(self) -> str: ...
+    @property
+    def peak_lr(self) -> float: ...
+    @property
+    def momentum(self) -> float: ...
+    @property
+    def weight_decay(self) -> float: ...
+    @property
+    def schedule(self) -> str: ...
+    @property
+    def warmup_steps(self) -> int: ...
+    @property
+    def total_steps(self) -> int: ...
+    @property
+    def run_epochs(self) -> int: ...
+    # running and records
+    @property
+    def autocast(self) -> str: ...
+    @property
+    def compile(self) -> bool: ...
+    @property
+    def sync_bn(self) -> bool: ...
+    @property
+    def deterministic(self) -> bool: ...
+    @property
+    def resume(self) -> str | None: ...
+    @property
+    def save_every(self) -> int: ...
+    @property
+    def log_every(self) -> int: ...
+
+    def record(self) -> dict[str, Any]:
+        """The dict a checkpoint stores as its ``config``."""
+        ...
+
+
 # --------------------------------------------------------------------------- progress
 
 
@@ -373,7 +448,7 @@ class FitResult:
     complete: bool = True
 
 
-def _loss_hparams(config: Any) -> dict[str, Any]:
+def _loss_hparams(config: LoopConfig) -> dict[str, Any]:
     names = LOSSES[config.loss].hyperparameter_names
     return {k: getattr(config, k) for k in names if getattr(config, k, None) is not None}
 
@@ -436,7 +511,7 @@ def deterministic_mode(enabled: bool) -> Iterator[None]:
 
 
 @contextmanager
-def _restoring(what: str, config: Any) -> Iterator[None]:
+def _restoring(what: str, config: LoopConfig) -> Iterator[None]:
     """A resumed checkpoint whose ``what`` passed the schema check but does not fit this run
     (a crafted or damaged file): a UserError naming the part, not torch's traceback."""
     try:
@@ -451,7 +526,7 @@ def _restoring(what: str, config: Any) -> Iterator[None]:
 
 
 def _build(
-    config: Any,
+    config: LoopConfig,
     model: ContrastiveModel,
     data: TrainingData,
     env: DistEnv,
@@ -489,7 +564,7 @@ def _build(
     if config.compile:
         # torch.compile of a module returns a module (OptimizedModule); its stub says Callable
         net = cast(nn.Module, torch.compile(net))
-    if device.type == "cuda" and not getattr(config, "deterministic", False):
+    if device.type == "cuda" and not config.deterministic:
         torch.backends.cudnn.benchmark = True  # fixed input shapes; bit-exactness is a CPU promise
 
     optimizer = make_optimizer(
@@ -502,7 +577,8 @@ def _build(
     autocast = amp_dtype(config.autocast, device)
     scaler = torch.amp.GradScaler(device.type, enabled=autocast == torch.float16)
     sampler: EpochBatchSampler | BalancedBatchSampler
-    if getattr(config, "balanced_batch", False):  # m classes x n instances per batch
+    if config.balanced_batch:  # m classes x n instances per batch
+        assert config.classes_per_batch is not None  # resolve_config fills it in
         sampler = BalancedBatchSampler(
             data.labels,
             config.batch_size,
@@ -519,11 +595,11 @@ def _build(
     loader = DataLoader(
         data.train_set,
         batch_sampler=sampler,
-        num_workers=config.workers,
+        num_workers=config.workers or 0,  # resolve_config resolves None
         pin_memory=device.type == "cuda",
         generator=loader_gen,
         worker_init_fn=_seed_worker,
-        persistent_workers=config.workers > 0,
+        persistent_workers=bool(config.workers),
     )
     # Nothing in the loop draws from the global RNGs (data randomness is per sample, the initial
     # weights come from build_model's seed); the checkpoint still records and restores
@@ -569,7 +645,7 @@ def _keys(parts: _Parts, x: torch.Tensor, z1: torch.Tensor, z2: torch.Tensor):
 
 
 def _save(
-    config: Any,
+    config: LoopConfig,
     data: TrainingData,
     parts: _Parts,
     out_dir: Path,
@@ -621,7 +697,7 @@ def _save(
 
 
 def fit(
-    config: Any,
+    config: LoopConfig,
     model: ContrastiveModel,
     data: TrainingData,
     out_dir: Path | None,
@@ -632,19 +708,20 @@ def fit(
 ) -> FitResult:
     """Train ``model`` on ``data`` as ``config`` says.
 
-    ``config`` is a :class:`~cl_diag.orchestration.train.ResolvedTrainConfig` (its options,
-    ``peak_lr``, ``warmup_steps``, ``total_steps``, ``run_epochs``, ``autocast`` and
-    ``record()``, the dict stored as the checkpoint's ``config``). ``out_dir`` receives
+    ``config`` is the run's :class:`LoopConfig` (a
+    :class:`~cl_diag.orchestration.train.ResolvedTrainConfig`: its options, ``peak_lr``,
+    ``warmup_steps``, ``total_steps``, ``run_epochs``, ``autocast`` and ``record()``, the dict
+    stored as the checkpoint's ``config``). ``out_dir`` receives
     ``last.pt`` and ``metrics.csv`` (rank 0 only; None writes nothing). ``resume`` is a loaded
     checkpoint to continue from; ``progress`` is told about steps and rows. With
     ``config.deterministic`` the run trains under :func:`deterministic_mode`.
     """
-    with deterministic_mode(bool(getattr(config, "deterministic", False))):
+    with deterministic_mode(config.deterministic):
         return _fit(config, model, data, out_dir, env=env, resume=resume, progress=progress)
 
 
 def _fit(
-    config: Any,
+    config: LoopConfig,
     model: ContrastiveModel,
     data: TrainingData,
     out_dir: Path | None,

@@ -1,0 +1,132 @@
+"""The CPU tile pass of exact pair statistics in one fused loop (numba), per float32 tile.
+
+For each similarity s of a tile it does what :class:`cl_diag.measurement.pairs._Grid` defines,
+in one read of the tile instead of a dozen elementwise passes and a bincount:
+
+    e(s) = clamp(floor(s * B/2) + B/2 + 1 + [s >= T], 0, B + 2);    hist[split, e] += 1
+
+with s * B/2 computed in float64 (exact: 24 + <= 21 significant bits), T the float32 threshold
+of delta compared as float32 (exact), and the exact min and max of each split (and, when the
+moments are not in closed form, the float64 sum and sum of squares, in row-major order). The
+pairs of a tile are all entries (``ALL``), those off the diagonal (``OFF_DIAGONAL``: cross-view
+negatives of a diagonal tile, whose diagonal holds the positives) or strictly above it
+(``UPPER``: within-view pairs i < j of a diagonal tile); ``split`` is 0 (same class or
+unlabelled), 1 (different class), or per entry from a boolean same-class matrix.
+
+The loop is compiled on first use (cached on disk) and releases the GIL, so the tile pass's
+worker threads run it in parallel. Every count is an integer and every extreme exact, so the
+result is the same as the torch operations' (:meth:`pairs._Split.add`, which CUDA runs), bit
+for bit; tests/test_pairs_moments.py checks that.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from cl_diag.measurement.tile_parts import OFF_DIAGONAL, UPPER
+
+__all__ = ["bin_tile", "bin_tile_masked"]
+
+
+@njit(inline="always")
+def _index(s, half, t32, offset, top):
+    """e(s) of the module docstring."""
+    e = np.int64(math.floor(np.float64(s) * half)) + offset + np.int64(s >= t32)
+    return min(max(e, 0), top)
+
+
+@njit(inline="always")
+def _segment(row, a, b, half, t32, offset, top, h, lo, hi):
+    """Count row[a:b] into ``h``; the running (lo, hi)."""
+    for j in range(a, b):
+        s = row[j]
+        lo = min(lo, s)
+        hi = max(hi, s)
+        h[_index(s, half, t32, offset, top)] += 1
+    return lo, hi
+
+
+@njit(inline="always")
+def _segment_sums(row, a, b, half, t32, offset, top, h, lo, hi, total, squares):
+    """:func:`_segment` with the float64 sum and sum of squares."""
+    for j in range(a, b):
+        s = row[j]
+        lo = min(lo, s)
+        hi = max(hi, s)
+        h[_index(s, half, t32, offset, top)] += 1
+        value = np.float64(s)
+        total += value
+        squares += value * value
+    return lo, hi, total, squares
+
+
+@njit(nogil=True, cache=True, boundscheck=False, error_model="numpy")
+def bin_tile(x, part, split, half, t32, offset, top, hist, extremes, sums, with_sums):
+    """Count the pairs of the float32 tile ``x`` (2-D) into ``hist[split]``; update
+    ``extremes[split]`` = (min, max) and, ``with_sums``, ``sums[split]`` += (sum, sum of
+    squares, count) in float64 (summed in row-major order)."""
+    rows, cols = x.shape
+    h = hist[split]
+    lo = np.float32(extremes[split, 0])
+    hi = np.float32(extremes[split, 1])
+    total = 0.0
+    squares = 0.0
+    count = 0
+    for i in range(rows):
+        row = x[i]
+        # the column ranges of row i that hold pairs
+        a0, b0, a1, b1 = 0, cols, 0, 0
+        if part == UPPER:
+            a0 = i + 1
+        elif part == OFF_DIAGONAL:
+            a0, b0, a1, b1 = 0, i, i + 1, cols
+        for a, b in ((a0, b0), (a1, b1)):
+            if a >= b:
+                continue
+            if with_sums:
+                lo, hi, total, squares = _segment_sums(
+                    row, a, b, half, t32, offset, top, h, lo, hi, total, squares
+                )
+                count += b - a
+            else:
+                lo, hi = _segment(row, a, b, half, t32, offset, top, h, lo, hi)
+    extremes[split, 0] = lo
+    extremes[split, 1] = hi
+    if with_sums:
+        sums[split, 0] += total
+        sums[split, 1] += squares
+        sums[split, 2] += count
+
+
+@njit(nogil=True, cache=True, boundscheck=False, error_model="numpy")
+def bin_tile_masked(x, part, same, half, t32, offset, top, hist, extremes, sums, with_sums):
+    """:func:`bin_tile` with the split per entry: 0 where ``same`` (a boolean matrix shaped
+    like ``x``), else 1 (``hist``, ``extremes``, ``sums`` with two rows)."""
+    rows, cols = x.shape
+    lo = np.array([np.float32(extremes[0, 0]), np.float32(extremes[1, 0])])
+    hi = np.array([np.float32(extremes[0, 1]), np.float32(extremes[1, 1])])
+    acc = np.zeros((2, 3))
+    for i in range(rows):
+        a = i + 1 if part == UPPER else 0
+        for j in range(a, cols):
+            if part == OFF_DIAGONAL and j == i:
+                continue
+            s = x[i, j]
+            k = 0 if same[i, j] else 1
+            lo[k] = min(lo[k], s)
+            hi[k] = max(hi[k], s)
+            hist[k, _index(s, half, t32, offset, top)] += 1
+            if with_sums:
+                value = np.float64(s)
+                acc[k, 0] += value
+                acc[k, 1] += value * value
+                acc[k, 2] += 1
+    for k in range(2):
+        extremes[k, 0] = lo[k]
+        extremes[k, 1] = hi[k]
+        if with_sums:
+            for m in range(3):
+                sums[k, m] += acc[k, m]

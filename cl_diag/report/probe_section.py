@@ -1,0 +1,144 @@
+"""The probes section of a run's report, and how a probe's accuracy is read everywhere.
+
+The linear, kNN and k-means probes and the retrieval of :mod:`cl_diag.measurement.probes`,
+beside their baselines (raw pixels, the architecture at random initialisation): one table of
+the metrics (:func:`cl_diag.result.probe_report_metrics`), the probes that could not run, and
+their settings. :func:`test_images` and :func:`is_test_accuracy` say which accuracies carry the
+Wilson interval of their test split, for this section and for the comparison's tables.
+"""
+
+from __future__ import annotations
+
+from cl_diag.report.document import (
+    Heading,
+    Note,
+    Table,
+    flatten,
+    fmt,
+    fmt_setting,
+    pct,
+    pct_interval,
+)
+from cl_diag.result import (
+    BASELINES,
+    PIXELS,
+    Metric,
+    Probes,
+    Result,
+    SplitSize,
+    probe_report_metrics,
+)
+
+__all__ = ["is_test_accuracy", "probe_blocks", "test_images"]
+
+
+def _splits_text(splits: dict[str, SplitSize] | None) -> str:
+    if not splits:
+        return ""
+    parts = [
+        f"{name} {fmt(split.images)} of {fmt(split.of)} images" for name, split in splits.items()
+    ]
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def _baseline_value(probes: Probes, name: str, metric: Metric) -> object:
+    base = probes.baseline(name)
+    if base is None:
+        return None
+    value = metric.read(base)
+    if value is None and name == "raw_pixels" and metric.k is not None:
+        # raw pixels have no layers: their one retrieval (PIXELS) is the baseline of every layer's
+        value = base.recall(PIXELS, metric.k)
+    return value
+
+
+def test_images(probes: Probes | None) -> int | None:
+    """How many test images the classification probes were scored on (None: not recorded)."""
+    split = ((probes.splits or {}) if probes is not None else {}).get("test")
+    return split.images if split is not None else None
+
+
+def is_test_accuracy(metric: Metric) -> bool:
+    """An accuracy scored on the test split (linear and kNN), which carries a Wilson interval."""
+    return metric.accuracy and metric.key.startswith(("linear_", "knn_"))
+
+
+def probe_blocks(result: Result) -> list:
+    probes = result.probes
+    if probes is None:
+        return []
+    base_names = [b for b in BASELINES if probes.baseline(b) is not None]
+    columns = [
+        "probe",
+        "trained",
+        *[{"raw_pixels": "raw pixels", "random_init": "random init"}[b] for b in base_names],
+    ]
+    rows = []
+    n_test = test_images(probes)
+    for metric in probe_report_metrics(probes.retrieval or {}):
+        if is_test_accuracy(metric):
+            show = lambda v: pct_interval(v, n_test)  # noqa: E731
+        else:
+            show = pct if metric.accuracy else (lambda v: fmt(v, 4))
+        values = [metric.read(probes)] + [_baseline_value(probes, b, metric) for b in base_names]
+        if all(v is None for v in values):
+            continue
+        rows.append([metric.report_title, *[show(v) for v in values]])
+    raw = probes.baseline("raw_pixels")
+    pixel_retrieval = raw is not None and PIXELS in (raw.retrieval or {})
+    blocks: list = [
+        Heading(2, "Probes"),
+        Table(
+            columns=columns,
+            rows=rows,
+            caption=(
+                f"Linear, kNN and k-means probes on {probes.layer} features"
+                + (" (projector dropped)" if probes.layer == "backbone" else "")
+                + ", L2-normalised, un-augmented train/test splits"
+                f"{_splits_text(probes.splits)}; retrieval: "
+                "rank of v_i among all v for each u_i, on the two augmented views of the layer "
+                "named. Accuracies in %, "
+                + (
+                    "with the 95 % Wilson interval of the test split in brackets, "
+                    if n_test is not None
+                    else ""
+                )
+                + "NMI in [0, 1], ARI in [−1, 1]. "
+                "Baselines: the same probes on raw input pixels and on the architecture at random "
+                "initialisation"
+                + (
+                    "; raw-pixel retrieval compares the two views' pixels directly, one value for "
+                    "every layer."
+                    if pixel_retrieval
+                    else "."
+                )
+            ),
+        ),
+    ]
+    for probe, reason in (probes.skipped or {}).items():
+        blocks.append(Note(f"The {probe} probe was not run: {reason}."))
+    settings_rows = []
+    for probe, block in (
+        ("linear", probes.linear),
+        ("knn", probes.knn),
+        ("clustering", probes.clustering),
+    ):
+        if block is None:
+            continue
+        if (
+            probe == "linear"
+            and probes.linear is not None
+            and probes.linear.weight_decay is not None
+        ):
+            settings_rows.append(
+                [probe, "weight_decay (chosen)", fmt_setting(probes.linear.weight_decay)]
+            )
+        for key, value in flatten(block.settings or {}).items():
+            settings_rows.append([probe, key, fmt_setting(value)])
+    if settings_rows:
+        blocks.append(
+            Table(
+                columns=["probe", "setting", "value"], rows=settings_rows, caption="Probe settings."
+            )
+        )
+    return blocks
