@@ -12,7 +12,8 @@ a 1e-7 difference into a new replicate within a few hundred steps (docs/reproduc
   data-loader workers, and the processes of a torchrun job;
 * ``device``: where the run computed ("cpu" or "cuda"), and for CUDA the GPU, its compute
   capability, the CUDA runtime and driver and cuDNN (``cuda``; None on CPU);
-* ``libraries``: Python, cl-diag, torch (with its git revision), torchvision, numpy and scipy;
+* ``libraries``: Python, cl-diag, torch (with its git revision), torchvision, numpy, scipy and
+  numba (which compiles the exact pair pass for this CPU);
 * ``builds``: the BLAS and LAPACK torch was built with, its oneDNN (MKL-DNN) version and its
   parallel backend; numpy's BLAS and the SIMD extensions its dispatcher found on this CPU;
 * ``flags``: deterministic algorithms, cuDNN's deterministic and benchmark modes, TF32 for
@@ -177,6 +178,8 @@ def fingerprint(
             "torchvision": _installed("torchvision"),
             "numpy": str(np.__version__),
             "scipy": _installed("scipy"),
+            # the exact pair pass's fused CPU loop is compiled by numba for this CPU
+            "numba": _installed("numba"),
         },
         "builds": {**_torch_builds(torch), **_numpy_builds()},
         "flags": {
