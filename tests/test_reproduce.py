@@ -481,3 +481,60 @@ def test_two_environments_within_noise_same_environment_exact_planted_difference
         "reproduce", analysis, "--checkpoint", other, "--out", tmp_path / "two", "--quiet"
     )
     assert result.code == 2 and "other weights" in result.err
+
+
+# ---- the fingerprint in the reports ------------------------------------------------------------
+
+
+def _with_environment(d: dict, **changes: object) -> Result:
+    env = fingerprint(device="cpu", workers=0)
+    for key, value in changes.items():
+        block, _, field = key.partition("__")
+        env[block][field] = value
+    d["environment"] = env
+    d["source"]["environment"] = env
+    return Result.from_dict(d)
+
+
+def test_reports_show_the_fingerprint_in_a_collapsed_section_at_their_end():
+    from cl_diag.report import Comparison, analysis_files, comparison_files
+
+    result = _with_environment(make_result(n=20))
+    files = dict(analysis_files(result))
+    md, html = files["report.md"].decode(), files["report.html"].decode()
+    assert md.index("\n## Environment\n") > md.index("## Run")
+    assert "| field | training and analysis of this run |" in md
+    capability = torch.backends.cpu.get_cpu_capability()
+    assert f"| cpu.aten_capability | {capability} |" in md
+    # HTML: collapsed until opened, the last section of the page
+    assert "<details>\n<summary>Environment</summary>" in html
+    assert html.index("<details>") > html.index("<h2>Run</h2>")
+    assert "byte-identical results under an equal fingerprint" in md
+    # two runs under two fingerprints: a column each, the differing fields marked
+    other = _with_environment(make_result(n=20, seed=1), cpu__aten_capability="DEFAULT")
+    cmp = Comparison([("a", result), ("b", other)])
+    md = dict(comparison_files(cmp))["report.md"].decode()
+    assert "| field | training and analysis of run 1 | training and analysis of run 2 | ≠ |" in md
+    assert f"| cpu.aten_capability | {capability} | DEFAULT | differs |" in md
+    assert (
+        "| cpu.model |" in md and "| differs |" not in md.split("| cpu.model |")[1].split("\n")[0]
+    )
+
+
+def test_a_result_without_a_fingerprint_has_no_environment_section():
+    from cl_diag.report import analysis_files
+
+    files = dict(analysis_files(Result.from_dict(make_result(n=20))))
+    assert "Environment" not in files["report.md"].decode()
+    assert "<details>" not in files["report.html"].decode()
+
+
+def test_the_fingerprint_round_trips_through_result_json(tmp_path):
+    result = _with_environment(make_result(n=20))
+    d = json.loads(result.to_json())
+    assert d["environment"] == fingerprint(device="cpu", workers=0)
+    assert list(d)[-1] == "environment" and d["source"]["environment"] == d["environment"]
+    again = Result.from_dict(d)
+    assert again.to_json() == result.to_json() and not again.environment.differences(
+        result.environment
+    )

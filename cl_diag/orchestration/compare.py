@@ -17,9 +17,8 @@ from typing import Any
 import pandas as pd
 
 from cl_diag.errors import UserError
-from cl_diag.io.atomic import atomic_write_text
 from cl_diag.io.output import OWNED_FILES, check_targets, dumps_json, staged_output
-from cl_diag.report import Comparison, comparison_warnings, render_comparison
+from cl_diag.report import Comparison, comparison_warnings, render_comparison, write_files
 from cl_diag.result import RESULT_NAME, Result, load
 
 
@@ -211,8 +210,7 @@ def compare(config: CompareConfig) -> CompareResult:
     record = provenance(config, [(name, path_of[name]) for name in comparison.names], baseline_name)
     with staged_output(out, overwrite=config.overwrite) as staging:
         written = render_comparison(comparison, staging)
-        atomic_write_text(staging / PROVENANCE_NAME, dumps_json(record))
-        written.append(staging / PROVENANCE_NAME)
+        written += write_files([(PROVENANCE_NAME, dumps_json(record).encode("utf-8"))], staging)
         files = [out / p.relative_to(staging) for p in written] + [out / OWNED_FILES]
     return CompareResult(
         out=out,

@@ -28,15 +28,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cl_diag.errors import UserError
-from cl_diag.io.atomic import atomic_write_text
-from cl_diag.io.output import dumps_json, ensure_writable_parent, file_sha256, staged_output
+from cl_diag.io.output import ensure_writable_parent, file_sha256, staged_output
 from cl_diag.orchestration.analyze import AnalyzeConfig
 from cl_diag.orchestration.compare import PROVENANCE_NAME, PROVENANCE_SCHEMA
 from cl_diag.report.reproduction import (
     Reproduction,
     check_reproduction,
-    reproduction_document,
-    reproduction_record,
+    reproduction_files,
     spot_check_runs,
 )
 from cl_diag.result import RESULT_NAME, Result, load
@@ -327,8 +325,7 @@ def reproduce(
     docstring). ``on_progress(run, done, total)`` follows the runs (first with an empty name);
     ``train_progress(run)`` gives a progress callback for a run's training."""
     from cl_diag.orchestration.compare import CompareConfig, compare
-    from cl_diag.report.html import render_html
-    from cl_diag.report.markdown import render_markdown
+    from cl_diag.report import write_files
 
     original = _locate(config.target)
     out = Path(config.out) if config.out is not None else DEFAULT_ROOT / original.name
@@ -370,15 +367,8 @@ def reproduce(
         original_name=str(original.folder),
         reproduction_name=str(out),
     )
-    document = reproduction_document(result)
-    texts = (
-        render_markdown(document),
-        render_html(document),
-        dumps_json(reproduction_record(result)),
-    )
     with staged_output(out) as staging:
-        for name, text in zip(REPRODUCTION_FILES, texts, strict=True):
-            atomic_write_text(staging / name, text)
+        write_files(reproduction_files(result), staging)
     return ReproduceResult(
         out=out, reproduction=result, files=[out / n for n in REPRODUCTION_FILES]
     )

@@ -90,6 +90,7 @@ __all__ = [
     "check_reproduction",
     "finding_error",
     "reproduction_document",
+    "reproduction_files",
     "reproduction_record",
     "sampling_error",
 ]
@@ -897,6 +898,21 @@ def reproduction_document(rep: Reproduction) -> Document:
             fingerprint_table(columns, caption="The fingerprints of both sides, side by side."),
         ]
     return Document(title="cl-diag reproduction", blocks=blocks)
+
+
+def reproduction_files(rep: Reproduction) -> list[tuple[str, bytes]]:
+    """reproduction.md, reproduction.html and reproduction.json, for the one report writer
+    (:func:`cl_diag.report.write_files`)."""
+    from cl_diag.io.output import dumps_json
+    from cl_diag.report.html import render_html
+    from cl_diag.report.markdown import render_markdown
+
+    document = reproduction_document(rep)
+    return [
+        ("reproduction.md", render_markdown(document).encode("utf-8")),
+        ("reproduction.html", render_html(document).encode("utf-8")),
+        ("reproduction.json", dumps_json(reproduction_record(rep)).encode("utf-8")),
+    ]
 
 
 def reproduction_record(rep: Reproduction) -> dict[str, Any]:
