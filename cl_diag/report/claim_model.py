@@ -379,6 +379,15 @@ class Metric:
             return f"{100.0 * x:.4g} %"
         return fmt(float(x))
 
+    def show_difference(self, d: float) -> str:
+        """A difference of two runs' values on the analysis scale as text: a relative change
+        for a log metric, percentage points for a share or an accuracy, else a number."""
+        if self.log:
+            return f"{100.0 * math.expm1(d):+.3g} %"
+        if self.unit in ("share", "accuracy"):
+            return f"{100.0 * d:+.3g} pp"
+        return f"{d:+.3g}"
+
     def spread(self, runs: Sequence[RunData]) -> str:
         """'mean ± sd' of the runs' raw values, or the one value."""
         values = [float(v) for r in runs if (v := self.read(r)) is not None]
@@ -460,6 +469,13 @@ def _values(metric: Metric, runs: Sequence[RunData]) -> list[float] | None:
     return [float(v) for v in values if v is not None]
 
 
+def _known(metric: Metric, run: RunData) -> float:
+    """The metric of a run already checked to have one (:func:`_values`)."""
+    value = metric.value(run)
+    assert value is not None
+    return value
+
+
 def _by_seed(runs: Sequence[RunData]) -> dict[str, RunData] | None:
     """The runs keyed by seed, when every run has a distinct recorded seed."""
     keyed = {repr(r.seed): r for r in runs}
@@ -539,7 +555,9 @@ def _paired_estimate(
     data = tuple((r.label, metric.read(r)) for r in (*control, *treatment))
     if a is not None and b is not None and set(a) == set(b) and len(a) >= 2:
         seeds = sorted(a)
-        diffs = [float(metric.value(b[k]) - metric.value(a[k])) for k in seeds]  # type: ignore[operator]
+        diffs = [_known(metric, b[k]) - _known(metric, a[k]) for k in seeds]
+        if len(diffs) <= 10:
+            measured += "; per seed: " + ", ".join(metric.show_difference(d) for d in diffs)
         s = summarize(diffs)
         sd = s.sd or 0.0
         return Estimate(
@@ -742,9 +760,7 @@ class PairedTrend:
             xs += [x] * len(diffs)
             ys += diffs
             level = _level_text(control, self.x, x)
-            gain = float(np.mean(diffs))
-            shown = f"{100 * gain:+.4g} pp" if metric.unit in ("share", "accuracy") else fmt(gain)
-            parts.append(f"{level}: {shown}")
+            parts.append(f"{level}: {metric.show_difference(float(np.mean(diffs)))}")
         measured = (
             f"{self.pair.treatment.requires} − {self.pair.control.requires} by level: "
             + ", ".join(parts)

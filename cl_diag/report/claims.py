@@ -433,8 +433,11 @@ _ENTRIES: Sequence[Claim | Identity] = (
     ),
     Claim(
         key="excessive_share",
-        statement="Over 57 % of negative pairs lie below δ = −1/(n−1)",
-        source=Source("rebuttal", "Table 1 (ratio below −1/(n−1), all batch sizes)"),
+        statement=(
+            "Over 57 % of negative pairs lie below δ = −1/(n−1) (the rebuttal's figure for "
+            "SimCLR on CIFAR-100)"
+        ),
+        source=Source("rebuttal", "Table 1 (ResNet-18 on CIFAR-100, every batch size)"),
         kind="prediction",
         metric=NEG_SHARE,
         design=OneSample(lambda r: 0.5, "one half", per_run=True),
@@ -859,8 +862,8 @@ def claims_markdown() -> str:
         "- *Borderline*: moving the interval by up to the replicate prediction error w = "
         f"t_0.975,df·√2·se (the {100 * CONFIDENCE:.0f} % range of the estimate of a new, "
         "independent replicate study of the same design about this one: the difference of two"
-        " estimates with standard error se each has sd √2·se) would change the verdict, i.e. "
-        "an interval end lies within w of a verdict boundary.",
+        " estimates with standard error se each has sd √2·se) would change the verdict: the "
+        "interval, shifted anywhere within ±w, would get another one.",
         "- *Seeds for 80 % power*: the fewest seeds per condition (per level for a trend) with"
         " which the one-sided t test at the finding's level detects the margin at the observed"
         " spread (scipy's noncentral t; the same power calls a true effect of twice the margin"
@@ -886,7 +889,7 @@ def claims_markdown() -> str:
             entry.statement,
             entry.source.full,
             _conditions(entry.domain),
-            _conditions(entry.scope) + ". " + entry.at_scope,
+            f"Requires {_conditions(entry.scope)}. Operationally: {entry.at_scope}.",
             entry.metric.name + (" (ln)" if entry.metric.log else ""),
             entry.design.text,
             f"{entry.expect}: {entry.effect}",
