@@ -608,8 +608,8 @@ def _paired_estimate(
 @dataclass(frozen=True)
 class Trend:
     """The slope of the metric on ``x`` (a function of the swept ``option``, e.g. log2 m) over
-    runs whose configs differ only in that option and the seed; ``per`` names the unit of x in
-    an effect ("per doubling of m")."""
+    runs whose configs differ only in that option and the seed; ``x_text`` names x and
+    ``levels_name`` its values in a finding's method ("log2 m", "batch sizes")."""
 
     option: str
     x: Callable[[RunData], float | None] = field(repr=False, compare=False)
@@ -693,17 +693,22 @@ def _by_level(runs: Sequence[RunData], x: Callable[[RunData], float | None], met
 
 
 def _level_text(runs: Sequence[RunData], x: Callable[[RunData], float | None], level: float) -> str:
-    """The option value behind a level: the batch size m for log2 m, else the level."""
+    """The option value behind a level: "m 16" for log2 m, "α 0.1" for α, else the level."""
     for r in runs:
-        if x(r) == level and r.batch_size is not None and x(r) == r.log2_batch:
+        if x(r) != level:
+            continue
+        if r.batch_size is not None and level == r.log2_batch:
             return f"m {fmt(r.batch_size)}"
+        if level == r.alpha:
+            return f"α {fmt(level)}"
     return fmt(level)
 
 
 @dataclass(frozen=True)
 class PairedTrend:
     """The slope on ``x`` (a function of the swept ``option``) of the per-seed differences of a
-    :class:`Paired` design at each level: e.g. the VRN gain against log2 m."""
+    :class:`Paired` design at each level: e.g. the VRN gain against log2 m. Each level needs
+    one control and one treatment group (after the pair's ``prefer``) with the same seeds."""
 
     pair: Paired
     option: str
