@@ -591,7 +591,9 @@ _ENTRIES: Sequence[Claim | Identity] = (
     Claim(
         key="ssem_collapse",
         statement="Below α_c the classes collapse: within-class variance 0 (β* = 1)",
-        source=Source("SSEM", "the collapse threshold α_c (paper-notes §11.3)"),
+        source=Source(
+            "SSEM", "class collapse at small α; α_c as derived in paper-notes §11.3 (inferred)"
+        ),
         kind="prediction",
         metric=WITHIN_CLASS,
         design=OneSample(lambda r: r.ssem_prediction, "the SSEM's 1 − β* = 0"),
@@ -616,7 +618,9 @@ _ENTRIES: Sequence[Claim | Identity] = (
     Claim(
         key="ssem_variance",
         statement="Above α_c the within-class variance is the SSEM's 1 − β*",
-        source=Source("SSEM", "the optimum β*(α, τ; m, n, p) (paper-notes §11.3)"),
+        source=Source(
+            "SSEM", "the SSEM optimum; β*(α, τ; m, n, p) as derived in paper-notes §11.3 (inferred)"
+        ),
         kind="prediction",
         metric=WITHIN_CLASS,
         design=OneSample(lambda r: r.ssem_prediction, "the SSEM's 1 − β*"),
@@ -640,7 +644,9 @@ _ENTRIES: Sequence[Claim | Identity] = (
     Claim(
         key="alpha_variance",
         statement="The within-class variance grows with the self-supervised share α",
-        source=Source("SSEM", "β*(α) falls from 1 as α passes α_c (paper-notes §11.3)"),
+        source=Source(
+            "SSEM", "β*(α) falls from 1 as α passes α_c, as derived in paper-notes §11.3 (inferred)"
+        ),
         kind="prediction",
         metric=WITHIN_CLASS,
         design=ALPHA_TREND,
