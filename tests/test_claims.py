@@ -794,3 +794,10 @@ def test_thm52_slack_is_the_closed_form():
         None,
     )
     assert CLAIMS["thm52_ceiling"].slack(layer) == pytest.approx(closed, abs=1e-12)  # type: ignore[union-attr]
+
+
+def test_ratios_beyond_float_range_print_as_infinite():
+    # a band whose upper end is subnormal (the variance 1e318 times it): no OverflowError
+    runs = one_sample({**SIMCLR, "vrn": 0.0}, _log_var, math.log(0.1), 0.0, 0.01, band=(0, 1e-318))
+    (f,) = run_findings(runs, claims=["band_distance"])
+    assert f.effect == math.inf and "∞" in summary_lines([f])[0]

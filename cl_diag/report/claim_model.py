@@ -383,7 +383,7 @@ class Metric:
         """A difference of two runs' values on the analysis scale as text: a relative change
         for a log metric, percentage points for a share or an accuracy, else a number."""
         if self.log:
-            return f"{100.0 * math.expm1(d):+.3g} %"
+            return f"{100.0 * math.expm1(d):+.3g} %" if d < 709.0 else "+∞ %"
         if self.unit in ("share", "accuracy"):
             return f"{100.0 * d:+.3g} pp"
         return f"{d:+.3g}"
@@ -936,17 +936,19 @@ class Claim:
         """An effect (or interval end) on the analysis scale as it is printed."""
         if x is None or not math.isfinite(x):
             return x
-        if self.shows == "relative":
-            return math.expm1(x)
-        if self.shows == "factor":
-            return math.exp(x)
+        if self.shows in ("relative", "factor"):
+            # a ratio beyond float range (an interval from a near-zero variance) is infinite
+            grown = math.exp(x) if x < 709.0 else math.inf
+            return grown - 1.0 if self.shows == "relative" and x < 709.0 else grown
         return x
 
     def show(self, x: float | None, *, sign: bool = True) -> str:
         """An effect on the analysis scale as text ("-63.2 %", "2.7×", "+1.2 pp", "0.031")."""
         value = self.display(x)
-        if value is None or not math.isfinite(value):
+        if value is None or math.isnan(value):
             return MISSING
+        if math.isinf(value):
+            return "∞" if value > 0 else "−∞"
         spec = "+.4g" if sign else ".4g"
         if self.shows == "relative":
             return f"{100.0 * value:{spec}} %"

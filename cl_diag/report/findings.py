@@ -121,7 +121,8 @@ class Finding:
     seeds_needed: int | None = None
     seeds: int | None = None
     note: str = ""
-    #: a not-applicable finding's reason in a few words (what the summary line groups by)
+    #: a not-applicable finding's reason in a few words (what the summary line groups by), or
+    #: why an inconclusive one has no interval ("one run")
     why_not: str = ""
     method: str = ""
     measured: str = ""
@@ -317,6 +318,7 @@ def _undecided(d: _Draft, figures: Mapping[str, str]) -> Finding:
         se=est.se,
         df=est.df,
         note=f"Inconclusive: {est.why_no_interval or 'no interval'}.",
+        why_not=(est.why_no_interval or "no interval").split(":")[0],
     )
 
 
@@ -495,15 +497,22 @@ def _cite(claim: Claim | Identity) -> str:
     return f"{work}, {source.where}" if source.where else work
 
 
+def _count(n: int, noun: str) -> str:
+    """'3 seeds', '1 seed'."""
+    return f"{n} {noun.removesuffix('s') if n == 1 else noun}"
+
+
 def _interval_text(f: Finding, claim: Claim) -> str:
     if f.interval is None or f.confidence is None:
-        return MISSING
+        return f"(no interval: {f.why_not})" if f.why_not else MISSING
     lo, hi = (_plain(claim, x) for x in f.interval)
     return f"[{lo}, {hi}] ({_level(f.confidence)})"
 
 
 def _plain(claim: Claim, shown: float) -> str:
     """An interval end (already on the printed scale) as text, without a sign."""
+    if math.isinf(shown):
+        return "∞" if shown > 0 else "−∞"
     if claim.shows == "relative":
         return f"{100.0 * shown:.4g} %"
     if claim.shows == "factor":
@@ -570,8 +579,8 @@ def summary_lines(findings: Sequence[Finding]) -> list[str]:
             )
             parts.append(
                 f"{f.verdict}{' (borderline)' if f.borderline else ''}; {claim.effect} "
-                f"{_effect_text(f, claim)} {_interval_text(f, claim)} ({f.subject}, {f.n} "
-                f"{f.replicate}{power})"
+                f"{_effect_text(f, claim)} {_interval_text(f, claim)} ({f.subject}, "
+                f"{_count(f.n, f.replicate)}{power})"
             )
         elif tested:
             for decided in ("supported", "contradicted", "inconclusive"):
@@ -590,8 +599,8 @@ def summary_lines(findings: Sequence[Finding]) -> list[str]:
         layers = max(f.n for f in checks)
         lines.append(
             "Consistency checks (identities for any unit vectors; they fail only on a "
-            f"measurement bug): {len(checks) - len(bad)} of {len(checks)} hold on {layers} "
-            "layers"
+            f"measurement bug): {len(checks) - len(bad)} of {len(checks)} hold on "
+            f"{_count(layers, 'layers')}"
             + (
                 ""
                 if not bad
@@ -662,7 +671,7 @@ def findings_blocks(findings: Sequence[Finding], figures: Sequence = ()) -> list
                 f.measured,
                 _effect_text(f, claim),
                 _interval_text(f, claim),
-                f"{f.n} {f.replicate}",
+                _count(f.n, f.replicate),
                 f.verdict or MISSING,
                 "yes" if f.borderline else "no",
                 _power_cell(f),
@@ -728,7 +737,7 @@ def findings_blocks(findings: Sequence[Finding], figures: Sequence = ()) -> list
                     f.measured,
                     f"{claim.effect}: {_effect_text(f, claim)}",
                     _interval_text(f, claim),
-                    f"{f.n} {f.replicate}",
+                    _count(f.n, f.replicate),
                     f.note,
                 ]
             )
