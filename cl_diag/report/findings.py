@@ -211,7 +211,7 @@ def run_findings(
         for d in drafts
         if d.claim.kind == "prediction" and _finite(d.estimate.effect, d.estimate.se)
     ]
-    p_values = [_deciding_p(d)[0] for d in family]
+    p_values = [_deciding_p(d) for d in family]
     levels = dict(zip(map(id, family), holm_levels(p_values, FAMILY_ALPHA), strict=True))
     for d in drafts:
         if d.claim.kind == "description":
@@ -225,15 +225,15 @@ def run_findings(
     return sorted(out, key=lambda f: order.index(f.claim))
 
 
-def _deciding_p(d: _Draft) -> tuple[float, str]:
-    """The p-value of the test that would decide the draft's verdict, and which verdict."""
+def _deciding_p(d: _Draft) -> float:
+    """The one-sided p-value of the test that would decide the draft's verdict: the smaller of
+    the tests for *supported* and for *contradicted* (at most one of them can be small)."""
     est, claim = d.estimate, d.claim
     assert est.effect is not None and est.se is not None and claim.expect is not None
     assert claim.margin is not None
-    p_support, p_contra = margin_p_values(
-        est.effect, est.se, est.df, expect=claim.expect, minimum=claim.margin
+    return min(
+        margin_p_values(est.effect, est.se, est.df, expect=claim.expect, minimum=claim.margin)
     )
-    return (p_support, "supported") if p_support <= p_contra else (p_contra, "contradicted")
 
 
 def _common(claim: Claim, unit: Unit, estimate: Estimate | None) -> dict:
@@ -332,7 +332,7 @@ def _decided(d: _Draft, level: HolmLevel, family: int, figures: Mapping[str, str
     decided = verdict(est.effect, interval, expect=claim.expect, minimum=claim.margin)
     reach = replicate_error(est.se, est.df)
     border = borderline(interval, expect=claim.expect, minimum=claim.margin, reach=reach)
-    p, _ = _deciding_p(d)
+    p = _deciding_p(d)
     needed = None
     if (decided == "inconclusive" or border) and est.power_design and _finite(est.sd):
         assert est.sd is not None
