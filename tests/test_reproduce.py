@@ -2,11 +2,11 @@
 
 The fast tests check the pieces against hand computations: the fingerprint (complete, stable,
 nothing that varies run to run), the agreement test and Holm's correction, a finding's standard
-error and borderline flag, the leave-one-out tolerance of a run in a seed group, and every user
-error. The slow test is "two machines on one": a tiny study trained and analysed with
-ATEN_CPU_CAPABILITY=default and one thread, reproduced as the machine defaults (within noise,
-not exact), reproduced again in the same environment (exact), and with a planted difference
-(differs, exit 1).
+error and borderline flag as the claims evaluator gave them, the leave-one-out tolerance of a
+run in a seed group, and every user error. The slow test is "two machines on one": a tiny
+study trained and analysed with ATEN_CPU_CAPABILITY=default and one thread, reproduced as the
+machine defaults (within noise, not exact), reproduced again in the same environment (exact),
+and with a planted difference (differs, exit 1).
 """
 
 from __future__ import annotations
@@ -27,13 +27,13 @@ from scipy import stats
 from test_report import make_result
 
 from cl_diag.environment import VARIABLES, differences, fingerprint, flatten_fingerprint
-from cl_diag.measurement.stats import agreement, holm, summarize, welch_df
+from cl_diag.measurement.stats import agreement, holm_levels, summarize, welch_df
 from cl_diag.report.findings import Finding
 from cl_diag.report.reproduction import (
     DIFFERS,
     EXACT,
     WITHIN,
-    borderline,
+    _finding_checks,
     check_reproduction,
     finding_error,
     sampling_error,
@@ -107,7 +107,11 @@ def test_agreement_is_the_replicate_prediction_interval():
 
 
 def test_holm_step_down():
-    # m = 4 at 5 %: thresholds 0.0125, 0.0167, 0.025, 0.05 for the sorted p-values
+    # the reproduction's family: two-sided p-values at family-wise 5 %, m = 4: thresholds
+    # 0.0125, 0.0167, 0.025, 0.05 for the sorted p-values
+    def holm(p):
+        return [level.rejected for level in holm_levels(p, 0.05)]
+
     assert holm([0.01, 0.04, 0.03, 0.005]) == [True, False, False, True]
     assert holm([0.011, 0.016, 0.024, 0.049]) == [True, True, True, True]
     assert holm([0.03, 0.03]) == [False, False]  # 0.03 > 0.05 / 2 stops at the first
@@ -117,52 +121,86 @@ def test_holm_step_down():
 # ---- findings: standard error and borderline ---------------------------------------------------
 
 
-def _finding(effect, interval, *, n=3, claim="vrn_accuracy", replicate="seeds", verdict="x"):
+def _finding(
+    estimate,
+    se,
+    df,
+    *,
+    claim="vrn_accuracy",
+    verdict="supported",
+    borderline=False,
+    scale="linear",
+    p_adjusted=0.01,
+    kind="prediction",
+):
+    """A finding as the claims evaluator makes one: its estimate, standard error and degrees
+    of freedom on the analysis scale, its verdict, borderline flag and Holm-adjusted p."""
+    display = math.expm1 if scale == "log" else (lambda x: x)
+    half = (stats.t.ppf(0.975, df) if math.isfinite(df) else 1.959964) * (se or 0.0)
     return Finding(
         claim=claim,
         subject="simclr b64: VRN 30 vs none",
-        effect=effect,
-        interval=interval,
-        n=n,
-        replicate=replicate,
+        kind=kind,
         verdict=verdict,
+        effect=display(estimate),
+        interval=None if se is None else (display(estimate - half), display(estimate + half)),
+        confidence=0.95,
+        estimate=estimate,
+        se=se,
+        df=df,
+        scale=scale,
+        n=3,
+        replicate="seeds",
         minimum=0.005,
-        method="paired by seed, t interval of the differences",
-        measured="",
+        p_value=p_adjusted,
+        p_adjusted=p_adjusted,
+        borderline=borderline,
     )
 
 
-def test_finding_error_recovers_the_standard_error_of_its_interval():
+def test_finding_error_is_the_evaluators_standard_error():
     diffs = [0.012, 0.031, 0.020]
     s = summarize(diffs)
-    scale, se, df = finding_error(_finding(s.mean, s.interval))
-    assert df == 2 and se == pytest.approx(s.sd / math.sqrt(3)) and scale(0.3) == 0.3
-    # a ratio made from mean logs: symmetric on log(1 + e)
+    se = s.sd / math.sqrt(3)
+    assert finding_error(_finding(s.mean, se, 2)) == (s.mean, se, 2)
+    # a ratio analysed as a mean log: the test is on the log scale, not on the printed ratio
     logs = summarize([math.log(0.5), math.log(0.4), math.log(0.45)])
-    ratio = _finding(
-        math.expm1(logs.mean),
-        (math.expm1(logs.interval[0]), math.expm1(logs.interval[1])),
-        claim="vrn_variance",
+    ratio = _finding(logs.mean, logs.sd / math.sqrt(3), 2, claim="vrn_variance", scale="log")
+    estimate, se, _ = finding_error(ratio)
+    assert estimate == pytest.approx(logs.mean) and ratio.effect == pytest.approx(
+        math.expm1(logs.mean)
     )
-    scale, se, _ = finding_error(ratio)
-    assert se == pytest.approx(logs.sd / math.sqrt(3)) and scale(ratio.effect) == pytest.approx(
-        logs.mean
-    )
-    # a slope over 9 runs: t with 7 degrees of freedom
-    _, se, df = finding_error(_finding(0.1, (0.0, 0.2), n=9, replicate="runs"))
-    assert df == 7 and se == pytest.approx(0.1 / stats.t.ppf(0.975, 7))
-    assert finding_error(_finding(0.1, None)) is None
+    # the sampling of one run's images: the normal quantile
+    assert finding_error(_finding(0.1, 0.01, math.inf))[2] == math.inf
+    # one run per condition: no standard error, nothing to test
+    assert finding_error(_finding(0.1, None, math.nan)) is None
 
 
-def test_borderline_when_a_rerun_could_move_the_verdict():
-    # an interval that ends 0.01 above zero with se ~ 0.0023: a re-run shifts it by up to
-    # 4.30 x 1.41 x se ~ 0.014, across zero
-    assert borderline(_finding(0.02, (0.01, 0.03)))
-    # far from every boundary: supported whatever a re-run shifts
-    assert not borderline(_finding(0.2, (0.19, 0.21)))
-    # the effect next to the minimum relevant effect (0.005): a shift crosses it
-    assert borderline(_finding(0.0051, (0.0050, 0.0052)))
-    assert not borderline(_finding(0.0052, None))
+def test_a_changed_verdict_differs_unless_the_evaluator_called_it_borderline():
+    old = _finding(0.012, 0.002, 2)
+    # the same effect, another verdict: explained only by a borderline flag on either side
+    for flags, status in (
+        ((False, False), DIFFERS),
+        ((True, False), WITHIN),
+        ((False, True), WITHIN),
+    ):
+        a = dataclasses.replace(old, borderline=flags[0])
+        b = dataclasses.replace(old, verdict="inconclusive", borderline=flags[1], p_adjusted=0.04)
+        (check,) = _finding_checks([a], [b])
+        assert check.status == status, flags
+        assert check.verdicts == ("supported", "inconclusive")
+        assert check.p_adjusted == (0.01, 0.04)
+    # a new estimate within the two findings' errors: within noise, Welch's df of the two
+    near = _finding(0.014, 0.002, 2)
+    (check,) = _finding_checks([old], [near])
+    assert check.status == WITHIN and check.df == pytest.approx(welch_df(0.002, 2, 0.002, 2))
+    assert check.se == pytest.approx(math.hypot(0.002, 0.002))
+    # a consistency check that broke is never borderline
+    holds = Finding(
+        claim="vrn_accuracy", subject="every layer", kind="consistency", verdict="holds"
+    )
+    (check,) = _finding_checks([holds], [dataclasses.replace(holds, verdict="violated")])
+    assert check.status == DIFFERS
 
 
 # ---- a reproduction of synthetic results --------------------------------------------------------

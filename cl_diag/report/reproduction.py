@@ -25,32 +25,34 @@ Each quantity gets one of three statuses:
   (:func:`sampling_error`: the pair means and variances of cl_diag.measurement.stats, Wilson
   for ratios and accuracies; for a statistic without a formula, its magnitude / √n, the order
   of any sampling error of n images), both analyses' errors combined, t = the normal quantile;
-* **a finding's effect**: each effect's standard error recovered from its 95 % interval
-  (:func:`finding_error`), Welch's degrees of freedom.
+* **a finding's effect**: the standard errors and degrees of freedom the claims evaluator
+  gave both findings (:func:`finding_error`; on the claim's analysis scale, a log for a ratio
+  or a factor), Welch's degrees of freedom.
 
 A reproduction compares hundreds of numbers, and 5 % of them fall outside their 95 % interval
 by chance; so a number *differs* only when its p-value survives Holm's correction over every
 number compared (family-wise 5 %). How many fall outside their unadjusted 95 % interval is
 reported beside (about 5 % for a faithful re-run). A finding also differs when its verdict
-changed and neither the original nor the re-run verdict is borderline (:func:`borderline`).
+changed and neither the original nor the re-run verdict is borderline: the evaluator's flag
+(:mod:`cl_diag.report.findings`), which moves the finding's Holm-adjusted interval by its
+replicate prediction error t·√2·se (:func:`cl_diag.measurement.stats.borderline`). A change
+to or from *not applicable*, or of a consistency check (*holds* / *violated*), is never
+borderline: it differs.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
-
-from scipy import stats as sps
 
 from cl_diag.measurement.stats import (
     CONFIDENCE,
     agreement,
-    holm,
+    holm_levels,
     pair_mean_se,
     pair_var_se,
-    verdict,
     welch_df,
     wilson_interval,
     z_value,
@@ -86,7 +88,6 @@ __all__ = [
     "WITHIN",
     "Check",
     "Reproduction",
-    "borderline",
     "check_reproduction",
     "finding_error",
     "reproduction_document",
@@ -99,20 +100,17 @@ EXACT, WITHIN, DIFFERS = "exact", "within noise", "differs"
 STATUSES = (EXACT, WITHIN, DIFFERS)
 #: reproduction.json's schema
 REPRODUCTION_SCHEMA = "cl-diag/reproduction/1"
-#: family-wise level of the Holm correction that decides "differs"
+#: family-wise level of the Holm correction that decides "differs" (two-sided p-values)
 FAMILY_ALPHA = 1 - CONFIDENCE
-#: findings whose effect is exp(mean of a log) − 1: their interval is symmetric in log(1 + e)
-_LOG_SCALE = frozenset({"vrn_variance", "batch_variance"})
-#: points at which :func:`borderline` evaluates the verdict rule across the shift range
-_SHIFTS = 400
 
 
 @dataclass(frozen=True)
 class Check:
     """One quantity of the original against the re-run: ``kind`` "run" (a statistic of one
     run), "seed mean" (a seed group's mean) or "finding" (a finding's effect); ``subject`` the
-    run, group or finding it belongs to; ``basis`` how ``se`` was made. ``verdicts`` and
-    ``borderline`` (original, re-run) for a finding."""
+    run, group or finding it belongs to; ``basis`` how ``se`` was made. ``verdicts``,
+    ``borderline`` and ``p_adjusted`` (the findings' Holm-adjusted p-values) as (original,
+    re-run) for a finding."""
 
     kind: str
     subject: str
@@ -126,8 +124,9 @@ class Check:
     p_value: float | None = None
     basis: str = ""
     note: str = ""
-    verdicts: tuple[str, str] | None = None
+    verdicts: tuple[str | None, str | None] | None = None
     borderline: tuple[bool, bool] | None = None
+    p_adjusted: tuple[float | None, float | None] | None = None
 
     @property
     def difference(self) -> float | None:
@@ -247,72 +246,16 @@ def sampling_error(metric: Metric, result: Result, layer: str | None) -> tuple[f
 # --------------------------------------------------------------------------- findings
 
 
-def finding_error(finding: Finding) -> tuple[Callable[[float], float], float, float] | None:
-    """(scale, se, df) of a finding's effect, recovered from its 95 % interval: the interval's
-    half-width on ``scale`` (log(1 + e) for a ratio made from a mean log, else e itself) over
-    the quantile it was made with -- t with n − 1 degrees of freedom over seeds or classes
-    (Welch's, here approximated by n − 1 of the smaller side), n − 2 for a slope over runs,
-    the normal quantile for the sampling of analysed images. None without an interval.
-
-    Issue 21 (claims registry) gives each finding its own standard error and degrees of
-    freedom; this is the one function that then reads them instead."""
-    if finding.interval is None or finding.effect is None:
+def finding_error(finding: Finding) -> tuple[float, float, float] | None:
+    """(estimate, se, df) of a finding's effect on the claim's analysis scale (a log for a
+    ratio or a factor, :attr:`Finding.scale`), as the claims evaluator made them: t with the
+    design's degrees of freedom over seeds or runs, the normal quantile (df = inf) for the
+    sampling of one run's analysed images. None without a standard error (one run per
+    condition, a consistency check)."""
+    if finding.estimate is None or finding.se is None or not math.isfinite(finding.se):
         return None
-    scale: Callable[[float], float] = (
-        (lambda x: math.log1p(x)) if finding.claim in _LOG_SCALE else (lambda x: x)
-    )
-    lo, hi = finding.interval
-    try:
-        half = (scale(hi) - scale(lo)) / 2
-    except ValueError:  # a ratio at or below −100 %: not on the log scale
-        return None
-    if finding.replicate == "runs":
-        df: float = max(finding.n - 2, 1)
-    elif finding.replicate == "images":
-        df = math.inf
-    else:
-        df = max(finding.n - 1, 1)
-    q = z_value() if math.isinf(df) else float(sps.t.ppf(0.5 + CONFIDENCE / 2, df))
-    return scale, half / q, df
-
-
-def _inverse(claim: str) -> Callable[[float], float]:
-    return (lambda y: math.expm1(y)) if claim in _LOG_SCALE else (lambda y: y)
-
-
-def borderline(finding: Finding) -> bool:
-    """Whether a re-run could plausibly give the finding another verdict: moving its effect
-    and interval together by any amount within the replicate prediction error of the effect
-    (±t·√2·se, a re-run's 95 % range; :func:`finding_error`) changes what the verdict rule
-    (:func:`cl_diag.measurement.stats.verdict`) says. A finding without an interval is not
-    borderline (it is inconclusive whatever a re-run gives). The trend findings' permutation
-    test is not re-run here: the rule is applied to the interval alone.
-
-    Issue 21 (claims registry) adds an explicit borderline flag to every finding; this is the
-    one function that then reads it instead."""
-    error = finding_error(finding)
-    if error is None or finding.effect is None or finding.interval is None:
-        return False
-    scale, se, df = error
-    q = z_value() if math.isinf(df) else float(sps.t.ppf(0.5 + CONFIDENCE / 2, df))
-    reach = q * math.sqrt(2) * se
-    inverse = _inverse(finding.claim)
-    expect = CLAIMS[finding.claim].expect
-    e, (lo, hi) = scale(finding.effect), tuple(scale(x) for x in finding.interval)
-    seen = set()
-    for i in range(_SHIFTS + 1):
-        shift = -reach + 2 * reach * i / _SHIFTS
-        seen.add(
-            verdict(
-                inverse(e + shift),
-                (inverse(lo + shift), inverse(hi + shift)),
-                expect=expect,
-                minimum=finding.minimum,
-            )
-        )
-        if len(seen) > 1:
-            return True
-    return False
+    df = finding.df if finding.df is not None and not math.isnan(finding.df) else math.inf
+    return finding.estimate, finding.se, df
 
 
 # --------------------------------------------------------------------------- the checks
@@ -553,7 +496,7 @@ def _finding_checks(original: list[Finding], reproduced: list[Finding]) -> list[
                 Check("finding", old.subject, title, old.effect, None, DIFFERS, note="not found")
             )
             continue
-        flags = (borderline(old), borderline(new))
+        flags = (old.borderline, new.borderline)
         verdicts = (old.verdict, new.verdict)
         error_old, error_new = finding_error(old), finding_error(new)
         check = Check(
@@ -565,18 +508,22 @@ def _finding_checks(original: list[Finding], reproduced: list[Finding]) -> list[
             EXACT,
             verdicts=verdicts,
             borderline=flags,
+            p_adjusted=(old.p_adjusted, new.p_adjusted),
         )
-        if old.effect == new.effect and old.interval == new.interval:
+        if _same(old.effect, new.effect) and old.interval == new.interval:
             pass
-        elif error_old is None or error_new is None or old.effect is None or new.effect is None:
+        elif error_old is None or error_new is None:
             check = replace(
-                check, status=WITHIN, basis="no interval", note="effect not tested (no interval)"
+                check,
+                status=WITHIN,
+                basis="no standard error",
+                note="effect not tested (no standard error)",
             )
         else:
-            scale, se1, df1 = error_old
-            _, se2, df2 = error_new
+            e1, se1, df1 = error_old
+            e2, se2, df2 = error_new
             df = welch_df(se1, df1, se2, df2)
-            test = agreement(scale(old.effect), scale(new.effect), math.hypot(se1, se2), df)
+            test = agreement(e1, e2, math.hypot(se1, se2), df)
             check = replace(
                 check,
                 status=WITHIN,
@@ -584,7 +531,11 @@ def _finding_checks(original: list[Finding], reproduced: list[Finding]) -> list[
                 df=test.df,
                 tolerance=test.tolerance,
                 p_value=test.p_value,
-                basis="log(1 + effect), intervals" if old.claim in _LOG_SCALE else "intervals",
+                basis=(
+                    "the findings' standard errors, on the log scale"
+                    if old.scale == "log"
+                    else "the findings' standard errors"
+                ),
             )
         if verdicts[0] != verdicts[1]:
             explained = any(flags)
@@ -593,7 +544,10 @@ def _finding_checks(original: list[Finding], reproduced: list[Finding]) -> list[
             )
             check = replace(
                 check,
-                status=DIFFERS if not explained else check.status,
+                # a changed verdict is never exact, even where the numbers are
+                status=DIFFERS
+                if not explained
+                else (WITHIN if check.status == EXACT else check.status),
                 note=(check.note + "; " if check.note else "") + note,
             )
         checks.append(check)
@@ -615,10 +569,10 @@ def _finding_checks(original: list[Finding], reproduced: list[Finding]) -> list[
 def _correct(checks: list[Check]) -> list[Check]:
     """Holm over every tested check: a significant one differs, the others are within noise."""
     tested = [i for i, c in enumerate(checks) if c.status == WITHIN and c.p_value is not None]
-    rejected = holm([checks[i].p_value or 0.0 for i in tested], FAMILY_ALPHA)
+    levels = holm_levels([checks[i].p_value or 0.0 for i in tested], FAMILY_ALPHA)
     out = list(checks)
-    for i, reject in zip(tested, rejected, strict=True):
-        if reject:
+    for i, level in zip(tested, levels, strict=True):
+        if level.rejected:
             out[i] = replace(out[i], status=DIFFERS)
     return out
 
@@ -756,7 +710,11 @@ def finding_rows(rep: Reproduction) -> list[list[str]]:
     for c in rep.checks:
         if c.kind != "finding":
             continue
-        verdicts = MISSING if c.verdicts is None else " → ".join(dict.fromkeys(c.verdicts))
+        verdicts = (
+            MISSING
+            if c.verdicts is None
+            else " → ".join(dict.fromkeys(v or "no verdict" for v in c.verdicts))
+        )
         flags = (
             ""
             if c.borderline is None
@@ -766,13 +724,15 @@ def finding_rows(rep: Reproduction) -> list[list[str]]:
                 if flag
             )
         )
+        holm = MISSING if c.p_adjusted is None else " → ".join(map(_p, c.p_adjusted))
         rows.append(
             [
                 f"{c.quantity} ({c.subject})",
                 _num(c.original),
                 _num(c.reproduction),
-                _num(c.tolerance) + (" (on log(1 + effect))" if c.basis.startswith("log") else ""),
+                _num(c.tolerance) + (" (on the log scale)" if "log scale" in c.basis else ""),
                 verdicts,
+                holm,
                 flags or "no",
                 c.status,
             ]
@@ -817,9 +777,11 @@ _METHOD = (
     "sd of the group's other seeds (original and re-run pooled), Student t with the pooled "
     "degrees of freedom; a seed group's mean, √(s1²/k1 + s2²/k2) with Welch's degrees of "
     "freedom; a run without replicates, the sampling error of its analysed images; a finding's "
-    "effect, the standard errors recovered from both intervals. A finding whose verdict changed "
-    "is explained when either verdict is borderline: moving the effect and its interval within "
-    "the replicate prediction error (±t·√2·se) changes the verdict rule's answer."
+    "effect, the standard errors the claims evaluator gave both findings, Welch's degrees of "
+    "freedom. A finding whose verdict changed is explained when either verdict is borderline: "
+    "moving its Holm-adjusted interval within the replicate prediction error (±t·√2·se) changes "
+    "the verdict (the flag the findings print). A change to or from not applicable, or of a "
+    "consistency check, always differs."
 )
 
 
@@ -842,6 +804,7 @@ def reproduction_document(rep: Reproduction) -> Document:
                     "re-run effect",
                     "tolerance (95 %)",
                     "verdict",
+                    "Holm-adjusted p",
                     "borderline",
                     "status",
                 ],
@@ -935,6 +898,7 @@ def reproduction_record(rep: Reproduction) -> dict[str, Any]:
             "note": c.note,
             "verdicts": None if c.verdicts is None else list(c.verdicts),
             "borderline": None if c.borderline is None else list(c.borderline),
+            "p_adjusted": None if c.p_adjusted is None else list(c.p_adjusted),
         }
 
     def envs(columns: list[tuple[str, Environment | None]]) -> list[dict[str, Any]]:
