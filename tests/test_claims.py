@@ -801,3 +801,24 @@ def test_ratios_beyond_float_range_print_as_infinite():
     runs = one_sample({**SIMCLR, "vrn": 0.0}, _log_var, math.log(0.1), 0.0, 0.01, band=(0, 1e-318))
     (f,) = run_findings(runs, claims=["band_distance"])
     assert f.effect == math.inf and "∞" in summary_lines([f])[0]
+
+
+def test_an_accuracy_on_a_grid_has_at_least_its_rounding_for_noise():
+    # every seed scores the same at each batch size on 450 test images: no spread over seeds,
+    # yet the accuracies are rounded to a grid of 1/450, whose rounding alone has sd
+    # 1/450/sqrt(12) (the floor cl-diag reproduce gives a grid statistic too)
+    rounding = (1 / 450) / math.sqrt(12)
+    slope = finding("batch_accuracy", 0.01, 0.0)
+    sxx = len(SEEDS) * sum((math.log2(m) - 5) ** 2 for m in SIZES)  # log2 m = 4, 5, 6
+    assert slope.se == pytest.approx(rounding / math.sqrt(sxx))
+    assert "rounding of its grid" in slope.method
+    # paired by seed: a difference of two values on the grid, both roundings
+    gain = finding("vrn_accuracy", 0.01, 0.0)
+    assert gain.se == pytest.approx(math.sqrt(2) * rounding / math.sqrt(len(SEEDS)))
+    # a spread above the rounding is the spread itself
+    noisy = finding("vrn_accuracy", 0.01, 0.01)
+    assert noisy.se == pytest.approx(0.01 * np.std(NOISE, ddof=1) / math.sqrt(len(SEEDS)))
+    assert "rounding" not in noisy.method
+    # a continuous statistic has no grid: its spread of 0 stays 0
+    centre = finding("toy_centre", 0.0, 0.0)
+    assert centre.se is not None and centre.se < 1e-12

@@ -51,6 +51,11 @@ reproduce``):
   degrees of freedom of se1^2 + se2^2; :func:`holm_levels` corrects the many quantities a
   reproduction compares.
 
+A statistic counted on a grid (an accuracy on N test images moves in steps of 1/N, a share of
+pairs in steps of 1/pairs) has at least the spread of its rounding, :func:`rounding_sd` =
+step/sqrt(12), however few seeds landed on one grid point: the findings' replicate spread and a
+reproduction's tolerance both take it as their floor.
+
 Every random draw takes a fixed seed, so a report rendered twice has the same bytes.
 
 Example::
@@ -96,6 +101,7 @@ __all__ = [
     "pair_var_se",
     "power",
     "replicate_error",
+    "rounding_sd",
     "seeds_needed",
     "summarize",
     "t_half_width",
@@ -467,6 +473,13 @@ def holm_levels(p_values: Sequence[float], alpha: float = (1 - CONFIDENCE) / 2) 
         judged = level if stopped is None else stopped
         out[i] = HolmLevel(rank, judged, stopped is None, running)
     return [h for h in out if h is not None]
+
+
+def rounding_sd(step: float) -> float:
+    """step / sqrt(12): the standard deviation of a continuous quantity's rounding to a grid of
+    ``step`` (uniform over one step), the smallest spread a statistic counted on that grid can
+    show (an accuracy on N images: step 1/N). 0 for a continuous statistic (step 0)."""
+    return step / math.sqrt(12.0)
 
 
 def replicate_error(se: float, df: float, confidence: float = CONFIDENCE) -> float:

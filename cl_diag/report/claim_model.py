@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from cl_diag.measurement.stats import summarize, trend, welch_se_df
+from cl_diag.measurement.stats import rounding_sd, summarize, trend, welch_df, welch_se_df
 from cl_diag.report.document import MISSING, fmt
 from cl_diag.report.runs import SEED_KEY, loss_layer, replicate_key
 from cl_diag.result import Collapse, PairStats, Result, Ssem
@@ -352,7 +352,9 @@ class Metric:
     ``log`` analyses it as ln(value) (a variance, a spread); ``unit`` says how raw values print
     ("share" and "accuracy" as percentages); ``run_se`` is the sampling error of one run's
     value on the analysis scale (from its analysed images), for claims about one trained
-    model, and ``run_se_text`` how it is made."""
+    model, and ``run_se_text`` how it is made. ``step`` is the grid a run's value is counted
+    on (1/N for an accuracy on N test images, 1/pairs for a share of pairs; None: continuous):
+    its rounding is the floor of any spread over seeds (:meth:`floor`)."""
 
     name: str
     read: Callable[[RunData], float | None] = field(repr=False, compare=False)
@@ -360,6 +362,17 @@ class Metric:
     unit: str = "value"
     run_se: Callable[[RunData], float] | None = field(default=None, repr=False, compare=False)
     run_se_text: str = ""
+    step: Callable[[RunData], float | None] | None = field(default=None, repr=False, compare=False)
+
+    def floor(self, runs: Sequence[RunData]) -> float:
+        """The smallest standard deviation these runs' values can show over seeds: the
+        rounding of the coarsest grid among them, step/√12
+        (:func:`cl_diag.measurement.stats.rounding_sd`); 0 for a continuous statistic (or one
+        analysed on a log scale). The same floor ``cl-diag reproduce`` gives a grid statistic."""
+        if self.step is None or self.log:
+            return 0.0
+        steps = [x for r in runs if (x := self.step(r)) is not None and math.isfinite(x)]
+        return rounding_sd(max(steps, default=0.0))
 
     def value(self, run: RunData) -> float | None:
         """The run's value on the analysis scale (None when absent, or not positive on a log
@@ -488,6 +501,10 @@ def _sd(values: Sequence[float]) -> float:
     return float(np.std(values, ddof=1)) if len(values) >= 2 else math.nan
 
 
+#: how a method says that the spread is the rounding floor (:meth:`Metric.floor`)
+_AT_FLOOR = "; the spread at least the rounding of its grid (step/√12)"
+
+
 @dataclass(frozen=True)
 class Paired:
     """Two arms that differ in ``options`` (left out of the replicate key), configs otherwise
@@ -559,14 +576,17 @@ def _paired_estimate(
         if len(diffs) <= 10:
             measured += "; per seed: " + ", ".join(metric.show_difference(d) for d in diffs)
         s = summarize(diffs)
-        sd = s.sd or 0.0
+        # a difference of two values on grids: at least both roundings
+        floor = math.hypot(metric.floor(control), metric.floor(treatment))
+        sd = max(s.sd or 0.0, floor)
         return Estimate(
             effect=s.mean,
             se=sd / math.sqrt(len(diffs)),
             df=len(diffs) - 1,
             n=len(diffs),
             replicate="seeds",
-            method="paired by seed, t interval of the per-seed differences",
+            method="paired by seed, t interval of the per-seed differences"
+            + (_AT_FLOOR if sd == floor > 0 else ""),
             measured=measured,
             data=data,
             power_design="one_sample",
@@ -576,17 +596,24 @@ def _paired_estimate(
     effect = float(np.mean(ys) - np.mean(xs))
     if len(xs) >= 2 and len(ys) >= 2:
         se, df = welch_se_df(ys, xs)
+        sx = max(_sd(xs), metric.floor(control))
+        sy = max(_sd(ys), metric.floor(treatment))
+        floored = sx > _sd(xs) or sy > _sd(ys)
+        if floored:  # an arm's spread below its grid's rounding: the rounding instead
+            se_x, se_y = sx / math.sqrt(len(xs)), sy / math.sqrt(len(ys))
+            se, df = math.hypot(se_x, se_y), welch_df(se_x, len(xs) - 1, se_y, len(ys) - 1)
         return Estimate(
             effect=effect,
             se=se,
             df=df,
             n=min(len(xs), len(ys)),
             replicate="seeds",
-            method="unpaired (the arms' seeds differ), Welch's interval",
+            method="unpaired (the arms' seeds differ), Welch's interval"
+            + (_AT_FLOOR if floored else ""),
             measured=measured,
             data=data,
             power_design="two_sample",
-            sd=math.sqrt((_sd(xs) ** 2 + _sd(ys) ** 2) / 2),
+            sd=math.sqrt((sx**2 + sy**2) / 2),
             seeds=min(len(xs), len(ys)),
         )
     return Estimate(
@@ -643,6 +670,7 @@ class Trend:
             f"slope on {self.x_text} over {len(xs)} runs at {len(set(xs))} {self.levels_name}",
             measured=_by_level(unit.runs, self.x, metric),
             data=tuple((r.label, metric.read(r)) for r in unit.runs),
+            floor=metric.floor(unit.runs),
         )
 
 
@@ -653,18 +681,28 @@ def _slope_estimate(
     *,
     measured: str,
     data: tuple[tuple[str, float | None], ...],
+    floor: float = 0.0,
 ) -> Estimate:
     """The slope of ys on xs (one point per run or per seed's difference) as an Estimate;
-    ``x_text`` says what the slope is ("slope on log2 m over 9 runs at 3 batch sizes")."""
+    ``x_text`` says what the slope is ("slope on log2 m over 9 runs at 3 batch sizes");
+    ``floor`` the smallest residual sd the points can show (:meth:`Metric.floor`): below it,
+    se = floor / √Sxx."""
     t = trend(xs, ys)
+    se, resid_sd, floored = t.se, t.resid_sd, False
+    if se is not None and resid_sd is not None and resid_sd < floor:
+        x = np.asarray(xs, dtype=np.float64)
+        resid_sd, floored = floor, True
+        se = floor / math.sqrt(float(((x - x.mean()) ** 2).sum()))
     levels = tuple(sorted(set(xs)))
     per_level = min(sum(1 for x in xs if x == level) for level in levels)
-    method = f"{x_text}, t interval" + (
-        f"; permutation p (no trend) = {t.p_value:.3g}" if t.p_value is not None else ""
+    method = (
+        f"{x_text}, t interval"
+        + (f"; permutation p (no trend) = {t.p_value:.3g}" if t.p_value is not None else "")
+        + (_AT_FLOOR if floored else "")
     )
     return Estimate(
         effect=t.slope,
-        se=t.se,
+        se=se,
         df=t.df if t.se is not None else math.nan,
         n=t.points,
         replicate="runs",
@@ -672,7 +710,7 @@ def _slope_estimate(
         measured=measured,
         data=data,
         power_design="slope" if t.se is not None else None,
-        sd=t.resid_sd,
+        sd=resid_sd,
         levels=levels,
         seeds=per_level,
         why_no_interval="" if t.se is not None else "fewer than 3 points: no interval for a slope",
@@ -775,7 +813,8 @@ class PairedTrend:
             f"slope of the paired differences on {self.x_text} over {len(xs)} seed pairs at "
             f"{len(set(xs))} {self.levels_name}"
         )
-        return _slope_estimate(xs, ys, over, measured=measured, data=data)
+        floor = math.hypot(metric.floor(unit.control), metric.floor(unit.treatment))
+        return _slope_estimate(xs, ys, over, measured=measured, data=data, floor=floor)
 
 
 @dataclass(frozen=True)
@@ -816,14 +855,15 @@ class OneSample:
         if len(runs) >= 2:
             per_seed = ", ".join(metric.show(metric.read(r)) for r in runs)
             s = summarize(deviations)
-            sd = s.sd or 0.0
+            floor = metric.floor(runs)
+            sd = max(s.sd or 0.0, floor)
             return Estimate(
                 effect=s.mean,
                 se=sd / math.sqrt(len(deviations)),
                 df=len(deviations) - 1,
                 n=len(deviations),
                 replicate="seeds",
-                method="t interval over seeds",
+                method="t interval over seeds" + (_AT_FLOOR if sd == floor > 0 else ""),
                 measured=f"{measured} (per seed: {per_seed})" if len(runs) <= 10 else measured,
                 data=data,
                 power_design="one_sample",

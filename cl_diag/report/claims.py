@@ -102,10 +102,25 @@ NEG_MEAN = Metric(
     run_se=_mean_se,
     run_se_text="the sampling error of its analysed images (Hoeffding's U-statistic bound)",
 )
+
+
+def _pairs_step(run: RunData) -> float | None:
+    """The grid of a share of the loss layer's cross-view negative pairs: 1/pairs."""
+    layer = next((lp for lp in run.layers if lp.name == run.layer), None)
+    count = layer.cross.count if layer is not None and layer.cross is not None else 0
+    return 1.0 / count if count else None
+
+
+def _test_step(run: RunData) -> float | None:
+    """The grid of an accuracy on the test split: 1/N test images."""
+    return 1.0 / run.n_test if run.n_test else None
+
+
 NEG_SHARE = Metric(
     "share of cross-view negatives below δ = −1/(n−1) (loss layer)",
     lambda r: r.neg_ratio,
     unit="share",
+    step=_pairs_step,
     run_se=_share_se,
     run_se_text=(
         "the sampling error of its analysed images (Hoeffding's bound with n/2 effective "
@@ -113,7 +128,9 @@ NEG_SHARE = Metric(
     ),
 )
 POS_MEAN = Metric("mean positive similarity (loss layer)", lambda r: r.pos_mean, unit="similarity")
-TOP1 = Metric("linear-probe top-1 on the test split", lambda r: r.top1, unit="accuracy")
+TOP1 = Metric(
+    "linear-probe top-1 on the test split", lambda r: r.top1, unit="accuracy", step=_test_step
+)
 WITHIN_CLASS = Metric(
     "within-class variance of the loss layer (1 − ‖class mean‖², mean over classes)",
     lambda r: r.within_class_variance,
@@ -855,7 +872,10 @@ def claims_markdown() -> str:
         " by seed (the t interval of the per-seed differences; Welch's when the arms' seeds "
         "differ), a least-squares trend over a swept option (every run a point, df = points − "
         "2), or one sample against a value (over seeds; for a claim about one trained model, "
-        "one run with the sampling error of its analysed images).",
+        "one run with the sampling error of its analysed images). A statistic counted on a "
+        "grid (an accuracy on N test images, a share of pairs) has at least the spread of its "
+        "rounding, step/√12, however few seeds landed on one grid point (the floor `cl-diag "
+        "reproduce` gives it too).",
         "- *Supported*: the whole interval lies beyond the minimum relevant effect (the margin)"
         " in the expected direction. *Contradicted*: the whole interval lies on the other side"
         " of zero by at least the margin. For an agreement claim (measured − predicted): "

@@ -53,6 +53,7 @@ from cl_diag.measurement.stats import (
     holm_levels,
     pair_mean_se,
     pair_var_se,
+    rounding_sd,
     welch_df,
     wilson_interval,
     z_value,
@@ -291,8 +292,9 @@ def _rounding_sd(metric: Metric, results: Sequence[Result], layer: str | None) -
     """The smallest spread a statistic counted on a grid can show: an accuracy moves in steps
     of 1/N test images (Recall@k: of the analysed images), an excessive ratio in steps of
     1/pairs. Its value is a continuous quantity rounded to the grid, and the rounding alone has
-    the standard deviation step/√12 (uniform over one step): the floor under a between-seed sd
-    estimated from few seeds that all landed on one grid point. 0 for a continuous statistic."""
+    the standard deviation step/√12 (:func:`cl_diag.measurement.stats.rounding_sd`, the floor
+    the findings' spreads take too): the floor under a between-seed sd estimated from few seeds
+    that all landed on one grid point. 0 for a continuous statistic."""
     step = 0.0
     for result in results:
         if layer is None and metric.accuracy and result.probes is not None:
@@ -308,7 +310,7 @@ def _rounding_sd(metric: Metric, results: Sequence[Result], layer: str | None) -
             stats = result.layers[layer].pairs.get(kind) if layer in result.layers else None
             count = stats.count if stats is not None else None
             step = max(step, 1.0 / count if count else 0.0)
-    return step / math.sqrt(12)
+    return rounding_sd(step)
 
 
 def _same(a: float | None, b: float | None) -> bool:
