@@ -562,6 +562,7 @@ TRAIN = OptionTable(
         _opt("compile", bool),
         _WORKERS,
         _opt("sync_bn", bool),
+        _opt("deterministic", bool),
         # records
         _maybe("out", PurePath),
         _opt("save_every", int, low=0, high=MAX_EPOCHS, hint="0: only last.pt"),

@@ -57,6 +57,7 @@ __all__ = [
     "MAX_WORKERS",
     "OPTIMIZERS",
     "RESUME_FREE_FIELDS",
+    "SESSION_FIELDS",
     "TRAINING_LOSSES",
     "TRAIN_RULES",
     "ResolvedTrainConfig",
@@ -102,8 +103,16 @@ RESUME_FREE_FIELDS = frozenset(
         "download",
         "save_every",
         "log_every",
+        # how the bits are made, not what is computed: a resumed run may turn it on or off
+        "deterministic",
     }
 )
+
+
+#: Options that say how one invocation behaves, not what the run computes: left out of the
+#: training command a result records (``commands.train``), so that a run resumed after an
+#: interrupt records the command of the same run as one that was not.
+SESSION_FIELDS = frozenset({"resume", "overwrite", "quiet"})
 
 
 @dataclass(frozen=True)
@@ -161,6 +170,7 @@ class TrainConfig:
     compile: bool = False
     workers: int | None = None
     sync_bn: bool = False
+    deterministic: bool = False
     # records
     out: str | None = None
     save_every: int = 0
