@@ -315,9 +315,13 @@ def analyze(config: AnalyzeConfig, *, progress: ProgressFactory | None = None) -
         else:
             shown = (progress or _no_progress) if run.is_main else _no_progress
             result = _analyze_checkpoint(config, file, mapping, shown, run)
-    finally:
+    except BaseException:
         if not joined:
-            run.close()
+            run.close(wait=False)  # the other ranks may never reach a barrier
+        raise
+    else:
+        if not joined:
+            run.close(wait=True)
     if not run.is_main:
         return AnalyzeResult(out=Path(config.out), result=result, is_main=False)
     return _write(config, result)

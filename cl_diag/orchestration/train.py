@@ -775,20 +775,25 @@ def train(options: TrainConfig, *, progress: FitProgress | None = None) -> Train
     out = Path(c.out)
     created: list[Path] = []
     try:
-        if env.is_main:
-            created = _prepare_out(
-                out,
-                resume_dir=Path(c.resume).expanduser().parent if c.resume else None,
-                overwrite=c.overwrite,
-            )
-            _clean_run_folder(out, replacing=c.overwrite and not c.resume)
-        model = build_model(c, seed=c.seed)
-        shown = progress if env.is_main else None
-        result = fit(c, model, data, out, env=env, resume=checkpoint, progress=shown)
-    finally:
-        # a run stopped before its first epoch end leaves no empty folder behind
-        _remove_empty(created)
-        env.close()
+        try:
+            if env.is_main:
+                created = _prepare_out(
+                    out,
+                    resume_dir=Path(c.resume).expanduser().parent if c.resume else None,
+                    overwrite=c.overwrite,
+                )
+                _clean_run_folder(out, replacing=c.overwrite and not c.resume)
+            model = build_model(c, seed=c.seed)
+            shown = progress if env.is_main else None
+            result = fit(c, model, data, out, env=env, resume=checkpoint, progress=shown)
+        finally:
+            # a run stopped before its first epoch end leaves no empty folder behind
+            _remove_empty(created)
+    except BaseException:
+        env.close(wait=False)  # the other ranks may never reach a barrier
+        raise
+    else:
+        env.close(wait=True)
     return TrainResult(
         out_dir=out if env.is_main else None,
         checkpoint=result.checkpoint,
