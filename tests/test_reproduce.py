@@ -345,6 +345,9 @@ def test_reproduce_refuses_what_it_cannot_rerun(tmp_path, run_cli):
     assert result.code == 2 and "records no commands" in result.err
     result = run_cli("reproduce", tmp_path / "older", "--runs", "2", "--out", tmp_path / "new")
     assert result.code == 2 and "--runs 2" in result.err
+    # the declaration's bound (cl_diag.options.REPRODUCE), before the original's count
+    result = run_cli("reproduce", tmp_path / "older", "--runs", "0", "--out", tmp_path / "new")
+    assert result.code == 2 and "--runs 0 must be at least 1" in result.err
     result = run_cli("reproduce", tmp_path / "older", "--out", tmp_path / "older" / "inside")
     assert result.code == 2 and "overlaps the original" in result.err
     assert not (tmp_path / "new").exists()

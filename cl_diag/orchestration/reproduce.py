@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from cl_diag.errors import UserError
 from cl_diag.io.embeddings import sha256_of
 from cl_diag.io.output import ensure_writable_parent, staged_output
+from cl_diag.options import REPRODUCE
 from cl_diag.orchestration.analyze import AnalyzeConfig
 from cl_diag.orchestration.compare import PROVENANCE_NAME, PROVENANCE_SCHEMA
 from cl_diag.report.reproduction import (
@@ -190,7 +191,8 @@ def _same_file(a: Path, b: Path) -> bool:
 
 
 def _check_options(config: ReproduceConfig, original: _Original, out: Path) -> None:
-    if config.runs is not None and not 1 <= config.runs <= len(original.runs):
+    REPRODUCE["runs"].normalise(config.runs)  # a whole number >= 1 (cl_diag.options)
+    if config.runs is not None and config.runs > len(original.runs):
         raise UserError(
             f"--runs {config.runs}: the original has {len(original.runs)} run(s); give a number "
             f"from 1 to {len(original.runs)}."
