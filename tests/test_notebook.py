@@ -108,6 +108,10 @@ def test_compare_takes_results_and_paths_alike(tmp_path, result):
     mixed = cl_diag.compare([result, tmp_path / "other"], out=tmp_path / "cmp2")
     assert set(mixed.labels) == {"runs[0]", str(tmp_path / "other")}
     assert mixed.report_html.is_file()
+    # cl-diag reproduce re-runs the folders provenance.json names: a result in memory has none
+    assert not (tmp_path / "cmp2" / "provenance.json").exists()
+    paths = cl_diag.compare([tmp_path / "other"], out=tmp_path / "cmp5")
+    assert (paths.out / "provenance.json").is_file()
     # the same object twice is one run, as the same file named twice is
     once = cl_diag.compare([result, result, str(tmp_path / "other")], out=tmp_path / "c3")
     assert len(once.labels) == 2

@@ -10,7 +10,9 @@ only calls back (``progress=`` arguments); it never prints progress itself.
 * :class:`TrainDisplay` -- the training loop's callback
   (:class:`~cl_diag.training.loop.FitProgress`): a bar task showing the latest metrics row, or
   one plain line per row;
-* :func:`train_display` -- a :class:`TrainDisplay` for ``cl-diag train``, with its own bar.
+* :func:`train_display` -- a :class:`TrainDisplay` for ``cl-diag train``, with its own bar;
+* :func:`run_cells` -- ``sweep``'s and ``reproduce``'s display of many runs: one bar over the
+  runs and a training bar per run, or one plain line per run done.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any, TypeVar
 
 from rich.console import Console
 from rich.progress import (
@@ -33,7 +36,17 @@ from rich.progress import (
 )
 from rich.text import Text
 
-__all__ = ["TrainDisplay", "counter", "progress_bar", "row_line", "train_display", "use_bar"]
+__all__ = [
+    "TrainDisplay",
+    "counter",
+    "progress_bar",
+    "row_line",
+    "run_cells",
+    "train_display",
+    "use_bar",
+]
+
+T = TypeVar("T")
 
 
 def use_bar(quiet: bool) -> bool:
@@ -132,3 +145,35 @@ def train_display(console: Console, *, quiet: bool) -> Iterator[TrainDisplay]:
         return
     with progress_bar(console) as bar:
         yield TrainDisplay(bar)
+
+
+def run_cells(work: Callable[..., T], console: Console, quiet: bool, *, what: str = "sweep") -> T:
+    """Call ``work(on_progress=..., train_progress=...)`` (a sweep or a reproduction of many
+    runs) with its display: on a terminal one bar over the runs, named ``what``, and a bar per
+    run's training; otherwise one plain line per run done and per metrics row."""
+    if use_bar(quiet):
+        with progress_bar(console) as bar:
+            task = bar.add_task(what, total=None, details="")
+            cells: list[TrainDisplay] = []
+
+            def report(name: str, done: int, total: int) -> None:
+                for display in cells:  # the finished run's training bar goes
+                    display.finish()
+                cells.clear()
+                bar.update(task, completed=done, total=total, details=name)
+
+            def display(name: str) -> TrainDisplay:
+                cells.append(TrainDisplay(bar, label=name))
+                return cells[-1]
+
+            return work(on_progress=report, train_progress=display)
+
+    def plain(name: str, done: int, total: int) -> None:
+        if name:
+            console.print(f"[{done}/{total}] {name} done", highlight=False, markup=False)
+
+    # each run's training prints one plain line per metrics row, as `cl-diag train --quiet`
+    def lines(name: str) -> Any:
+        return TrainDisplay()
+
+    return work(on_progress=plain, train_progress=lines)

@@ -16,12 +16,19 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 import pandas as pd
 
 from cl_diag.errors import UserError
-from cl_diag.io.output import OWNED_FILES, check_targets, ensure_writable_parent, staged_output
-from cl_diag.report import Comparison, comparison_warnings, render_comparison
+from cl_diag.io.output import (
+    OWNED_FILES,
+    check_targets,
+    dumps_json,
+    ensure_writable_parent,
+    staged_output,
+)
+from cl_diag.report import Comparison, comparison_warnings, render_comparison, write_files
 from cl_diag.report.document import Table
 from cl_diag.report.headline import comparison_html, comparison_table, comparison_text
 from cl_diag.result import RESULT_NAME, Result, load
@@ -38,6 +45,41 @@ class CompareConfig:
     ``inputs`` (a result in memory so added is named ``baseline``)."""
     overwrite: bool = False
     """Replace files in ``out`` that cl-diag cannot prove it wrote (see cl_diag.io.output)."""
+    sweep: dict[str, Any] | None = None
+    """The sweep that made the runs (:meth:`~cl_diag.orchestration.sweep.SweepConfig.record`),
+    recorded in provenance.json beside the inputs."""
+
+
+#: the comparison's record of what made it (schema ``PROVENANCE_SCHEMA``): the inputs, relative to
+#: the comparison's folder, and the sweep that made them; ``cl-diag reproduce`` starts from it
+PROVENANCE_NAME = "provenance.json"
+PROVENANCE_SCHEMA = "cl-diag/provenance/1"
+
+
+def provenance(
+    config: CompareConfig, runs: list[tuple[str, Path]], baseline: str | None
+) -> dict[str, Any]:
+    """provenance.json's content: each run's folder (or result file, when not called
+    result.json) in the report's order, ``baseline`` the baseline run's name, and the sweep
+    record. A run named by a relative path is recorded relative to the comparison's folder
+    (the record stays true when the folders move together), one named by an absolute path
+    as that path, as the report links them. Each run's result.json records the commands that
+    made it."""
+    out = Path(config.out)
+
+    def where(name: str, path: Path) -> str:
+        target = path.parent if path.name == RESULT_NAME else path
+        if Path(name).is_absolute():
+            return target.as_posix()
+        return Path(os.path.relpath(target, out.resolve())).as_posix()
+
+    places = {name: where(name, path) for name, path in runs}
+    return {
+        "schema": PROVENANCE_SCHEMA,
+        "inputs": list(places.values()),
+        "baseline": None if baseline is None else places[baseline],
+        "sweep": config.sweep,
+    }
 
 
 @dataclass
@@ -199,7 +241,10 @@ def compare(config: CompareConfig) -> CompareResult:
     )
     _check_out(config.out, runs)
     check_targets(
-        config.out, ["report.md", "report.html"], overwrite=config.overwrite, kind="comparison"
+        config.out,
+        ["report.md", "report.html", PROVENANCE_NAME],
+        overwrite=config.overwrite,
+        kind="comparison",
     )
 
     pairs = [(r.name, r.result) for r in runs]
@@ -214,8 +259,18 @@ def compare(config: CompareConfig) -> CompareResult:
         [(label_of[name], result_of[name]) for name in comparison.names]  # display order
     )
     out = Path(config.out)
+    path_of = {r.name: r.path for r in runs}
+    files_only = [(name, path_of[name]) for name in comparison.names if path_of[name] is not None]
+    # provenance.json names each run's folder for `cl-diag reproduce`: a result given in memory
+    # (from Python) has none, so a comparison holding one records no provenance
+    record = None
+    if len(files_only) == len(runs):
+        record = provenance(config, [(n, p) for n, p in files_only if p is not None], baseline_name)
     with staged_output(out, kind="comparison", overwrite=config.overwrite) as staging:
         written = render_comparison(comparison, staging)
+        if record is not None:
+            provenance_bytes = dumps_json(record).encode("utf-8")
+            written += write_files([(PROVENANCE_NAME, provenance_bytes)], staging)
         files = [out / p.relative_to(staging) for p in written] + [out / OWNED_FILES]
     return CompareResult(
         out=out,

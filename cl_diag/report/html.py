@@ -17,6 +17,7 @@ from urllib.parse import quote
 from cl_diag.report.document import (
     Block,
     Cell,
+    Details,
     Document,
     Figure,
     Heading,
@@ -51,6 +52,8 @@ figcaption { font-size: .85rem; color: #444; margin-top: .35rem; }
 margin: .8rem 0; }
 td.supported { background: #e6f4ea; } td.contradicted { background: #fce8e6; }
 td.inconclusive { background: #f1f3f4; }
+details { margin: 2.2rem 0 1rem; } details > summary { cursor: pointer; font-weight: 600; \
+font-size: 1.15rem; border-bottom: 1px solid #d0d7de; padding-bottom: .2rem; }
 """.strip()
 
 
@@ -127,6 +130,9 @@ def _block(block: Block) -> str:
         return _table(block)
     if isinstance(block, Figure):
         return _figure(block)
+    if isinstance(block, Details):  # collapsed until the reader opens it
+        inner = "\n".join(_block(b) for b in block.blocks)
+        return f"<details>\n<summary>{escape(block.summary)}</summary>\n{inner}\n</details>"
     raise TypeError(f"unknown report block {type(block).__name__}")  # pragma: no cover
 
 
