@@ -526,6 +526,7 @@ def _analyze_checkpoint(
         run_record_fields=RESUME_FREE_FIELDS,
         encoder=config.encoder,
         mapping=mapping,
+        image_size=config.image_size,
     )
     return _measure_subject(config, subject, str(file.path), progress, run)
 
@@ -688,14 +689,14 @@ def _check_encoding_batch(
     if spec is None:
         return
     side = spec.image_size if spec.image_size is not None else default_image_size(spec.dataset)
-    # image_size is an option of cl_diag.analyze; otherwise the checkpoint or dataset sets it
-    option = spelling.style == "python" and spec.image_size is not None
-    label = None if option else f"the image side {side} of {name}"
+    # the option's name when the user gave the side; else the checkpoint or dataset set it
+    record = subject.source.get("image_size") or {}
+    option = record.get("from") == spelling.name("image_size")
     check_products(
         {"encode_batch_size": config.encode_batch_size, "image_size": int(side)},
         ANALYZE,
         spelling=spelling,
-        labels=None if label is None else {"image_size": label},
+        labels=None if option else {"image_size": f"the image side {side} of {name}"},
     )
 
 
