@@ -50,8 +50,8 @@ def renamed_batch_size(value: int) -> UserError:
     renamed, so that ``--batch-size`` means the training batch in every command."""
     return UserError(
         f"analyze's encoding batch is --encode-batch-size (images per encoding batch; "
-        f"--batch-size is train's training batch): give --encode-batch-size {value} (in a probe "
-        f"suite, encode-batch-size = {value})."
+        f"--batch-size is train's training batch): give --encode-batch-size {value} instead "
+        f"(in a probe suite, encode-batch-size = {value})."
     )
 
 
@@ -251,6 +251,8 @@ def analyze(
       cl-diag analyze dino.pth --arch timm:vit_small_patch16_224 --dataset imagefolder ...
 
       cl-diag analyze x.pt --arch resnet18 --backbone-prefix net.enc. --dataset cifar10 ...
+
+      cl-diag analyze timm.pth --arch timm:resnet18 --dataset digits --image-size 32
 
       cl-diag analyze last.pt --probe probes/paper.toml
 

@@ -1003,7 +1003,7 @@ def load_foreign_encoder(
         config, recorded_in = layout.recorded(file.payload)
 
     guess = infer_resnet_arch(parts.backbone)
-    looks = f" These weights look like {guess}." if guess else ""
+    looks = f" These weights look like {guess}: pass --arch {guess}." if guess else ""
     if arch is not None:
         provenance["arch"] = "--arch"
     elif config.get("arch"):

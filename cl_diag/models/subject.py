@@ -294,7 +294,8 @@ def _foreign_subject(
     if trained_on is None:
         raise UserError(
             f"{file.path} does not record its dataset (no args.json beside it): give --dataset "
-            f"({', '.join(FOREIGN_DATASETS)}) and --data-root."
+            f"({', '.join(FOREIGN_DATASETS)}), and --data-root for all but digits (the embedded "
+            "8x8 digits, e.g. --dataset digits to try a model at once)."
         )
     note = None
     if trained_on not in FOREIGN_DATASETS:
