@@ -368,7 +368,9 @@ def analyze_module(
     ``projector`` (optional) maps those on to the embedding the loss saw (the ``projector``
     layer). The protocol is ``cl-diag analyze``'s for a checkpoint (Lee et al., ICML 2025,
     Sec. 6.1): ``num_images`` training images of ``dataset`` (digits, cifar10, cifar100 or
-    imagefolder, read from ``data_root``/``val_root``; ``image_size`` crops) augmented twice,
+    imagefolder, read from ``data_root``/``val_root``; ``image_size`` is the side of the
+    images, by default ``training_config["image_size"]`` or the dataset's own, as
+    :func:`~cl_diag.orchestration.subject.resolve_image_size` decides) augmented twice,
     encoded in eval mode, pair statistics and geometry of both layers, the probes on the
     un-augmented splits, the raw-pixel baseline, the random-init baseline when every
     parameter's module has ``reset_parameters()`` (else ``source.random_init`` says why not),
