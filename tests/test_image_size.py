@@ -326,3 +326,24 @@ def test_a_timm_state_dict_on_digits(run_cli, tmp_path):
     )
     _same_layer(result["layers"]["backbone"], api.result.layers["backbone"].to_dict())
     assert result["probes"]["knn"] == api.result.probes.to_dict()["knn"]
+
+
+def test_the_crop_side_foreign_configs_state():
+    from argparse import Namespace
+
+    from cl_diag.models.foreign import recorded_crop_side, solo_training_config
+
+    # solo-learn: new (Hydra) args.json, old flat argparse with multi-crop sides
+    hydra = {"method": "simclr", "augmentations": [{"crop_size": 32, "num_crops": 2}]}
+    assert recorded_crop_side(hydra) == 32
+    assert solo_training_config(hydra)["image_size"] == 32
+    assert recorded_crop_side({"crop_size": [224, 96], "num_crops_per_aug": [2, 6]}) == 224
+    # a Lightning module's hyper_parameters, DINOv2's crops, timm's (C, H, W)
+    assert recorded_crop_side({"input_size": 64}) == 64
+    assert recorded_crop_side(Namespace(crops={"global_crops_size": 224})) == 224
+    assert recorded_crop_side({"img_size": (3, 96, 96)}) == 96
+    # nothing stated, or not a side: nothing recorded (the dataset then decides)
+    assert recorded_crop_side({"global_crops_scale": (0.4, 1.0)}) is None
+    assert recorded_crop_side({"crop_size": True}) is None
+    assert recorded_crop_side({"img_size": (3, 96, 64)}) is None
+    assert "image_size" not in solo_training_config({"method": "simclr"})

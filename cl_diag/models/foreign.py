@@ -256,31 +256,42 @@ def _state_dict_split(
     )
 
 
-#: Keys under which a training config states its crop side (solo-learn's ``crop_size``, a
-#: Lightning module's ``input_size``, DINOv2's ``global_crops_size``, timm's ``img_size``).
-_CROP_KEYS = ("crop_size", "image_size", "input_size", "img_size", "global_crops_size")
+#: Keys under which a training config states its crop side: a side or one side per crop
+#: group (solo-learn's ``crop_size``, DINOv2's ``global_crops_size``: the first is the global
+#: crop) or an image shape (a Lightning module's ``input_size``, timm's ``img_size``: an int,
+#: ``(H, W)`` or ``(C, H, W)``, square).
+_CROP_KEYS = ("crop_size", "global_crops_size")
+_SHAPE_KEYS = ("image_size", "input_size", "img_size")
 
 
-def _crop_side(value: Any) -> int | None:
-    """A crop side as a config states it: an int, a list of per-crop sides (the first, the
-    global crop) or ``[C, H, W]`` / ``(H, W)`` with a square image."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int) and value > 0:
+def _side(value: Any) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
         return value
-    if isinstance(value, (list, tuple)) and value:
-        sides = [v for v in value if isinstance(v, int) and not isinstance(v, bool)]
-        if len(sides) == len(value) == 3 and sides[0] in (1, 3) and sides[1] == sides[2]:
-            return sides[1]  # (C, H, W)
-        if len(sides) == len(value) == 2 and sides[0] == sides[1]:
-            return sides[0]  # (H, W)
-        return _crop_side(value[0])
     return None
 
 
+def _crop_side(value: Any) -> int | None:
+    """A crop side, or the first of per-crop sides."""
+    if isinstance(value, (list, tuple)):
+        return _side(value[0]) if value else None
+    return _side(value)
+
+
+def _shape_side(value: Any) -> int | None:
+    """The side of a square image shape: ``S``, ``(S, S)`` or ``(C, S, S)``."""
+    if isinstance(value, (list, tuple)):
+        sides = [_side(v) for v in value]
+        if None in sides or len(sides) not in (2, 3):
+            return None
+        height, width = sides[-2:]
+        return height if height == width else None
+    return _side(value)
+
+
 def recorded_crop_side(config: Any) -> int | None:
-    """The training crop side a foreign config states (:data:`_CROP_KEYS`, at the top level,
-    under ``crops``/``data``, or in the first of solo-learn's ``augmentations``), or None."""
+    """The training crop side a foreign config states (:data:`_CROP_KEYS`, :data:`_SHAPE_KEYS`;
+    at the top level, under ``crops``/``data``, or in the first of solo-learn's
+    ``augmentations``), or None."""
     if isinstance(config, argparse.Namespace):
         config = vars(config)
     if not isinstance(config, dict):
@@ -291,8 +302,9 @@ def recorded_crop_side(config: Any) -> int | None:
         places.append(augmentations[0])
     for place in places:
         if isinstance(place, dict):
-            for name in _CROP_KEYS:
-                side = _crop_side(place.get(name))
+            for name in (*_CROP_KEYS, *_SHAPE_KEYS):
+                read = _crop_side if name in _CROP_KEYS else _shape_side
+                side = read(place.get(name))
                 if side is not None:
                     return side
     return None
