@@ -297,10 +297,10 @@ def analyze(config: AnalyzeConfig, *, progress: ProgressFactory | None = None) -
     joined = dist.is_available() and dist.is_initialized()
     run = Runtime.start(device.type)
     try:
+        shown = (progress or _no_progress) if run.is_main else _no_progress
         if file.kind == "embeddings":
-            result = _analyze_embeddings(config, file.payload, run)
+            result = _analyze_embeddings(config, file.payload, run, shown)
         else:
-            shown = (progress or _no_progress) if run.is_main else _no_progress
             result = _analyze_checkpoint(config, file, mapping, shown, run)
     finally:
         if not joined:
@@ -452,7 +452,9 @@ def analyze_module(
     return _write(config, result)
 
 
-def _analyze_embeddings(config: AnalyzeConfig, payload: dict | None, run: Runtime) -> Result:
+def _analyze_embeddings(
+    config: AnalyzeConfig, payload: dict | None, run: Runtime, progress: ProgressFactory
+) -> Result:
     if config.views > 2:
         raise UserError(
             f"--views {config.views} makes views of a checkpoint's training images; "
@@ -460,7 +462,9 @@ def _analyze_embeddings(config: AnalyzeConfig, payload: dict | None, run: Runtim
         )
     embeddings = load_embeddings(config.input, payload=payload)
     source = Source(kind="embeddings", path=str(config.input), sha256=embeddings.sha256)
-    return measure_embeddings(
+    # one step, said when it starts and ends (an exact pass at large n takes minutes)
+    advance = progress(f"measuring the pairs and geometry of {embeddings.n:,} instances", None)
+    result = measure_embeddings(
         embeddings,
         n_ref=config.n_ref,
         options=config.pair_options,
@@ -468,6 +472,8 @@ def _analyze_embeddings(config: AnalyzeConfig, payload: dict | None, run: Runtim
         device=run.device,
         ranks=run.ranks,
     )
+    advance(1)
+    return result
 
 
 def measure_embeddings(
@@ -655,6 +661,7 @@ def _measure_subject(
     for layer in layers_wanted:
         z1, z2, *more = views["trained"][layer]
         where = f"the {layer} outputs of {name}"
+        advance = progress(f"measuring the pairs and geometry of the {layer} layer", None)
         layers[layer] = measure_layer(
             z1,
             z2,
@@ -666,6 +673,7 @@ def _measure_subject(
             ranks=run.ranks,
             more_views=more,
         )
+        advance(1)
 
     probes = None
     if config.probes:
