@@ -64,6 +64,7 @@ __all__ = [
     "PROBES",
     "PYTHON",
     "QUEUE_LOSSES",
+    "REPRODUCE",
     "RUN_CONFIG",
     "SWEEP",
     "SYNTH",
@@ -562,6 +563,7 @@ TRAIN = OptionTable(
         _opt("compile", bool),
         _WORKERS,
         _opt("sync_bn", bool),
+        _opt("deterministic", bool),
         # records
         _maybe("out", PurePath),
         _opt("save_every", int, low=0, high=MAX_EPOCHS, hint="0: only last.pt"),
@@ -706,6 +708,13 @@ SWEEP = OptionTable(
         _opt("parallel", int, low=1, high=MAX_WORKERS, hint="cells at once, one GPU each"),
         _maybe("equal_steps", int, low=1, high=MAX_STEPS, hint="optimiser steps of every cell"),
     ),
+)
+
+#: ``cl-diag reproduce``'s options; ``--runs`` is further bounded by the original's runs, which
+#: only the original knows (cl_diag.orchestration.reproduce checks it against them)
+REPRODUCE = OptionTable(
+    "reproduce",
+    (_maybe("runs", int, low=1, hint="runs to re-run, one of each configuration first"),),
 )
 
 #: ``cl_diag.Monitor``'s options (a training loop's monitor, from Python).

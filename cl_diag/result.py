@@ -563,6 +563,46 @@ class Theory(Record):
         return self.n_ref
 
 
+# --------------------------------------------------------------------------- environment, commands
+# Issue 22 (reproduction): the environment fingerprint a result (and a checkpoint) was made under,
+# and the resolved commands that made it, so that `cl-diag reproduce` re-runs them exactly.
+
+
+@dataclass(frozen=True, kw_only=True)
+class Environment(Record):
+    """The environment fingerprint (:func:`cl_diag.environment.fingerprint`): CPU model and the
+    ATen CPU capability used, threads and workers, the device (and GPU, driver, cuDNN), library
+    versions and builds, determinism and TF32 flags, and the relevant environment variables.
+    Equal fingerprints promise equal bytes (docs/reproducibility.md)."""
+
+    cpu: dict[str, Any] = key("model, machine, the ATen CPU capability used", factory=dict)
+    threads: dict[str, Any] = key("intra_op, inter_op, workers, processes (ranks)", factory=dict)
+    device: str | None = key("the device type the run computed on", default=None)
+    cuda: dict[str, Any] | None = key("the GPU, driver and cuDNN; null on CPU", default=None)
+    libraries: dict[str, Any] = key("python, cl_diag, torch, numpy, ... versions", factory=dict)
+    builds: dict[str, Any] = key("how torch and numpy were built", factory=dict)
+    flags: dict[str, Any] = key("determinism and TF32 flags", factory=dict)
+    variables: dict[str, Any] = key("the environment variables that change numbers", factory=dict)
+
+    def differences(self, other: Environment | None) -> list[str]:
+        """The dotted fields on which ``other`` differs (``threads.intra_op``, ...)."""
+        from cl_diag.environment import differences
+
+        return differences(self.to_dict(), None if other is None else other.to_dict())
+
+
+@dataclass(frozen=True, kw_only=True)
+class Commands(Record):
+    """The resolved commands that made a result: ``analyze`` (every option of the analysis, as
+    run) and ``train`` (the training options a cl-diag checkpoint records, None for any other
+    input). ``cl-diag reproduce`` re-runs them; nothing is guessed."""
+
+    analyze: dict[str, Any] | None = key("every option of the analysis, as run", default=None)
+    train: dict[str, Any] | None = key(
+        "the training options a cl-diag checkpoint records; null for any other input", default=None
+    )
+
+
 # --------------------------------------------------------------------------- source and result
 
 
@@ -615,6 +655,9 @@ class Source(Record):
     versions: Any = optional("the package versions the checkpoint recorded")
     provenance: dict[str, Any] | None = optional("where arch and dataset were read from")
     image_size: ImageSize | None = optional("the side of the images encoded, and why")
+    environment: Environment | None = optional(
+        "the fingerprint of the environment that trained the checkpoint (its last.pt's record)"
+    )
     #: the keys as they were given, in order: the readers record null values and key order
     #: (which differs between checkpoint formats) and both are written back as given
     keys: tuple[str, ...] = field(default=(), compare=False, repr=False, metadata={"json": False})
@@ -673,6 +716,12 @@ class Result(Record):
     layers: dict[str, Layer] = key("layer name -> measurements", schema={"minProperties": 1})
     probes: Probes | None = optional("checkpoints only")
     theory: Theory | None = optional("checkpoints only")
+    commands: Commands | None = optional(
+        "what made this result: the analyze options and, for a cl-diag checkpoint, its training's"
+    )
+    environment: Environment | None = optional(
+        "the environment the analysis ran in (the training's: source.environment)"
+    )
 
     @classmethod
     def from_dict(cls, d: object, at: At | None = None, *, where: str = "the result") -> Result:

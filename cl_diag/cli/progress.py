@@ -12,7 +12,9 @@ only calls back (``progress=`` arguments); it never prints progress itself.
 * :class:`TrainDisplay` -- the training loop's callback
   (:class:`~cl_diag.training.loop.FitProgress`): a bar task showing the latest metrics row, or
   one plain line per row;
-* :func:`train_display` -- a :class:`TrainDisplay` for ``cl-diag train``, with its own bar.
+* :func:`train_display` -- a :class:`TrainDisplay` for ``cl-diag train``, with its own bar;
+* :func:`run_cells` -- ``sweep``'s and ``reproduce``'s display of many runs: one bar over the
+  runs and a training bar per run, or one plain line per run done.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TextIO
+from typing import Any, TextIO, TypeVar
 
 from rich.console import Console
 from rich.progress import (
@@ -44,12 +46,15 @@ __all__ = [
     "plain_counter",
     "progress_bar",
     "row_line",
+    "run_cells",
     "train_display",
     "use_bar",
 ]
 
 #: Seconds between two plain progress lines of one task (its first and last always print).
 PLAIN_EVERY = 5.0
+
+T = TypeVar("T")
 
 
 def use_bar(quiet: bool) -> bool:
@@ -192,3 +197,35 @@ def train_display(console: Console, *, quiet: bool) -> Iterator[TrainDisplay]:
         return
     with progress_bar(console) as bar:
         yield TrainDisplay(bar)
+
+
+def run_cells(work: Callable[..., T], console: Console, quiet: bool, *, what: str = "sweep") -> T:
+    """Call ``work(on_progress=..., train_progress=...)`` (a sweep or a reproduction of many
+    runs) with its display: on a terminal one bar over the runs, named ``what``, and a bar per
+    run's training; otherwise one plain line per run done and per metrics row."""
+    if use_bar(quiet):
+        with progress_bar(console) as bar:
+            task = bar.add_task(what, total=None, details="")
+            cells: list[TrainDisplay] = []
+
+            def report(name: str, done: int, total: int) -> None:
+                for display in cells:  # the finished run's training bar goes
+                    display.finish()
+                cells.clear()
+                bar.update(task, completed=done, total=total, details=name)
+
+            def display(name: str) -> TrainDisplay:
+                cells.append(TrainDisplay(bar, label=name))
+                return cells[-1]
+
+            return work(on_progress=report, train_progress=display)
+
+    def plain(name: str, done: int, total: int) -> None:
+        if name:
+            console.print(f"[{done}/{total}] {name} done", highlight=False, markup=False)
+
+    # each run's training prints one plain line per metrics row, as `cl-diag train --quiet`
+    def lines(name: str) -> Any:
+        return TrainDisplay()
+
+    return work(on_progress=plain, train_progress=lines)

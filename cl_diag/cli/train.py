@@ -257,6 +257,13 @@ def train_command(
         help="Under torchrun on CUDA: SyncBatchNorm in the projector and backbone.",
         rich_help_panel=_RUN,
     ),
+    deterministic: bool = typer.Option(
+        _D.deterministic,
+        help="Deterministic algorithms, one intra-op thread, cuDNN deterministic (benchmark off) "
+        "and CUBLAS_WORKSPACE_CONFIG=:4096:8: the same bytes on any machine whose fingerprint "
+        "agrees on the CPU capability and libraries (docs/reproducibility.md). Slower.",
+        rich_help_panel=_RUN,
+    ),
     # records
     out: str | None = typer.Option(
         None,

@@ -104,6 +104,26 @@ class Subject:
     data_spec: DataSpec | None = None  # the data to attach (None for toy runs)
     # toy with --num-classes: the classes of the learned vectors (None: each its own class)
     embedding_labels: torch.Tensor | None = None
+    # a cl-diag checkpoint: every training option as its run recorded them (result.json's
+    # commands.train, what `cl-diag reproduce` trains again); None for any other file
+    training_command: dict | None = None
+
+
+def _plain_record(value: Any) -> dict | None:
+    """``value`` if it is a record of plain JSON values (nested dicts of text keys, numbers,
+    text, booleans, None and lists of those), else None: a file's fingerprint is shown and
+    written back into result.json, never trusted to hold anything else."""
+
+    def plain(v: Any) -> bool:
+        if v is None or isinstance(v, (str, bool, int, float)):
+            return True
+        if isinstance(v, list):
+            return all(plain(x) for x in v)
+        if isinstance(v, dict):
+            return all(isinstance(k, str) and plain(x) for k, x in v.items())
+        return False
+
+    return value if isinstance(value, dict) and plain(value) else None
 
 
 def rebuild_subject(
@@ -199,6 +219,7 @@ def _cl_diag_subject(
             )
     ck = check_checkpoint(file.payload, file.path)  # already read once: validate, do not reload
     cfg = dict(ck.get("config") or {})
+    recorded = dict(cfg)
     recorded_roots = {"data_root": cfg.get("data_root"), "val_root": cfg.get("val_root")}
     # Where and how the run ran (paths, device, workers) is not what it computed; leaving it
     # out keeps compare's run labels to the options that matter.
@@ -219,9 +240,15 @@ def _cl_diag_subject(
         "step": ck.get("step"),
         "complete": ck.get("complete"),
         "versions": ck.get("versions"),
+        # where it was trained: the fingerprint last.pt records (None before cl-diag wrote one)
+        "environment": _plain_record(ck.get("environment")),
     }
     subject = Subject(
-        source=source, training_config=cfg, n_train=ck.get("n_train"), dataset=trained_on
+        source=source,
+        training_config=cfg,
+        n_train=ck.get("n_train"),
+        dataset=trained_on,
+        training_command=recorded,
     )
     if trained_on == "toy":
         emb = ck.get("embeddings")

@@ -10,6 +10,7 @@ against the relations between options. :mod:`cl_diag.orchestration.analyze` meas
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,12 @@ FILE_FIELDS = (
     "renames",
     "image_size",
 )
+
+
+#: options of ``analyze`` recorded (``commands.analyze``) under an earlier name -> their name
+#: now: the encoding batch was ``batch_size`` until ``--batch-size`` came to mean the training
+#: batch in every command (issue 20); the value means the same
+_RENAMED = {"batch_size": "encode_batch_size"}
 
 
 @dataclass(frozen=True)
@@ -111,6 +118,51 @@ class AnalyzeConfig:
     # the side of the images encoded (None: the training side the checkpoint records, else
     # the dataset's own; cl_diag.orchestration.subject.resolve_image_size)
     image_size: int | None = None
+
+    def record(self) -> dict[str, Any]:
+        """Every option that made the result, as JSON values (paths as text, tuples as lists):
+        result.json's ``commands.analyze``, what ``cl-diag reproduce`` runs again
+        (:meth:`from_record`). Where the files go (``out``, ``overwrite``) is left out: the
+        same analysis written to two folders is the same bytes."""
+        out: dict[str, Any] = {}
+        for f in fields(AnalyzeConfig):
+            if f.name in ("out", "overwrite"):
+                continue
+            value = getattr(self, f.name)
+            if isinstance(value, Path):
+                value = str(value)
+            elif isinstance(value, tuple):
+                value = list(value)
+            out[f.name] = value
+        return out
+
+    @classmethod
+    def from_record(cls, values: Mapping[str, Any]) -> AnalyzeConfig:
+        """The config :meth:`record` wrote (JSON's lists and strings back into tuples and
+        paths; ``out`` "." unless given; an option recorded under its earlier name, in
+        :data:`_RENAMED`, read under its name now); a key this version does not know is a
+        :class:`UserError`."""
+        import typing
+
+        hints = typing.get_type_hints(AnalyzeConfig)
+        known = {f.name for f in fields(AnalyzeConfig)}
+        values = {_RENAMED.get(k, k): v for k, v in values.items()}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise UserError(
+                f"The recorded analysis options name {', '.join(unknown)}, which this cl-diag "
+                "does not know; reproduce it with the cl-diag version that wrote it."
+            )
+        out = {"out": Path("."), **values}
+        for f in fields(AnalyzeConfig):
+            if out.get(f.name) is None:
+                continue
+            hint = hints[f.name]
+            if Path in (hint, *typing.get_args(hint)):
+                out[f.name] = Path(out[f.name])
+            elif typing.get_origin(hint) is tuple:
+                out[f.name] = tuple(out[f.name])
+        return cls(**out)
 
     @property
     def pair_options(self) -> PairOptions:

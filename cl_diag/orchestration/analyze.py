@@ -77,6 +77,8 @@ from cl_diag.result import (
     RESULT_NAME,
     RETRIEVAL_KS,
     SCHEMA,
+    Commands,
+    Environment,
     Layer,
     Probes,
     ProbeSet,
@@ -229,8 +231,17 @@ def build_result(
     training_config: dict | None = None,
     probes: Probes | None = None,
     theory: Theory | None = None,
+    commands: Commands | None = None,
+    device: torch.device | str = "cpu",
+    workers: int | None = None,
+    ranks: Ranks = SINGLE,
 ) -> Result:
-    """Assemble the typed result from the measured layers and the probe and theory blocks."""
+    """Assemble the typed result from the measured layers and the probe and theory blocks,
+    with the ``commands`` that made it and the fingerprint of this process's environment
+    (``device``, ``workers`` and ``ranks`` as the measuring used them)."""
+    from cl_diag.environment import fingerprint
+
+    environment = fingerprint(device=device, workers=workers, processes=ranks.world)
     return Result(
         schema=SCHEMA,
         tool=Tool(name="cl-diag", version=cl_diag.__version__),
@@ -245,6 +256,8 @@ def build_result(
         layers=layers,
         probes=probes,
         theory=theory,
+        commands=commands,
+        environment=Environment.from_dict(environment),
     )
 
 
@@ -302,9 +315,13 @@ def analyze(config: AnalyzeConfig, *, progress: ProgressFactory | None = None) -
             result = _analyze_embeddings(config, file.payload, run, shown)
         else:
             result = _analyze_checkpoint(config, file, mapping, shown, run)
-    finally:
+    except BaseException:
         if not joined:
-            run.close()
+            run.close(wait=False)  # the other ranks may never reach a barrier
+        raise
+    else:
+        if not joined:
+            run.close(wait=True)
     if not run.is_main:
         return AnalyzeResult(out=Path(config.out), result=result, is_main=False)
     return _write(config, result)
@@ -471,6 +488,7 @@ def _analyze_embeddings(
         source=source,
         device=run.device,
         ranks=run.ranks,
+        commands=Commands(analyze=config.record()),
     )
     advance(1)
     return result
@@ -484,6 +502,7 @@ def measure_embeddings(
     source: Source,
     device: torch.device | None = None,
     ranks: Ranks = SINGLE,
+    commands: Commands | None = None,
 ) -> Result:
     """The result of two views' embeddings (the layer ``embedding``): pair statistics and
     geometry against the threshold of ``n_ref`` instances (default: the number of rows).
@@ -502,7 +521,13 @@ def measure_embeddings(
         ranks=ranks,
     )
     return build_result(
-        source=source, n_ref=n_ref, options=options, layers={EMBEDDING_LAYER: layer}
+        source=source,
+        n_ref=n_ref,
+        options=options,
+        layers={EMBEDDING_LAYER: layer},
+        commands=commands,
+        device=device if device is not None else z1.device,
+        ranks=ranks,
     )
 
 
@@ -577,7 +602,7 @@ def _measure_subject(
         probes = None
         if "retrieval" in config.probes and run.ranks.is_main:
             probes = Probes(layer=EMBEDDING_LAYER, retrieval={EMBEDDING_LAYER: _retrieval(z1, z2)})
-        return _checkpoint_result(config, subject, n_ref, layers, probes)
+        return _checkpoint_result(config, subject, n_ref, layers, probes, run)
 
     layers_wanted = [layer for layer in LAYERS if layer in config.layers]
     if subject.projector is None and "projector" in layers_wanted:
@@ -683,7 +708,18 @@ def _measure_subject(
         )
         if skipped and probes is not None:  # None on ranks > 0, which write no result
             probes = replace(probes, skipped=skipped)
-    return _checkpoint_result(config, subject, n_ref, layers, probes)
+    return _checkpoint_result(config, subject, n_ref, layers, probes, run)
+
+
+def _training_command(subject: Subject) -> dict | None:
+    """The training options a cl-diag checkpoint recorded, but for those of one invocation
+    (``--resume``, ``--overwrite``, ``--quiet``): the command that trains the run again."""
+    from cl_diag.orchestration.train import SESSION_FIELDS
+
+    recorded = subject.training_command
+    if recorded is None:
+        return None
+    return {k: v for k, v in recorded.items() if k not in SESSION_FIELDS}
 
 
 def _check_encoding_batch(
@@ -716,9 +752,11 @@ def _checkpoint_result(
     n_ref: int,
     layers: dict[str, Layer],
     probes: Probes | None,
+    run: Runtime,
 ) -> Result:
     """A checkpoint's result: its measured layers and probes beside the theory panel of its
-    training config."""
+    training config, with the commands that made it (this analysis, and the training a
+    cl-diag checkpoint records)."""
     return build_result(
         source=Source.from_dict(subject.source),
         n_ref=n_ref,
@@ -729,6 +767,10 @@ def _checkpoint_result(
         theory=theory_panel(
             parse_run_config(subject.training_config, n_train=subject.n_train), n_ref, layers
         ),
+        commands=Commands(analyze=config.record(), train=_training_command(subject)),
+        device=run.device,
+        workers=config.workers,
+        ranks=run.ranks,
     )
 
 

@@ -14,12 +14,19 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 import pandas as pd
 
 from cl_diag.errors import UserError
-from cl_diag.io.output import OWNED_FILES, check_targets, ensure_writable_parent, staged_output
-from cl_diag.report import Comparison, comparison_warnings, render_comparison
+from cl_diag.io.output import (
+    OWNED_FILES,
+    check_targets,
+    dumps_json,
+    ensure_writable_parent,
+    staged_output,
+)
+from cl_diag.report import Comparison, comparison_warnings, render_comparison, write_files
 from cl_diag.result import RESULT_NAME, Result, load
 
 
@@ -33,6 +40,41 @@ class CompareConfig:
     ``inputs``."""
     overwrite: bool = False
     """Replace files in ``out`` that cl-diag cannot prove it wrote (see cl_diag.io.output)."""
+    sweep: dict[str, Any] | None = None
+    """The sweep that made the runs (:meth:`~cl_diag.orchestration.sweep.SweepConfig.record`),
+    recorded in provenance.json beside the inputs."""
+
+
+#: the comparison's record of what made it (schema ``PROVENANCE_SCHEMA``): the inputs, relative to
+#: the comparison's folder, and the sweep that made them; ``cl-diag reproduce`` starts from it
+PROVENANCE_NAME = "provenance.json"
+PROVENANCE_SCHEMA = "cl-diag/provenance/1"
+
+
+def provenance(
+    config: CompareConfig, runs: list[tuple[str, Path]], baseline: str | None
+) -> dict[str, Any]:
+    """provenance.json's content: each run's folder (or result file, when not called
+    result.json) in the report's order, ``baseline`` the baseline run's name, and the sweep
+    record. A run named by a relative path is recorded relative to the comparison's folder
+    (the record stays true when the folders move together), one named by an absolute path
+    as that path, as the report links them. Each run's result.json records the commands that
+    made it."""
+    out = Path(config.out)
+
+    def where(name: str, path: Path) -> str:
+        target = path.parent if path.name == RESULT_NAME else path
+        if Path(name).is_absolute():
+            return target.as_posix()
+        return Path(os.path.relpath(target, out.resolve())).as_posix()
+
+    places = {name: where(name, path) for name, path in runs}
+    return {
+        "schema": PROVENANCE_SCHEMA,
+        "inputs": list(places.values()),
+        "baseline": None if baseline is None else places[baseline],
+        "sweep": config.sweep,
+    }
 
 
 @dataclass
@@ -162,7 +204,10 @@ def compare(config: CompareConfig) -> CompareResult:
             baseline_name = next(r.name for r in runs if r.path == base_path)
     _check_out(config.out, runs)
     check_targets(
-        config.out, ["report.md", "report.html"], overwrite=config.overwrite, kind="comparison"
+        config.out,
+        ["report.md", "report.html", PROVENANCE_NAME],
+        overwrite=config.overwrite,
+        kind="comparison",
     )
 
     pairs = [(r.name, r.result) for r in runs]
@@ -173,8 +218,11 @@ def compare(config: CompareConfig) -> CompareResult:
     )
     label_of = dict(zip(comparison.names, comparison.labels, strict=True))
     out = Path(config.out)
+    path_of = {r.name: r.path for r in runs}
+    record = provenance(config, [(name, path_of[name]) for name in comparison.names], baseline_name)
     with staged_output(out, kind="comparison", overwrite=config.overwrite) as staging:
         written = render_comparison(comparison, staging)
+        written += write_files([(PROVENANCE_NAME, dumps_json(record).encode("utf-8"))], staging)
         files = [out / p.relative_to(staging) for p in written] + [out / OWNED_FILES]
     return CompareResult(
         out=out,

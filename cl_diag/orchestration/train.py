@@ -57,6 +57,7 @@ __all__ = [
     "MAX_WORKERS",
     "OPTIMIZERS",
     "RESUME_FREE_FIELDS",
+    "SESSION_FIELDS",
     "TRAINING_LOSSES",
     "TRAIN_RULES",
     "ResolvedTrainConfig",
@@ -102,8 +103,16 @@ RESUME_FREE_FIELDS = frozenset(
         "download",
         "save_every",
         "log_every",
+        # how the bits are made, not what is computed: a resumed run may turn it on or off
+        "deterministic",
     }
 )
+
+
+#: Options that say how one invocation behaves, not what the run computes: left out of the
+#: training command a result records (``commands.train``), so that a run resumed after an
+#: interrupt records the command of the same run as one that was not.
+SESSION_FIELDS = frozenset({"resume", "overwrite", "quiet"})
 
 
 @dataclass(frozen=True)
@@ -161,6 +170,7 @@ class TrainConfig:
     compile: bool = False
     workers: int | None = None
     sync_bn: bool = False
+    deterministic: bool = False
     # records
     out: str | None = None
     save_every: int = 0
@@ -765,20 +775,25 @@ def train(options: TrainConfig, *, progress: FitProgress | None = None) -> Train
     out = Path(c.out)
     created: list[Path] = []
     try:
-        if env.is_main:
-            created = _prepare_out(
-                out,
-                resume_dir=Path(c.resume).expanduser().parent if c.resume else None,
-                overwrite=c.overwrite,
-            )
-            _clean_run_folder(out, replacing=c.overwrite and not c.resume)
-        model = build_model(c, seed=c.seed)
-        shown = progress if env.is_main else None
-        result = fit(c, model, data, out, env=env, resume=checkpoint, progress=shown)
-    finally:
-        # a run stopped before its first epoch end leaves no empty folder behind
-        _remove_empty(created)
-        env.close()
+        try:
+            if env.is_main:
+                created = _prepare_out(
+                    out,
+                    resume_dir=Path(c.resume).expanduser().parent if c.resume else None,
+                    overwrite=c.overwrite,
+                )
+                _clean_run_folder(out, replacing=c.overwrite and not c.resume)
+            model = build_model(c, seed=c.seed)
+            shown = progress if env.is_main else None
+            result = fit(c, model, data, out, env=env, resume=checkpoint, progress=shown)
+        finally:
+            # a run stopped before its first epoch end leaves no empty folder behind
+            _remove_empty(created)
+    except BaseException:
+        env.close(wait=False)  # the other ranks may never reach a barrier
+        raise
+    else:
+        env.close(wait=True)
     return TrainResult(
         out_dir=out if env.is_main else None,
         checkpoint=result.checkpoint,

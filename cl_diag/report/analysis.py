@@ -25,6 +25,7 @@ from cl_diag.report.document import (
     fmt,
     fmt_setting,
 )
+from cl_diag.report.environment import analysis_environment
 from cl_diag.report.findings import Finding, RunData, findings_blocks, run_findings
 from cl_diag.report.probe_section import probe_blocks
 from cl_diag.report.theory_section import theory_blocks
@@ -486,4 +487,5 @@ def build_analysis(result: Result) -> Document:
     blocks += probe_blocks(result)
     blocks += theory_blocks(result, config)
     blocks += config_blocks(result)
+    blocks += analysis_environment(result)
     return Document(title=f"cl-diag analysis: {source.path or ''}".rstrip(": "), blocks=blocks)
