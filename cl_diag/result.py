@@ -33,6 +33,7 @@ import json
 import math
 import re
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -691,6 +692,21 @@ def use_analysis_writer(writer: _AnalysisWriter) -> None:
     _analysis_writer = writer
 
 
+#: a result's short form, text and HTML (:meth:`Result.__repr__`, :meth:`Result._repr_html_`)
+_Display = Callable[["Result"], str]
+_display_text: _Display | None = None
+_display_html: _Display | None = None
+
+
+def use_display(text: _Display, html: _Display) -> None:
+    """Make ``text`` and ``html`` a result's short form: what ``repr`` and a notebook show
+    (:func:`cl_diag.report.headline.result_text` and ``result_html``: what was measured and
+    the headline numbers of the metric tables). They live in the reports, above this module,
+    so the package root passes them here, as it does the analysis writer."""
+    global _display_text, _display_html
+    _display_text, _display_html = text, html
+
+
 @dataclass(frozen=True, kw_only=True)
 class Result(Record):
     """One ``cl-diag analyze`` result (docs/result-schema.md).
@@ -772,6 +788,22 @@ class Result(Record):
             raise RuntimeError("cl_diag has not finished importing: no analysis writer yet")
         _analysis_writer(self, path, overwrite=overwrite)
         return path
+
+    # ---- its short form (the whole result is in to_json, to_frame and the fields)
+
+    def __repr__(self) -> str:
+        """A few lines: what was measured, each layer's n and d, the headline numbers."""
+        if _display_text is None:  # only while cl_diag/__init__.py itself is running
+            return f"<cl-diag Result: {self.source.kind or 'result'}, layers {list(self.layers)}>"
+        return _display_text(self)
+
+    def _repr_html_(self) -> str:
+        """The headline table as an HTML fragment (IPython/Jupyter display protocol)."""
+        if _display_html is None:
+            from html import escape
+
+            return f"<pre>{escape(repr(self))}</pre>"
+        return _display_html(self)
 
     # ---- reading values
 

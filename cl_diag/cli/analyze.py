@@ -14,7 +14,12 @@ from rich.console import Console
 from cl_diag.cli import app
 from cl_diag.cli.progress import counter, plain_counter, progress_bar, use_bar
 from cl_diag.errors import UserError
-from cl_diag.orchestration.analysis_config import PROBES, AnalyzeConfig, check_analysis
+from cl_diag.orchestration.analysis_config import (
+    PROBES,
+    AnalyzeConfig,
+    check_analysis,
+    option_names,
+)
 from cl_diag.recipes import apply_recipe
 from cl_diag.result import BASELINES, LAYERS, Probes, Result
 
@@ -29,20 +34,10 @@ def default_out(source: Path) -> Path:
 def _names(
     value: str, allowed: tuple[str, ...], option: str, *, none: bool = True
 ) -> tuple[str, ...]:
-    """``all``, a comma-separated subset of ``allowed``, or (``none=True``) ``none``."""
-    text = value.strip().lower()
-    if text == "all":
-        return allowed
-    if text == "none" and none:
-        return ()
-    names = tuple(part.strip() for part in text.split(",") if part.strip())
-    bad = [name for name in names if name not in allowed]
-    if bad or not names:
-        offer = "'all', 'none'" if none else "'all'"
-        raise UserError(
-            f"{option} {value!r}: give {offer} or a comma-separated subset of {', '.join(allowed)}."
-        )
-    return names
+    """``all``, a comma-separated subset of ``allowed``, or (``none=True``) ``none``: the
+    words :func:`cl_diag.orchestration.analysis_config.option_names` reads for the CLI and
+    Python."""
+    return option_names(value, allowed, option.removeprefix("--"), none=none)
 
 
 def renamed_batch_size(value: int) -> UserError:

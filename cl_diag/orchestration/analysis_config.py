@@ -27,6 +27,7 @@ __all__ = [
     "AnalyzeConfig",
     "PairOptions",
     "check_analysis",
+    "option_names",
 ]
 
 _FIXED_OUTPUTS = (RESULT_NAME, "report.md", "report.html")
@@ -173,6 +174,46 @@ class AnalyzeConfig:
             block_size=self.block_size,
             hist_bins=self.hist_bins,
         )
+
+
+def option_names(
+    value: object,
+    allowed: tuple[str, ...],
+    option: str,
+    *,
+    none: bool = True,
+    spelling: Spelling = CLI,
+) -> tuple[str, ...]:
+    """The names an option such as ``--probes`` or ``--layers`` gives, in the command line's
+    words for the command line and Python alike: ``"all"`` (every name of ``allowed``),
+    ``"none"`` (no name; only where ``none``) or a comma-separated subset of ``allowed``
+    (case and spaces ignored); from Python also a list or tuple of names. ``option`` is the
+    field name; a bad value is a :class:`UserError` that shows it as given (``--probes 'x'``
+    on the command line, ``probes='x'`` in Python: ``spelling``) and offers the valid
+    choices."""
+    cli = spelling.style == "cli"
+    names: tuple[str, ...] | None = None
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text == "all":
+            return allowed
+        if text == "none" and none:
+            return ()
+        names = tuple(part.strip() for part in text.split(",") if part.strip())
+    elif not cli and isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        names = tuple(v.strip().lower() for v in value)
+        if not names and none:
+            return ()
+    if not names or any(name not in allowed for name in names):
+        offer = "'all', 'none'" if none else "'all'"
+        listed = "" if cli else " (as a string, or a list of names)"
+        raise UserError(
+            spelling.message(
+                f"{spelling.given(option, value)}: give {offer} or a comma-separated subset "
+                f"of {', '.join(allowed)}{listed}."
+            )
+        )
+    return names
 
 
 def check_analysis(config: AnalyzeConfig, *, spelling: Spelling = CLI) -> AnalyzeConfig:

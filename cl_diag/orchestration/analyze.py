@@ -68,6 +68,7 @@ from cl_diag.orchestration.analysis_config import (
     AnalyzeConfig,
     PairOptions,
     check_analysis,
+    option_names,
 )
 from cl_diag.orchestration.subject import open_module_subject, open_subject
 from cl_diag.result import (
@@ -126,6 +127,8 @@ __all__ = [
 
 #: the probes that fit or score on the labelled train/test splits
 _CLASSIFICATION_PROBES = ("linear", "knn", "clustering")
+
+
 #: Neighbour counts and temperature of the kNN probe (solo-learn / InstDisc defaults).
 KNN_KS = (20, 200)
 KNN_TEMPERATURE = 0.07
@@ -142,6 +145,21 @@ class AnalyzeResult:
     #: False on the ranks > 0 of a torchrun job: they wrote nothing, and their ``result``
     #: holds the pairs and geometry but no probes (rank 0 fits those)
     is_main: bool = True
+
+    def _written(self) -> str:
+        if not self.is_main:
+            return "written by rank 0 (this rank wrote nothing)"
+        return f"written to {self.out} ({len(self.files)} files): open {self.out / 'report.html'}"
+
+    def __repr__(self) -> str:
+        """The result's short form (what was measured, the headline numbers) and its folder."""
+        return f"{self.result!r}\n{self._written()}"
+
+    def _repr_html_(self) -> str:
+        """The result's headline table and its folder (IPython/Jupyter display protocol)."""
+        from html import escape
+
+        return f"{self.result._repr_html_()}\n<p>{escape(self._written())}</p>"
 
 
 # --------------------------------------------------------------------------- measuring
@@ -420,11 +438,12 @@ def analyze_module(
             f"training_config it "
             f"takes {', '.join(allowed)}."
         )
-    for name in ("layers", "probes"):
-        if isinstance(options.get(name), str):  # "backbone" as well as ("backbone",)
-            options[name] = (options[name],)
-        elif name in options:
-            options[name] = tuple(options[name])
+    # the command line's words: "all", "none", "linear,knn", as well as ("linear", "knn")
+    for name, names in (("layers", LAYERS), ("probes", PROBES)):
+        if name in options:
+            options[name] = option_names(
+                options[name], names, name, none=name == "probes", spelling=PYTHON
+            )
     if is_dataclass(training_config) and not isinstance(training_config, type):
         training_config = asdict(training_config)
     if training_config is not None and not isinstance(training_config, Mapping):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import re
+from collections.abc import Sequence
 from html import escape
 from urllib.parse import quote
 
@@ -133,6 +134,12 @@ def _block(block: Block) -> str:
         inner = "\n".join(_block(b) for b in block.blocks)
         return f"<details>\n<summary>{escape(block.summary)}</summary>\n{inner}\n</details>"
     raise TypeError(f"unknown report block {type(block).__name__}")  # pragma: no cover
+
+
+def render_fragment(blocks: Sequence[Block]) -> str:
+    """``blocks`` as HTML to embed in a page that is not ours (a notebook's output cell):
+    no document, no style, no script; every text escaped."""
+    return "\n".join(_block(block) for block in blocks)
 
 
 def render_html(doc: Document) -> str:

@@ -19,6 +19,8 @@ from cl_diag.vocabulary import NEGATIVE_TYPES, PairType
 __all__ = [
     "COLLAPSE_METRICS",
     "GEOMETRY_METRICS",
+    "HEADLINE_PAIR_METRICS",
+    "HEADLINE_PROBE_METRICS",
     "PAIR_METRICS",
     "PROBE_METRICS",
     "Metric",
@@ -145,6 +147,20 @@ PROBE_METRICS = (
     ),
     _probe("clustering_nmi", "k-means NMI", "clustering", lambda b: b.nmi, "score", "k-means NMI"),
     _probe("clustering_ari", "k-means ARI", "clustering", lambda b: b.ari, "score", "k-means ARI"),
+)
+
+
+#: per layer: the headline of a result, what its short form (``repr`` and the HTML table in a
+#: notebook, :mod:`cl_diag.report.headline`) shows: the positive mean and, for each negative
+#: type, the mean, the variance and the excessive ratio (the share of its similarities below
+#: delta), the numbers Lee et al. (ICML 2025) read a run by
+HEADLINE_PAIR_METRICS = tuple(
+    m for m in PAIR_METRICS if m.key.endswith(("_mean", "_var", "_excessive_ratio"))
+)
+
+#: of the trained representation's probes: the headline accuracies, when they were measured
+HEADLINE_PROBE_METRICS = tuple(
+    m for m in PROBE_METRICS if m.key in ("linear_top1", "knn_k20_top1", "knn_k200_top1")
 )
 
 
