@@ -669,7 +669,7 @@ ANALYZE = OptionTable(
         _WORKERS,
         _opt("amp", bool),
         _opt("overwrite", bool),
-        # cl_diag.analyze only (a module from Python): the crop side of its data
+        # the side of the images encoded (--image-size; cl_diag.analyze's image_size)
         _maybe("image_size", int, low=1, high=MAX_IMAGE_SIZE, hint="the crop side in pixels"),
     ),
     (

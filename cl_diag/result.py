@@ -616,6 +616,20 @@ class Tool(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class ImageSize(Record):
+    """The side in pixels of the images a checkpoint or module was analysed at, and why:
+    ``--image-size`` (``image_size=``), the training size the checkpoint's config records,
+    an architecture's fixed input, or the dataset's own size."""
+
+    value: int
+    source: str = key("where the side came from, in words", name="from")
+    trained: int | None = optional("the training side the checkpoint's config records")
+    channels: int | None = optional(
+        "channels fed to the model when the data has fewer (digits' grey repeated to 3)"
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
 class Source(Record):
     """What was analysed: ``kind`` "embeddings" (a file, with its ``sha256``), "arrays"
     (given to :func:`cl_diag.measure`: no path, the arrays' ``sha256``), "module" (given to
@@ -641,6 +655,7 @@ class Source(Record):
     views: dict[str, Any] | None = optional("how the analysed views were made")
     versions: Any = optional("the package versions the checkpoint recorded")
     provenance: dict[str, Any] | None = optional("where arch and dataset were read from")
+    image_size: ImageSize | None = optional("the side of the images encoded, and why")
     environment: Environment | None = optional(
         "the fingerprint of the environment that trained the checkpoint (its last.pt's record)"
     )

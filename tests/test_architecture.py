@@ -390,9 +390,9 @@ def block_literals(source: str) -> list[tuple[int, str, list[str]]]:
 
     A dict whose string keys all belong to one block of the model, with at least two keys, or
     one key that holds a block itself (``{"histogram": ...}``). A table whose values are all
-    string literals (probe names to what they need, pair types to words) is a vocabulary,
-    not a block, and a table keyed by device types alone is a per-device setting; both are
-    left alone.
+    string literals or f-strings (probe names to what they need, pair types to words, an
+    option's label in a message) is a vocabulary, not a block, and a table keyed by device
+    types alone is a per-device setting; both are left alone.
     """
     found = []
     for node in ast.walk(ast.parse(source)):
@@ -400,7 +400,11 @@ def block_literals(source: str) -> list[tuple[int, str, list[str]]]:
         if literal is None:
             continue
         keys, values = literal
-        if all(isinstance(v, ast.Constant) and isinstance(v.value, str) for v in values):
+        if all(
+            isinstance(v, ast.JoinedStr)
+            or (isinstance(v, ast.Constant) and isinstance(v.value, str))
+            for v in values
+        ):
             continue
         if set(keys) <= DEVICE_TYPES:  # a per-device table (tile sizes), not a fingerprint
             continue
@@ -729,6 +733,8 @@ def test_one_result_saves_its_reports_through_the_package_root():
         ('x = {"count": 3, "label": "a"}\n', []),
         ('x = {"alpha": markers}\n', []),
         ('x = {"linear": "train_y", "knn": "train_y"}\n', []),
+        ('x = {"image_size": f"the image side {side}"}\n', []),  # a label, not a block
+        ('x = {"image_size": side}\n', [(1, "Source", ["image_size"])]),
         ('_TILE = {"cpu": 1024, "cuda": 8192}\n', []),  # a per-device table
         ('x = {name: 1, "mean": 2}\n', []),
         ('x = {**base, "mean": 2, "var": 3}\n', []),

@@ -47,6 +47,7 @@ FILE_FIELDS = (
     "backbone_prefix",
     "projector_prefix",
     "renames",
+    "image_size",
 )
 
 
@@ -115,6 +116,9 @@ class AnalyzeConfig:
     overwrite: bool = False
     # augmented views per image of a checkpoint (V > 2: pairs over every view pair)
     views: int = 2
+    # the side of the images encoded (None: the training side the checkpoint records, else
+    # the dataset's own; cl_diag.orchestration.subject.resolve_image_size)
+    image_size: int | None = None
 
     def record(self) -> dict[str, Any]:
         """Every option that made the result, as JSON values (paths as text, tuples as lists):

@@ -328,10 +328,10 @@ def analyze(config: AnalyzeConfig, *, progress: ProgressFactory | None = None) -
     joined = dist.is_available() and dist.is_initialized()
     run = Runtime.start(device.type)
     try:
+        shown = (progress or _no_progress) if run.is_main else _no_progress
         if file.kind == "embeddings":
-            result = _analyze_embeddings(config, file.payload, run)
+            result = _analyze_embeddings(config, file.payload, run, shown)
         else:
-            shown = (progress or _no_progress) if run.is_main else _no_progress
             result = _analyze_checkpoint(config, file, mapping, shown, run)
     except BaseException:
         if not joined:
@@ -403,7 +403,9 @@ def analyze_module(
     ``projector`` (optional) maps those on to the embedding the loss saw (the ``projector``
     layer). The protocol is ``cl-diag analyze``'s for a checkpoint (Lee et al., ICML 2025,
     Sec. 6.1): ``num_images`` training images of ``dataset`` (digits, cifar10, cifar100 or
-    imagefolder, read from ``data_root``/``val_root``; ``image_size`` crops) augmented twice,
+    imagefolder, read from ``data_root``/``val_root``; ``image_size`` is the side of the
+    images, by default ``training_config["image_size"]`` or the dataset's own, as
+    :func:`~cl_diag.orchestration.subject.resolve_image_size` decides) augmented twice,
     encoded in eval mode, pair statistics and geometry of both layers, the probes on the
     un-augmented splits, the raw-pixel baseline, the random-init baseline when every
     parameter's module has ``reset_parameters()`` (else ``source.random_init`` says why not),
@@ -486,7 +488,9 @@ def analyze_module(
     return _write(config, result)
 
 
-def _analyze_embeddings(config: AnalyzeConfig, payload: dict | None, run: Runtime) -> Result:
+def _analyze_embeddings(
+    config: AnalyzeConfig, payload: dict | None, run: Runtime, progress: ProgressFactory
+) -> Result:
     if config.views > 2:
         raise UserError(
             f"--views {config.views} makes views of a checkpoint's training images; "
@@ -494,7 +498,9 @@ def _analyze_embeddings(config: AnalyzeConfig, payload: dict | None, run: Runtim
         )
     embeddings = load_embeddings(config.input, payload=payload)
     source = Source(kind="embeddings", path=str(config.input), sha256=embeddings.sha256)
-    return measure_embeddings(
+    # one step, said when it starts and ends (an exact pass at large n takes minutes)
+    advance = progress(f"measuring the pairs and geometry of {embeddings.n:,} instances", None)
+    result = measure_embeddings(
         embeddings,
         n_ref=config.n_ref,
         options=config.pair_options,
@@ -503,6 +509,8 @@ def _analyze_embeddings(config: AnalyzeConfig, payload: dict | None, run: Runtim
         ranks=run.ranks,
         commands=Commands(analyze=config.record()),
     )
+    advance(1)
+    return result
 
 
 def measure_embeddings(
@@ -570,6 +578,7 @@ def _analyze_checkpoint(
         run_record_fields=RESUME_FREE_FIELDS,
         encoder=config.encoder,
         mapping=mapping,
+        image_size=config.image_size,
     )
     return _measure_subject(config, subject, str(file.path), progress, run)
 
@@ -696,6 +705,7 @@ def _measure_subject(
     for layer in layers_wanted:
         z1, z2, *more = views["trained"][layer]
         where = f"the {layer} outputs of {name}"
+        advance = progress(f"measuring the pairs and geometry of the {layer} layer", None)
         layers[layer] = measure_layer(
             z1,
             z2,
@@ -707,6 +717,7 @@ def _measure_subject(
             ranks=run.ranks,
             more_views=more,
         )
+        advance(1)
 
     probes = None
     if config.probes:
@@ -743,14 +754,14 @@ def _check_encoding_batch(
     if spec is None:
         return
     side = spec.image_size if spec.image_size is not None else default_image_size(spec.dataset)
-    # image_size is an option of cl_diag.analyze; otherwise the checkpoint or dataset sets it
-    option = spelling.style == "python" and spec.image_size is not None
-    label = None if option else f"the image side {side} of {name}"
+    # the option's name when the user gave the side; else the checkpoint or dataset set it
+    record = subject.source.get("image_size") or {}
+    option = record.get("from") == spelling.name("image_size")
     check_products(
         {"encode_batch_size": config.encode_batch_size, "image_size": int(side)},
         ANALYZE,
         spelling=spelling,
-        labels=None if label is None else {"image_size": label},
+        labels=None if option else {"image_size": f"the image side {side} of {name}"},
     )
 
 
