@@ -39,17 +39,6 @@ def _index(s, half, t32, offset, top):
 
 
 @njit(inline="always")
-def _segment(row, a, b, half, t32, offset, top, h, lo, hi):
-    """Count row[a:b] into ``h``; the running (lo, hi)."""
-    for j in range(a, b):
-        s = row[j]
-        lo = min(lo, s)
-        hi = max(hi, s)
-        h[_index(s, half, t32, offset, top)] += 1
-    return lo, hi
-
-
-@njit(inline="always")
 def _segment_sums(row, a, b, half, t32, offset, top, h, lo, hi, total, squares):
     """:func:`_segment` with the float64 sum and sum of squares."""
     for j in range(a, b):
@@ -63,15 +52,71 @@ def _segment_sums(row, a, b, half, t32, offset, top, h, lo, hi, total, squares):
     return lo, hi, total, squares
 
 
+@njit(inline="always")
+def _bin_values(values, half, t32, offset, top, h, idx):
+    """Count the 1-D ``values`` into ``h``; (lowest, highest) e(s) among them.
+
+    Two loops: the first computes e(s) into ``idx`` with no dependency from one entry to the
+    next (the compiler vectorises it), the second only increments the bins. A running float
+    min/max in the same loop would chain every entry to the previous one and cost as much as
+    all the rest. (``values`` is a slice starting at 0: with a loop offset, the loop is not
+    vectorised.)"""
+    m = values.shape[0]
+    low = top
+    high = np.int64(0)
+    for j in range(m):
+        e = _index(values[j], half, t32, offset, top)
+        low = min(low, e)
+        high = max(high, e)
+        idx[j] = e
+    for j in range(m):
+        h[idx[j]] += 1
+    return low, high
+
+
+@njit(inline="always")
+def _segment(values, half, t32, offset, top, h, idx, lo, hi, lo_e, hi_e):
+    """:func:`_bin_values`, and the running exact (lo, hi) and their bins (lo_e, hi_e): e(s) is
+    non-decreasing in s, so ``values`` whose lowest e(s) lies above lo_e hold nothing below lo
+    and are not scanned for it (hi likewise)."""
+    if values.shape[0] == 0:
+        return lo, hi, lo_e, hi_e
+    low, high = _bin_values(values, half, t32, offset, top, h, idx)
+    if low <= lo_e:
+        for s in values:
+            lo = min(lo, s)
+        lo_e = _index(lo, half, t32, offset, top)
+    if high >= hi_e:
+        for s in values:
+            hi = max(hi, s)
+        hi_e = _index(hi, half, t32, offset, top)
+    return lo, hi, lo_e, hi_e
+
+
+@njit(inline="always")
+def _bound_index(value, half, t32, offset, top, empty):
+    """e(value) of a running extreme; ``empty`` while there is none (+-inf)."""
+    if math.isinf(value):
+        return empty
+    return _index(np.float32(value), half, t32, offset, top)
+
+
 @njit(nogil=True, cache=True, boundscheck=False, error_model="numpy")
 def bin_tile(x, part, split, half, t32, offset, top, hist, extremes, sums, with_sums):
     """Count the pairs of the float32 tile ``x`` (2-D) into ``hist[split]``; update
     ``extremes[split]`` = (min, max) and, ``with_sums``, ``sums[split]`` += (sum, sum of
-    squares, count) in float64 (summed in row-major order)."""
+    squares, count) in float64 (summed in row-major order).
+
+    Without sums the exact extremes come from the bins: e(s) is non-decreasing in s, so a row
+    whose lowest e(s) lies above e(min so far) holds nothing below the min so far and is not
+    scanned for it (the max likewise); only the rare rows that reach the extreme bins are."""
     rows, cols = x.shape
     h = hist[split]
     lo = np.float32(extremes[split, 0])
     hi = np.float32(extremes[split, 1])
+    lo_e = _bound_index(lo, half, t32, offset, top, top + 1)
+    hi_e = _bound_index(hi, half, t32, offset, top, -1)
+    idx = np.empty(cols, dtype=np.int64)
     total = 0.0
     squares = 0.0
     count = 0
@@ -83,16 +128,20 @@ def bin_tile(x, part, split, half, t32, offset, top, hist, extremes, sums, with_
             a0 = i + 1
         elif part == OFF_DIAGONAL:
             a0, b0, a1, b1 = 0, i, i + 1, cols
-        for a, b in ((a0, b0), (a1, b1)):
-            if a >= b:
-                continue
-            if with_sums:
-                lo, hi, total, squares = _segment_sums(
-                    row, a, b, half, t32, offset, top, h, lo, hi, total, squares
-                )
-                count += b - a
-            else:
-                lo, hi = _segment(row, a, b, half, t32, offset, top, h, lo, hi)
+        if with_sums:
+            for a, b in ((a0, b0), (a1, b1)):
+                if a < b:
+                    lo, hi, total, squares = _segment_sums(
+                        row, a, b, half, t32, offset, top, h, lo, hi, total, squares
+                    )
+                    count += b - a
+            continue
+        lo, hi, lo_e, hi_e = _segment(
+            row[a0:b0], half, t32, offset, top, h, idx, lo, hi, lo_e, hi_e
+        )
+        lo, hi, lo_e, hi_e = _segment(
+            row[a1:b1], half, t32, offset, top, h, idx, lo, hi, lo_e, hi_e
+        )
     extremes[split, 0] = lo
     extremes[split, 1] = hi
     if with_sums:
