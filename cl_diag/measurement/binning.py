@@ -151,6 +151,44 @@ def bin_tile(x, part, split, half, t32, offset, top, hist, extremes, sums, with_
         sums[split, 2] += count
 
 
+@njit(inline="always")
+def _segment_masked(values, same, half, t32, offset, top, hist, idx, lo, hi, lo_e, hi_e):
+    """:func:`_segment` with the split per entry (0 where ``same``, else 1) and the running
+    extremes and their bins in 2-arrays."""
+    m = values.shape[0]
+    if m == 0:
+        return
+    for j in range(m):
+        idx[j] = _index(values[j], half, t32, offset, top)
+    h0 = hist[0]
+    h1 = hist[1]
+    low0, high0, low1, high1 = top, np.int64(0), top, np.int64(0)
+    for j in range(m):
+        bin_ = idx[j]
+        e = np.int64(bin_)
+        if same[j]:  # same-class columns form runs (rows in class order): well predicted
+            h0[bin_] += 1
+            low0, high0 = min(low0, e), max(high0, e)
+        else:
+            h1[bin_] += 1
+            low1, high1 = min(low1, e), max(high1, e)
+    for k in range(2):
+        low, high = (low0, high0) if k == 0 else (low1, high1)
+        if low > high:  # no entry of split k here
+            continue
+        member = k == 0
+        if low <= lo_e[k]:
+            for j in range(m):
+                if same[j] == member:
+                    lo[k] = min(lo[k], values[j])
+            lo_e[k] = _index(lo[k], half, t32, offset, top)
+        if high >= hi_e[k]:
+            for j in range(m):
+                if same[j] == member:
+                    hi[k] = max(hi[k], values[j])
+            hi_e[k] = _index(hi[k], half, t32, offset, top)
+
+
 @njit(nogil=True, cache=True, boundscheck=False, error_model="numpy")
 def bin_tile_masked(x, part, same, half, t32, offset, top, hist, extremes, sums, with_sums):
     """:func:`bin_tile` with the split per entry: 0 where ``same`` (a boolean matrix shaped
@@ -158,6 +196,30 @@ def bin_tile_masked(x, part, same, half, t32, offset, top, hist, extremes, sums,
     rows, cols = x.shape
     lo = np.array([np.float32(extremes[0, 0]), np.float32(extremes[1, 0])])
     hi = np.array([np.float32(extremes[0, 1]), np.float32(extremes[1, 1])])
+    if not with_sums:
+        lo_e = np.empty(2, dtype=np.int64)
+        hi_e = np.empty(2, dtype=np.int64)
+        for k in range(2):
+            lo_e[k] = _bound_index(lo[k], half, t32, offset, top, top + 1)
+            hi_e[k] = _bound_index(hi[k], half, t32, offset, top, -1)
+        idx = np.empty(cols, dtype=np.uint32)
+        for i in range(rows):
+            row, mask = x[i], same[i]
+            a0, b0, a1, b1 = 0, cols, 0, 0
+            if part == UPPER:
+                a0 = i + 1
+            elif part == OFF_DIAGONAL:
+                a0, b0, a1, b1 = 0, i, i + 1, cols
+            _segment_masked(
+                row[a0:b0], mask[a0:b0], half, t32, offset, top, hist, idx, lo, hi, lo_e, hi_e
+            )
+            _segment_masked(
+                row[a1:b1], mask[a1:b1], half, t32, offset, top, hist, idx, lo, hi, lo_e, hi_e
+            )
+        for k in range(2):
+            extremes[k, 0] = lo[k]
+            extremes[k, 1] = hi[k]
+        return
     acc = np.zeros((2, 3))
     for i in range(rows):
         a = i + 1 if part == UPPER else 0
