@@ -9,7 +9,7 @@ For each n, every rank holds the same seeded n x d views (d = 128 by default, z2
 noise, 10 classes) and runs what ``cl-diag analyze`` runs on an embeddings file: exact pair
 statistics with labels (:func:`cl_diag.measurement.pairs.pair_statistics_of`) and the
 geometry (:func:`cl_diag.measurement.geometry.geometry_of`: uniformity streams another n^2
-similarities), with the ranks of the trainer's ``distributed_env``. Rank 0 prints, per n,
+similarities), with the ranks of :meth:`cl_diag.runtime.Runtime.start`. Rank 0 prints, per n,
 the slowest rank's seconds for each and the sha256 of the JSON of both results: the digest
 must be the same for every K (the merge is exact).
 """
@@ -26,8 +26,7 @@ import torch
 from cl_diag.measurement.geometry import geometry_of
 from cl_diag.measurement.inputs import label_codes, normalise_views
 from cl_diag.measurement.pairs import pair_statistics_of
-from cl_diag.measurement.ranks import Ranks
-from cl_diag.training.loop import close_distributed, distributed_env
+from cl_diag.runtime import Ranks, Runtime
 
 
 def _timed(job: Ranks, fn, *args, **kwargs):
@@ -45,8 +44,8 @@ def main() -> None:
     args = parser.parse_args()
 
     torch.set_num_threads(1)  # one core per rank, also for K = 1 (torchrun sets it for K > 1)
-    env = distributed_env("cpu")  # the trainer's and analyze's torchrun setup (gloo on CPU)
-    ranks = Ranks(env.rank, env.world)
+    env = Runtime.start("cpu")  # the trainer's and analyze's torchrun setup (gloo on CPU)
+    ranks = env.ranks
     if ranks.is_main:
         print(f"K = {ranks.world} rank(s), {torch.get_num_threads()} thread(s) each, d = {args.d}")
         print(f"{'n':>8} {'pairs s':>9} {'geometry s':>11} {'total s':>9}  digest")
@@ -67,7 +66,7 @@ def main() -> None:
         if ranks.is_main:
             total = t_pairs + t_geo
             print(f"{n:>8} {t_pairs:>9.2f} {t_geo:>11.2f} {total:>9.2f}  {digest}", flush=True)
-    close_distributed(env)
+    env.close()
 
 
 if __name__ == "__main__":

@@ -90,8 +90,9 @@ from torch.utils.data import DataLoader, Dataset
 from cl_diag.losses import LOSSES
 from cl_diag.models import build_model
 from cl_diag.orchestration.train import ResolvedTrainConfig, TrainConfig, resolve_config
+from cl_diag.runtime import Runtime, amp_dtype
 from cl_diag.training.data import TrainingData, training_data
-from cl_diag.training.loop import DistEnv, EpochBatchSampler, amp_dtype, fit
+from cl_diag.training.loop import EpochBatchSampler, fit
 
 try:
     import greenlet
@@ -223,7 +224,7 @@ def cl_diag_loop(
 ) -> int:
     """cl-diag's fit(), writing nothing; returns its step count."""
     model = build_model(config, seed=config.seed)
-    return fit(config, model, data, out_dir=None, env=DistEnv(device), progress=turns).steps
+    return fit(config, model, data, out_dir=None, env=Runtime(device), progress=turns).steps
 
 
 def block_bootstrap(
@@ -382,7 +383,7 @@ def _checkpoint_seconds(config: ResolvedTrainConfig, data: TrainingData, device)
     """fit's own time for its checkpoint writes over a whole run (into a temporary folder)."""
     with tempfile.TemporaryDirectory() as out:
         model = build_model(config, seed=config.seed)
-        result = fit(config, model, data, out_dir=Path(out), env=DistEnv(device))
+        result = fit(config, model, data, out_dir=Path(out), env=Runtime(device))
     return result.checkpoint_seconds
 
 

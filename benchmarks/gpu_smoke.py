@@ -225,7 +225,7 @@ def cifar_checksums(root: Path) -> Iterator[None]:
 
 def train_phase(root: Path, out: Path, sizes: Sizes, device: str, vrn: float) -> dict:
     from cl_diag.orchestration.train import TrainConfig, train
-    from cl_diag.training.loop import amp_dtype
+    from cl_diag.runtime import amp_dtype
 
     log_every = max(1, min(50, sizes.steps // 4))
     result = train(
@@ -298,8 +298,9 @@ def loops_phase(root: Path, sizes: Sizes, device: str) -> dict:
     from cl_diag.losses import LOSSES
     from cl_diag.models import build_model
     from cl_diag.orchestration.train import TrainConfig, resolve_config
+    from cl_diag.runtime import Runtime, amp_dtype
     from cl_diag.training.data import training_data
-    from cl_diag.training.loop import DistEnv, EpochBatchSampler, amp_dtype, fit
+    from cl_diag.training.loop import EpochBatchSampler, fit
 
     dev = torch.device(device)
     data = training_data("cifar10", seed=0, data_root=str(root), num_samples=sizes.loop_images)
@@ -358,7 +359,7 @@ def loops_phase(root: Path, sizes: Sizes, device: str) -> dict:
 
     def ours(cfg) -> int:
         model = build_model(cfg, seed=cfg.seed)
-        return fit(cfg, model, data, out_dir=None, env=DistEnv(dev)).steps
+        return fit(cfg, model, data, out_dir=None, env=Runtime(dev)).steps
 
     plain(replace(config, run_epochs=1))  # warm-up: cuDNN autotuning, allocator, page cache
     rates: dict[str, list[float]] = {"plain": [], "cl_diag": []}

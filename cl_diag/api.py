@@ -69,13 +69,19 @@ def measure(
     :func:`cl_diag.io.embeddings.embeddings_from_arrays`).
     """
     from cl_diag.io.embeddings import embeddings_from_arrays
+    from cl_diag.options import PYTHON
     from cl_diag.orchestration.analyze import PairOptions, measure_embeddings
     from cl_diag.result import Source
 
-    options = PairOptions(
-        pairs=pairs, num_pairs=num_pairs, seed=seed, block_size=block_size, hist_bins=hist_bins
+    options, n_ref = PairOptions.checked(
+        n_ref,
+        spelling=PYTHON,
+        pairs=pairs,
+        num_pairs=num_pairs,
+        seed=seed,
+        block_size=block_size,
+        hist_bins=hist_bins,
     )
-    options.check(n_ref, cli=False)
     embeddings = embeddings_from_arrays(z1, z2, labels, where="the arrays given to cl_diag.measure")
     source = Source(kind="arrays", sha256=embeddings.sha256)
     return measure_embeddings(embeddings, n_ref=n_ref, options=options, source=source)

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from cl_diag.errors import UserError
 from cl_diag.io import records
 from cl_diag.io.atomic import atomic_write_text
+from cl_diag.io.jsonfile import parse_json
 from cl_diag.io.output import dumps_json
 from cl_diag.io.records import At, Record, key, optional
 
@@ -815,7 +816,7 @@ def load(path: str | Path) -> Result:
             f"Cannot read {path}: {exc.strerror or exc}. Check the path and its permissions."
         ) from None
     try:
-        data = json.loads(text)
+        data = parse_json(text, where=path, fix="Pass the result.json `cl-diag analyze` wrote.")
     except json.JSONDecodeError as exc:
         raise UserError(
             f"{path} is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}); "

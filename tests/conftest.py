@@ -1,6 +1,14 @@
-"""Shared helpers: run the CLI in-process and capture its exit status and output."""
+"""Shared fixtures: the CLI run in-process (``run_cli``), small inputs (``pairs_file``,
+``tiny_imagefolder``), cl-diag checkpoints written as the trainer writes them
+(``make_checkpoint``), a child process under a memory cap (``capped_cli``) and one trained
+digits run that every test needing a trained model shares (``trained_digits``)."""
 
 from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -59,3 +67,163 @@ def tiny_imagefolder(tmp_path):
                 Image.fromarray(pixels).save(folder / f"{i}.png")
         roots.append(root)
     return roots[0], roots[1]
+
+
+# --------------------------------------------------------------------------- checkpoints
+
+
+class CheckpointMaker:
+    """Writes cl-diag checkpoints as ``cl-diag train`` does (its resolved config, model builder
+    and writer), untrained: ``make_checkpoint(path, dataset="digits", **options)`` -> path.
+
+    ``options`` are TrainConfig fields over its defaults (and a batch of 32, the CPU);
+    ``seed`` draws the weights (``build_model(config, seed=seed)`` rebuilds them);
+    ``epoch``/``step``/``complete`` say where the run stands. ``crafted(source, target,
+    config={...}, **keys)`` writes a copy with config values or top-level keys changed, as a
+    damaged or hostile file would hold them (nothing checks them on the way)."""
+
+    def __call__(
+        self,
+        path,
+        *,
+        dataset: str = "digits",
+        seed: int = 3,
+        epoch: int = 0,
+        step: int = 0,
+        complete: bool = False,
+        **options,
+    ):
+        from cl_diag.models import build_model
+        from cl_diag.orchestration.train import TrainConfig, resolve_config
+        from cl_diag.training.checkpoint import FORMAT, FORMAT_VERSION, save_checkpoint
+        from cl_diag.training.data import training_data
+
+        options.setdefault("batch_size", 32)
+        options.setdefault("device", "cpu")
+        # the options as the trainer resolves and records them (arch, projector, delta, ...)
+        config = resolve_config(TrainConfig(dataset=dataset, **options), world=1).record()
+        data = training_data(dataset, seed=0, num_samples=config["num_samples"])
+        model = build_model(config, seed=seed)
+        checkpoint = {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "config": config,
+            "dataset": dataset,
+            "n_train": data.n_train,
+            "split": data.split,
+            "backbone": model.backbone.state_dict(),
+            "projector": model.projector.state_dict(),
+            "epoch": epoch,
+            "step": step,
+            "complete": complete,
+        }
+        if dataset == "toy":
+            z1, z2 = model.backbone.views()
+            checkpoint["embeddings"] = {"z1": z1, "z2": z2}
+        save_checkpoint(path, checkpoint)
+        return path
+
+    @staticmethod
+    def crafted(source, target, *, config=None, **keys):
+        import torch
+
+        payload = torch.load(source, weights_only=True)
+        payload["config"].update(config or {})
+        payload.update(keys)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(payload, target)
+        return target
+
+
+@pytest.fixture
+def make_checkpoint():
+    """:class:`CheckpointMaker`: a cl-diag checkpoint written as the trainer writes one."""
+    return CheckpointMaker()
+
+
+# --------------------------------------------------------------------------- a memory cap
+
+_CAPPED_CHILD = """
+import json, resource, sys
+import torch  # noqa: F401  (mapped before the cap: what cl-diag holds once imported)
+import cl_diag.orchestration.analyze  # noqa: F401
+import cl_diag.orchestration.train  # noqa: F401
+import cl_diag.training.augment  # noqa: F401
+try:
+    import timm  # noqa: F401
+except ImportError:
+    pass
+from cl_diag.cli import main
+
+
+def vm(key):
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(key):
+                return int(line.split()[1]) * 1024
+
+
+base = vm("VmSize")
+resource.setrlimit(resource.RLIMIT_AS, (base + int(sys.argv[1]), resource.RLIM_INFINITY))
+codes = []
+for command in json.loads(sys.argv[2]):
+    try:
+        main(command)
+        codes.append(0)
+    except SystemExit as exc:
+        codes.append(exc.code)
+exec(sys.argv[3])
+print("codes", json.dumps(codes))
+"""
+
+
+class CappedRun:
+    def __init__(self, completed):
+        self.stdout, self.stderr = completed.stdout, completed.stderr
+        lines = [line for line in self.stdout.splitlines() if line.startswith("codes ")]
+        self.codes = json.loads(lines[-1][len("codes ") :]) if lines else None
+
+
+@pytest.fixture
+def capped_cli():
+    """Run ``cl-diag`` commands (lists of arguments), then Python ``code``, in a child whose
+    address space is capped (RLIMIT_AS) at what it holds with cl-diag, torch and timm
+    imported plus ``headroom`` bytes: an allocation past it ends in a MemoryError, not in a
+    machine that swaps. Returns the exit codes (``.codes``), ``.stdout`` and ``.stderr``."""
+
+    def run(commands, headroom, code=""):
+        completed = subprocess.run(
+            [sys.executable, "-c", _CAPPED_CHILD, str(headroom), json.dumps(commands), code],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "OMP_NUM_THREADS": "1"},
+            timeout=600,
+        )
+        return CappedRun(completed)
+
+    return run
+
+
+# --------------------------------------------------------------------------- one trained model
+
+
+@pytest.fixture(scope="session")
+def trained_digits(tmp_path_factory):
+    """ONE trained digits run for every test that needs a trained model: ``cl-diag train``
+    with no options (SimCLR, the small CNN, 40 epochs on CPU, about a CPU-minute), trained
+    once per session in a folder of its own. Returns the run folder (last.pt, metrics.csv);
+    tests read it and write elsewhere."""
+    from cl_diag.cli import main
+
+    folder = tmp_path_factory.mktemp("trained-digits")
+    cwd = os.getcwd()
+    os.chdir(folder)  # the default --out: runs/digits-simclr under the working folder
+    try:
+        main(["train", "--quiet"])
+    except SystemExit as exc:
+        assert exc.code in (0, None), f"the shared digits run failed with exit {exc.code}"
+    finally:
+        os.chdir(cwd)
+    run = folder / "runs" / "digits-simclr"
+    assert (run / "last.pt").is_file() and (run / "metrics.csv").is_file()
+    return run

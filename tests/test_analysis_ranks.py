@@ -26,7 +26,7 @@ import torch
 from cl_diag.measurement.geometry import geometry_of, uniformity
 from cl_diag.measurement.inputs import label_codes, normalise_views
 from cl_diag.measurement.pairs import _tile_cost, _tiles, pair_statistics_of
-from cl_diag.measurement.ranks import Ranks, RanksMismatch, tensor_fingerprint
+from cl_diag.runtime import Ranks, RanksMismatch, tensor_fingerprint
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -301,6 +301,7 @@ def _same_outputs(a: Path, b: Path) -> None:
         assert (a / name).read_bytes() == (b / name).read_bytes(), name
 
 
+@pytest.mark.slow  # end to end, in processes of its own: the full suite runs it
 def test_two_gloo_ranks_analyse_an_embeddings_file_to_the_same_bytes(tmp_path):
     rng = np.random.default_rng(5)
     n = 1100  # two uniformity tiles per side (1024 on CPU) and 12 x 12 pair tiles of 96
@@ -337,7 +338,7 @@ def test_two_gloo_ranks_analyse_a_checkpoint_to_the_same_bytes(tmp_path):
             out=str(tmp_path / "run"),
         )
     )
-    args = [str(run.checkpoint), "--num-images", "150", "--batch-size", "64"]
+    args = [str(run.checkpoint), "--num-images", "150", "--encode-batch-size", "64"]
     args += ["--probes", "knn,retrieval", "--probe-train-images", "200"]
     args += ["--probe-test-images", "100", "-q"]
     _analyze(args, tmp_path / "one", 1)

@@ -8,7 +8,6 @@ import json
 import math
 import pickle
 import re
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -153,40 +152,6 @@ def cifar_checksums(monkeypatch):
         )
 
     return patch
-
-
-def _cl_diag_ckpt(
-    path: Path, *, dataset="digits", loss="simclr", batch_size=32, seed=3, **extra
-) -> Path:
-    """A cl-diag checkpoint written with the trainer's own model builder and writer, untrained."""
-    from cl_diag.models import build_model
-    from cl_diag.orchestration.train import TrainConfig
-    from cl_diag.training.checkpoint import FORMAT, FORMAT_VERSION, save_checkpoint
-    from cl_diag.training.data import training_data
-
-    config = asdict(
-        TrainConfig(dataset=dataset, loss=loss, batch_size=batch_size, temperature=0.2, **extra)
-    )
-    data = training_data(dataset, seed=0, num_samples=config.get("num_samples"))
-    model = build_model(config, seed=seed)
-    ck = {
-        "format": FORMAT,
-        "format_version": FORMAT_VERSION,
-        "config": config,
-        "dataset": dataset,
-        "n_train": data.n_train,
-        "split": data.split,
-        "backbone": model.backbone.state_dict(),
-        "projector": model.projector.state_dict(),
-        "epoch": 0,
-        "step": 0,
-        "complete": False,
-    }
-    if dataset == "toy":
-        z1, z2 = model.backbone.views()
-        ck["embeddings"] = {"z1": z1, "z2": z2}
-    save_checkpoint(path, ck)
-    return path
 
 
 # -------------------------------------------------------------------------- foreign formats (units)
@@ -486,8 +451,8 @@ def test_unknown_layout_lists_keys_and_supported_layouts(run_cli, tmp_path):
     )
 
 
-def test_foreign_options_on_a_cl_diag_checkpoint(run_cli, tmp_path):
-    path = _cl_diag_ckpt(tmp_path / "last.pt")
+def test_foreign_options_on_a_cl_diag_checkpoint(run_cli, make_checkpoint, tmp_path):
+    path = make_checkpoint(tmp_path / "last.pt", temperature=0.2)
     out = tmp_path / "out"
     _assert_refused(
         run_cli("analyze", path, "--arch", "resnet18", "--out", out),
@@ -499,11 +464,18 @@ def test_foreign_options_on_a_cl_diag_checkpoint(run_cli, tmp_path):
     )
 
 
-def test_bad_probe_suite_key(run_cli, tmp_path):
+def test_bad_probe_suite_key(run_cli, make_checkpoint, tmp_path):
     suite = tmp_path / "suite.toml"
     suite.write_text("num-images = 10\nlearning-rate = 3\n")
     out = tmp_path / "out"
-    result = run_cli("analyze", _cl_diag_ckpt(tmp_path / "last.pt"), "--probe", suite, "--out", out)
+    result = run_cli(
+        "analyze",
+        make_checkpoint(tmp_path / "last.pt", temperature=0.2),
+        "--probe",
+        suite,
+        "--out",
+        out,
+    )
     _assert_refused(result, out, "'learning-rate' is not an option", "num-images")
 
 
@@ -516,10 +488,14 @@ def test_bad_probe_suite_key(run_cli, tmp_path):
         (("--device", "tpu"), "--device"),
     ],
 )
-def test_bad_checkpoint_options(run_cli, tmp_path, args, fragment):
+def test_bad_checkpoint_options(run_cli, make_checkpoint, tmp_path, args, fragment):
     out = tmp_path / "out"
     _assert_refused(
-        run_cli("analyze", _cl_diag_ckpt(tmp_path / "last.pt"), *args, "--out", out), out, fragment
+        run_cli(
+            "analyze", make_checkpoint(tmp_path / "last.pt", temperature=0.2), *args, "--out", out
+        ),
+        out,
+        fragment,
     )
 
 
@@ -821,8 +797,9 @@ def _check_checkpoint_result(
         )
 
 
-def test_cl_diag_checkpoint_end_to_end_quick_suite(run_cli, tmp_path):
-    path = _cl_diag_ckpt(tmp_path / "last.pt", batch_size=64, vrn=30.0)
+@pytest.mark.slow  # end to end: the full suite runs it
+def test_cl_diag_checkpoint_end_to_end_quick_suite(run_cli, make_checkpoint, tmp_path):
+    path = make_checkpoint(tmp_path / "last.pt", temperature=0.2, batch_size=64, vrn=30.0)
     out = tmp_path / "analysis"
     result = run_cli(
         "analyze",
@@ -866,8 +843,9 @@ def test_cl_diag_checkpoint_end_to_end_quick_suite(run_cli, tmp_path):
     assert "probes on backbone features" in result.out  # the printed summary
 
 
-def test_paper_suite_measures_the_projector_with_sampled_pairs(run_cli, tmp_path):
-    path = _cl_diag_ckpt(tmp_path / "last.pt")
+@pytest.mark.slow  # end to end, in processes of its own: the full suite runs it
+def test_paper_suite_measures_the_projector_with_sampled_pairs(run_cli, make_checkpoint, tmp_path):
+    path = make_checkpoint(tmp_path / "last.pt", temperature=0.2)
     args = (
         "--probe",
         PROBES_DIR / "paper.toml",
@@ -902,8 +880,8 @@ def test_paper_suite_measures_the_projector_with_sampled_pairs(run_cli, tmp_path
     assert (again / "result.json").read_bytes() == (out / "result.json").read_bytes()
 
 
-def test_toy_checkpoint_analyses_its_learned_vectors(run_cli, tmp_path):
-    path = _cl_diag_ckpt(tmp_path / "last.pt", dataset="toy", batch_size=2)
+def test_toy_checkpoint_analyses_its_learned_vectors(run_cli, make_checkpoint, tmp_path):
+    path = make_checkpoint(tmp_path / "last.pt", temperature=0.2, dataset="toy", batch_size=2)
     out = tmp_path / "analysis"
     assert run_cli("analyze", path, "--out", out, "-q").code == 0
     data = json.loads((out / "result.json").read_text())
@@ -1002,25 +980,16 @@ def test_solo_learn_checkpoint_on_cifar_format_end_to_end(run_cli, tmp_path, cif
 
 
 @pytest.mark.slow
-def test_trained_digits_encoder_beats_its_random_init_on_every_probe(run_cli, tmp_path):
-    """Train briefly with the trainer's API, analyse, and check that training added something."""
-    from cl_diag.orchestration.train import TrainConfig, train
-
-    run = train(
-        TrainConfig(
-            dataset="digits",
-            epochs=5,
-            batch_size=64,
-            device="cpu",
-            workers=0,
-            quiet=True,
-            out=str(tmp_path / "run"),
-        )
-    )
+def test_trained_digits_encoder_beats_its_random_init_on_every_probe(
+    run_cli, tmp_path, trained_digits
+):
+    """The shared trained digits run (conftest.trained_digits), analysed: training added
+    something on every probe."""
+    checkpoint = trained_digits / "last.pt"
     out = tmp_path / "analysis"
     result = run_cli(
         "analyze",
-        run.checkpoint,
+        checkpoint,
         "--probe",
         PROBES_DIR / "quick.toml",
         "--probe-train-images",
@@ -1033,9 +1002,7 @@ def test_trained_digits_encoder_beats_its_random_init_on_every_probe(run_cli, tm
     )
     assert result.code == 0, result.err
     data = json.loads((out / "result.json").read_text())
-    _check_checkpoint_result(
-        data, Path(run.checkpoint), ["projector", "backbone"], 256, _dims(Path(run.checkpoint))
-    )
+    _check_checkpoint_result(data, checkpoint, ["projector", "backbone"], 256, _dims(checkpoint))
     probes, base = data["probes"], data["probes"]["baselines"]["random_init"]
     for path in (
         ("linear", "top1"),
@@ -1050,7 +1017,7 @@ def test_trained_digits_encoder_beats_its_random_init_on_every_probe(run_cli, tm
         for key in path:
             trained, random_init = trained[key], random_init[key]
         assert trained > random_init, (path, trained, random_init)
-    assert data["config"]["epochs"] == 5 and data["source"]["complete"] is True
+    assert data["config"]["epochs"] == 40 and data["source"]["complete"] is True
 
 
 def test_views_do_not_depend_on_batching_and_match_direct_encoding():

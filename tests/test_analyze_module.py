@@ -168,6 +168,6 @@ def test_analyze_module_refuses_mistakes_with_the_fix(tmp_path):
         cl_diag.analyze(encoder=lambda x: x, dataset="digits", out=tmp_path / "a")
     with pytest.raises(UserError, match="training_config must be a mapping"):
         cl_diag.analyze(encoder=encoder, dataset="digits", out=tmp_path / "a", training_config=3)
-    with pytest.raises(UserError, match="--num-images must be at least 2"):
+    with pytest.raises(UserError, match=re.escape("num_images=1 must be in [2, 67108864]")):
         cl_diag.analyze(encoder=encoder, dataset="digits", out=tmp_path / "a", num_images=1)
     assert not (tmp_path / "a").exists()

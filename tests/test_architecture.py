@@ -56,7 +56,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("report", "training"),
     ("models",),
     ("measurement", "losses"),
-    ("io", "errors", "result", "runconfig", "vocabulary"),
+    ("io", "errors", "result", "runconfig", "vocabulary", "options", "runtime"),
 )
 
 #: The command line: the only units that may import cl_diag.cli.

@@ -123,7 +123,7 @@ def test_resolve_fills_m_and_n():
             "the smallest class of digits has",
         ),
         (dict(classes_per_batch=4), "add --balanced-batch"),
-        (dict(balanced_batch=True, classes_per_batch=1), "must be at least 2"),
+        (dict(balanced_batch=True, classes_per_batch=1), r"--classes-per-batch 1 must be in \[2, "),
         (dict(num_classes=3), "--num-classes applies to --dataset toy only"),
         (
             dict(dataset="toy", num_samples=8, batch_size=4, balanced_batch=True),

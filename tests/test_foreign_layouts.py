@@ -188,6 +188,7 @@ def test_lightly_with_the_wrong_arch_names_the_right_one(run_cli, tmp_path, ligh
     _assert_refused(result, "wrong shapes", "conv1.weight", "--arch resnet18-cifar")
 
 
+@pytest.mark.slow  # end to end: the full suite runs it
 def test_lightly_lightning_ckpt_end_to_end(run_cli, tmp_path, lightly_model, tiny_imagefolder):
     path = tmp_path / "epoch=9-step=100.ckpt"
     _lightning_ckpt(lightly_model.state_dict(), path)
@@ -340,6 +341,7 @@ def test_moco_v1_single_linear_fc_and_v3_mlp_with_last_bn(tmp_path):
         assert _same(momentum.projector(momentum.backbone(X64)), v3.momentum_encoder(X64))
 
 
+@pytest.mark.slow  # end to end: the full suite runs it
 def test_moco_end_to_end_with_arch_override(run_cli, tmp_path, tiny_imagefolder):
     torch.manual_seed(6)
     model = _randomise_bn(_MoCoV2(_cifar_resnet18)).eval()
@@ -652,31 +654,8 @@ def test_mapping_options_are_checked(tmp_path):
         )
 
 
-def test_mapping_options_on_a_cl_diag_checkpoint_are_refused(run_cli, tmp_path):
-    from cl_diag.models import build_model
-    from cl_diag.training.checkpoint import FORMAT, FORMAT_VERSION, save_checkpoint
-    from cl_diag.training.data import training_data
-
-    data = training_data("digits", seed=0)
-    config = {"dataset": "digits", "arch": "small-cnn", "loss": "simclr", "batch_size": 8}
-    model = build_model(config, seed=0)
-    path = tmp_path / "last.pt"
-    save_checkpoint(
-        path,
-        {
-            "format": FORMAT,
-            "format_version": FORMAT_VERSION,
-            "config": config,
-            "dataset": "digits",
-            "n_train": data.n_train,
-            "split": data.split,
-            "backbone": model.backbone.state_dict(),
-            "projector": model.projector.state_dict(),
-            "epoch": 1,
-            "step": 1,
-            "complete": True,
-        },
-    )
+def test_mapping_options_on_a_cl_diag_checkpoint_are_refused(run_cli, make_checkpoint, tmp_path):
+    path = make_checkpoint(tmp_path / "last.pt", dataset="digits", batch_size=8)
     for option, value in (("--encoder", "key"), ("--rename", "a=b"), ("--backbone-prefix", "x.")):
         result = run_cli("analyze", path, option, value, "--out", tmp_path / "out")
         _assert_refused(result, f"{option} applies to foreign checkpoints only")

@@ -492,8 +492,9 @@ def test_fit_trains_with_one_normalisation_for_loss_and_vrn(monkeypatch):
     """--vrn: the loop normalises the views once for both terms (RegularisedLoss), not twice."""
     from cl_diag.models import build_model
     from cl_diag.orchestration.train import TrainConfig, resolve_config
+    from cl_diag.runtime import Runtime
     from cl_diag.training.data import training_data
-    from cl_diag.training.loop import DistEnv, fit
+    from cl_diag.training.loop import fit
 
     prepared = []
     real = Loss.prepare
@@ -508,7 +509,7 @@ def test_fit_trains_with_one_normalisation_for_loss_and_vrn(monkeypatch):
         TrainConfig(dataset="digits", batch_size=32, epochs=1, vrn=30.0, quiet=True),
         n_train=data.n_train,
     )
-    result = fit(config, build_model(config, seed=0), data, None, env=DistEnv(torch.device("cpu")))
+    result = fit(config, build_model(config, seed=0), data, None, env=Runtime(torch.device("cpu")))
     assert result.steps == 2 and prepared == ["simclr", "simclr"]  # one preparation a step
     row = result.history[-1]
     assert row["loss"] == pytest.approx(row["contrastive"] + 30 * row["vrn"], rel=1e-5)

@@ -26,6 +26,7 @@ from cl_diag.models import (
     registry,
 )
 from cl_diag.orchestration.subject import open_subject
+from cl_diag.training.checkpoint import load_checkpoint
 
 #: (arch, input shape of one image, expected feature width)
 EVERY_ARCH = [
@@ -182,42 +183,11 @@ def test_foreign_random_twin_is_seeded_and_leaves_the_rng_alone():
     assert not torch.equal(a.conv1.weight, c.conv1.weight)
 
 
-def _digits_checkpoint(path):
-    from cl_diag.training.checkpoint import FORMAT, FORMAT_VERSION, save_checkpoint
-    from cl_diag.training.data import training_data
-
-    data = training_data("digits", seed=0)
-    config = {
-        "dataset": "digits",
-        "arch": "small-cnn",
-        "loss": "simclr",
-        "batch_size": 32,
-        "seed": 3,
-        "workers": 0,
-        "device": "cpu",
-    }
-    model = build_model(config, seed=3)
-    save_checkpoint(
-        path,
-        {
-            "format": FORMAT,
-            "format_version": FORMAT_VERSION,
-            "config": config,
-            "dataset": "digits",
-            "n_train": data.n_train,
-            "split": data.split,
-            "backbone": model.backbone.state_dict(),
-            "projector": model.projector.state_dict(),
-            "epoch": 1,
-            "step": 5,
-            "complete": True,
-        },
-    )
-    return model
-
-
-def test_open_subject_rebuilds_a_cl_diag_checkpoint_without_reading_it_twice(tmp_path, monkeypatch):
-    model = _digits_checkpoint(tmp_path / "last.pt").eval()
+def test_open_subject_rebuilds_a_cl_diag_checkpoint_without_reading_it_twice(
+    tmp_path, monkeypatch, make_checkpoint
+):
+    make_checkpoint(tmp_path / "last.pt", dataset="digits", seed=3)
+    model = build_model(load_checkpoint(tmp_path / "last.pt")["config"], seed=3).eval()
     file = read_checkpoint_file(tmp_path / "last.pt")
 
     def no_second_read(*args, **kwargs):
@@ -237,8 +207,8 @@ def test_open_subject_rebuilds_a_cl_diag_checkpoint_without_reading_it_twice(tmp
     assert len(subject.eval_split("test")) > 0
 
 
-def test_open_subject_refuses_foreign_options_and_another_dataset(tmp_path):
-    _digits_checkpoint(tmp_path / "last.pt")
+def test_open_subject_refuses_foreign_options_and_another_dataset(tmp_path, make_checkpoint):
+    make_checkpoint(tmp_path / "last.pt", dataset="digits")
     file = read_checkpoint_file(tmp_path / "last.pt")
     with pytest.raises(UserError, match="--arch applies to foreign checkpoints only"):
         open_subject(file, arch="resnet18")

@@ -219,9 +219,12 @@ def test_to_csv_writes_the_trainers_columns_first(tmp_path):
     "make, message",
     [
         (lambda: Monitor(n_ref=10, delta=-0.1), "give n_ref or delta, not both"),
-        (lambda: Monitor(n_ref=1), "n_ref must be an integer >= 2"),
-        (lambda: Monitor(delta=2.0), "delta must be a cosine similarity"),
-        (lambda: Monitor(log_every=-1), "log_every must be an integer >= 0"),
+        (
+            lambda: Monitor(n_ref=1),
+            r"n_ref=1 must be at least 2 \(the number of training instances",
+        ),
+        (lambda: Monitor(delta=2.0), r"delta=2.0 must be in \[-1, 1\] \(a cosine similarity\)"),
+        (lambda: Monitor(log_every=-1), r"log_every=-1 must be in \[0, 1000000000000\]"),
         (lambda: Monitor(excessive=True), "excessive=True needs n_ref"),
         (lambda: Monitor().update(torch.ones(4, 3), torch.ones(3, 3)), "the same shape"),
         (lambda: Monitor().update(torch.ones(4), torch.ones(4)), "2-D tensor"),
@@ -268,6 +271,7 @@ def _ddp_worker(rank: int, world: int, init_file: str, out_dir: str) -> None:
         dist.destroy_process_group()
 
 
+@pytest.mark.slow  # end to end: the full suite runs it
 def test_ddp_rows_are_the_global_batchs(tmp_path):
     mp.spawn(_ddp_worker, args=(2, str(tmp_path / "init"), str(tmp_path)), nprocs=2, join=True)
     ranks = [torch.load(tmp_path / f"{r}.pt", weights_only=True) for r in range(2)]

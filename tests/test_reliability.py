@@ -14,7 +14,6 @@ import stat
 import subprocess
 import sys
 import warnings
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -58,35 +57,6 @@ def embeddings(path: Path, n: int = 40, d: int = 6, seed: int = 0, **extra) -> P
     z1 = rng.standard_normal((n, d)).astype(np.float32)
     z2 = (z1 + 0.3 * rng.standard_normal((n, d))).astype(np.float32)
     np.savez(path, z1=z1, z2=z2, labels=np.arange(n) % 3, **extra)
-    return path
-
-
-def digits_checkpoint(path: Path, **config) -> Path:
-    """An untrained cl-diag digits checkpoint, written by the trainer's own builder and writer."""
-    from cl_diag.models import build_model
-    from cl_diag.orchestration.train import TrainConfig
-    from cl_diag.training.checkpoint import FORMAT, FORMAT_VERSION, save_checkpoint
-    from cl_diag.training.data import training_data
-
-    cfg = asdict(TrainConfig(dataset="digits", batch_size=32, **config))
-    data = training_data(cfg["dataset"], seed=0, data_root=cfg["data_root"])
-    model = build_model(cfg, seed=1)
-    save_checkpoint(
-        path,
-        {
-            "format": FORMAT,
-            "format_version": FORMAT_VERSION,
-            "config": cfg,
-            "dataset": cfg["dataset"],
-            "n_train": data.n_train,
-            "split": data.split,
-            "backbone": model.backbone.state_dict(),
-            "projector": model.projector.state_dict(),
-            "epoch": 0,
-            "step": 0,
-            "complete": False,
-        },
-    )
     return path
 
 
@@ -202,19 +172,32 @@ def test_a_folder_in_the_way_changes_nothing(run_cli, tmp_path):
 
 
 def test_leftovers_of_a_killed_run_are_removed_and_announced(run_cli, tmp_path, toy_run):
+    from cl_diag.io.output import STAGING_MARKER, STAGING_MARKER_TEXT
+
     source = embeddings(tmp_path / "a.npz")
     out = tmp_path / "out"
-    dead = tmp_path / ".out.staging-999999999-abcdefgh"  # no such process
-    untagged = tmp_path / ".out.staging-k2j4h5g6"  # written before staging names held a pid
-    alive = tmp_path / f".out.staging-{os.getpid()}-abcdefgh"  # a live run's: kept
-    for folder in (dead, untagged, alive):
+
+    def staging(name: str, *, marked: bool = True) -> Path:
+        folder = tmp_path / name
         folder.mkdir()
         (folder / "report.md").write_text("half")
+        if marked:
+            (folder / STAGING_MARKER).write_text(STAGING_MARKER_TEXT)
+        return folder
+
+    dead = staging(".cl-diag-staging-999999999-abcdefgh")  # no such process
+    untagged = staging(".cl-diag-staging-k2j4h5g6")  # a name without a pid
+    alive = staging(f".cl-diag-staging-{os.getpid()}-abcdefgh")  # a live run's: kept
+    # issue 26: a user's folders of a staging folder's name, without cl-diag's marker, stay
+    users = staging(".cl-diag-staging-999999998-abcdefgh", marked=False)
+    older = staging(".out.staging-999999999-abcdefgh", marked=False)
     result = run_cli("analyze", source, "--out", out, "-q")
     assert result.code == 0, result.err
     assert not dead.exists() and not untagged.exists() and alive.exists()
+    assert (users / "report.md").read_text() == "half" and (older / "report.md").exists()
     notes = " ".join(result.err.split())
     assert f"note: removed {dead}" in notes and "staging folder" in notes
+    assert str(users) not in notes
 
     # a training run's temporary files, and --overwrite's replaced epoch checkpoints
     run = tmp_path / "run"
@@ -238,10 +221,13 @@ def test_leftovers_of_a_killed_run_are_removed_and_announced(run_cli, tmp_path, 
     "args, fragment",
     [
         (["--pairs", "sampled", "--num-pairs", "10000000000"], "use --pairs exact"),
-        (["--hist-bins", "1000000000"], "--hist-bins must be in [1, 1048576]"),
-        (["--pairs", "sampled", "--seed", str(2**64 + 1)], "--seed must be in [0, 2^63 - 1]"),
-        (["--block-size", "100000000"], "--block-size must be in [1, 8192]"),
-        (["--workers", "100000"], "--workers must be in [0, 64]"),
+        (["--hist-bins", "1000000000"], "--hist-bins 1000000000 must be in [1, 1048576]"),
+        (
+            ["--pairs", "sampled", "--seed", str(2**64 + 1)],
+            f"--seed {2**64 + 1} must be in [0, 2^63 - 1]",
+        ),
+        (["--block-size", "100000000"], "--block-size 100000000 must be in [1, 8192]"),
+        (["--workers", "100000"], "--workers 100000 must be in [0, 64]"),
     ],
 )
 def test_absurd_analyze_options_are_refused_before_any_work(run_cli, tmp_path, args, fragment):
@@ -277,13 +263,19 @@ def test_sampled_mode_streams_beyond_its_chunk():
 @pytest.mark.parametrize(
     "key, value, fragment",
     [
-        ("projector_hidden", 10**12, "'config.projector_hidden' must be in [1, 65536]"),
-        ("image_size", 10**6, "'config.image_size' must be in [1, 1024]"),
-        ("projector_dim", 2.5, "'config.projector_dim' must be a whole number"),
+        (
+            "projector_hidden",
+            10**12,
+            "config.projector_hidden = 1000000000000 must be in [1, 65536]",
+        ),
+        ("image_size", 10**6, "config.image_size = 1000000 must be in [1, 1024]"),
+        ("projector_dim", 2.5, "config.projector_dim = 2.5 must be a whole number"),
     ],
 )
-def test_sizes_a_checkpoint_declares_are_bounded(run_cli, tmp_path, key, value, fragment):
-    good = digits_checkpoint(tmp_path / "good.pt")
+def test_sizes_a_checkpoint_declares_are_bounded(
+    run_cli, make_checkpoint, tmp_path, key, value, fragment
+):
+    good = make_checkpoint(tmp_path / "good.pt", dataset="digits")
     bad = _crafted(good, tmp_path / "bad.pt", lambda ck: ck["config"].__setitem__(key, value))
     refused(run_cli("analyze", bad, "--out", tmp_path / "out"), fragment, "damaged")
     assert not (tmp_path / "out").exists()
@@ -423,9 +415,9 @@ def test_a_bad_validation_image_stops_analyze_naming_the_file(run_cli, tmp_path,
     ],
 )
 def test_probes_that_cannot_run_are_skipped_with_their_reason(
-    run_cli, tmp_path, train_images, skipped
+    run_cli, make_checkpoint, tmp_path, train_images, skipped
 ):
-    source = digits_checkpoint(tmp_path / "last.pt")
+    source = make_checkpoint(tmp_path / "last.pt", dataset="digits")
     out = tmp_path / "out"
     result = run_cli(
         "analyze",
@@ -587,7 +579,7 @@ def _set(path: str, value):
         (_set("backbone", 5), "'backbone' must be a dict"),
         (_set("embeddings.z1", "x"), "'embeddings.z1' must be a tensor"),
         (_set("embeddings.z2", torch.zeros(3, 3)), "'embeddings' holds views of different shapes"),
-        (_set("config.dataset", 7), "'config.dataset' must be a str"),
+        (_set("config.dataset", 7), "config.dataset = 7 must be a string"),
     ],
 )
 def test_a_damaged_checkpoint_is_named_on_load(run_cli, tmp_path, toy_run, change, fragment):
@@ -603,7 +595,7 @@ def test_a_damaged_checkpoint_is_named_on_load(run_cli, tmp_path, toy_run, chang
         (_set("optimizer.param_groups", []), "'optimizer.param_groups'"),
         (_set("rng", {}), "'rng.torch'"),
         (_set("step", "x"), "'step' must be a whole number"),
-        (_set("config.epochs", "many"), "'config.epochs' is 'many'"),
+        (_set("config.epochs", "many"), "config.epochs = 'many' must be a whole number"),
         (_set("metrics", "m"), "'metrics' must be a list"),
         (_set("rng.torch", torch.zeros(3, dtype=torch.uint8)), "random generator states"),
         (_set("optimizer.param_groups", [{"params": [0, 1, 2]}]), "optimizer state"),
@@ -722,7 +714,13 @@ def test_synth_keeps_an_existing_file_and_bounds_its_size(run_cli, tmp_path):
     assert out.read_bytes() == before
     assert run_cli("synth", out, "--n", "12", "--overwrite").code == 0
     assert out.read_bytes() != before
-    refused(run_cli("synth", tmp_path / "big.npz", "--n", str(10**10)), "smaller --n or --d")
+    refused(
+        run_cli("synth", tmp_path / "big.npz", "--n", str(10**10)), "--n 10000000000 must be in"
+    )
+    refused(
+        run_cli("synth", tmp_path / "big.npz", "--n", str(1 << 20), "--d", "1024"),
+        "lower --n to 131,072 or less",
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.npz"]
 
 
@@ -731,7 +729,9 @@ def test_sweep_checks_every_cells_analysis_before_training(run_cli, tmp_path):
     suite.write_text("hist-bins = 0\n")
     out = tmp_path / "sweep"
     result = run_cli("sweep", TOY, "--grid", "seed=1,2", "--probe", suite, "--out", out)
-    refused(result, "Sweep cell seed=1", "--hist-bins must be", "(got 0)", "Nothing was trained")
+    refused(
+        result, "Sweep cell seed=1", "--hist-bins 0 must be in [1, 1048576]", "Nothing was trained"
+    )
     assert not out.exists()
 
 

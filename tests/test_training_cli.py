@@ -234,8 +234,8 @@ def toy_run(tmp_path, run_cli):
         (["--vrn", "-1"], "--vrn -1.0 must be"),
         (["--optimizer", "lamb"], "--optimizer 'lamb'"),
         (["--lr", "-1"], "--lr -1.0 must be > 0"),
-        (["--epochs", "0"], "--epochs 0 must be at least 1"),
-        (["--seed", "-1"], "--seed -1 must be 0 or more"),
+        (["--epochs", "0"], "--epochs 0 must be in [1, 1000000]"),
+        (["--seed", "-1"], "--seed -1 must be in [0, 2^63 - 1]"),
     ],
 )
 def test_bad_options_exit_2_and_leave_the_run_alone(toy_run, run_cli, args, message):

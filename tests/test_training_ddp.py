@@ -57,12 +57,16 @@ def _losses(out: Path) -> list[float]:
 @pytest.mark.parametrize(
     "extra",
     [
-        ["--loss", "simclr", "--vrn", "3"],
+        # each case starts torchrun twice: the full suite runs them
+        pytest.param(["--loss", "simclr", "--vrn", "3"], marks=pytest.mark.slow),
         # labels gathered across ranks too; slow only because torchrun starts twice
         pytest.param(["--loss", "supcon", "--temperature", "0.5"], marks=pytest.mark.slow),
         # the queue is filled with the gathered global batch: the same queue on every rank as
         # in one process (keys from a momentum copy of the free vectors; it wraps at step 3)
-        ["--loss", "infonce", "--queue", "12", "--key-momentum", "0.5", "--vrn", "1"],
+        pytest.param(
+            ["--loss", "infonce", "--queue", "12", "--key-momentum", "0.5", "--vrn", "1"],
+            marks=pytest.mark.slow,
+        ),
     ],
     ids=["simclr-vrn", "supcon", "queue"],
 )

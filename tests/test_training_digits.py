@@ -38,11 +38,10 @@ def probe_accuracy(model) -> float:
 
 
 @pytest.mark.slow
-def test_default_run_beats_random_init(tmp_path, run_cli, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    r = run_cli("train", "--quiet")
-    assert r.code == 0, r.err
-    ck = load_checkpoint(tmp_path / "runs" / "digits-simclr" / "last.pt")
+def test_default_run_beats_random_init(trained_digits):
+    # the shared run (conftest.trained_digits) is `cl-diag train --quiet` with no options
+    ck = load_checkpoint(trained_digits / "last.pt")
+    assert ck["config"]["epochs"] == 40 and ck["complete"] is True
     assert ck["split"]["kind"] == "stratified" and len(ck["split"]["test_indices"]) == 450
     trained = build_model(ck["config"])
     trained.backbone.load_state_dict(ck["backbone"])

@@ -160,6 +160,7 @@ def test_queue_option_errors():
         resolve_config(TrainConfig(queue=-1))
 
 
+@pytest.mark.slow  # end to end: the full suite runs it
 @pytest.mark.parametrize("key_encoder", ["momentum", "same"])
 def test_a_crash_and_resume_end_bit_identical(tmp_path, monkeypatch, key_encoder):
     # 4 steps an epoch, 3 epochs, a queue of 40 (it wraps); run B stops right after writing

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from cl_diag.training.checkpoint import load_checkpoint
@@ -62,6 +63,7 @@ def _assert_same_state(a: dict, b: dict) -> None:
         }
 
 
+@pytest.mark.slow  # end to end, in processes of its own: the full suite runs it
 def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path):
     reference = _train(*ARGS, "--out", tmp_path / "ref")
     victim = _train(*ARGS, "--out", tmp_path / "killed")

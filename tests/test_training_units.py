@@ -11,6 +11,7 @@ import torch
 from PIL import Image
 
 from cl_diag.models import FreeEmbeddings, build_model, build_projector
+from cl_diag.runtime import amp_dtype
 from cl_diag.training.augment import eval_transform, simclr_transform, train_transform
 from cl_diag.training.data import (
     Transformed,
@@ -21,13 +22,7 @@ from cl_diag.training.data import (
     sample_seed,
     training_data,
 )
-from cl_diag.training.loop import (
-    BatchPairMoments,
-    EpochBatchSampler,
-    amp_dtype,
-    lr_at,
-    make_optimizer,
-)
+from cl_diag.training.loop import BatchPairMoments, EpochBatchSampler, lr_at, make_optimizer
 
 # --------------------------------------------------------------------------- schedule
 

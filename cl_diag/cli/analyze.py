@@ -14,10 +14,8 @@ from rich.console import Console
 from cl_diag.cli import app
 from cl_diag.cli.progress import counter, progress_bar, use_bar
 from cl_diag.errors import UserError
-from cl_diag.orchestration.analyze import PROBES, AnalyzeConfig
-from cl_diag.orchestration.analyze import analyze as run_analyze
+from cl_diag.orchestration.analysis_config import PROBES, AnalyzeConfig, check_analysis
 from cl_diag.recipes import apply_recipe
-from cl_diag.report.metrics import probe_report_metrics
 from cl_diag.result import BASELINES, LAYERS, Probes, Result
 
 _D = AnalyzeConfig(input=Path("."), out=Path("."))  # one source of truth for the defaults
@@ -45,6 +43,16 @@ def _names(
             f"{option} {value!r}: give {offer} or a comma-separated subset of {', '.join(allowed)}."
         )
     return names
+
+
+def renamed_batch_size(value: int) -> UserError:
+    """What ``analyze --batch-size`` (or a probe suite's ``batch-size``) gets: the option was
+    renamed, so that ``--batch-size`` means the training batch in every command."""
+    return UserError(
+        f"analyze's encoding batch is --encode-batch-size (images per encoding batch; "
+        f"--batch-size is train's training batch): give --encode-batch-size {value} (in a probe "
+        f"suite, encode-batch-size = {value})."
+    )
 
 
 @app.command(no_args_is_help=True)
@@ -192,8 +200,13 @@ def analyze(
     device: str = typer.Option(
         _D.device, help="auto (CUDA when present), cpu or cuda.", rich_help_panel=_RUN
     ),
-    batch_size: int = typer.Option(
-        _D.batch_size, help="Images per encoding batch.", rich_help_panel=_RUN
+    encode_batch_size: int = typer.Option(
+        _D.encode_batch_size,
+        help="Images per encoding batch (of the views and of the probes' splits).",
+        rich_help_panel=_RUN,
+    ),
+    batch_size: int | None = typer.Option(
+        None, "--batch-size", hidden=True, help="Renamed --encode-batch-size."
     ),
     workers: int | None = typer.Option(
         None,
@@ -236,6 +249,8 @@ def analyze(
       torchrun --nproc-per-node 2 -m cl_diag analyze big.npz --out out/   (same bytes, K ranks)
     """  # noqa: E501 (typer's help shows a command docstring's lines as written)
     values, _ = apply_recipe(ctx, probe)
+    if values["batch_size"] is not None:
+        raise renamed_batch_size(values["batch_size"])
     config = AnalyzeConfig(
         input=source,
         out=values["out"] if values["out"] is not None else default_out(source),
@@ -262,13 +277,16 @@ def analyze(
         projector_prefix=values["projector_prefix"],
         renames=tuple(values["rename"] or ()),
         device=values["device"],
-        batch_size=values["batch_size"],
+        encode_batch_size=values["encode_batch_size"],
         workers=values["workers"],
         amp=values["amp"],
         overwrite=values["overwrite"],
     )
     quiet = values["quiet"]
+    config = check_analysis(config)  # a value out of bounds is refused before torch loads
     console = Console()
+    from cl_diag.orchestration.analyze import analyze as run_analyze
+
     try:
         if use_bar(quiet):
             with progress_bar(console, transient=True) as bar:
@@ -329,6 +347,10 @@ def _pct(value) -> str:
 
 def _print_probes(console: Console, probes: Probes) -> None:
     from rich.table import Table
+
+    # here, not at the top: cl_diag.report loads pandas and matplotlib, which the CLI imports
+    # only inside the commands that compute (tests/test_cli_startup.py)
+    from cl_diag.report.metrics import probe_report_metrics
 
     names = [b for b in BASELINES if probes.baseline(b) is not None]
     table = Table(title=f"probes on {probes.layer} features (%)")

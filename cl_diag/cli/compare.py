@@ -12,8 +12,6 @@ from rich.console import Console
 from rich.text import Text
 
 from cl_diag.cli import app
-from cl_diag.orchestration.compare import CompareConfig
-from cl_diag.orchestration.compare import compare as run_compare
 
 
 @app.command(no_args_is_help=True)
@@ -42,6 +40,10 @@ def compare(
 
     Example: [bold]cl-diag compare runs/*/analysis --out reports/mine --baseline runs/simclr-b128/analysis[/]
     """  # noqa: E501 (typer's help shows a command docstring's lines as written)
+    # pandas and matplotlib: imported only when a comparison is made
+    from cl_diag.orchestration.compare import CompareConfig
+    from cl_diag.orchestration.compare import compare as run_compare
+
     outcome = run_compare(
         CompareConfig(inputs=list(runs), out=out, baseline=baseline, overwrite=overwrite)
     )

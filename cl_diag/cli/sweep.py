@@ -59,11 +59,13 @@ def _analysis_fields(probe: str | None) -> dict[str, Any]:
     """The AnalyzeConfig fields a probe suite sets, read as ``analyze --probe`` reads them."""
     if probe is None:
         return {}
-    from cl_diag.cli.analyze import _names
-    from cl_diag.orchestration.analyze import PROBES, AnalyzeConfig
+    from cl_diag.cli.analyze import _names, renamed_batch_size
+    from cl_diag.orchestration.analysis_config import PROBES, AnalyzeConfig
     from cl_diag.result import LAYERS
 
     suite = read_recipe(probe, _command("analyze"))
+    if suite.get("batch_size") is not None:
+        raise renamed_batch_size(suite["batch_size"])
     names = {f.name for f in fields(AnalyzeConfig)} - {"input", "out"}
     values = {key: value for key, value in suite.items() if key in names}
     for key, allowed in (("layers", LAYERS), ("probes", PROBES)):

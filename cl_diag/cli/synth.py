@@ -8,7 +8,6 @@ import typer
 from rich.console import Console
 
 from cl_diag.cli import app
-from cl_diag.io.synthetic import check_npz_target, make_synthetic_pairs, save_npz_atomically
 
 
 @app.command(no_args_is_help=True)
@@ -30,6 +29,8 @@ def synth(
 
     Example: [bold]cl-diag synth pairs.npz --n 2000 --d 64 && cl-diag analyze pairs.npz --out out/[/]
     """  # noqa: E501 (typer's help shows a command docstring's lines as written)
+    from cl_diag.io.synthetic import check_npz_target, make_synthetic_pairs, save_npz_atomically
+
     check_npz_target(out, overwrite=overwrite)  # before the work, not after
     arrays = make_synthetic_pairs(
         n=n, d=d, classes=classes, spread=spread, view_noise=view_noise, seed=seed

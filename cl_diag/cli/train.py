@@ -12,8 +12,7 @@ from rich.console import Console
 from cl_diag.cli import app
 from cl_diag.cli.progress import train_display
 from cl_diag.errors import UserError
-from cl_diag.orchestration.train import TrainConfig, train_options
-from cl_diag.orchestration.train import train as run_train
+from cl_diag.orchestration.train import TrainConfig, check_train_options, train_options
 from cl_diag.recipes import merge_recipe, read_recipe
 
 _D = TrainConfig()  # one source of truth for the defaults
@@ -310,6 +309,9 @@ def train_command(
     # A recipe's keys are TrainConfig's fields (= these options); the command line wins over it.
     values, given = merge_recipe(ctx, read_recipe(path, TrainConfig) if path is not None else {})
     options = train_options(values, given)
+    check_train_options(options)  # a value out of bounds is refused before torch loads
+    from cl_diag.orchestration.train import train as run_train
+
     try:
         with train_display(Console(), quiet=options.quiet) as display:
             result = run_train(options, progress=display)

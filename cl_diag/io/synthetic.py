@@ -14,9 +14,10 @@ import numpy as np
 
 from cl_diag.errors import UserError
 from cl_diag.io.atomic import atomic_write
+from cl_diag.options import MAX_SYNTH_NUMBERS, SYNTH, check_values
 
-#: the most numbers (n x d) one synthetic view may hold: 2^27 float32, 512 MiB per view
-MAX_NUMBERS = 1 << 27
+#: the most numbers (n x d) one synthetic view may hold (declared with synth's options)
+MAX_NUMBERS = MAX_SYNTH_NUMBERS
 
 
 def make_synthetic_pairs(
@@ -27,27 +28,17 @@ def make_synthetic_pairs(
     view_noise: float = 0.3,
     seed: int = 0,
 ) -> dict[str, np.ndarray]:
-    if n < 2 or d < 1 or classes < 1:
-        raise UserError(
-            "synthetic data needs n >= 2, d >= 1 and classes >= 1 "
-            f"(got n={n}, d={d}, classes={classes})."
-        )
-    if n * d > MAX_NUMBERS:
-        raise UserError(
-            f"--n {n} x --d {d} = {n * d:,} numbers per view is more than the {MAX_NUMBERS:,} "
-            "synth makes (512 MiB per view); use a smaller --n or --d."
-        )
+    values = check_values(
+        dict(n=n, d=d, classes=classes, spread=spread, view_noise=view_noise, seed=seed), SYNTH
+    )
+    n, d, classes, spread, view_noise, seed = (
+        values[k] for k in ("n", "d", "classes", "spread", "view_noise", "seed")
+    )
     if classes > n:
         raise UserError(
             f"--classes {classes} is more than the --n {n} instances; some classes would be "
             "empty. Use --classes <= --n."
         )
-    if not (np.isfinite(spread) and np.isfinite(view_noise) and spread >= 0 and view_noise >= 0):
-        raise UserError(
-            f"--spread and --view-noise must be finite and >= 0 (got {spread}, {view_noise})."
-        )
-    if seed < 0:
-        raise UserError(f"--seed must be 0 or more (got {seed}).")
     rng = np.random.default_rng(seed)
     centres = rng.standard_normal((classes, d)) / np.sqrt(d)
     labels = np.arange(n) % classes

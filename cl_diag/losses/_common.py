@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from cl_diag.errors import UserError
+from cl_diag.options import MULTI_VIEW_LOSSES, QUEUE_LOSSES
 
 __all__ = [
     "MULTI_VIEW_LOSSES",
@@ -48,10 +49,9 @@ __all__ = [
 
 _L = TypeVar("_L", bound="Loss")
 
-#: The losses with a multi-positive form over V > 2 views (``multi_view``), named in messages.
-MULTI_VIEW_LOSSES = ("simclr", "infonce", "supcon", "supcl", "vrn")
-#: The losses that take queue negatives (``takes_queue``): cross-view negatives in the denominator.
-QUEUE_LOSSES = ("infonce", "simclr", "dcl", "hcl", "vrn")
+# MULTI_VIEW_LOSSES (``multi_view``) and QUEUE_LOSSES (``takes_queue``) are named where the
+# options --views and --queue are declared (cl_diag.options), so that the command line checks
+# them before torch loads; a test checks them against the losses' own flags.
 
 
 def multi_positive(

@@ -11,7 +11,7 @@ pair statistics), accumulated in float64:
   streamed over square tiles of the Gram matrix (float32 matmul, TF32 off) and
   combined with log-sum-exp in float64; never an n x n matrix. Under ``torchrun`` the
   tiles are split over the ranks and the tiles' values gathered and combined in tile
-  order, so K ranks give the same bits as one (:mod:`cl_diag.measurement.ranks`).
+  order, so K ranks give the same bits as one (:mod:`cl_diag.runtime`).
 * ``effective_rank`` per view: RankMe (Garrido et al., ICML 2023),
   exp(-sum_k p_k log p_k) with p_k = sigma_k / ||sigma||_1 + epsilon, sigma the
   singular values of the uncentred normalised (n, d) matrix, epsilon = 1e-7.
@@ -58,7 +58,6 @@ import torch
 
 from cl_diag.measurement.inputs import UnitViews, check_int, check_n_ref, normalise_views
 from cl_diag.measurement.pairs import _cpu_workers, _LockedIter, _UpperIndex, full_fp32_matmul
-from cl_diag.measurement.ranks import SINGLE, Ranks, tensor_fingerprint
 from cl_diag.measurement.theory import alignment_ceiling
 from cl_diag.result import (
     Ceiling,
@@ -69,6 +68,7 @@ from cl_diag.result import (
     UniformitySampling,
     ViewValues,
 )
+from cl_diag.runtime import SINGLE, Ranks, tensor_fingerprint
 
 __all__ = [
     "RANKME_EPSILON",

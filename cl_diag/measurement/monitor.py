@@ -65,11 +65,18 @@ from typing import Any
 
 import torch
 
+from cl_diag.errors import UserError
 from cl_diag.io.atomic import atomic_write_bytes
 from cl_diag.losses.distributed import is_distributed
 from cl_diag.measurement import theory
 from cl_diag.measurement.pairs import float32_at_least, full_fp32_matmul
+from cl_diag.options import MONITOR, PYTHON, check_values
 from cl_diag.vocabulary import NEGATIVE_TYPES, PAIR_TYPES, PairType
+
+
+class MonitorError(UserError, ValueError):
+    """A mistake in what a :class:`Monitor` is given (a UserError, and a ValueError as before)."""
+
 
 __all__ = [
     "EXCESSIVE_COLUMNS",
@@ -77,6 +84,7 @@ __all__ = [
     "METRIC_COLUMNS",
     "BatchPairMoments",
     "Monitor",
+    "MonitorError",
     "QueueStats",
 ]
 
@@ -506,20 +514,16 @@ class Monitor:
         history: Iterable[Mapping[str, Any]] = (),
     ) -> None:
         if n_ref is not None and delta is not None:
-            raise ValueError("give n_ref or delta, not both (delta = -1/(n_ref - 1))")
+            raise MonitorError("give n_ref or delta, not both (delta = -1/(n_ref - 1))")
+        # each checked against its declaration (cl_diag.options.MONITOR): an OptionError is a
+        # UserError and a ValueError
+        given = dict(n_ref=n_ref, log_every=log_every, delta=delta, step=step)
+        values = check_values(given, MONITOR, spelling=PYTHON)
+        n_ref, log_every, delta, step = (values[k] for k in ("n_ref", "log_every", "delta", "step"))
         if n_ref is not None:
-            if isinstance(n_ref, bool) or not isinstance(n_ref, int) or n_ref < 2:
-                raise ValueError(
-                    f"n_ref must be an integer >= 2 (the number of training instances), "
-                    f"got {n_ref!r}"
-                )
             delta = theory.delta(n_ref)
-        if delta is not None and not (isinstance(delta, (int, float)) and -1 <= delta <= 1):
-            raise ValueError(f"delta must be a cosine similarity in [-1, 1], got {delta!r}")
-        if isinstance(log_every, bool) or not isinstance(log_every, int) or log_every < 0:
-            raise ValueError(f"log_every must be an integer >= 0, got {log_every!r}")
         if excessive and delta is None:
-            raise ValueError("excessive=True needs n_ref (or delta): the ratio counts s < delta")
+            raise MonitorError("excessive=True needs n_ref (or delta): the ratio counts s < delta")
         self.n_ref = n_ref
         self.delta = None if delta is None else float(delta)
         self.log_every = log_every
@@ -574,14 +578,9 @@ class Monitor:
         would wait for the device). Under DDP a scalar is this rank's value. ``lr`` (a
         number) is logged as the last value given.
         """
-        for name, z in (("z1", z1), ("z2", z2)):
-            if not isinstance(z, torch.Tensor) or z.dim() != 2:
-                raise ValueError(f"{name} must be a 2-D tensor (B, d), got {_shape(z)}")
-        if z1.shape != z2.shape:
-            raise ValueError(
-                f"z1 and z2 must have the same shape (row i of each is instance i), "
-                f"got {tuple(z1.shape)} and {tuple(z2.shape)}"
-            )
+        _check_views(z1, z2)
+        if queue is not None:
+            _check_queue(queue, z1)
         gather = is_distributed() if self.gather is None else self.gather
         gather = gather and is_distributed()
         batch = z1.shape[0]
@@ -600,7 +599,7 @@ class Monitor:
         for name, value in scalars.items():
             if isinstance(value, torch.Tensor):
                 if value.numel() != 1:
-                    raise ValueError(f"{name} must be a single number, got shape {_shape(value)}")
+                    raise MonitorError(f"{name} must be a single number, got shape {_shape(value)}")
                 names.append(name)
                 values.append(value.detach())  # as it is: stacked and converted at the row
             else:
@@ -697,6 +696,52 @@ class Monitor:
         path = Path(path)
         atomic_write_bytes(path, buf.getvalue().encode())
         return path
+
+
+def _check_views(z1: Any, z2: Any) -> None:
+    for name, z in (("z1", z1), ("z2", z2)):
+        if not isinstance(z, torch.Tensor) or z.dim() != 2:
+            raise MonitorError(f"{name} must be a 2-D tensor (B, d), got {_shape(z)}")
+        if z.is_meta:
+            raise MonitorError(f"{name} is a meta tensor: it has a shape but no values")
+        if not z.is_floating_point():
+            raise MonitorError(f"{name} must hold floating-point embeddings, got {z.dtype}")
+    if z1.shape != z2.shape:
+        raise MonitorError(
+            f"z1 and z2 must have the same shape (row i of each is instance i), "
+            f"got {tuple(z1.shape)} and {tuple(z2.shape)}"
+        )
+    if z1.shape[0] == 0 or z1.shape[1] == 0:
+        raise MonitorError(
+            f"z1 and z2 have shape {tuple(z1.shape)}: a step needs at least one instance of at "
+            "least one dimension (skip the update of an empty batch)"
+        )
+    if z1.device != z2.device:
+        raise MonitorError(
+            f"z1 is on {z1.device} and z2 on {z2.device}; give both views on one device"
+        )
+
+
+def _check_queue(queue: Any, z1: torch.Tensor) -> None:
+    if not isinstance(queue, (tuple, list)) or len(queue) != 2:
+        raise MonitorError(f"queue must be a pair (K1, K2) of (K, d) tensors, got {_shape(queue)}")
+    for name, keys in zip(("K1", "K2"), queue, strict=True):
+        if not isinstance(keys, torch.Tensor) or keys.dim() != 2:
+            raise MonitorError(f"queue {name} must be a 2-D tensor (K, d), got {_shape(keys)}")
+        if keys.is_meta or not keys.is_floating_point():
+            raise MonitorError(f"queue {name} must hold floating-point keys with values")
+        if keys.shape[1] != z1.shape[1] or keys.shape[0] == 0:
+            raise MonitorError(
+                f"queue {name} has shape {tuple(keys.shape)}; it must be (K, {z1.shape[1]}) "
+                "with K >= 1: keys of the embeddings' dimension"
+            )
+        if keys.device != z1.device:
+            raise MonitorError(f"queue {name} is on {keys.device}, the views on {z1.device}")
+    if queue[0].shape != queue[1].shape:
+        raise MonitorError(
+            f"queue K1 and K2 must have the same shape, got {tuple(queue[0].shape)} and "
+            f"{tuple(queue[1].shape)}"
+        )
 
 
 def _shape(value: object) -> str:

@@ -50,7 +50,7 @@ On CPU the tiles are shared among ``torch.get_num_threads()`` single-threaded
 workers; counts are integers, extremes exact, a tile's sums taken in one order and
 the tiles' sums added with math.fsum: the result is the same for any number of cores.
 
-Under ``torchrun`` (``ranks``, :class:`cl_diag.measurement.ranks.Ranks`) every rank holds
+Under ``torchrun`` (``ranks``, :class:`cl_diag.runtime.Ranks`) every rank holds
 the same views and computes a fixed share of the tiles; the integer histograms, extremes,
 tile sums and positives are gathered onto every rank and reduced as one process reduces
 them (integer sums, min/max, math.fsum), and the closed form is computed whole on every
@@ -108,8 +108,11 @@ from cl_diag.measurement.inputs import (
     normalise_views,
 )
 from cl_diag.measurement.moments import MomentPass, Moments, one_blas_thread, pair_moments
-from cl_diag.measurement.ranks import SINGLE, Ranks, tensor_fingerprint
 from cl_diag.measurement.tile_parts import ALL, OFF_DIAGONAL, UPPER
+
+# the bounds of hist_bins (s * B/2 exact in float64: 24 + 21 bits < 53), of the seed (what
+# torch and numpy generators take) and of num_pairs are declared with the options
+from cl_diag.options import MAX_HIST_BINS, MAX_NUM_PAIRS, MAX_SEED, PAIR_MODES
 from cl_diag.result import (
     QUANTILES,  # also imported from here by tests/test_pairs.py
     ClassSplit,
@@ -118,6 +121,7 @@ from cl_diag.result import (
     PairStats,
     Sampling,
 )
+from cl_diag.runtime import SINGLE, Ranks, tensor_fingerprint
 from cl_diag.vocabulary import NEGATIVE_TYPES, PairType
 
 __all__ = [
@@ -131,10 +135,6 @@ __all__ = [
 
 #: the fine histogram has at least this many bins on [-1, 1] (bin width <= 3.1e-5)
 FINE_BINS_MIN = 1 << 16
-#: largest accepted ``hist_bins``: keeps s * B/2 exact in float64 (24 + 21 bits < 53)
-MAX_HIST_BINS = 1 << 20
-#: largest accepted seed: torch and numpy generators take seeds below 2^63 on every platform
-MAX_SEED = 2**63 - 1
 #: default working memory of one tile (the float32 tile, its float64 copy and the int32 bin
 #: indices: 16 bytes per similarity); CPU tiles stay in the last-level cache
 _TILE_BYTES = {"cpu": 7 << 20, "cuda": 512 << 20}
@@ -144,16 +144,15 @@ _NAIVE_M2_MIN_FRACTION = 1e-3
 #: sampled mode draws and measures at most this many pairs of each type at once; a larger
 #: --num-pairs is streamed chunk by chunk (memory independent of --num-pairs)
 SAMPLE_CHUNK = 1 << 20
-#: most pairs of each type sampled mode draws: beyond this exact mode is the better tool
-MAX_NUM_PAIRS = 10**9
 #: CPU tiles through the fused loop of :mod:`cl_diag.measurement.binning` (False: the torch
 #: operations CUDA runs, which tests compare it with)
 _USE_KERNEL = True
 #: similarities the fused loop counts into int32 bins before they are added to the int64 ones
 _INT32_PENDING = 2**31 - 1 - (1 << 24)
-#: what ``mode`` takes: every pair; ``num_pairs`` sampled pairs of each type; the exact mean and
-#: variance of every pair in closed form with the rest estimated from ``num_pairs`` pairs
-MODES = ("exact", "sampled", "moments")
+#: what ``mode`` takes (declared with the option --pairs): every pair; ``num_pairs`` sampled
+#: pairs of each type; the exact mean and variance of every pair in closed form with the rest
+#: estimated from ``num_pairs`` pairs
+MODES = PAIR_MODES
 #: bytes of the rows sampled mode gathers at once
 _GATHER_BYTES = 64 << 20
 

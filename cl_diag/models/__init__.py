@@ -28,17 +28,20 @@ For example::
 
 from cl_diag.models.backbones import FreeEmbeddings, SmallCNN, build_resnet
 from cl_diag.models.build import (
-    SIZE_LIMITS,
     ContrastiveModel,
+    backbone_size_problem,
     build_backbone,
     build_model,
     build_projector,
     fresh_like,
     seeded,
-    size_problem,
-    toy_size_problem,
 )
-from cl_diag.models.checkpoints import CheckpointFile, read_checkpoint_file, weights_sha256
+from cl_diag.models.checkpoints import (
+    CheckpointFile,
+    check_training_config,
+    read_checkpoint_file,
+    weights_sha256,
+)
 from cl_diag.models.foreign import (
     FOREIGN_LAYOUTS,
     ForeignEncoder,
@@ -66,7 +69,6 @@ __all__ = [
     "ARCHS",
     "FOREIGN_ARCHS",
     "FOREIGN_LAYOUTS",
-    "SIZE_LIMITS",
     "TIMM_FAMILY",
     "ArchSpec",
     "BackboneOptions",
@@ -79,10 +81,12 @@ __all__ = [
     "SmallCNN",
     "Subject",
     "arch_names",
+    "backbone_size_problem",
     "build_backbone",
     "build_model",
     "build_projector",
     "build_resnet",
+    "check_training_config",
     "default_arch",
     "default_projector_hidden",
     "fresh_like",
@@ -97,7 +101,5 @@ __all__ = [
     "register_arch_family",
     "resolve_timm",
     "seeded",
-    "size_problem",
-    "toy_size_problem",
     "weights_sha256",
 ]

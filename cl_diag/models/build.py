@@ -21,34 +21,19 @@ from typing import Any, cast
 import torch
 from torch import nn
 
+from cl_diag.errors import UserError
 from cl_diag.models.registry import BackboneOptions, default_arch, get_arch
+from cl_diag.options import MAX_PARAMETERS
 
 __all__ = [
-    "SIZE_LIMITS",
     "ContrastiveModel",
+    "backbone_size_problem",
     "build_backbone",
     "build_model",
     "build_projector",
     "fresh_like",
     "seeded",
-    "size_problem",
-    "toy_size_problem",
 ]
-
-#: The largest value each size option of a training config may take, whether it comes from
-#: the command line or from a checkpoint's stored config: beyond them a typo or a crafted file
-#: would make cl-diag allocate gigabytes (a 10^12-wide projector, 10^6-pixel crops) before any
-#: other check could fail.
-SIZE_LIMITS = {
-    "projector_hidden": 1 << 16,
-    "projector_dim": 1 << 16,
-    "dim": 1 << 16,
-    "num_samples": 1 << 26,
-    "image_size": 1024,
-    "conv1_padding": 8,
-}
-#: the toy dataset's free vectors: 2 x num_samples x dim float32 numbers, at most 2^28 (1 GiB)
-_TOY_NUMBERS = 1 << 28
 
 
 @contextmanager
@@ -63,33 +48,31 @@ def seeded(seed: int | None) -> Iterator[None]:
         yield
 
 
-def size_problem(name: str, value: Any, *, least: int = 1) -> str | None:
-    """Why ``value`` is not an acceptable ``name`` (a key of :data:`SIZE_LIMITS`), or None.
-    ``None`` values (the default) are acceptable."""
-    if value is None:
+def backbone_size_problem(arch: str, options: BackboneOptions | None = None) -> str | None:
+    """Why the backbone ``arch`` is too large to build (more parameters than
+    :data:`cl_diag.options.MAX_PARAMETERS`), or None. The count comes from the architecture
+    without allocating a weight (:attr:`ArchSpec.parameters`); architectures of a fixed,
+    small size declare none and are never counted."""
+    spec = get_arch(arch)
+    if spec.parameters is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        return f"must be a whole number, not {value!r}"
-    most = SIZE_LIMITS[name]
-    if not least <= value <= most:
-        return f"must be in [{least}, {most}], not {value}"
-    return None
-
-
-def toy_size_problem(num_samples: int | None, dim: int | None) -> str | None:
-    """Why the toy dataset's ``num_samples`` x ``dim`` free vectors are too many, or None."""
-    n, d = _pick(num_samples, 4), _pick(dim, 3)
-    if isinstance(n, int) and isinstance(d, int) and 2 * n * d > _TOY_NUMBERS:
-        return (
-            f"2 x {n} x {d} free vectors are more than the {_TOY_NUMBERS:,} numbers the toy "
-            "dataset holds"
-        )
-    return None
+    count = spec.parameters(options or BackboneOptions())
+    if count <= MAX_PARAMETERS:
+        return None
+    return (
+        f"{spec.name} has {count:,} parameters ({4 * count / 2**30:.1f} GiB of float32 "
+        f"weights), more than the {MAX_PARAMETERS:,} cl-diag builds; choose a smaller model"
+    )
 
 
 def build_backbone(arch: str, options: BackboneOptions | None = None) -> tuple[nn.Module, int]:
-    """The backbone registered as ``arch`` and its feature dimension (ValueError if unknown)."""
+    """The backbone registered as ``arch`` and its feature dimension (ValueError if unknown;
+    UserError when it has more parameters than cl-diag builds: :func:`backbone_size_problem`,
+    checked before a weight is allocated)."""
     spec = get_arch(arch)
+    problem = backbone_size_problem(arch, options)
+    if problem is not None:
+        raise UserError(f"The backbone {problem}.")
     module = spec.build(options or BackboneOptions())
     # a family without a fixed width (embedding: --dim) states it as the module's int out_dim
     dim = spec.feature_dim if spec.feature_dim is not None else cast(int, module.out_dim)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,7 @@ from cl_diag.models.keymap import (
     mapping_example,
     raw_weights,
 )
+from cl_diag.options import RUN_CONFIG, check_values, in_config
 
 __all__ = [
     "FORMAT",
@@ -49,6 +51,7 @@ __all__ = [
     "CheckpointFile",
     "Damaged",
     "check_checkpoint",
+    "check_training_config",
     "damaged",
     "mapping_key",
     "read_checkpoint_file",
@@ -127,26 +130,62 @@ def _views(value: Any) -> None:
         raise Damaged("embeddings", f"holds views of different shapes {shapes[0]} and {shapes[1]}")
 
 
-#: config keys that decide the model and the data a checkpoint is rebuilt with, and their types
-_MODEL_CONFIG = {"dataset": str, "arch": str, "data_root": str, "val_root": str}
+def check_training_config(
+    config: Mapping[str, Any], where: str | os.PathLike, *, checkpoint: bool = False
+) -> dict[str, Any]:
+    """A training config checked with the declarations of the options that write it: every
+    key ``cl-diag train`` knows against :data:`cl_diag.options.RUN_CONFIG` (type, bounds and
+    the products that bound memory), the loss's hyper-parameters against the loss's own
+    :class:`~cl_diag.losses.HParam` declarations, and the toy's classes against its
+    instances. Returns the config with those values normalised (other keys kept as they
+    are); a :class:`UserError` names the first value at fault.
+
+    ``where`` names the config in the message: a checkpoint (``checkpoint``: its loss must be
+    one ``cl-diag train`` offers, and the message calls the file damaged) or the
+    ``training_config`` argument of ``cl_diag.analyze`` (a loss cl-diag does not know is kept:
+    the theory panel says it predicts nothing for it)."""
+    from cl_diag.losses import LOSSES, LossOptionError
+
+    spelling = in_config(where, checkpoint=checkpoint)
+    known = {key: value for key, value in config.items() if key in RUN_CONFIG}
+    loss = known.get("loss")
+    if not checkpoint and isinstance(loss, str) and loss not in LOSSES:
+        del known["loss"]  # another tool's loss: named as it is, predicted for by nothing
+    values = check_values(known, RUN_CONFIG, spelling=spelling)
+    spec = LOSSES.get(values["loss"]) if isinstance(values.get("loss"), str) else None
+    if spec is not None:
+        hp = {k: values[k] for k in spec.hyperparameter_names if values.get(k) is not None}
+        try:
+            spec.resolve(**hp)
+        except LossOptionError as exc:
+            raise UserError(
+                spelling.message(
+                    f"{spelling.given(exc.option, hp.get(exc.option))} is not a value the "
+                    f"{spec.name} loss takes ({exc})."
+                )
+            ) from None
+    classes, instances = values.get("num_classes"), values.get("num_samples")
+    toy = values.get("dataset") == "toy"
+    if toy and classes is not None and instances is not None and classes > instances:
+        raise UserError(
+            spelling.message(
+                f"{spelling.given('num_classes', classes)} exceeds the {instances} toy "
+                "instances (config.num_samples)."
+            )
+        )
+    return {**config, **values}
 
 
-def _model_config(config: dict) -> None:
-    from cl_diag.models.build import SIZE_LIMITS, size_problem, toy_size_problem
+#: config keys that locate a checkpoint's data, and their types
+_MODEL_CONFIG = {"data_root": str, "val_root": str}
 
+
+def _model_config(config: dict, path: str | os.PathLike) -> None:
     for key, kind in _MODEL_CONFIG.items():
         value = config.get(key)
         if value is not None and not isinstance(value, kind):
             raise Damaged(f"config.{key}", f"must be a {kind.__name__}, not {value!r}")
-    for key in SIZE_LIMITS:
-        least = 0 if key == "conv1_padding" else 1
-        problem = size_problem(key, config.get(key), least=least)
-        if problem is not None:
-            raise Damaged(f"config.{key}", problem)
-    if config.get("dataset") == "toy":
-        problem = toy_size_problem(config.get("num_samples"), config.get("dim"))
-        if problem is not None:
-            raise Damaged("config", problem)
+    check_training_config(config, path, checkpoint=True)
 
 
 def check_checkpoint(obj: Any, path: str | os.PathLike) -> dict[str, Any]:
@@ -154,8 +193,8 @@ def check_checkpoint(obj: Any, path: str | os.PathLike) -> dict[str, Any]:
     UserError otherwise. For a payload that is already loaded, so the file is read once.
 
     Every key that describes the model and its measuring is checked here, once, for its type
-    and size: ``config`` (a dict; its model and data keys typed, its sizes within
-    :data:`cl_diag.models.build.SIZE_LIMITS`), ``n_train``, ``epoch``, ``step``, ``complete``,
+    and size: ``config`` (a dict whose values the options' declarations accept:
+    :func:`check_training_config`), ``n_train``, ``epoch``, ``step``, ``complete``,
     ``dataset``, ``backbone`` and ``projector`` (dicts of dense tensors), ``split`` and, for
     the toy dataset, ``embeddings``. The message names the first key at fault."""
     p = Path(path)
@@ -174,7 +213,7 @@ def check_checkpoint(obj: Any, path: str | os.PathLike) -> dict[str, Any]:
     if missing:
         raise UserError(f"{p} is a damaged cl-diag checkpoint: it lacks {', '.join(missing)}.")
     try:
-        _model_config(mapping_key(obj["config"], "config"))
+        _model_config(mapping_key(obj["config"], "config"), p)
         if obj.get("n_train") is not None:
             whole_key(obj["n_train"], "n_train", least=2)
         whole_key(obj["epoch"], "epoch")
@@ -288,6 +327,33 @@ def weights_sha256(file: CheckpointFile) -> str:
     return tensors_sha256(tree)
 
 
+#: bytes of a tensor hashed at a time: a view is copied (to the CPU, contiguous) one chunk at
+#: a time, so the fingerprint never holds a second copy of a large (or expanded) tensor
+_CHUNK_BYTES = 16 << 20
+
+
+def _row_major_chunks(tensor: torch.Tensor) -> Iterator[torch.Tensor]:
+    """Consecutive pieces of ``tensor`` whose bytes, in order, are the tensor's row-major
+    bytes, each at most :data:`_CHUNK_BYTES` (or one row of the innermost dimension)."""
+    if tensor.dim() == 0 or tensor.numel() * tensor.element_size() <= _CHUNK_BYTES:
+        yield tensor
+        return
+    if tensor.is_contiguous():  # the same bytes, as one flat vector cut in pieces
+        flat = tensor.reshape(-1)
+        step = max(1, _CHUNK_BYTES // tensor.element_size())
+        for start in range(0, flat.numel(), step):
+            yield flat[start : start + step]
+        return
+    row = tensor[0].numel() * tensor.element_size()
+    if row <= _CHUNK_BYTES:
+        step = max(1, _CHUNK_BYTES // max(row, 1))
+        for start in range(0, tensor.shape[0], step):
+            yield tensor[start : start + step]
+        return
+    for index in range(tensor.shape[0]):
+        yield from _row_major_chunks(tensor[index])
+
+
 def tensors_sha256(tree: Any) -> str:
     """SHA-256 of every tensor in a tree of dicts, lists and tuples: names (paths in the
     tree), dtypes, shapes and bytes. The fingerprint of :func:`weights_sha256`, and of the
@@ -296,9 +362,11 @@ def tensors_sha256(tree: Any) -> str:
 
     def visit(prefix: str, node: Any) -> None:
         if isinstance(node, torch.Tensor):
-            tensor = node.detach().cpu().contiguous()
+            tensor = node.detach()
             digest.update(f"{prefix}|{tensor.dtype}|{tuple(tensor.shape)}\n".encode())
-            digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
+            for chunk in _row_major_chunks(tensor):
+                flat = chunk.cpu().contiguous().reshape(-1).view(torch.uint8)
+                digest.update(flat.numpy().tobytes())  # one chunk: at most _CHUNK_BYTES
         elif isinstance(node, dict):
             for key in sorted(node, key=str):
                 visit(f"{prefix}/{key}", node[key])

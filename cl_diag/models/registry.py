@@ -76,6 +76,9 @@ class ArchSpec:
     #: top-level modules of the classification head a feature extractor leaves out (their
     #: weights in a foreign file are set aside, not loaded): torchvision's ``fc``, timm's head
     heads: tuple[str, ...] = ()
+    #: the backbone's parameter count, found without allocating its weights (a family of
+    #: any size, such as timm's, declares it; None: a fixed, small architecture)
+    parameters: Callable[[BackboneOptions], int] | None = None
 
 
 _REGISTRY: dict[str, ArchSpec] = {}

@@ -11,7 +11,9 @@ What the registry needs besides the builder comes from timm's pretrained config,
 building the model: ``input_size`` when the model has a fixed one (a ViT's position
 embeddings are laid out for one image side, so the data is cropped to it) and the name of the
 classifier head (``head``, ``fc``, ``head.fc``, ...), whose weights in a foreign state dict
-are set aside rather than loaded.
+are set aside rather than loaded. Its parameter count comes from the model built on the meta
+device, which allocates no weight, so that a model too large to build is refused before it is
+built.
 
 timm is an optional dependency (the ``[timm]`` extra): it is imported inside the functions
 here, so cl-diag works without it until a ``timm:`` name is used.
@@ -79,6 +81,9 @@ def resolve_timm(name: str) -> ArchSpec:
     classifier = getattr(cfg, "classifier", None)
     heads = (classifier,) if isinstance(classifier, str) else tuple(classifier or ())
 
+    def parameters(options: BackboneOptions) -> int:
+        return _parameter_count(name, options.in_channels)
+
     def build(options: BackboneOptions) -> nn.Module:
         # pretrained=False: nothing is downloaded; num_classes=0: the pooled features
         model = timm.create_model(
@@ -100,7 +105,21 @@ def resolve_timm(name: str) -> ArchSpec:
         foreign=True,
         input_size=int(size[-1]) if fixed and size else None,
         heads=heads,
+        parameters=parameters,
     )
+
+
+@functools.cache
+def _parameter_count(name: str, in_channels: int) -> int:
+    """Parameters of ``timm.create_model(name)``'s feature extractor, counted on the meta
+    device: its shapes are built from its config, its weights never allocated (a 1.8 B
+    parameter ViT costs no memory to count)."""
+    import torch
+
+    timm = _timm(name)
+    with torch.device("meta"):
+        model = timm.create_model(name, pretrained=False, num_classes=0, in_chans=in_channels)
+    return sum(p.numel() for p in model.parameters())
 
 
 register_arch_family(TIMM_FAMILY, resolve_timm)

@@ -23,10 +23,10 @@ What the input is decides the work (:func:`cl_diag.models.checkpoints.read_check
 The pairs and the geometry are measured on ``--device`` (the views are moved there).
 
 Under ``torchrun --nproc-per-node K -m cl_diag analyze ...`` (the trainer's
-:func:`~cl_diag.training.loop.distributed_env`: gloo on CPU, NCCL on CUDA) the ranks split the
+:meth:`~cl_diag.runtime.Runtime.start`: gloo on CPU, NCCL on CUDA) the ranks split the
 encoding of the views (and of the probes' splits) by batches, and the exact pair tiles and
 the uniformity tiles; their partial results are merged exactly in the single-process order
-(:mod:`cl_diag.measurement.ranks`), so result.json is the same bytes for any K (for an
+(:mod:`cl_diag.runtime`), so result.json is the same bytes for any K (for an
 embeddings file whatever the threads per process; for a checkpoint the same bytes as one
 process with as many threads as each rank, one under torchrun, since an encoder's last bits
 may depend on them). The probes are fitted on rank 0, and only rank 0 writes.
@@ -49,14 +49,27 @@ import torch
 import cl_diag
 from cl_diag.errors import UserError
 from cl_diag.io.embeddings import Embeddings, load_embeddings
-from cl_diag.io.output import OWNED_FILES, check_targets, ensure_writable_parent, staged_output
+from cl_diag.io.output import OWNED_FILES, staged_output
 from cl_diag.measurement.inputs import UnitViews, ViewsError, label_codes, normalise_views
-from cl_diag.measurement.pairs import MAX_HIST_BINS, MAX_NUM_PAIRS, MAX_SEED, MODES
-from cl_diag.measurement.ranks import SINGLE, Ranks, RanksMismatch
 from cl_diag.measurement.theory import delta, theory_panel
 from cl_diag.models import CheckpointFile, KeyMapping, Subject, read_checkpoint_file
+from cl_diag.options import (
+    ANALYZE,
+    CLI,
+    MAX_BLOCK_SIZE,
+    PYTHON,
+    Spelling,
+    check_products,
+)
+from cl_diag.orchestration.analysis_config import (
+    FILE_FIELDS,
+    MODULE_INPUT,
+    PROBES,
+    AnalyzeConfig,
+    PairOptions,
+    check_analysis,
+)
 from cl_diag.orchestration.subject import open_module_subject, open_subject
-from cl_diag.orchestration.train import MAX_WORKERS, default_workers
 from cl_diag.result import (
     EMBEDDING_LAYER,
     LAYERS,
@@ -75,6 +88,7 @@ from cl_diag.result import (
     Tool,
 )
 from cl_diag.runconfig import parse_run_config
+from cl_diag.runtime import SINGLE, Ranks, RanksMismatch, Runtime, resolve_device, resolve_workers
 from cl_diag.vocabulary import PairType
 
 #: what every number of a result means, written into it and printed in its report
@@ -93,13 +107,21 @@ CONVENTIONS = {
     "variance": "population variance (ddof 0)",
 }
 
-#: largest --block-size: a tile of 8192 x 8192 similarities takes about 1.1 GB
-MAX_BLOCK_SIZE = 8192
-#: the files every analysis writes, whatever it measured (checked before the measuring)
-_FIXED_OUTPUTS = (RESULT_NAME, "report.md", "report.html")
+__all__ = [
+    "MAX_BLOCK_SIZE",
+    "PROBES",
+    "AnalyzeConfig",
+    "AnalyzeResult",
+    "PairOptions",
+    "analyze",
+    "analyze_module",
+    "build_result",
+    "check_analysis",
+    "measure_embeddings",
+    "measure_layer",
+    "write_analysis",
+]
 
-#: the probes ``--probes`` can name
-PROBES = ("linear", "knn", "retrieval", "clustering")
 #: the probes that fit or score on the labelled train/test splits
 _CLASSIFICATION_PROBES = ("linear", "knn", "clustering")
 #: Neighbour counts and temperature of the kNN probe (solo-learn / InstDisc defaults).
@@ -110,121 +132,6 @@ KNN_TEMPERATURE = 0.07
 ProgressFactory = Callable[[str, "int | None"], Callable[[int], None]]
 
 
-@dataclass(frozen=True)
-class PairOptions:
-    """How the pair statistics are measured: the "Pairs" options of ``cl-diag analyze``, and
-    the keyword arguments of :func:`cl_diag.measure`."""
-
-    pairs: str = "exact"
-    num_pairs: int = 5000
-    seed: int = 0
-    block_size: int | None = None
-    hist_bins: int = 100
-
-    def check(self, n_ref: int | None, *, cli: bool = True) -> None:
-        """A :class:`UserError` for a value out of range, naming the option as the user
-        gave it: ``--n-ref`` on the command line (``cli``), ``n_ref`` in Python."""
-
-        def name(option: str) -> str:
-            return "--" + option.replace("_", "-") if cli else option
-
-        if self.pairs not in MODES:
-            raise UserError(
-                f"{name('pairs')} must be 'exact', 'sampled' or 'moments', not {self.pairs!r}."
-            )
-        for option, value, optional in (
-            ("n_ref", n_ref, True),
-            ("num_pairs", self.num_pairs, False),
-            ("seed", self.seed, False),
-            ("block_size", self.block_size, True),
-            ("hist_bins", self.hist_bins, False),
-        ):
-            if not (optional and value is None) and (
-                isinstance(value, bool) or not isinstance(value, int)
-            ):
-                raise UserError(f"{name(option)} must be a whole number (got {value!r}).")
-        if n_ref is not None and n_ref < 2:
-            raise UserError(
-                f"{name('n_ref')} {n_ref} is too small: the threshold -1/(n_ref - 1) needs "
-                "n_ref >= 2 (the number of training instances, e.g. 50000 for CIFAR)."
-            )
-        if self.num_pairs < 1:
-            raise UserError(f"{name('num_pairs')} must be at least 1 (got {self.num_pairs}).")
-        if self.block_size is not None and self.block_size < 1:
-            raise UserError(f"{name('block_size')} must be at least 1 (got {self.block_size}).")
-        if self.seed < 0:
-            raise UserError(f"{name('seed')} must be 0 or more (got {self.seed}).")
-        if self.hist_bins < 1:
-            raise UserError(f"{name('hist_bins')} must be at least 1 (got {self.hist_bins}).")
-        # upper bounds: what a run can hold (memory) and what the samplers and reports take
-        if self.num_pairs > MAX_NUM_PAIRS:
-            raise UserError(
-                f"{name('num_pairs')} {self.num_pairs} is more than the {MAX_NUM_PAIRS:,} pairs "
-                f"sampled mode draws; for that many use {name('pairs')} exact, which visits "
-                "every pair."
-            )
-        if self.block_size is not None and self.block_size > MAX_BLOCK_SIZE:
-            raise UserError(
-                f"{name('block_size')} must be in [1, {MAX_BLOCK_SIZE}] (got {self.block_size}); "
-                "a tile of b x b similarities takes about 16 b^2 bytes. Omit it for the default."
-            )
-        if self.seed > MAX_SEED:
-            raise UserError(
-                f"{name('seed')} must be in [0, 2^63 - 1]: 0 or more, below 2^63 (got {self.seed})."
-            )
-        if self.hist_bins > MAX_HIST_BINS:
-            raise UserError(
-                f"{name('hist_bins')} must be in [1, {MAX_HIST_BINS}] (got {self.hist_bins}); "
-                "the default 100 is what the reports show."
-            )
-
-
-@dataclass
-class AnalyzeConfig:
-    input: Path
-    out: Path
-    n_ref: int | None = None
-    pairs: str = "exact"
-    num_pairs: int = 5000
-    seed: int = 0
-    block_size: int | None = None
-    hist_bins: int = 100
-    # ---- checkpoints only (ignored for an embeddings file)
-    num_images: int = 5000
-    layers: tuple[str, ...] = LAYERS
-    probes: tuple[str, ...] = PROBES
-    baselines: bool = True
-    probe_train_images: int | None = None  # None: the whole train split
-    probe_test_images: int | None = None  # None: the whole test split
-    arch: str | None = None
-    dataset: str | None = None
-    data_root: Path | None = None
-    val_root: Path | None = None
-    cifar_stem_padding: int | None = None
-    encoder: str | None = None  # MoCo: query | key; DINO: teacher | student
-    backbone_prefix: str | None = None  # the user's key mapping (--backbone-prefix, ...)
-    projector_prefix: str | None = None
-    renames: tuple[str, ...] = ()  # 'REGEX=REPLACEMENT', applied in order
-    device: str = "auto"
-    batch_size: int = 512
-    workers: int | None = None  # None: 0 on CPU, up to 8 on CUDA
-    amp: bool = True
-    # replace files in --out that cl-diag did not write (write_analysis)
-    overwrite: bool = False
-    # augmented views per image of a checkpoint (V > 2: pairs over every view pair)
-    views: int = 2
-
-    @property
-    def pair_options(self) -> PairOptions:
-        return PairOptions(
-            pairs=self.pairs,
-            num_pairs=self.num_pairs,
-            seed=self.seed,
-            block_size=self.block_size,
-            hist_bins=self.hist_bins,
-        )
-
-
 @dataclass
 class AnalyzeResult:
     out: Path
@@ -233,53 +140,6 @@ class AnalyzeResult:
     #: False on the ranks > 0 of a torchrun job: they wrote nothing, and their ``result``
     #: holds the pairs and geometry but no probes (rank 0 fits those)
     is_main: bool = True
-
-
-def check_analysis(config: AnalyzeConfig) -> None:
-    """Every check of ``config`` that needs no input file: ranges, names, the device, and that
-    ``config.out`` can take the outputs. UserError for the first problem; nothing is written."""
-    config.pair_options.check(config.n_ref)  # types and ranges, named as the user gave them
-    if config.views < 2:
-        raise UserError(f"--views must be at least 2 (got {config.views}).")
-    if config.views > 2 and config.pairs != "exact":
-        raise UserError(
-            f"--views {config.views} is measured with exact pairs; drop --pairs {config.pairs}."
-        )
-    if config.num_images < 2:
-        raise UserError(
-            f"--num-images must be at least 2 (got {config.num_images}): negatives need two "
-            "instances."
-        )
-    bad = [layer for layer in config.layers if layer not in LAYERS]
-    if bad or not config.layers:
-        raise UserError(
-            f"--layers takes a comma-separated subset of {', '.join(LAYERS)} "
-            f"(got {', '.join(config.layers) or 'nothing'})."
-        )
-    bad = [probe for probe in config.probes if probe not in PROBES]
-    if bad:
-        raise UserError(
-            f"--probes takes 'none', 'all' or a comma-separated subset of {', '.join(PROBES)} "
-            f"(got {', '.join(bad)})."
-        )
-    for name, value in (
-        ("--probe-train-images", config.probe_train_images),
-        ("--probe-test-images", config.probe_test_images),
-    ):
-        if value is not None and value < 2:
-            raise UserError(f"{name} must be at least 2 (got {value}).")
-    if config.batch_size < 1:
-        raise UserError(f"--batch-size must be at least 1 (got {config.batch_size}).")
-    if config.workers is not None and not 0 <= config.workers <= MAX_WORKERS:
-        raise UserError(f"--workers must be in [0, {MAX_WORKERS}] (got {config.workers}).")
-    if config.device not in ("auto", "cpu", "cuda"):
-        raise UserError(f"--device must be auto, cpu or cuda (got {config.device!r}).")
-    if config.device == "cuda" and not torch.cuda.is_available():
-        raise UserError(
-            "--device cuda was given but torch sees no CUDA device; use --device cpu (or auto)."
-        )
-    ensure_writable_parent(config.out)  # fail before the measuring, not after
-    check_targets(config.out, _FIXED_OUTPUTS, overwrite=config.overwrite)
 
 
 # --------------------------------------------------------------------------- measuring
@@ -393,7 +253,7 @@ def write_analysis(result: Result, out: Path, *, overwrite: bool = False) -> lis
     the figures; returns the files written. What ``cl-diag analyze`` and
     :meth:`cl_diag.Result.save` write.
 
-    The files are staged beside ``out`` and moved into place only when all are written
+    The files are staged on ``out``'s file system and moved into place only when all are written
     (:func:`cl_diag.io.output.staged_output`). A file in ``out`` this write would replace must
     be provably cl-diag's own (its content hash recorded in the listing of cl-diag's files
     there); any other (a report.md of the user's, a report edited since) is refused with a
@@ -402,7 +262,7 @@ def write_analysis(result: Result, out: Path, *, overwrite: bool = False) -> lis
     from cl_diag.report import render_analysis
 
     out = Path(out)
-    with staged_output(out, overwrite=overwrite) as staging:
+    with staged_output(out, kind="analysis", overwrite=overwrite) as staging:
         result.save(staging / RESULT_NAME)
         render_analysis(result, staging)
         files = sorted(path.relative_to(staging) for path in staging.rglob("*") if path.is_file())
@@ -414,14 +274,6 @@ def _write(config: AnalyzeConfig, result: Result) -> AnalyzeResult:
     return AnalyzeResult(out=Path(config.out), result=result, files=files)
 
 
-@dataclass(frozen=True)
-class _Run:
-    """Where the measuring runs: this rank's device and its place among the ranks."""
-
-    device: torch.device
-    ranks: Ranks = SINGLE
-
-
 def analyze(config: AnalyzeConfig, *, progress: ProgressFactory | None = None) -> AnalyzeResult:
     """Measure ``config.input`` (embeddings file or checkpoint) and write result.json,
     report.md and report.html into ``config.out``.
@@ -431,58 +283,48 @@ def analyze(config: AnalyzeConfig, *, progress: ProgressFactory | None = None) -
     the end unless the caller had initialised it."""
     import torch.distributed as dist
 
-    from cl_diag.measurement.views import resolve_device
-    from cl_diag.training.loop import close_distributed, distributed_env
-
-    check_analysis(config)
+    config = check_analysis(config)
     device = resolve_device(config.device)
-    config = _resolve_workers(config, device)
+    config = replace(config, workers=resolve_workers(config.workers, device.type))
     mapping = KeyMapping.parse(
         backbone_prefix=config.backbone_prefix,
         projector_prefix=config.projector_prefix,
         renames=config.renames,
     )
     file = read_checkpoint_file(config.input, arch=config.arch, mapping=mapping)
+    if file.kind == "embeddings":
+        _refuse_checkpoint_options(config)
     joined = dist.is_available() and dist.is_initialized()
-    env = distributed_env(device.type)
-    run = _Run(env.device, Ranks(env.rank, env.world))
+    run = Runtime.start(device.type)
     try:
         if file.kind == "embeddings":
             result = _analyze_embeddings(config, file.payload, run)
         else:
-            shown = (progress or _no_progress) if env.is_main else _no_progress
+            shown = (progress or _no_progress) if run.is_main else _no_progress
             result = _analyze_checkpoint(config, file, mapping, shown, run)
     finally:
         if not joined:
-            close_distributed(env)
-    if not env.is_main:
+            run.close()
+    if not run.is_main:
         return AnalyzeResult(out=Path(config.out), result=result, is_main=False)
     return _write(config, result)
 
 
-def _resolve_workers(config: AnalyzeConfig, device: torch.device) -> AnalyzeConfig:
-    """``config`` with its data-loader workers resolved (train's rule: :func:`default_workers`)."""
-    if config.workers is not None:
-        return config
-    return replace(config, workers=default_workers(device.type))
-
-
-#: ``AnalyzeConfig.input`` of an analysis of modules passed from Python (there is no file).
-MODULE_INPUT = Path("<nn.Module>")
-#: AnalyzeConfig fields that describe a file, not a measurement: analyze_module takes none.
-_FILE_FIELDS = (
-    "input",
-    "out",
-    "arch",
-    "dataset",
-    "data_root",
-    "val_root",
-    "cifar_stem_padding",
-    "encoder",
-    "backbone_prefix",
-    "projector_prefix",
-    "renames",
-)
+def _refuse_checkpoint_options(config: AnalyzeConfig) -> None:
+    """The options that describe a checkpoint (its architecture, data and key mapping) have
+    nothing to act on in an embeddings file: refused, not silently ignored."""
+    given = [
+        name
+        for name in FILE_FIELDS[2:]
+        if getattr(config, name) not in (None, ())  # their defaults: None, or no renames
+    ]
+    if given:
+        shown = ", ".join(CLI.name("rename" if n == "renames" else n) for n in given)
+        raise UserError(
+            f"{shown} describe{'s' if len(given) == 1 else ''} a checkpoint (its architecture, "
+            f"data or keys); {config.input} is an embeddings file, measured as it is: drop "
+            f"{'it' if len(given) == 1 else 'them'}."
+        )
 
 
 @contextmanager
@@ -514,11 +356,15 @@ def analyze_module(
     image_size: int | None = None,
     training_config: Any = None,
     progress: ProgressFactory | None = None,
+    output_key: str | None = None,
     **options: Any,
 ) -> AnalyzeResult:
     """The full analysis of any ``nn.Module``: ``cl_diag.analyze`` in Python.
 
-    ``encoder`` maps an image batch to features (the ``backbone`` layer, probed);
+    ``encoder`` maps an image batch to features (the ``backbone`` layer, probed): a (B, ...)
+    tensor, or a tuple whose first element is one, or a dict holding one under
+    ``output_key`` (default: the first of ``features``, ``feats``, ``embedding``,
+    ``embeddings``, ``pooler_output``, or its only tensor);
     ``projector`` (optional) maps those on to the embedding the loss saw (the ``projector``
     layer). The protocol is ``cl-diag analyze``'s for a checkpoint (Lee et al., ICML 2025,
     Sec. 6.1): ``num_images`` training images of ``dataset`` (digits, cifar10, cifar100 or
@@ -540,12 +386,19 @@ def analyze_module(
                               training_config={"loss": "simclr", "batch_size": 256})
         res.result.layers["backbone"].pairs["cross_view_negative"].excessive_ratio
     """
-    allowed = sorted({f.name for f in fields(AnalyzeConfig)} - set(_FILE_FIELDS))
+    allowed = sorted({f.name for f in fields(AnalyzeConfig)} - set(FILE_FIELDS))
+    if "batch_size" in options:  # the encoding batch's name before it had its own
+        raise UserError(
+            "cl_diag.analyze takes the encoding batch as encode_batch_size (images per "
+            "encoding batch); batch_size is the training batch of a run: pass it inside "
+            "training_config."
+        )
     unknown = sorted(set(options) - set(allowed))
     if unknown:
         raise UserError(
             f"cl_diag.analyze got unknown option(s) {', '.join(unknown)}; besides encoder, "
-            f"projector, dataset, out, data_root, val_root, image_size and training_config it "
+            f"projector, dataset, out, data_root, val_root, image_size, output_key and "
+            f"training_config it "
             f"takes {', '.join(allowed)}."
         )
     for name in ("layers", "probes"):
@@ -560,6 +413,11 @@ def analyze_module(
             "training_config must be a mapping such as {'loss': 'simclr', 'batch_size': 256} "
             f"(got {type(training_config).__name__})."
         )
+    if training_config is not None:
+        from cl_diag.models import check_training_config
+
+        training_config = check_training_config(training_config, "training_config")
+    image_size = ANALYZE["image_size"].normalise(image_size, PYTHON)
     config = AnalyzeConfig(
         input=MODULE_INPUT,
         out=Path(out),
@@ -568,12 +426,10 @@ def analyze_module(
         val_root=None if val_root is None else Path(val_root),
         **options,
     )
-    check_analysis(config)
-    from cl_diag.measurement.views import resolve_device
-
+    config = check_analysis(config, spelling=PYTHON)
     # one process: a module from Python is measured where the caller runs, never over ranks
-    run = _Run(resolve_device(config.device))
-    config = _resolve_workers(config, run.device)
+    run = Runtime(resolve_device(config.device))
+    config = replace(config, workers=resolve_workers(config.workers, run.device.type))
     subject = open_module_subject(
         encoder,
         projector,
@@ -581,17 +437,20 @@ def analyze_module(
         data_root=config.data_root,
         val_root=config.val_root,
         image_size=image_size,
+        output_key=output_key,
         training_config=training_config,
         seed=config.seed,
         baselines=config.baselines and bool(config.probes),
     )
     name = f"the {type(encoder).__name__} passed to cl_diag.analyze"
     with _restored(encoder, projector):
-        result = _measure_subject(config, subject, name, progress or _no_progress, run)
+        result = _measure_subject(
+            config, subject, name, progress or _no_progress, run, spelling=PYTHON
+        )
     return _write(config, result)
 
 
-def _analyze_embeddings(config: AnalyzeConfig, payload: dict | None, run: _Run) -> Result:
+def _analyze_embeddings(config: AnalyzeConfig, payload: dict | None, run: Runtime) -> Result:
     if config.views > 2:
         raise UserError(
             f"--views {config.views} makes views of a checkpoint's training images; "
@@ -651,7 +510,7 @@ def _analyze_checkpoint(
     file: CheckpointFile,
     mapping: KeyMapping,
     progress: ProgressFactory,
-    run: _Run,
+    run: Runtime,
 ) -> Result:
     from cl_diag.orchestration.train import RESUME_FREE_FIELDS
 
@@ -672,11 +531,18 @@ def _analyze_checkpoint(
 
 
 def _measure_subject(
-    config: AnalyzeConfig, subject: Subject, name: str, progress: ProgressFactory, run: _Run
+    config: AnalyzeConfig,
+    subject: Subject,
+    name: str,
+    progress: ProgressFactory,
+    run: Runtime,
+    *,
+    spelling: Spelling = CLI,
 ) -> Result:
     """The protocol on a subject: views, layers, probes, baselines and theory. ``name`` says
     what was analysed (a path, or the module passed from Python), for the messages; ``run``
-    where it is measured (this rank's device, the ranks of a torchrun job)."""
+    where it is measured (this rank's device, the ranks of a torchrun job); ``spelling``
+    how the messages name the options (the command line's or Python's)."""
     source = subject.source
 
     if subject.embeddings is not None:  # toy: the learned vectors are the two views
@@ -727,6 +593,7 @@ def _measure_subject(
 
     from cl_diag.measurement.views import Pixels, Taps, encode_two_views, sample_indices
 
+    _check_encoding_batch(config, subject, name, spelling)
     skipped: dict[str, str] = {}
     if any(p in config.probes for p in _CLASSIFICATION_PROBES):
         # Open both evaluation splits now: a missing test split should stop the run before
@@ -756,7 +623,7 @@ def _measure_subject(
         taps,
         drawn,
         indices,
-        batch_size=config.batch_size,
+        batch_size=config.encode_batch_size,
         device=run.device,
         workers=config.workers or 0,  # resolved by analyze(): never None here
         amp=config.amp,
@@ -808,6 +675,30 @@ def _measure_subject(
     return _checkpoint_result(config, subject, n_ref, layers, probes)
 
 
+def _check_encoding_batch(
+    config: AnalyzeConfig, subject: Subject, name: str, spelling: Spelling
+) -> None:
+    """The encoding batch of images (encode batch x 3 x side^2) within its declared bound
+    (:data:`cl_diag.options.ANALYZE`), before any image is read; the side is the one the
+    subject's data is cropped to (its checkpoint's, the module's ``image_size``, or the
+    dataset's own)."""
+    from cl_diag.training.augment import default_image_size
+
+    spec = subject.data_spec
+    if spec is None:
+        return
+    side = spec.image_size if spec.image_size is not None else default_image_size(spec.dataset)
+    # image_size is an option of cl_diag.analyze; otherwise the checkpoint or dataset sets it
+    option = spelling.style == "python" and spec.image_size is not None
+    label = None if option else f"the image side {side} of {name}"
+    check_products(
+        {"encode_batch_size": config.encode_batch_size, "image_size": int(side)},
+        ANALYZE,
+        spelling=spelling,
+        labels=None if label is None else {"image_size": label},
+    )
+
+
 def _checkpoint_result(
     config: AnalyzeConfig,
     subject: Subject,
@@ -856,7 +747,7 @@ def _classification_probes(config: AnalyzeConfig, train, test) -> ProbeSet:
 
 
 def _probes(
-    config: AnalyzeConfig, subject: Subject, views: dict, layers: list[str], progress, run: _Run
+    config: AnalyzeConfig, subject: Subject, views: dict, layers: list[str], progress, run: Runtime
 ) -> Probes | None:
     """The probes block; None on the ranks > 0 of a torchrun job, which only help encode."""
     from cl_diag.measurement.views import Pixels, Taps, encode_images, sample_indices
@@ -887,7 +778,7 @@ def _probes(
                 taps,
                 dataset,
                 idx,
-                batch_size=config.batch_size,
+                batch_size=config.encode_batch_size,
                 device=run.device,
                 workers=config.workers or 0,  # resolved by analyze(): never None here
                 amp=config.amp,

@@ -33,9 +33,21 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cl_diag import options as _options
 from cl_diag.errors import UserError
 from cl_diag.io.atomic import storage_error
 from cl_diag.io.leftovers import log, remove_leftovers, temp_files
+from cl_diag.options import (
+    CLI,
+    MULTI_VIEW_LOSSES,
+    QUEUE_LOSSES,
+    TRAIN,
+    Rule,
+    Spelling,
+    check_products,
+    check_values,
+    in_config,
+)
 
 if TYPE_CHECKING:  # the loop is imported lazily: resolving a config needs no torch model code
     from cl_diag.training.loop import FitProgress
@@ -46,28 +58,21 @@ __all__ = [
     "OPTIMIZERS",
     "RESUME_FREE_FIELDS",
     "TRAINING_LOSSES",
+    "TRAIN_RULES",
     "ResolvedTrainConfig",
     "TrainConfig",
     "TrainResult",
     "check_resume",
+    "check_train_options",
     "resolve_config",
     "train",
     "train_options",
 ]
 
-OPTIMIZERS = ("sgd", "adam", "adamw")
-LR_SCALINGS = ("auto", "linear", "none")
-SCHEDULES = ("cosine", "constant")
-DEVICES = ("auto", "cpu", "cuda")
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")
-#: most DataLoader worker processes (of train and analyze)
-MAX_WORKERS = 64
-
-
-def default_workers(device_type: str) -> int:
-    """DataLoader workers when none are given: up to 8 on CUDA (they feed the GPU), none on a
-    CPU (the loading would take the cores the model computes on)."""
-    return min(8, os.cpu_count() or 1) if device_type == "cuda" else 0
+# The options' choices and bounds are declared once, in cl_diag.options (TRAIN).
+OPTIMIZERS = _options.OPTIMIZERS
+TRAINING_LOSSES = _options.TRAINING_LOSSES
+MAX_WORKERS = _options.MAX_WORKERS
 
 
 #: TrainConfig fields that carry loss-library hyper-parameters (None: the loss's default).
@@ -98,22 +103,6 @@ RESUME_FREE_FIELDS = frozenset(
         "save_every",
         "log_every",
     }
-)
-
-
-#: Every loss of the library except vrn, which is a regulariser (``--vrn``).
-TRAINING_LOSSES = (
-    "infonce",
-    "simclr",
-    "dcl",
-    "dhel",
-    "sigmoid",
-    "spectral",
-    "triplet",
-    "contrastive",
-    "supcon",
-    "supcl",
-    "hcl",
 )
 
 
@@ -204,38 +193,17 @@ class TrainConfig:
 
         saved = load_checkpoint(path, for_resume=True)["config"]
         known = set(TrainConfig.option_names())
-        base = {k: v for k, v in saved.items() if k in known}
-        _check_saved_types(base, path)
+        base = _check_saved_types({k: v for k, v in saved.items() if k in known}, path)
         base.update(out=None, resume=str(path), workers=None, quiet=False, overwrite=False)
         base.update(overrides)
         return TrainConfig(**base)
 
 
-def _check_saved_types(saved: Mapping[str, Any], path: str | os.PathLike) -> None:
-    """UserError naming the first option of a checkpoint's ``config`` whose value is not of
-    the option's type (a damaged or crafted file), before any of them is compared or used."""
-    from cl_diag.recipes import option_types
-
-    kinds = option_types(TrainConfig)
-    for key, value in saved.items():
-        kind = kinds[key]
-        if value is None:
-            ok = TrainConfig.defaults()[key] is None
-        elif kind is bool:
-            ok = isinstance(value, bool)
-        elif kind is int:
-            ok = isinstance(value, int) and not isinstance(value, bool)
-        elif kind is float:
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-            ok = ok and math.isfinite(value)
-        else:
-            ok = isinstance(value, kind)
-        if not ok:
-            raise UserError(
-                f"{path} is a damaged cl-diag checkpoint: 'config.{key}' is {value!r}, not a "
-                f"value of {_opt(key)}. Give the last.pt that cl-diag train wrote (an intact "
-                "copy), or train the run again."
-            )
+def _check_saved_types(saved: Mapping[str, Any], path: str | os.PathLike) -> dict[str, Any]:
+    """A checkpoint's stored options checked against their declarations (the command line's:
+    :data:`cl_diag.options.TRAIN`), normalised; UserError naming the first one at fault (a
+    damaged or crafted file) before any of them is compared or used."""
+    return check_values(saved, TRAIN, spelling=in_config(path), products=False)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -327,13 +295,6 @@ def train_options(values: Mapping[str, Any], given: Collection[str]) -> TrainCon
 # --------------------------------------------------------------------------- checks
 
 
-def _choice(name: str, value: Any, choices: tuple) -> None:
-    if value not in choices:
-        raise UserError(
-            f"--{name.replace('_', '-')} {value!r} is not one of: {', '.join(map(str, choices))}."
-        )
-
-
 def _require(ok: bool, message: str) -> None:
     if not ok:
         raise UserError(message)
@@ -343,29 +304,97 @@ def _opt(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def _check_options(c: TrainConfig) -> TrainConfig:
-    """Check names and ranges and fill the defaults that need no data; raise UserError."""
-    from cl_diag.losses import LOSSES, MULTI_VIEW_LOSSES, QUEUE_LOSSES, LossOptionError
-    from cl_diag.measurement.pairs import MAX_SEED
+def _loss_names(names: tuple[str, ...]) -> str:
+    return ", ".join(n for n in names if n != "vrn")
+
+
+#: The relations of --arch (a name the registry knows, checked first) with --dataset.
+ARCH_RULES: tuple[Rule, ...] = (
+    Rule(
+        lambda c: c.dataset == "toy" and c.arch not in ("auto", "embedding"),
+        "--dataset toy learns free vectors and takes no encoder; drop --arch {arch} "
+        "(or use --arch embedding).",
+    ),
+    Rule(
+        lambda c: c.dataset != "toy" and c.arch == "embedding",
+        "--arch embedding is the toy dataset's free vectors; use it only with --dataset toy.",
+    ),
+)
+#: The relations between train's options, declared: when a combination is refused and what
+#: the message says (formatted with the config's fields). The options' own types and bounds
+#: are declared in :data:`cl_diag.options.TRAIN`.
+TRAIN_RULES: tuple[Rule, ...] = (
+    Rule(
+        lambda c: c.num_classes is not None and c.dataset != "toy",
+        "--num-classes applies to --dataset toy only; {dataset}'s classes come from its "
+        "labels. Drop --num-classes.",
+    ),
+    Rule(
+        lambda c: c.val_root is not None and c.dataset != "imagefolder",
+        "--val-root is the test split of --dataset imagefolder; {dataset} has its own test "
+        "split. Drop --val-root.",
+    ),
+    Rule(
+        lambda c: c.classes_per_batch is not None and not c.balanced_batch,
+        "--classes-per-batch {classes_per_batch} sets the classes of a balanced batch; add "
+        "--balanced-batch (or drop --classes-per-batch).",
+    ),
+    Rule(
+        lambda c: c.views > 2 and c.dataset == "toy",
+        "--views {views}: the toy dataset has two free vectors per instance; drop --views.",
+    ),
+    Rule(
+        lambda c: c.views > 2 and c.loss not in MULTI_VIEW_LOSSES,
+        "--views {views}: the {loss} loss takes two views; more views work with --loss "
+        f"{_loss_names(MULTI_VIEW_LOSSES)} (and --vrn).",
+    ),
+    Rule(
+        lambda c: c.queue > 0 and c.loss not in QUEUE_LOSSES,
+        "--queue {queue}: the {loss} loss has no cross-view negatives a queue could add to; "
+        f"use --loss {_loss_names(QUEUE_LOSSES)} (or drop --queue).",
+    ),
+    Rule(
+        lambda c: c.queue > 0 and c.views != 2,
+        "--queue with --views {views}: queue negatives are defined for two views; drop one "
+        "of them.",
+    ),
+    Rule(
+        lambda c: c.dataset == "toy" and c.precision not in ("auto", "fp32"),
+        "--dataset toy trains free vectors in fp32; drop --precision.",
+    ),
+)
+
+
+def check_train_options(c: TrainConfig, spelling: Spelling = CLI) -> TrainConfig:
+    """``c`` with every option checked against its declaration (:data:`cl_diag.options.TRAIN`:
+    types and bounds) and normalised, and the relations between options
+    (:data:`TRAIN_RULES`); UserError naming the option as ``spelling`` spells it. Imports
+    nothing heavy: the command line runs it before torch loads."""
+    c = TrainConfig(**check_values(c.options(), TRAIN, spelling=spelling, products=False))
+    for rule in TRAIN_RULES:
+        rule.check(c)
+    return c
+
+
+def _check_options(c: TrainConfig, spelling: Spelling = CLI) -> TrainConfig:
+    """:func:`check_train_options`, then the architecture, the loss's hyper-parameters (the
+    loss's own declarations) and the products of the sizes once their defaults are filled
+    in; fill the defaults that need no data. UserError on a mistake, naming the option as
+    ``spelling`` spells it."""
+    c = check_train_options(c, spelling)  # first: a typo is refused before torch loads
+
+    from cl_diag.losses import LOSSES, LossOptionError
     from cl_diag.models import (
         ARCHS,
+        BackboneOptions,
+        backbone_size_problem,
         default_arch,
         default_projector_hidden,
         get_arch,
-        size_problem,
-        toy_size_problem,
     )
-    from cl_diag.training.data import DATASETS
-    from cl_diag.training.queue import KEY_ENCODERS
+    from cl_diag.training.augment import default_image_size
 
-    _choice("dataset", c.dataset, DATASETS)
-    if c.loss == "vrn":
-        raise UserError(
-            "vrn is a regulariser, not a training loss: use --loss simclr (or another) with "
-            "--vrn LAMBDA."
-        )
-    _choice("loss", c.loss, TRAINING_LOSSES)
-    if ":" in str(c.arch):  # a family (timm:NAME): any name the family resolves
+    if ":" in c.arch:  # a family (timm:NAME): any name the family resolves
         try:
             spec = get_arch(c.arch)
         except ValueError as exc:
@@ -379,27 +408,10 @@ def _check_options(c: TrainConfig) -> TrainConfig:
                 f"input size); drop --image-size {c.image_size} or give {spec.input_size}.",
             )
             c = replace(c, image_size=spec.input_size)
-    else:
-        _choice("arch", c.arch, ("auto", *ARCHS))
-    for name, choices in (
-        ("optimizer", OPTIMIZERS),
-        ("lr_scaling", LR_SCALINGS),
-        ("schedule", SCHEDULES),
-        ("device", DEVICES),
-        ("precision", PRECISIONS),
-    ):
-        _choice(name, getattr(c, name), choices)
-
-    arch = default_arch(c.dataset) if c.arch == "auto" else c.arch
-    if c.dataset == "toy" and arch != "embedding":
-        raise UserError(
-            f"--dataset toy learns free vectors and takes no encoder; drop --arch {arch} "
-            "(or use --arch embedding)."
-        )
-    if c.dataset != "toy" and arch == "embedding":
-        raise UserError(
-            "--arch embedding is the toy dataset's free vectors; use it only with --dataset toy."
-        )
+    elif c.arch not in ("auto", *ARCHS):
+        raise UserError(f"--arch {c.arch!r} is not one of: {', '.join(('auto', *ARCHS))}.")
+    for rule in ARCH_RULES:
+        rule.check(c)
 
     # Loss hyper-parameters: only those the chosen loss takes, each checked by the library.
     loss = LOSSES[c.loss]
@@ -416,116 +428,8 @@ def _check_options(c: TrainConfig) -> TrainConfig:
         )
     try:
         resolved_hp = loss.resolve(**given)
-    except (
-        LossOptionError
-    ) as exc:  # e.g. "simclr: temperature must be a finite number > 0, got -1.0"
+    except LossOptionError as exc:  # e.g. "simclr: temperature must be a finite number > 0"
         raise UserError(f"{exc} (option {_opt(exc.option)}).") from None
-
-    _require(c.views >= 2, f"--views {c.views} must be at least 2 (two views make a positive).")
-    if c.views > 2:
-        _require(
-            c.dataset != "toy",
-            f"--views {c.views}: the toy dataset has two free vectors per instance; drop --views.",
-        )
-        _require(
-            loss.multi_view,
-            f"--views {c.views}: the {c.loss} loss takes two views; more views work with "
-            f"--loss {', '.join(n for n in MULTI_VIEW_LOSSES if n != 'vrn')} (and --vrn).",
-        )
-    _require(c.queue >= 0, f"--queue {c.queue} must be >= 0 (0: no queue).")
-    _choice("key_encoder", c.key_encoder, KEY_ENCODERS)
-    _require(
-        math.isfinite(c.key_momentum) and 0 <= c.key_momentum < 1,
-        f"--key-momentum {c.key_momentum} must lie in [0, 1) (MoCo uses 0.99 or 0.999).",
-    )
-    if c.queue:
-        _require(
-            loss.takes_queue,
-            f"--queue {c.queue}: the {c.loss} loss has no cross-view negatives a queue could add "
-            f"to; use --loss {', '.join(n for n in QUEUE_LOSSES if n != 'vrn')} (or drop --queue).",
-        )
-        _require(
-            c.views == 2,
-            f"--queue with --views {c.views}: queue negatives are defined for two views; drop "
-            "one of them.",
-        )
-    _require(
-        math.isfinite(c.vrn) and c.vrn >= 0,
-        f"--vrn {c.vrn} must be a finite weight >= 0 (0 turns VRN off; the paper uses 30).",
-    )
-    # >= 1 as the loss library requires (checked here so that a run cannot fail at its first step)
-    _require(
-        math.isfinite(c.vrn_power) and c.vrn_power >= 1,
-        f"--vrn-power {c.vrn_power} must be >= 1 (the paper uses 2).",
-    )
-    if c.vrn_delta is not None:
-        _require(
-            -1 <= c.vrn_delta <= 1,
-            f"--vrn-delta {c.vrn_delta} must be a cosine similarity in [-1, 1].",
-        )
-    _require(c.epochs >= 1, f"--epochs {c.epochs} must be at least 1.")
-    _require(
-        0 <= c.seed <= MAX_SEED,
-        f"--seed {c.seed} must be 0 or more and below 2^63 (what numpy and torch generators take).",
-    )
-    _require(
-        c.steps is None or c.steps >= 1,
-        f"--steps {c.steps} must be at least 1 (or omit it to train --epochs).",
-    )
-    _require(
-        c.batch_size >= 2, f"--batch-size {c.batch_size} leaves no negative pairs; use at least 2."
-    )
-    _require(math.isfinite(c.lr) and c.lr > 0, f"--lr {c.lr} must be > 0.")
-    _require(0 <= c.momentum < 1, f"--momentum {c.momentum} must be in [0, 1).")
-    _require(c.weight_decay >= 0, f"--weight-decay {c.weight_decay} must be >= 0.")
-    _require(c.warmup_epochs >= 0, f"--warmup-epochs {c.warmup_epochs} must be >= 0.")
-    _require(
-        c.warmup_steps is None or c.warmup_steps >= 0,
-        f"--warmup-steps {c.warmup_steps} must be >= 0 (or omit it to warm up --warmup-epochs).",
-    )
-    _require(c.save_every >= 0, f"--save-every {c.save_every} must be >= 0 (0: only last.pt).")
-    _require(c.log_every >= 0, f"--log-every {c.log_every} must be >= 0 (0: once per epoch).")
-    _require(
-        c.workers is None or 0 <= c.workers <= MAX_WORKERS,
-        f"--workers {c.workers} must be in [0, {MAX_WORKERS}].",
-    )
-    for name in ("projector_dim", "projector_hidden", "image_size", "dim"):
-        problem = size_problem(name, getattr(c, name))
-        _require(problem is None, f"{_opt(name)} {problem}.")
-    if c.dataset == "toy":
-        problem = toy_size_problem(c.num_samples, c.dim)
-        _require(problem is None, f"--num-samples and --dim: {problem}; use fewer or smaller.")
-    if c.num_classes is not None:
-        _require(
-            c.dataset == "toy",
-            f"--num-classes applies to --dataset toy only; {c.dataset}'s classes come from its "
-            "labels. Drop --num-classes.",
-        )
-        _require(c.num_classes >= 1, f"--num-classes {c.num_classes} must be >= 1.")
-    if c.classes_per_batch is not None:
-        _require(
-            c.balanced_batch,
-            f"--classes-per-batch {c.classes_per_batch} sets the classes of a balanced batch; "
-            "add --balanced-batch (or drop --classes-per-batch).",
-        )
-        _require(
-            c.classes_per_batch >= 2,
-            f"--classes-per-batch {c.classes_per_batch} must be at least 2 (a batch needs "
-            "negatives of another class).",
-        )
-    if c.num_samples is not None:
-        _require(
-            c.num_samples >= 2,
-            f"--num-samples {c.num_samples} must be at least 2 (a single instance has no "
-            "negatives).",
-        )
-        problem = size_problem("num_samples", c.num_samples)
-        _require(problem is None, f"--num-samples {problem}.")
-    if c.dataset == "toy":
-        _require(
-            c.precision in ("auto", "fp32"),
-            "--dataset toy trains free vectors in fp32; drop --precision.",
-        )
 
     if c.lr_scaling == "auto":
         # lr = base x batch/256 is the SGD rule of the paper's image recipes; the toy
@@ -533,6 +437,7 @@ def _check_options(c: TrainConfig) -> TrainConfig:
         lr_scaling = "linear" if (c.optimizer == "sgd" and c.dataset != "toy") else "none"
     else:
         lr_scaling = c.lr_scaling
+    arch = default_arch(c.dataset) if c.arch == "auto" else c.arch
     hidden = None if arch == "embedding" else (c.projector_hidden or default_projector_hidden(arch))
     out = c.out
     if out is None:
@@ -544,7 +449,7 @@ def _check_options(c: TrainConfig) -> TrainConfig:
             f"--num-classes {c.num_classes} exceeds the {num_samples} toy instances "
             "(--num-samples); use at most that many classes.",
         )
-    return replace(
+    c = replace(
         c,
         arch=arch,
         lr_scaling=lr_scaling,
@@ -553,16 +458,22 @@ def _check_options(c: TrainConfig) -> TrainConfig:
         num_samples=num_samples,
         **resolved_hp,
     )
-
-
-def _device_type(device: str) -> str:
-    import torch
-
-    if device == "cuda" and not torch.cuda.is_available():
-        raise UserError(
-            "--device cuda was given but torch sees no CUDA device; use --device cpu (or auto)."
-        )
-    return "cuda" if device == "cuda" or (device == "auto" and torch.cuda.is_available()) else "cpu"
+    # the products of the sizes, with their defaults: what one step and the model allocate
+    sizes = c.options()
+    if c.dataset == "toy":
+        sizes.update(image_size=None)  # free vectors: no images
+    else:
+        sizes.update(num_samples=None, image_size=c.image_size or default_image_size(c.dataset))
+    side = sizes["image_size"]
+    labels = (
+        {} if c.image_size is not None else {"image_size": f"the {c.dataset} image side {side}"}
+    )
+    check_products(sizes, TRAIN, spelling=spelling, labels=labels)
+    if c.dataset != "toy":
+        channels = 1 if c.dataset == "digits" else 3
+        problem = backbone_size_problem(arch, BackboneOptions(in_channels=channels))
+        _require(problem is None, f"--arch {problem}.")
+    return c
 
 
 def resolve_config(
@@ -574,13 +485,16 @@ def resolve_config(
     loading its images, :func:`cl_diag.training.data.train_size`); ``world`` the number of
     processes (default: torchrun's ``WORLD_SIZE``, else 1). Nothing is written.
     """
+    c = _check_options(options)
+
     import torch
 
     from cl_diag.measurement.theory import delta
+    from cl_diag.runtime import amp_dtype, resolve_device, resolve_workers
     from cl_diag.training.data import train_size
-    from cl_diag.training.loop import amp_dtype
 
-    c = _check_options(options)
+    if c.val_root is not None:  # read only when the run is analysed: checked now, not then
+        _check_folder(c.val_root, "--val-root", "the ImageFolder root of the test split")
     if n_train is None:
         n_train = train_size(c.dataset, num_samples=c.num_samples, data_root=c.data_root)
     if world is None:
@@ -598,13 +512,13 @@ def resolve_config(
     per_class = None
     if c.balanced_batch:
         c, per_class = _balanced(c)
-    device_type = _device_type(c.device)
+    device_type = resolve_device(c.device).type
     if c.sync_bn and world > 1:
         _require(
             device_type == "cuda",
             "--sync-bn needs CUDA (torch's SyncBatchNorm has no CPU kernel); drop it on CPU.",
         )
-    workers = c.workers if c.workers is not None else default_workers(device_type)
+    workers = resolve_workers(c.workers, device_type)
     dtype = amp_dtype(c.precision, torch.device(device_type))
     autocast = {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
 
@@ -634,6 +548,13 @@ def resolve_config(
         warmup_steps_given=c.warmup_steps,
         instances_per_class=per_class,
     )
+
+
+def _check_folder(path: str, option: str, what: str) -> None:
+    folder = Path(path).expanduser()
+    if not folder.is_dir():
+        state = "does not exist" if not folder.exists() else "is not a folder"
+        raise UserError(f"{option} {path} {state}; give {what}.")
 
 
 def _balanced(c: TrainConfig) -> tuple[TrainConfig, int]:
@@ -716,6 +637,23 @@ def check_resume(c: ResolvedTrainConfig) -> dict[str, Any] | None:
             f"--resume {c.resume} continues a run, but these options contradict its config: "
             f"{'; '.join(diffs)}. Drop them to continue that run, or start a new run with another "
             "--out."
+        )
+    # Where the run stands must lie within the run its config describes (a crafted or damaged
+    # file could say epoch 1000 of a 40-epoch run, or step 10^15, and be trained on or called
+    # complete).
+    epoch, step = int(checkpoint["epoch"]), int(checkpoint["step"])
+    for key, value, most in (("epoch", epoch, c.run_epochs), ("step", step, c.total_steps)):
+        if value > most:
+            raise UserError(
+                f"{c.resume} is a damaged cl-diag checkpoint: its {key} {value} lies "
+                f"beyond the {most} {key}s of the run its config describes. Give the last.pt "
+                "that cl-diag train wrote (an intact copy), or train the run again."
+            )
+    if step > epoch * c.steps_per_epoch:
+        raise UserError(
+            f"{c.resume} is a damaged cl-diag checkpoint: step {step} cannot be "
+            f"reached in {epoch} epochs of {c.steps_per_epoch} steps. Give the last.pt that "
+            "cl-diag train wrote (an intact copy), or train the run again."
         )
     return checkpoint
 
@@ -802,8 +740,9 @@ def train(options: TrainConfig, *, progress: FitProgress | None = None) -> Train
     plain lines); None shows nothing.
     """
     from cl_diag.models import build_model
+    from cl_diag.runtime import Runtime
     from cl_diag.training.data import training_data
-    from cl_diag.training.loop import close_distributed, distributed_env, fit
+    from cl_diag.training.loop import fit
 
     c = resolve_config(options)
     checkpoint = check_resume(c)
@@ -821,7 +760,7 @@ def train(options: TrainConfig, *, progress: FitProgress | None = None) -> Train
     if data.n_train != c.n_train:  # train_size and training_data disagree: a bug, not a user error
         raise RuntimeError(f"{c.dataset}: {data.n_train} instances loaded, {c.n_train} counted")
 
-    env = distributed_env(c.device_type)
+    env = Runtime.start(c.device_type)
     assert c.out is not None  # resolve_config resolved --out
     out = Path(c.out)
     created: list[Path] = []
@@ -839,7 +778,7 @@ def train(options: TrainConfig, *, progress: FitProgress | None = None) -> Train
     finally:
         # a run stopped before its first epoch end leaves no empty folder behind
         _remove_empty(created)
-        close_distributed(env)
+        env.close()
     return TrainResult(
         out_dir=out if env.is_main else None,
         checkpoint=result.checkpoint,

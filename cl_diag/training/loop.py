@@ -38,7 +38,6 @@ gradients (see its docstring for why no rescaling by world size is needed).
 from __future__ import annotations
 
 import math
-import os
 import random
 import time
 from collections import deque
@@ -60,6 +59,7 @@ from cl_diag.measurement.monitor import METRIC_COLUMNS, Monitor
 from cl_diag.measurement.monitor import BatchPairMoments as BatchPairMoments  # tests import it here
 from cl_diag.models import ContrastiveModel, FreeEmbeddings, is_convolutional
 from cl_diag.models.checkpoints import FORMAT, FORMAT_VERSION
+from cl_diag.runtime import Runtime, amp_dtype
 from cl_diag.training.checkpoint import (
     capture_rng_state,
     library_versions,
@@ -73,13 +73,9 @@ __all__ = [
     "METRIC_COLUMNS",
     "BalancedBatchSampler",
     "BatchPairMoments",
-    "DistEnv",
     "EpochBatchSampler",
     "FitProgress",
     "FitResult",
-    "amp_dtype",
-    "close_distributed",
-    "distributed_env",
     "fit",
     "lr_at",
     "make_optimizer",
@@ -89,69 +85,6 @@ __all__ = [
 # Only supcon and supcl are supervised by design. The other label-reading losses (triplet,
 # contrastive) get no labels, so positives stay "the other view of the same instance".
 SUPERVISED_LOSSES = ("supcon", "supcl")
-
-
-# --------------------------------------------------------------------------- devices, DDP
-
-
-@dataclass
-class DistEnv:
-    device: torch.device
-    rank: int = 0
-    world: int = 1
-
-    @property
-    def distributed(self) -> bool:
-        return self.world > 1
-
-    @property
-    def is_main(self) -> bool:
-        return self.rank == 0
-
-
-def distributed_env(device_type: str) -> DistEnv:
-    """The device, and (under ``torchrun``) an initialised process group.
-
-    ``device_type`` is ``cpu`` or ``cuda``, as the orchestration resolved ``--device``.
-    torchrun's ``WORLD_SIZE``/``RANK``/``LOCAL_RANK`` select DDP (env:// init; NCCL on CUDA,
-    gloo on CPU).
-    """
-    if device_type not in ("cpu", "cuda"):
-        raise ValueError(f"device_type must be 'cpu' or 'cuda', got {device_type!r}")
-    use_cuda = device_type == "cuda"
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world <= 1:
-        return DistEnv(torch.device(device_type))
-    import torch.distributed as dist
-
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    if use_cuda:
-        torch.cuda.set_device(local_rank)
-    if not dist.is_initialized():
-        dist.init_process_group(backend="nccl" if use_cuda else "gloo", init_method="env://")
-    dev = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
-    return DistEnv(dev, dist.get_rank(), dist.get_world_size())
-
-
-def close_distributed(env: DistEnv) -> None:
-    if env.distributed:
-        import torch.distributed as dist
-
-        if dist.is_initialized():
-            dist.destroy_process_group()
-
-
-def amp_dtype(precision: str, device: torch.device) -> torch.dtype | None:
-    """The autocast dtype for ``--precision`` (None: full fp32).
-
-    ``auto``: bf16 on CUDA devices that support it, fp16 (with a GradScaler) on older
-    CUDA devices, fp32 on CPU.
-    """
-    if precision == "auto":
-        if device.type != "cuda":
-            return None
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
 
 
 # --------------------------------------------------------------------------- batches
@@ -482,11 +415,29 @@ def _restoring(what: str, config: LoopConfig) -> Iterator[None]:
         ) from None
 
 
+def _check_optimizer_state(optimizer: torch.optim.Optimizer) -> None:
+    """ValueError unless every per-parameter buffer the optimiser restored (SGD's momentum,
+    Adam's moments) has its parameter's shape: ``load_state_dict`` does not check, and a
+    mismatch would fail only at the first step, inside the update."""
+    for group in optimizer.param_groups:
+        for param in group["params"]:
+            for name, value in optimizer.state.get(param, {}).items():
+                if (
+                    isinstance(value, torch.Tensor)
+                    and value.dim() > 0
+                    and value.shape != param.shape
+                ):
+                    raise ValueError(
+                        f"its {name} for a parameter of shape {tuple(param.shape)} has shape "
+                        f"{tuple(value.shape)}"
+                    )
+
+
 def _build(
     config: LoopConfig,
     model: ContrastiveModel,
     data: TrainingData,
-    env: DistEnv,
+    env: Runtime,
     resume: dict[str, Any] | None,
 ) -> _Parts:
     """Place ``model`` on its device (channels_last for CNNs on CUDA) with resumed weights, wrap
@@ -564,6 +515,7 @@ def _build(
     if resume is not None:
         with _restoring("optimizer state", config):
             optimizer.load_state_dict(resume["optimizer"])
+            _check_optimizer_state(optimizer)
         with _restoring("AMP scaler state", config):
             if resume.get("scaler"):
                 scaler.load_state_dict(resume["scaler"])
@@ -656,7 +608,7 @@ def fit(
     data: TrainingData,
     out_dir: Path | None,
     *,
-    env: DistEnv,
+    env: Runtime,
     resume: dict[str, Any] | None = None,
     progress: FitProgress | None = None,
 ) -> FitResult:

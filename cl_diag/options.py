@@ -1,0 +1,728 @@
+"""Every option of cl-diag declared once: its type, its bounds, the fix a message names, and
+the products of options that bound what a run allocates.
+
+In the spirit of scikit-learn's declared parameter constraints (``_parameter_constraints``
+checked by ``validate_params``), one :class:`Option` per option says what a value must be;
+:func:`check` (one value) and :func:`check_values` (a whole config, then its
+:class:`Product` bounds) turn a bad value into a :class:`OptionError` (a
+:class:`~cl_diag.errors.UserError`: exit 2 on the command line, the exception in Python)
+whose message names the option *as the user wrote it*:
+
+* ``CLI``: ``--batch-size 0 must be in [2, 1048576] (a batch of 1 has no negative pairs).``
+  (the commands, recipes, sweep grids);
+* ``PYTHON``: ``batch_size=0 must be in [2, 1048576] (...)`` (``cl_diag.measure``,
+  ``cl_diag.analyze``, ``cl_diag.Monitor``);
+* :func:`in_config` ``(where)``: ``runs/a/last.pt is a damaged cl-diag checkpoint:
+  config.batch_size = -4 must be in [2, 1048576] (...). Give the last.pt ...`` (a training
+  config read back from a checkpoint; ``checkpoint=False`` for one passed as
+  ``training_config``).
+
+The same declarations therefore check the command line, the Python API and every
+checkpoint's stored config: a typed config parser calls :func:`check` per field.
+
+Products: each option can be within its bounds while their product is not (a 65536-wide
+projector hidden layer times a 65536-wide output is a 16 GiB matrix). A :class:`Product`
+bounds the product of several options' values (with a constant factor: bytes, channels)
+and names the option to lower, with the largest value that fits.
+
+Choices that depend on what is installed (``--arch timm:NAME``) or on another option (a
+loss's hyper-parameters, declared by the loss as :class:`~cl_diag.losses.HParam` and
+checked when the loss is resolved) are checked where that knowledge lives; here they are
+declared with their type.
+
+This module imports nothing heavy (no torch, numpy or pandas): the command line checks its
+options before any of those load.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import operator
+import os
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import PurePath
+from typing import Any
+
+from cl_diag.errors import UserError
+
+__all__ = [
+    "ANALYZE",
+    "CLI",
+    "DATASETS",
+    "DEVICES",
+    "KEY_ENCODERS",
+    "MAX_PARAMETERS",
+    "MAX_SEED",
+    "MAX_WORKERS",
+    "MEASURE",
+    "MONITOR",
+    "MULTI_VIEW_LOSSES",
+    "PAIR_MODES",
+    "PROBES",
+    "PYTHON",
+    "QUEUE_LOSSES",
+    "RUN_CONFIG",
+    "SWEEP",
+    "SYNTH",
+    "TRAIN",
+    "TRAINING_LOSSES",
+    "Option",
+    "OptionError",
+    "OptionTable",
+    "Product",
+    "Rule",
+    "Spelling",
+    "check",
+    "check_products",
+    "check_values",
+    "in_config",
+]
+
+# --------------------------------------------------------------------------- vocabularies
+
+#: Datasets ``cl-diag train`` knows (``toy``: the rebuttal's free vectors, no images).
+DATASETS = ("digits", "cifar10", "cifar100", "imagefolder", "toy")
+#: Every loss of the library ``cl-diag train`` offers (vrn is a regulariser: ``--vrn``).
+TRAINING_LOSSES = (
+    "infonce",
+    "simclr",
+    "dcl",
+    "dhel",
+    "sigmoid",
+    "spectral",
+    "triplet",
+    "contrastive",
+    "supcon",
+    "supcl",
+    "hcl",
+)
+#: The losses with a multi-positive form over V > 2 views (``Loss.multi_view``: ``--views``).
+MULTI_VIEW_LOSSES = ("simclr", "infonce", "supcon", "supcl", "vrn")
+#: The losses that take queue negatives (``Loss.takes_queue``: ``--queue``): cross-view
+#: negatives in the denominator.
+QUEUE_LOSSES = ("infonce", "simclr", "dcl", "hcl", "vrn")
+OPTIMIZERS = ("sgd", "adam", "adamw")
+LR_SCALINGS = ("auto", "linear", "none")
+SCHEDULES = ("cosine", "constant")
+DEVICES = ("auto", "cpu", "cuda")
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+#: With ``--queue``: a momentum copy of the encoder (MoCo v2) or the encoder itself, detached.
+KEY_ENCODERS = ("momentum", "same")
+#: How ``analyze`` visits the pairs: all of them, streamed; ``--num-pairs`` drawn per type; or
+#: the exact mean and variance of all of them in closed form, the rest from sampled pairs.
+PAIR_MODES = ("exact", "sampled", "moments")
+#: The probes ``analyze --probes`` can name.
+PROBES = ("linear", "knn", "retrieval", "clustering")
+
+# --------------------------------------------------------------------------- bounds
+
+#: Seeds numpy and torch generators take: [0, 2^63).
+MAX_SEED = 2**63 - 1
+#: Most DataLoader worker processes (of train and analyze).
+MAX_WORKERS = 64
+#: Most parameters of a backbone (2^30 float32 numbers, 4 GiB), counted from its
+#: architecture before any weight is allocated (a timm model built on the meta device).
+MAX_PARAMETERS = 1 << 30
+#: Most epochs (and warm-up epochs) of a run; beyond it a typo, not a schedule.
+MAX_EPOCHS = 1_000_000
+#: Most optimiser steps (and warm-up or logging steps) of a run.
+MAX_STEPS = 10**12
+#: Most augmented views per instance (multi-crop uses about ten).
+MAX_VIEWS = 64
+#: Most instances per batch (train's global batch) or per encoding batch (analyze).
+MAX_BATCH = 1 << 20
+#: Most training instances of a run (``--num-samples``), images sampled or probed by analyze.
+MAX_INSTANCES = 1 << 26
+#: Most rows of one streamed similarity tile: a tile of b x b takes about 16 b^2 bytes.
+MAX_BLOCK_SIZE = 8192
+#: Most histogram bins of the pair statistics: keeps s * B/2 exact in float64 (24 + 21 bits).
+MAX_HIST_BINS = 1 << 20
+#: Most pairs sampled mode draws per type (exact mode visits every pair instead).
+MAX_NUM_PAIRS = 10**9
+#: Widest projector layer (hidden or output), toy dimension, queue length.
+MAX_WIDTH = 1 << 16
+MAX_QUEUE = 1 << 24
+#: Largest image side (crop size).
+MAX_IMAGE_SIZE = 1024
+
+# --------------------------------------------------------------------------- spelling
+
+
+@dataclass(frozen=True)
+class Spelling:
+    """How a message names an option: ``--batch-size`` (the command line), ``batch_size``
+    (Python), ``config.batch_size`` (a stored config, with ``prefix`` saying whose and
+    ``suffix`` the fix)."""
+
+    style: str  # "cli", "python" or "config"
+    prefix: str = ""
+    suffix: str = ""
+
+    def name(self, option: str) -> str:
+        if self.style == "cli":
+            return "--" + option.replace("_", "-")
+        if self.style == "config":
+            return f"config.{option}"
+        return option
+
+    def given(self, option: str, value: Any) -> str:
+        """``--queue 1000000000`` / ``queue=1000000000`` / ``config.queue = 1000000000``."""
+        if self.style == "cli":
+            return f"{self.name(option)} {value!r}"
+        if self.style == "config":
+            return f"{self.name(option)} = {value!r}"
+        return f"{option}={value!r}"
+
+    def message(self, text: str) -> str:
+        return f"{self.prefix}{text}{self.suffix}"
+
+
+CLI = Spelling("cli")
+PYTHON = Spelling("python")
+
+
+def in_config(where: str | os.PathLike[str], *, checkpoint: bool = True) -> Spelling:
+    """The spelling of a training config stored in ``where``: a checkpoint (``checkpoint``:
+    the message calls it damaged and says to give an intact one) or an argument."""
+    if checkpoint:
+        return Spelling(
+            "config",
+            f"{where} is a damaged cl-diag checkpoint: ",
+            " Give the last.pt that cl-diag train wrote (an intact copy), or train the run again.",
+        )
+    return Spelling("config", f"{where}: ")
+
+
+class OptionError(UserError, ValueError):
+    """An option's value breaks its declaration. ``option`` names it (a field name),
+    ``problem`` says what is wrong without naming it (``must be at least 2 (...)``)."""
+
+    def __init__(self, message: str, option: str, problem: str = ""):
+        super().__init__(message, option, problem)
+        self.message, self.option, self.problem = message, option, problem
+
+    def __str__(self) -> str:
+        return self.message
+
+
+# --------------------------------------------------------------------------- declarations
+
+_KIND_WORDS = {
+    int: "a whole number",
+    float: "a number",
+    str: "a string",
+    bool: "true or false",
+    PurePath: "a path",
+}
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option: ``kind`` (int, float, str, bool, or PurePath for a path), ``optional``
+    (None allowed: "the documented default"), the closed range [``low``, ``high``] (open at
+    an end whose ``*_open`` is set; floats must be finite), ``choices`` of a string option,
+    and ``hint``: what the message adds after the bound (the meaning or the usual value;
+    ``{name}`` in it names another option as the message names this one)."""
+
+    name: str
+    kind: type
+    optional: bool = False
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    choices: tuple[str, ...] | None = None
+    hint: str = ""
+
+    def range_text(self) -> str:
+        """``in [0, 1)``, ``at least 2``, ``< 1``; empty when unbounded."""
+        low, high = _num(self.low), _num(self.high)
+        if self.low is not None and self.high is not None:
+            return (
+                f"in {'(' if self.low_open else '['}{low}, {high}{')' if self.high_open else ']'}"
+            )
+        if self.low is not None:
+            return f"{'> ' if self.low_open else 'at least '}{low}"
+        if self.high is not None:
+            return f"{'< ' if self.high_open else 'at most '}{high}"
+        return ""
+
+    def normalise(self, value: Any, spelling: Spelling = CLI) -> Any:
+        """``value`` as this option's type (a numpy integer as an int, an int as a float; a
+        path as given), or :class:`OptionError` naming the option, the value and the
+        bound it breaks."""
+        if value is None:
+            if self.optional:
+                return None
+            raise self._error(value, f"must be {_KIND_WORDS[self.kind]}", spelling, hint=False)
+        value = self._typed(value, spelling)
+        if self.choices is not None and value not in self.choices:
+            raise self._error(value, f"is not one of: {', '.join(self.choices)}", spelling)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            low, high = self.low, self.high
+            if (low is not None and (value < low or (self.low_open and value == low))) or (
+                high is not None and (value > high or (self.high_open and value == high))
+            ):
+                raise self._error(value, f"must be {self.range_text()}", spelling)
+        return value
+
+    def _typed(self, value: Any, spelling: Spelling) -> Any:
+        words = _KIND_WORDS[self.kind]
+        if self.kind is bool:
+            if isinstance(value, bool) or type(value).__name__ == "bool_":  # numpy's bool too
+                return bool(value)
+            raise self._error(value, f"must be {words}", spelling, hint=False)
+        if self.kind is int:
+            if isinstance(value, bool):
+                raise self._error(value, f"must be {words}", spelling, hint=False)
+            try:  # int, numpy and torch integers: whatever says it is an index
+                return operator.index(value)
+            except TypeError:
+                raise self._error(value, f"must be {words}", spelling, hint=False) from None
+        if self.kind is float:
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                raise self._error(value, f"must be {words}", spelling, hint=False)
+            number = float(value)
+            if not math.isfinite(number):
+                raise self._error(value, "must be a finite number", spelling, hint=False)
+            return number
+        if self.kind is PurePath:  # a str or a Path, kept as given (configs hold either)
+            if isinstance(value, (str, os.PathLike)):
+                return value
+            raise self._error(value, f"must be {words}", spelling, hint=False)
+        if not isinstance(value, str):
+            raise self._error(value, f"must be {words}", spelling, hint=False)
+        return value
+
+    def _error(
+        self, value: Any, problem: str, spelling: Spelling, *, hint: bool = True
+    ) -> OptionError:
+        """The error of ``value``; ``hint`` (for a bound or a choice, not a wrong type: the
+        hint speaks of the values) appends the option's hint."""
+        if self.hint and hint:  # "{pairs}" in a hint: the option named as this one is
+            problem += " (" + re.sub(r"\{(\w+)\}", lambda m: spelling.name(m[1]), self.hint) + ")"
+        text = spelling.message(f"{spelling.given(self.name, value)} {problem}.")
+        return OptionError(text, self.name, problem)
+
+
+def _num(x: float | None) -> str:
+    if x is None:
+        return ""
+    if float(x).is_integer():
+        whole = int(x)
+        if whole == MAX_SEED:
+            return "2^63 - 1"
+        return str(whole)
+    return f"{x:g}"
+
+
+@dataclass(frozen=True)
+class Product:
+    """``factor`` x the product of ``names``' values (a name may repeat: an image side
+    squared) is at most ``limit`` float32 numbers. ``what`` says what they hold; ``lower`` is
+    the option the message suggests lowering, with the largest value that fits the others."""
+
+    names: tuple[str, ...]
+    limit: int
+    what: str
+    lower: str
+    factor: int = 1
+
+    def size(self, values: Mapping[str, Any]) -> int | None:
+        """The product, or None while a factor is unknown (None: filled in later)."""
+        total = self.factor
+        for name in self.names:
+            value = values.get(name)
+            if value is None or isinstance(value, bool) or not isinstance(value, numbers.Integral):
+                return None
+            total *= int(value)
+        return total
+
+    def check(
+        self,
+        values: Mapping[str, Any],
+        spelling: Spelling = CLI,
+        labels: Mapping[str, str] | None = None,
+    ) -> None:
+        """:class:`OptionError` when the product of ``values`` passes the limit. ``labels``
+        name the factors that are no option here (an image side a checkpoint records)."""
+        labels = labels or {}
+        total = self.size(values)
+        if total is None or total <= self.limit:
+            return
+        power = self.names.count(self.lower)
+        value = int(values[self.lower])
+        others = total // value**power
+        fits = math.floor((self.limit / others) ** (1 / power)) if others <= self.limit else 0
+        while fits > 0 and others * (fits + 1) ** power <= self.limit:  # float root rounding
+            fits += 1
+        while fits > 0 and others * fits**power > self.limit:
+            fits -= 1
+        terms = [f"{self.factor}"] if self.factor != 1 else []
+        for name in dict.fromkeys(self.names):
+            count = self.names.count(name)
+            term = labels.get(name) or spelling.given(name, values[name])
+            terms.append(term + (f"^{count}" if count > 1 else ""))
+        fix = (
+            f"lower {spelling.name(self.lower)} to {fits:,} or less"
+            if fits >= 1
+            else "lower the other factors"
+        )
+        problem = (
+            f"= {total:,} float32 numbers for {self.what} ({_bytes(4 * total)}), more than "
+            f"the {_bytes(4 * self.limit)} cl-diag allows; {fix}"
+        )
+        raise OptionError(spelling.message(f"{' x '.join(terms)} {problem}."), self.lower, problem)
+
+
+def _bytes(n: int) -> str:
+    for unit, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n} bytes"
+
+
+@dataclass(frozen=True)
+class OptionTable:
+    """The options of one command (or API function) and the products that bound them."""
+
+    name: str
+    options: tuple[Option, ...]
+    products: tuple[Product, ...] = ()
+
+    def __post_init__(self) -> None:
+        names = [o.name for o in self.options]
+        if len(set(names)) != len(names):
+            raise ValueError(f"{self.name}: an option is declared twice")
+
+    def __getitem__(self, name: str) -> Option:
+        for option in self.options:
+            if option.name == name:
+                return option
+        raise KeyError(f"{self.name} has no option {name!r}")
+
+    def __contains__(self, name: object) -> bool:
+        return any(o.name == name for o in self.options)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(o.name for o in self.options)
+
+    def only(self, names: Iterable[str], name: str | None = None) -> OptionTable:
+        """The table of a subset of these options (and the products among them)."""
+        keep = set(names)
+        return OptionTable(
+            name or self.name,
+            tuple(o for o in self.options if o.name in keep),
+            tuple(p for p in self.products if set(p.names) <= keep),
+        )
+
+
+def check(
+    name: str, value: Any, *, table: OptionTable | None = None, spelling: Spelling = CLI
+) -> Any:
+    """``value`` of the option ``name`` normalised (:meth:`Option.normalise`), or
+    :class:`OptionError`. ``table``: where ``name`` is declared (default: ``train``'s,
+    the vocabulary of a training config)."""
+    return (table or TRAIN)[name].normalise(value, spelling)
+
+
+def check_values(
+    values: Mapping[str, Any],
+    table: OptionTable,
+    *,
+    spelling: Spelling = CLI,
+    products: bool = True,
+) -> dict[str, Any]:
+    """Every value of ``values`` that ``table`` declares, normalised, then (``products``)
+    the table's products of them; keys ``table`` does not declare are passed through."""
+    out = dict(values)
+    for key, value in values.items():
+        if key in table:
+            out[key] = table[key].normalise(value, spelling)
+    if products:
+        check_products(out, table, spelling=spelling)
+    return out
+
+
+def check_products(
+    values: Mapping[str, Any],
+    table: OptionTable,
+    *,
+    spelling: Spelling = CLI,
+    labels: Mapping[str, str] | None = None,
+) -> None:
+    """Each :class:`Product` of ``table`` over ``values`` (skipped while a factor is None);
+    ``labels``: how to name factors that are not options here (:meth:`Product.check`)."""
+    for product in table.products:
+        product.check(values, spelling, labels)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A relation between options: ``refuse(config)`` is true for a refused combination;
+    ``message`` (formatted with the config's fields, ``{views}``) says why and the fix."""
+
+    refuse: Callable[[Any], bool]
+    message: str
+
+    def check(self, config: Any) -> None:
+        if self.refuse(config):
+            fields = config if isinstance(config, Mapping) else vars(config)
+            raise UserError(self.message.format_map(fields))
+
+
+def _opt(name: str, kind: type, **kw: Any) -> Option:
+    return Option(name, kind, **kw)
+
+
+def _maybe(name: str, kind: type, **kw: Any) -> Option:
+    return Option(name, kind, optional=True, **kw)
+
+
+_SEED = _opt("seed", int, low=0, high=MAX_SEED, hint="what numpy and torch generators take")
+_WORKERS = _maybe("workers", int, low=0, high=MAX_WORKERS, hint="DataLoader worker processes")
+_DEVICE = _opt("device", str, choices=DEVICES)
+
+# --------------------------------------------------------------------------- cl-diag train
+
+TRAIN = OptionTable(
+    "train",
+    (
+        # data
+        _opt("dataset", str, choices=DATASETS),
+        _maybe("data_root", PurePath),
+        _maybe("val_root", PurePath),
+        _opt("download", bool),
+        _maybe(
+            "num_samples",
+            int,
+            low=2,
+            high=MAX_INSTANCES,
+            hint="a single instance has no negatives",
+        ),
+        _opt("dim", int, low=1, high=MAX_WIDTH),
+        _maybe("num_classes", int, low=1, high=MAX_INSTANCES),
+        _maybe("image_size", int, low=1, high=MAX_IMAGE_SIZE, hint="the crop side in pixels"),
+        # model
+        _opt("arch", str),
+        _maybe("projector_hidden", int, low=1, high=MAX_WIDTH),
+        _opt("projector_dim", int, low=1, high=MAX_WIDTH),
+        # loss (hyper-parameters: their bounds are the loss's HParam declarations)
+        _opt(
+            "loss",
+            str,
+            choices=TRAINING_LOSSES,
+            hint="vrn is a regulariser: --vrn LAMBDA adds it to any of them",
+        ),
+        _maybe("temperature", float),
+        _maybe("bias", float),
+        _maybe("within_view", bool),
+        _maybe("margin", float),
+        _maybe("mining", str),
+        _maybe("alpha", float),
+        _maybe("beta", float),
+        _maybe("tau_plus", float),
+        _opt("views", int, low=2, high=MAX_VIEWS, hint="two views make a positive"),
+        _opt("queue", int, low=0, high=MAX_QUEUE, hint="0: no queue; MoCo keeps 65536"),
+        _opt("key_encoder", str, choices=KEY_ENCODERS),
+        _opt("key_momentum", float, low=0, high=1, high_open=True, hint="MoCo uses 0.99 or 0.999"),
+        _opt("vrn", float, low=0, hint="0 turns VRN off; the paper uses 30"),
+        _maybe("vrn_delta", float, low=-1, high=1, hint="a cosine similarity"),
+        _opt("vrn_power", float, low=1, hint="the paper uses 2"),
+        # optimisation
+        _opt("epochs", int, low=1, high=MAX_EPOCHS),
+        _maybe("steps", int, low=1, high=MAX_STEPS, hint="or omit it to train --epochs"),
+        _opt("batch_size", int, low=2, high=MAX_BATCH, hint="a batch of 1 has no negative pairs"),
+        _opt("balanced_batch", bool),
+        _maybe(
+            "classes_per_batch",
+            int,
+            low=2,
+            high=MAX_BATCH,
+            hint="a batch needs negatives of another class",
+        ),
+        _opt("optimizer", str, choices=OPTIMIZERS),
+        _opt("lr", float, low=0, low_open=True),
+        _opt("lr_scaling", str, choices=LR_SCALINGS),
+        _opt("momentum", float, low=0, high=1, high_open=True),
+        _opt("weight_decay", float, low=0),
+        _opt("warmup_epochs", float, low=0, high=MAX_EPOCHS),
+        _maybe(
+            "warmup_steps", int, low=0, high=MAX_STEPS, hint="or omit it to use --warmup-epochs"
+        ),
+        _opt("schedule", str, choices=SCHEDULES),
+        _SEED,
+        # running
+        _DEVICE,
+        _opt("precision", str, choices=PRECISIONS),
+        _opt("compile", bool),
+        _WORKERS,
+        _opt("sync_bn", bool),
+        # records
+        _maybe("out", PurePath),
+        _opt("save_every", int, low=0, high=MAX_EPOCHS, hint="0: only last.pt"),
+        _opt("log_every", int, low=0, high=MAX_STEPS, hint="0: once per epoch"),
+        _maybe("resume", PurePath),
+        _opt("overwrite", bool),
+        _opt("quiet", bool),
+    ),
+    (
+        # the projector's second Linear (hidden x dim float32 weights, and Adam's two moments)
+        Product(
+            ("projector_hidden", "projector_dim"),
+            1 << 26,
+            "the projector's hidden x output weights",
+            "projector_hidden",
+        ),
+        # MoCo's queue: K keys of the projector's width per view
+        Product(("queue", "projector_dim"), 1 << 27, "the key queue", "queue", factor=2),
+        # one step's (views x batch) rows: their similarity matrix is (V B)^2 numbers
+        Product(
+            ("views", "batch_size", "views", "batch_size"),
+            1 << 32,
+            "one step's similarities of (views x batch) rows",
+            "batch_size",
+        ),
+        # one step's images (per process): views x batch x 3 channels x side^2 float32
+        Product(
+            ("views", "batch_size", "image_size", "image_size"),
+            1 << 32,
+            "one batch's image views (3 channels)",
+            "batch_size",
+            factor=3,
+        ),
+        # the toy dataset's free vectors: two views of num_samples x dim
+        Product(("num_samples", "dim"), 1 << 28, "the toy's free vectors", "num_samples", factor=2),
+    ),
+)
+
+#: What a training config stored in a checkpoint may hold: train's options, and the CIFAR
+#: stem's padding a config of another trainer can name (the model is rebuilt with it).
+RUN_CONFIG = OptionTable(
+    "config",
+    (*TRAIN.options, _maybe("conv1_padding", int, low=0, high=8)),
+    TRAIN.products,
+)
+
+# --------------------------------------------------------------------------- cl-diag analyze
+
+#: The pair options (``cl-diag analyze``'s "Pairs" panel, ``cl_diag.measure``'s keywords).
+_PAIRS = (
+    _maybe(
+        "n_ref",
+        int,
+        low=2,
+        hint="the threshold -1/(n_ref - 1) counts the training instances, e.g. 50000 for CIFAR",
+    ),
+    _opt("pairs", str, choices=PAIR_MODES),
+    _opt(
+        "num_pairs",
+        int,
+        low=1,
+        high=MAX_NUM_PAIRS,
+        hint="for more, use {pairs} exact, which visits every pair",
+    ),
+    _SEED,
+    _maybe(
+        "block_size",
+        int,
+        low=1,
+        high=MAX_BLOCK_SIZE,
+        hint="a tile of b x b similarities takes about 16 b^2 bytes; omit it for the default",
+    ),
+    _opt("hist_bins", int, low=1, high=MAX_HIST_BINS, hint="the reports show 100"),
+)
+
+ANALYZE = OptionTable(
+    "analyze",
+    (
+        _opt("input", PurePath),
+        _opt("out", PurePath),
+        *_PAIRS,
+        _opt("num_images", int, low=2, high=MAX_INSTANCES, hint="negatives need two instances"),
+        _opt("views", int, low=2, high=MAX_VIEWS, hint="two views make a positive"),
+        _opt("baselines", bool),
+        _maybe("probe_train_images", int, low=2, high=MAX_INSTANCES),
+        _maybe("probe_test_images", int, low=2, high=MAX_INSTANCES),
+        _maybe("arch", str),
+        _maybe("dataset", str),
+        _maybe("data_root", PurePath),
+        _maybe("val_root", PurePath),
+        _maybe("cifar_stem_padding", int, low=0, high=8),
+        _maybe("encoder", str),
+        _maybe("backbone_prefix", str),
+        _maybe("projector_prefix", str),
+        _DEVICE,
+        _opt(
+            "encode_batch_size",
+            int,
+            low=1,
+            high=MAX_BATCH,
+            hint="images per encoding batch",
+        ),
+        _WORKERS,
+        _opt("amp", bool),
+        _opt("overwrite", bool),
+        # cl_diag.analyze only (a module from Python): the crop side of its data
+        _maybe("image_size", int, low=1, high=MAX_IMAGE_SIZE, hint="the crop side in pixels"),
+    ),
+    (
+        # one encoding batch of images: batch x 3 channels x side^2 float32 numbers
+        Product(
+            ("encode_batch_size", "image_size", "image_size"),
+            1 << 30,
+            "one encoding batch of images (3 channels)",
+            "encode_batch_size",
+            factor=3,
+        ),
+    ),
+)
+
+# --------------------------------------------------------------------------- synth, sweep
+
+#: Most numbers (n x d) of one synthetic view: 2^27 float32, 512 MiB.
+MAX_SYNTH_NUMBERS = 1 << 27
+
+SYNTH = OptionTable(
+    "synth",
+    (
+        _opt("n", int, low=2, high=MAX_SYNTH_NUMBERS, hint="instances: rows of each view"),
+        _opt("d", int, low=1, high=MAX_SYNTH_NUMBERS),
+        _opt("classes", int, low=1, high=MAX_SYNTH_NUMBERS),
+        _opt("spread", float, low=0),
+        _opt("view_noise", float, low=0),
+        _SEED,
+    ),
+    (Product(("n", "d"), MAX_SYNTH_NUMBERS, "one synthetic view", "n"),),
+)
+
+SWEEP = OptionTable(
+    "sweep",
+    (
+        _opt("parallel", int, low=1, high=MAX_WORKERS, hint="cells at once, one GPU each"),
+        _maybe("equal_steps", int, low=1, high=MAX_STEPS, hint="optimiser steps of every cell"),
+    ),
+)
+
+#: ``cl_diag.Monitor``'s options (a training loop's monitor, from Python).
+MONITOR = OptionTable(
+    "Monitor",
+    (
+        _maybe(
+            "n_ref",
+            int,
+            low=2,
+            hint="the number of training instances of the threshold -1/(n_ref - 1)",
+        ),
+        _opt("log_every", int, low=0, high=MAX_STEPS, hint="steps per row; 0: rows on flush only"),
+        _maybe("delta", float, low=-1, high=1, hint="a cosine similarity"),
+        _opt("step", int, low=0, high=MAX_STEPS),
+    ),
+)
+
+#: ``cl_diag.measure``'s keywords: the pair options.
+MEASURE = ANALYZE.only((o.name for o in _PAIRS), name="measure")

@@ -1,0 +1,153 @@
+"""The options of ``cl-diag analyze`` (and of ``cl_diag.measure`` / ``cl_diag.analyze``) as
+config dataclasses, and their checks that need no input: what the command line builds before
+any heavy module is imported.
+
+:class:`AnalyzeConfig` has one field per option of ``cl-diag analyze``; :class:`PairOptions`
+the "Pairs" options (``cl_diag.measure``'s keywords). Their types and bounds are declared in
+:data:`cl_diag.options.ANALYZE`; :func:`check_analysis` checks a config against them and
+against the relations between options. :mod:`cl_diag.orchestration.analyze` measures.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+from cl_diag.errors import UserError
+from cl_diag.io.output import check_targets, ensure_writable_parent
+from cl_diag.options import ANALYZE, CLI, MEASURE, PROBES, Spelling, check_values
+from cl_diag.result import LAYERS, RESULT_NAME
+
+__all__ = [
+    "FILE_FIELDS",
+    "MODULE_INPUT",
+    "PROBES",
+    "AnalyzeConfig",
+    "PairOptions",
+    "check_analysis",
+]
+
+_FIXED_OUTPUTS = (RESULT_NAME, "report.md", "report.html")
+
+#: ``AnalyzeConfig.input`` of an analysis of modules passed from Python (there is no file).
+MODULE_INPUT = Path("<nn.Module>")
+#: AnalyzeConfig fields that describe a file, not a measurement: analyze_module takes none.
+FILE_FIELDS = (
+    "input",
+    "out",
+    "arch",
+    "dataset",
+    "data_root",
+    "val_root",
+    "cifar_stem_padding",
+    "encoder",
+    "backbone_prefix",
+    "projector_prefix",
+    "renames",
+)
+
+
+@dataclass(frozen=True)
+class PairOptions:
+    """How the pair statistics are measured: the "Pairs" options of ``cl-diag analyze``, and
+    the keyword arguments of :func:`cl_diag.measure`."""
+
+    pairs: str = "exact"
+    num_pairs: int = 5000
+    seed: int = 0
+    block_size: int | None = None
+    hist_bins: int = 100
+
+    @classmethod
+    def checked(
+        cls, n_ref: Any = None, *, spelling: Spelling = CLI, **options: Any
+    ) -> tuple[PairOptions, int | None]:
+        """The pair options and ``n_ref`` checked against their declarations
+        (:data:`cl_diag.options.MEASURE`) and normalised (a numpy integer is a whole
+        number); an :class:`~cl_diag.options.OptionError` names the option as ``spelling``
+        spells it: ``--n-ref`` on the command line, ``n_ref`` in Python."""
+        values = check_values({"n_ref": n_ref, **options}, MEASURE, spelling=spelling)
+        n_ref = values.pop("n_ref")
+        return cls(**values), n_ref
+
+
+@dataclass
+class AnalyzeConfig:
+    input: Path
+    out: Path
+    n_ref: int | None = None
+    pairs: str = "exact"
+    num_pairs: int = 5000
+    seed: int = 0
+    block_size: int | None = None
+    hist_bins: int = 100
+    # ---- checkpoints only (ignored for an embeddings file)
+    num_images: int = 5000
+    layers: tuple[str, ...] = LAYERS
+    probes: tuple[str, ...] = PROBES
+    baselines: bool = True
+    probe_train_images: int | None = None  # None: the whole train split
+    probe_test_images: int | None = None  # None: the whole test split
+    arch: str | None = None
+    dataset: str | None = None
+    data_root: Path | None = None
+    val_root: Path | None = None
+    cifar_stem_padding: int | None = None
+    encoder: str | None = None  # MoCo: query | key; DINO: teacher | student
+    backbone_prefix: str | None = None  # the user's key mapping (--backbone-prefix, ...)
+    projector_prefix: str | None = None
+    renames: tuple[str, ...] = ()  # 'REGEX=REPLACEMENT', applied in order
+    device: str = "auto"
+    # images per encoding batch (train's --batch-size is the training batch: another option)
+    encode_batch_size: int = 512
+    workers: int | None = None  # None: 0 on CPU, up to 8 on CUDA
+    amp: bool = True
+    # replace files in --out that cl-diag did not write (write_analysis)
+    overwrite: bool = False
+    # augmented views per image of a checkpoint (V > 2: pairs over every view pair)
+    views: int = 2
+
+    @property
+    def pair_options(self) -> PairOptions:
+        return PairOptions(
+            pairs=self.pairs,
+            num_pairs=self.num_pairs,
+            seed=self.seed,
+            block_size=self.block_size,
+            hist_bins=self.hist_bins,
+        )
+
+
+def check_analysis(config: AnalyzeConfig, *, spelling: Spelling = CLI) -> AnalyzeConfig:
+    """Every check of ``config`` that needs no input file: each option against its
+    declaration (:data:`cl_diag.options.ANALYZE`, named as ``spelling`` spells it), the
+    relations between options, the device, and that ``config.out`` can take the outputs.
+    Returns ``config`` normalised; UserError for the first problem; nothing is written."""
+    values = {f.name: getattr(config, f.name) for f in fields(AnalyzeConfig)}
+    declared = {k: v for k, v in values.items() if k in ANALYZE}
+    config = replace(config, **check_values(declared, ANALYZE, spelling=spelling))
+    if config.views > 2 and config.pairs != "exact":
+        cli = spelling.style == "cli"  # as typed: --pairs moments; pairs='moments' in Python
+        pairs = f"--pairs {config.pairs}" if cli else spelling.given("pairs", config.pairs)
+        raise UserError(
+            f"{spelling.given('views', config.views)} is measured with exact pairs; drop {pairs}."
+        )
+    if not config.layers or any(layer not in LAYERS for layer in config.layers):
+        raise UserError(
+            f"{spelling.name('layers')} takes a comma-separated subset of {', '.join(LAYERS)} "
+            f"(got {', '.join(map(str, config.layers)) or 'nothing'})."
+        )
+    bad = [probe for probe in config.probes if probe not in PROBES]
+    if bad:
+        raise UserError(
+            f"{spelling.name('probes')} takes 'none', 'all' or a comma-separated subset of "
+            f"{', '.join(PROBES)} (got {', '.join(map(str, bad))})."
+        )
+    if config.device == "cuda":  # without CUDA: refused before any work (auto, cpu need none)
+        from cl_diag.runtime import resolve_device
+
+        resolve_device(config.device)
+    ensure_writable_parent(config.out)  # fail before the measuring, not after
+    check_targets(config.out, _FIXED_OUTPUTS, overwrite=config.overwrite, kind="analysis")
+    return config
