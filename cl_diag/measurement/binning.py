@@ -13,6 +13,13 @@ negatives of a diagonal tile, whose diagonal holds the positives) or strictly ab
 (``UPPER``: within-view pairs i < j of a diagonal tile); ``split`` is 0 (same class or
 unlabelled), 1 (different class), or per entry from a boolean same-class matrix.
 
+Without the sums, each row of the tile is read twice while it sits in L1: once to compute e(s)
+(no dependency between entries, so it is vectorised) and once to increment the bins; the exact
+min and max are read off the bins: e(s) is non-decreasing in s, so only a row whose lowest
+(highest) e(s) reaches the bin of the running min (max) can change it, and only such rows, rare
+after the first tiles, are scanned for the value. A running float min/max per entry would chain
+every entry to the previous one and cost as much as the rest of the loop.
+
 The loop is compiled on first use (cached on disk) and releases the GIL, so the tile pass's
 worker threads run it in parallel. Every count is an integer and every extreme exact, so the
 result is the same as the torch operations' (:meth:`pairs._Split.add`, which CUDA runs), bit

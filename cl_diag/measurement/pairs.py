@@ -37,7 +37,8 @@ On CPU one fused loop per tile does all of it (:mod:`cl_diag.measurement.binning
 numba); on CUDA the same grid in torch operations. The mean and variance come in
 closed form from O(n d^2) float64 sums of the views' Gram matrices
 (:mod:`cl_diag.measurement.moments`: sum s = (sum u).(sum v) - sum u_i.v_i and
-sum s^2 = <U^T U, V^T V>_F - sum (u_i.v_i)^2, within-view and per class likewise),
+sum s^2 = <U^T U, V^T V>_F - sum (u_i.v_i)^2, within-view and per class likewise; its
+chunks run in the tile pass's workers, ahead of the tiles),
 the moments of the exact similarities of the float32 rows up to float64 rounding:
 they differ from the moments of the float32 similarities by at most
 eps = gamma_d (float32; mean) and 2 eps std + eps^2 (variance), plus the closed
