@@ -49,6 +49,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import torch
 
+from cl_diag.measurement import theory
 from cl_diag.measurement.moments import error_bounds
 from cl_diag.measurement.pairs import (
     _default_tile,
@@ -58,8 +59,8 @@ from cl_diag.measurement.pairs import (
     normalise_views,
     pair_statistics,
     pair_statistics_of,
-    threshold,
 )
+from cl_diag.result import PairStats
 
 QS = (1, 5, 25, 50, 75, 95, 99)
 
@@ -96,7 +97,7 @@ def peer(z1: np.ndarray, z2: np.ndarray, n_ref: int) -> dict:
     from sklearn.metrics.pairwise import cosine_similarity
 
     n = z1.shape[0]
-    delta = threshold(n_ref)
+    delta = theory.delta(n_ref)
 
     def stats(x: np.ndarray) -> dict:
         return {
@@ -209,13 +210,13 @@ def data(n: int, d: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     return z1, z2
 
 
-def compare(ours: dict, theirs: dict) -> float:
+def compare(ours: dict[str, PairStats], theirs: dict) -> float:
     """Largest |difference| over means, variances, mins, maxs (a sanity check of the peer)."""
     worst = 0.0
     for kind in ("positive", "cross_view_negative", "within_view_negative"):
         for key in ("mean", "var", "min", "max"):
-            worst = max(worst, abs(ours[kind][key] - theirs[kind][key]))
-        assert ours[kind]["count"] == theirs[kind]["count"], kind
+            worst = max(worst, abs(getattr(ours[kind], key) - theirs[kind][key]))
+        assert ours[kind].count == theirs[kind]["count"], kind
     return worst
 
 
@@ -268,8 +269,8 @@ def run_size(n: int, d: int, repeats: int, with_peer: bool, block_size: int | No
         checks = []
         for kind, (mean0, var0) in previous.items():
             mean_bound, var_bound = moment_bound(n, d, mean0, var0)
-            dm = abs(ours[kind]["mean"] - mean0)
-            dv = abs(ours[kind]["var"] - var0)
+            dm = abs(ours[kind].mean - mean0)
+            dv = abs(ours[kind].var - var0)
             checks.append((kind, dm, mean_bound, dv, var_bound))
         row["moments"] = checks
     return row

@@ -58,7 +58,7 @@ def main() -> None:
         t_pairs, pairs = _timed(
             ranks, pair_statistics_of, views, n_ref=50_000, codes=codes, ranks=ranks
         )
-        mean = pairs["cross_view_negative"]["mean"]
+        mean = pairs["cross_view_negative"].mean
         t_geo, geo = _timed(
             ranks, geometry_of, views, n_ref=50_000, cross_view_mean=mean, ranks=ranks
         )

@@ -422,22 +422,22 @@ def exact_phase(n: int, device: torch.device, peak: Peak) -> dict:
     seconds = time.perf_counter() - t0
     mib = peak.mib()
     pairs = n + 2 * n * (n - 1)
-    check(stats["cross_view_negative"]["count"] == n * (n - 1), "cross-view count")
-    check(stats["within_view_negative"]["count"] == n * (n - 1), "within-view count")
+    check(stats["cross_view_negative"].count == n * (n - 1), "cross-view count")
+    check(stats["within_view_negative"].count == n * (n - 1), "within-view count")
     check(
-        sum(stats["within_view_negative"]["histogram"]["counts"]) == n * (n - 1),
+        sum(stats["within_view_negative"].histogram.counts) == n * (n - 1),
         "within-view histogram total",
     )
-    check(0.0 <= stats["cross_view_negative"]["excessive_ratio"] <= 1.0, "excessive ratio")
+    check(0.0 <= stats["cross_view_negative"].excessive_ratio <= 1.0, "excessive ratio")
     views = normalise_views(z1, z2)
     tile = _default_tile(n, device)
     gemm_seconds, sims = _plain_tile_gemms(views.u, views.v, tile)
     peak.start()
     t1 = time.perf_counter()
-    geo = geometry_of(views, n_ref=n, cross_view_mean=stats["cross_view_negative"]["mean"])
+    geo = geometry_of(views, n_ref=n, cross_view_mean=stats["cross_view_negative"].mean)
     geo_seconds = time.perf_counter() - t1
     geo_mib = peak.mib()
-    check(math.isfinite(geo["uniformity"]["u"]), "uniformity")
+    check(math.isfinite(geo.uniformity.u), "uniformity")
     return {
         "n": n,
         "d": D,
@@ -453,7 +453,7 @@ def exact_phase(n: int, device: torch.device, peak: Peak) -> dict:
         "peak_mib": mib,
         "geometry_seconds": geo_seconds,
         "geometry_peak_mib": geo_mib,
-        "excessive_ratio": stats["cross_view_negative"]["excessive_ratio"],
+        "excessive_ratio": stats["cross_view_negative"].excessive_ratio,
     }
 
 
@@ -465,18 +465,18 @@ def moments_phase(n: int, num_pairs: int, device: torch.device, peak: Peak) -> d
     seconds = time.perf_counter() - t0
     for kind in ("cross_view_negative", "within_view_negative"):
         block = stats[kind]
-        check(block["count"] == n * (n - 1), f"{kind}: {block['count']} pairs")
-        check(block["exact"] == ["count", "mean", "var", "std"], f"{kind}: exact {block['exact']}")
-        check(block["sampling"]["pairs"] == num_pairs, f"{kind}: sample size")
-    check(stats["positive"]["count"] == n and not stats["positive"]["estimate"], "positives")
+        check(block.count == n * (n - 1), f"{kind}: {block.count} pairs")
+        check(block.exact == ("count", "mean", "var", "std"), f"{kind}: exact {block.exact}")
+        check(block.sampling is not None and block.sampling.pairs == num_pairs, f"{kind}: sample")
+    check(stats["positive"].count == n and not stats["positive"].estimate, "positives")
     return {
         "n": n,
         "d": D,
         "num_pairs": num_pairs,
         "seconds": seconds,
         "peak_mib": peak.mib(),
-        "cross_view_mean": stats["cross_view_negative"]["mean"],
-        "cross_view_var": stats["cross_view_negative"]["var"],
+        "cross_view_mean": stats["cross_view_negative"].mean,
+        "cross_view_var": stats["cross_view_negative"].var,
     }
 
 
@@ -487,8 +487,8 @@ def sampled_phase(n: int, num_pairs: int, device: torch.device, peak: Peak) -> d
     stats = pair_statistics(z1, z2, n_ref=n, mode="sampled", num_pairs=num_pairs, seed=0)
     seconds = time.perf_counter() - t0
     for kind in ("positive", "cross_view_negative", "within_view_negative"):
-        check(stats[kind]["estimate"] is True, f"{kind} not marked as an estimate")
-        check(stats[kind]["count"] == num_pairs, f"{kind}: {stats[kind]['count']} pairs")
+        check(stats[kind].estimate is True, f"{kind} not marked as an estimate")
+        check(stats[kind].count == num_pairs, f"{kind}: {stats[kind].count} pairs")
     return {
         "n": n,
         "d": D,

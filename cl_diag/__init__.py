@@ -12,19 +12,28 @@ The Python API (README "Python API"; :mod:`cl_diag.api`)::
 See README.md for the commands and the result.json schema, and ``cl_diag.losses`` for the
 loss library. The names above are imported on first use, so ``import cl_diag`` stays cheap
 (no torch, no pandas) and never imports an optional extra (lightning, timm, lightly).
+
+This root is also where the layers meet: :meth:`cl_diag.result.Result.save` writes a result's
+analysis folder (result.json and the reports), but the result model is the bottom layer and may
+not import the reports above it, so the root, which Python imports before any module of the
+package, gives it the writer (:func:`cl_diag.result.use_analysis_writer`).
 """
 
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from cl_diag import result as _result
 
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from cl_diag.api import Result, compare, load, measure
+    from cl_diag.api import compare, measure
     from cl_diag.measurement.monitor import Monitor
     from cl_diag.orchestration.analyze import analyze_module as analyze
+    from cl_diag.result import Result, load
 
 __all__ = ["Monitor", "Result", "__version__", "analyze", "compare", "load", "measure"]
 
@@ -32,11 +41,23 @@ __all__ = ["Monitor", "Result", "__version__", "analyze", "compare", "load", "me
 _LAZY = {
     "Monitor": "cl_diag.measurement.monitor",
     "analyze": "cl_diag.orchestration.analyze:analyze_module",
-    "Result": "cl_diag.api",
+    "Result": "cl_diag.result",
     "compare": "cl_diag.api",
-    "load": "cl_diag.api",
+    "load": "cl_diag.result",
     "measure": "cl_diag.api",
 }
+
+
+def _write_analysis(result: _result.Result, out: Path, *, overwrite: bool = False) -> object:
+    """What :meth:`cl_diag.result.Result.save` writes a folder with: the analysis folder
+    ``cl-diag analyze`` writes. The result model sits below the reports and may not import
+    them, so the package root, above both and always imported first, hands this over."""
+    from cl_diag.orchestration.analyze import write_analysis
+
+    return write_analysis(result, out, overwrite=overwrite)
+
+
+_result.use_analysis_writer(_write_analysis)
 
 
 def __getattr__(name: str) -> Any:

@@ -14,10 +14,10 @@
 The commands are thin wrappers over the same functions: ``cl-diag analyze`` of an embeddings
 file measures with :func:`cl_diag.orchestration.analyze.measure_embeddings` and writes with
 :func:`cl_diag.orchestration.analyze.write_analysis`, as :func:`measure` and
-:meth:`Result.save` do; ``cl-diag compare`` and :func:`compare` both run
-:func:`cl_diag.orchestration.compare.compare`. A mistake in the input (NaN rows, a bad
-option, an unreadable result file) raises :class:`cl_diag.errors.UserError` with the message
-the CLI prints.
+:meth:`cl_diag.result.Result.save` do (:func:`load` is :func:`cl_diag.result.load`);
+``cl-diag compare`` and :func:`compare` both run :func:`cl_diag.orchestration.compare.compare`.
+A mistake in the input (NaN rows, a bad option, an unreadable result file) raises
+:class:`cl_diag.errors.UserError` with the message the CLI prints.
 
 The training monitor, :class:`cl_diag.Monitor`, lives in :mod:`cl_diag.measurement.monitor`.
 """
@@ -25,45 +25,16 @@ The training monitor, :class:`cl_diag.Monitor`, lives in :mod:`cl_diag.measureme
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cl_diag import result as _result
 from cl_diag.errors import UserError
+from cl_diag.result import Result, load
 
 if TYPE_CHECKING:
     from cl_diag.orchestration.compare import CompareResult
 
 __all__ = ["Result", "compare", "load", "measure"]
-
-
-@dataclass(frozen=True, kw_only=True)
-class Result(_result.Result):
-    """A typed result (:class:`cl_diag.result.Result`: attribute access, ``to_frame()``,
-    ``to_json()``) that saves as the whole analysis folder ``cl-diag analyze`` writes."""
-
-    @classmethod
-    def of(cls, result: _result.Result) -> Result:
-        """The same result as this type (no copy of its blocks)."""
-        if isinstance(result, cls):
-            return result
-        return cls(**{f.name: getattr(result, f.name) for f in fields(_result.Result)})
-
-    def save(self, path: str | Path, *, overwrite: bool = False) -> Path:
-        """Write the analysis into the folder ``path`` (created if missing): result.json,
-        report.md, report.html and the figures, the bytes ``cl-diag analyze`` writes for this
-        result, staged and moved into place only when all are written. Files there that
-        cl-diag did not write are refused unless ``overwrite`` (as ``--overwrite``). Returns
-        the folder. A ``path`` ending in ``.json`` writes result.json alone, to that file.
-        """
-        from cl_diag.orchestration.analyze import write_analysis
-
-        path = Path(path)
-        if path.suffix.lower() == ".json" and not path.is_dir():
-            return _result.save(self, path)
-        write_analysis(self, path, overwrite=overwrite)
-        return path
 
 
 def measure(
@@ -100,6 +71,7 @@ def measure(
     from cl_diag.io.embeddings import embeddings_from_arrays
     from cl_diag.options import PYTHON
     from cl_diag.orchestration.analyze import PairOptions, measure_embeddings
+    from cl_diag.result import Source
 
     options, n_ref = PairOptions.checked(
         n_ref,
@@ -111,15 +83,8 @@ def measure(
         hist_bins=hist_bins,
     )
     embeddings = embeddings_from_arrays(z1, z2, labels, where="the arrays given to cl_diag.measure")
-    source = {"kind": "arrays", "sha256": embeddings.sha256}
-    return Result.of(measure_embeddings(embeddings, n_ref=n_ref, options=options, source=source))
-
-
-def load(path: str | Path) -> Result:
-    """Read and check a result.json (or the folder holding one): :func:`cl_diag.result.load`,
-    as a :class:`Result` that saves with its reports. A :class:`UserError` names any
-    problem (not JSON, another schema, a missing key) and the fix."""
-    return Result.of(_result.load(path))
+    source = Source(kind="arrays", sha256=embeddings.sha256)
+    return measure_embeddings(embeddings, n_ref=n_ref, options=options, source=source)
 
 
 def compare(

@@ -1,5 +1,8 @@
 """TOML recipes for any Typer command: keys are the command's option names.
 
+(:mod:`cl_diag.cli.recipes` is the ``cl-diag recipes`` command that lists them: the same concept
+at the command line's layer.)
+
 A recipe is a flat TOML table whose keys are option names of one command, written with
 dashes or underscores (``batch-size = 64`` or ``batch_size = 64``)::
 
@@ -45,6 +48,7 @@ else:  # Python 3.10: the same parser, as the tomli package (a declared dependen
 
 __all__ = [
     "BUNDLED",
+    "COMMAND_LINE_ONLY",
     "apply_recipe",
     "bundled",
     "explicit_options",
@@ -104,6 +108,10 @@ def locate(value: str | Path, kind: str) -> Path:
         "them."
     )
 
+
+#: Options a recipe or probe suite may not set: where the outputs go and what they may replace
+#: are the user's decision on the command line, never a shared file's.
+COMMAND_LINE_ONLY = frozenset({"out", "overwrite", "resume"})
 
 # Parameter sources that mean "the user said so" (click's ParameterSource names).
 _EXPLICIT_SOURCES = ("COMMANDLINE", "ENVIRONMENT", "PROMPT")
@@ -193,7 +201,7 @@ def read_recipe(path: str | Path, command: Any) -> dict[str, Any]:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise UserError(f"{kind} {p} is not valid TOML: {exc}.") from None
     kinds = option_types(command)
-    valid = ", ".join(sorted(k.replace("_", "-") for k in kinds))
+    valid = ", ".join(sorted(k.replace("_", "-") for k in kinds if k not in COMMAND_LINE_ONLY))
     out: dict[str, Any] = {}
     for key, value in raw.items():
         name = key.replace("-", "_")
@@ -201,6 +209,12 @@ def read_recipe(path: str | Path, command: Any) -> dict[str, Any]:
             raise UserError(
                 f"{kind} {p}: [{key}] is a table; a {kind} is a flat list of options. Valid keys: "
                 f"{valid}."
+            )
+        if name in COMMAND_LINE_ONLY and name in kinds:
+            raise UserError(
+                f"{kind} {p}: {key!r} decides where the command writes (or what it replaces); "
+                f"a {kind} never does. Give --{name} on the command line and remove {key!r} "
+                f"from {p}."
             )
         if name not in kinds:
             raise UserError(

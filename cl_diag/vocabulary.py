@@ -10,8 +10,9 @@ Sec. 3 and App. B: for n instances with two views u_i, v_i (unit vectors),
 The threshold every negative is compared with is δ(n) = −1/(n − 1), the similarity of every
 negative pair of the simplex ETF of n instances (Thm 5.1); a negative below it is
 *excessively separated* (Sec. 5). Its one implementation is
-:func:`cl_diag.measurement.theory.simplex_delta`; in result.json it is the field
-``threshold`` (kept for compatibility); in prose and code it is called δ / ``delta``.
+:func:`cl_diag.measurement.theory.delta`; in result.json it is the key ``threshold`` (kept:
+the bytes of every result stay the same), read as :attr:`cl_diag.result.Result.delta`; in
+prose and code it is called δ / ``delta``.
 
 Every module that names a pair type uses :class:`PairType`: its ``value`` is the key of
 result.json (``"cross_view_negative"``), ``short`` the prefix of the training monitor's
@@ -67,10 +68,11 @@ _LABEL = {
     PairType.CROSS_VIEW_NEGATIVE: "cross-view negative",
     PairType.WITHIN_VIEW_NEGATIVE: "within-view negative",
 }
+# as the single-run report's "which pairs" row prints them
 _DEFINITION = {
     PairType.POSITIVE: "(u_i, v_i), n pairs",
-    PairType.CROSS_VIEW_NEGATIVE: "(u_i, v_j), i ≠ j, n(n−1) ordered pairs",
-    PairType.WITHIN_VIEW_NEGATIVE: "(u_i, u_j) and (v_i, v_j), i < j, n(n−1) pairs",
+    PairType.CROSS_VIEW_NEGATIVE: "(u_i, v_j), i ≠ j, n(n−1) ordered",
+    PairType.WITHIN_VIEW_NEGATIVE: "(u_i, u_j) and (v_i, v_j), i < j, n(n−1)",
 }
 
 #: the three pair types, in the order of a result

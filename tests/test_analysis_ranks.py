@@ -118,8 +118,8 @@ def test_pair_statistics_over_ranks_equal_one_process_exactly(world, labelled):
     for got in results:
         assert got == alone  # every float, count and bin: the merge is the single-process one
     assert ex.calls == 2  # the inputs' fingerprint, then one gather of all the tiles' parts
-    assert alone["cross_view_negative"]["count"] == n * (n - 1)
-    assert alone["within_view_negative"]["excessive_count"] > 0  # the counts are not vacuous
+    assert alone["cross_view_negative"].count == n * (n - 1)
+    assert alone["within_view_negative"].excessive_count > 0  # the counts are not vacuous
 
 
 def test_more_ranks_than_tiles_leaves_some_idle_and_changes_nothing():
@@ -147,7 +147,7 @@ def test_geometry_over_ranks_equals_one_process_exactly():
     assert all(got == alone for got in results)
     # and the tiled uniformity is the one of a single tile (the whole Gram matrix at once)
     whole = uniformity(views.u, block_size=250)
-    assert alone["uniformity"]["u"] == pytest.approx(whole, abs=1e-12)
+    assert alone.uniformity.u == pytest.approx(whole, abs=1e-12)
 
 
 def test_geometry_does_not_depend_on_the_number_of_threads():

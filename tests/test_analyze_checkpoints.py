@@ -32,8 +32,9 @@ PROBES_DIR = Path(__file__).resolve().parents[1] / "probes"
 
 
 def theory_panel(config: dict, n_ref: int, layers: dict) -> dict:
-    """The theory panel of a recorded training config (parsed once, as analyze does)."""
-    return th.theory_panel(parse_run_config(config), n_ref, layers)
+    """The theory panel of a recorded training config (parsed once, as analyze does), as the
+    ``theory`` block of result.json holds it."""
+    return th.theory_panel(parse_run_config(config), n_ref, layers).to_dict()
 
 
 # --------------------------------------------------------------------------- helpers
@@ -601,6 +602,10 @@ def test_theory_n_dependent_predictions_for_a_mini_batch_and_the_full_batch():
     typed = Theory.from_dict(panel)
     assert typed.N == 128 and typed.full_batch is not None and typed.full_batch.N == 50000
     assert typed.to_dict() == panel
+    config = {"loss": "sigmoid", "batch_size": 128, "temperature": 10.0, "bias": 10.0}
+    # the block measurement returns is the block read back
+    assert typed == th.theory_panel(parse_run_config(config), 50000, {})
+    assert typed.full_batch.eq10 == typed.full_batch.sigmoid.eq10 and typed.full_batch.eq10.holds
     # N-independent theorems (Def. 3.1, or c2 = 1) have no full-batch block
     assert "full_batch" not in theory_panel({"loss": "simclr", "batch_size": 32}, 50000, {})
     # the band is the prediction without VRN: the statement says so for a VRN run
@@ -622,12 +627,12 @@ def test_theory_coefficients_outside_the_papers_cases_get_no_theorem():
 
     loss = InfoNCEFamily(c1=1, c2=0.5, psi="log")
     out = _optimum(loss, "custom", "info", {}, (1.0, 0.5), 32, 1000, 32)
-    assert out["theorem"] is None and out["predicted"] is None
-    assert "(c1, c2) = (1, 0.5) is outside the paper's cases" in " ".join(out["statement"])
+    assert out.theorem is None and out.predicted is None
+    assert "(c1, c2) = (1, 0.5) is outside the paper's cases" in " ".join(out.statement)
     inside = _optimum(
         InfoNCEFamily(c1=1, c2=1, psi="log"), "c", "info", {}, (1.0, 1.0), 32, 1000, 32
     )
-    assert inside["theorem"] == "5.1(i)"
+    assert inside.theorem == "5.1(i)"
 
 
 def test_theory_layer_checks():

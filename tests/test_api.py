@@ -83,7 +83,7 @@ def test_measure_takes_torch_and_numpy_alike_and_reads_by_attribute():
     from_numpy = cl_diag.measure(z1, z2, labels, n_ref=1000)
     from_torch = cl_diag.measure(torch.from_numpy(z1), torch.from_numpy(z2), torch.tensor(labels))
     # n_ref defaults to n = 40: another threshold, the same statistics
-    assert from_torch.n_ref == 40 and from_torch.threshold == -1 / 39
+    assert from_torch.n_ref == 40 and from_torch.delta == -1 / 39
     a, b = (r.layers["embedding"].pairs["positive"] for r in (from_numpy, from_torch))
     assert a == b
     u = z1.astype(np.float32) / np.linalg.norm(z1.astype(np.float32), axis=1, keepdims=True)

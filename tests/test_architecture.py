@@ -1,8 +1,8 @@
-"""The shape of the code: imports run one way without circles, result.json's key paths have
-one home, and a run's training config is read through its one typed parse.
+"""The shape of the code: imports run one way without circles, result.json's keys and the pair
+types each have one home, and a run's training config is read through its one typed parse.
 
 Every module of ``cl_diag`` is parsed, not imported, and each of its imports is read, at
-module level and inside functions (a late import is still an arrow). Five rules:
+module level and inside functions (a late import is still an arrow). The rules:
 
 (a) no module outside the command line (``cl_diag/cli``, and ``python -m cl_diag``) imports
     ``cl_diag.cli``;
@@ -19,21 +19,28 @@ module level and inside functions (a late import is still an arrow). Five rules:
     ``cl_diag/report`` and ``cl_diag/measurement/theory.py``) takes a training config as a dict
     or reads one of its keys (:func:`dict_config_reads`): they take the
     :class:`cl_diag.runconfig.RunConfig` that :func:`cl_diag.runconfig.parse_run_config` made,
-    and read its typed fields.
+    and read its typed fields;
+(f) no module of measurement, orchestration or report builds a block of result.json as a dict
+    literal (:func:`block_literals`): they build the typed blocks of ``cl_diag.result``;
+(g) no module but ``cl_diag/vocabulary.py`` spells a pair type (:func:`pair_type_strings`):
+    the others name them through ``PairType``;
+(h) two modules share a basename only as one concept at two layers, each docstring naming the
+    other (:func:`shared_name_offenders`).
 """
 
 from __future__ import annotations
 
 import ast
-import dataclasses
 import itertools
 import re
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from cl_diag.result import Result
+from cl_diag.result import Result, json_schema
+from cl_diag.vocabulary import NEGATIVE_TYPES, PAIR_TYPES
 
 PACKAGE = Path(__file__).resolve().parent.parent / "cl_diag"
 
@@ -58,12 +65,34 @@ CLI = ("cli", "__main__")
 #: Names any module may import from the package root: the version string is no API.
 ROOT_CONSTANTS = frozenset({"__version__"})
 
-#: result.json's top-level keys (the typed model's fields; ``extra`` keeps unknown keys).
-RESULT_KEYS = frozenset(f.name for f in dataclasses.fields(Result)) - {"extra"}
+#: result.json's top-level keys (the keys the typed model declares).
+RESULT_KEYS = frozenset(Result.json_keys())
+
+#: every block of result.json (a record class of the model) -> its keys and, of those, the keys
+#: that hold a block themselves (``histogram``, ``by_class``, ``geometry``, ...)
+_DEFS = json_schema()["$defs"]
+BLOCK_KEYS = {name: frozenset(block["properties"]) for name, block in _DEFS.items()}
+BLOCK_VALUED = {
+    name: frozenset(k for k, v in block["properties"].items() if "$ref" in str(v))
+    for name, block in _DEFS.items()
+}
+#: the units whose dict literals must not be blocks of result.json (rule f)
+BUILDERS = ("measurement", "orchestration", "report")
+
+#: the pair types' spellings (rule g): their result.json keys and the monitor's column
+#: prefixes of the negative types; "pos" is left out, a word with other meanings (an RNG state)
+PAIR_TYPE_NAMES = frozenset(
+    [kind.value for kind in PAIR_TYPES] + [kind.short for kind in NEGATIVE_TYPES]
+)
+#: names distinctive enough to be found inside longer strings ("cross_neg_mean"); "positive"
+#: is a pair type only as a whole string
+_EMBEDDED_PAIR_TYPE = re.compile(
+    r"(?<![A-Za-z])(" + "|".join(sorted(PAIR_TYPE_NAMES - {"positive"})) + r")(?![A-Za-z])"
+)
 
 
-def _module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+def _module_name(path: Path, package: Path = PACKAGE) -> str:
+    parts = path.relative_to(package.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
@@ -124,9 +153,9 @@ def imports_of(source: str, module: str, *, is_package: bool = False) -> list[tu
     return found
 
 
-def _modules() -> Iterator[tuple[str, Path]]:
-    for path in sorted(PACKAGE.rglob("*.py")):
-        yield _module_name(path), path
+def _modules(package: Path = PACKAGE) -> Iterator[tuple[str, Path]]:
+    for path in sorted(package.rglob("*.py")):
+        yield _module_name(path, package), path
 
 
 def import_graph() -> dict[str, list[tuple[str, int]]]:
@@ -335,6 +364,73 @@ def dict_config_reads(source: str) -> list[tuple[int, str]]:
     return sorted(found)
 
 
+def _literal_keys(node: ast.AST) -> tuple[list[str], list[ast.expr]] | None:
+    """(keys, values) of a dict literal or ``dict(k=v, ...)`` call with string keys only."""
+    if isinstance(node, ast.Dict) and node.keys:
+        keys = [k.value if isinstance(k, ast.Constant) else None for k in node.keys]
+        if all(isinstance(k, str) for k in keys):
+            return keys, list(node.values)  # type: ignore[return-value]
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "dict"
+        and not node.args
+        and node.keywords
+        and all(k.arg for k in node.keywords)
+    ):
+        return [k.arg for k in node.keywords], [k.value for k in node.keywords]  # type: ignore[misc]
+    return None
+
+
+def block_literals(source: str) -> list[tuple[int, str, list[str]]]:
+    """(line, block, keys) of every dict literal that is a block of result.json.
+
+    A dict whose string keys all belong to one block of the model, with at least two keys, or
+    one key that holds a block itself (``{"histogram": ...}``). A table whose values are all
+    string literals (probe names to what they need, pair types to words) is a vocabulary,
+    not a block, and is left alone.
+    """
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        literal = _literal_keys(node)
+        if literal is None:
+            continue
+        keys, values = literal
+        if all(isinstance(v, ast.Constant) and isinstance(v.value, str) for v in values):
+            continue
+        for name, block in sorted(BLOCK_KEYS.items()):
+            if set(keys) <= block and (len(keys) >= 2 or keys[0] in BLOCK_VALUED[name]):
+                found.append((node.lineno, name, keys))
+                break
+    return found
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    """ids of the string constants that document (a bare string statement: a docstring)."""
+    return {
+        id(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+    }
+
+
+def pair_type_strings(source: str) -> list[tuple[int, str]]:
+    """(line, string) of every string literal that spells a pair type: "positive" as the whole
+    string, the other names (``cross_view_negative``, ``cross_neg``, ...) anywhere in it as a
+    word of their own (``"cross_neg_mean"``, f-string parts). Docstrings are prose, left out."""
+    tree = ast.parse(source)
+    prose = _docstrings(tree)
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Constant) or not isinstance(node.value, str):
+            continue
+        if id(node) in prose:
+            continue
+        if node.value == "positive" or _EMBEDDED_PAIR_TYPE.search(node.value):
+            found.append((node.lineno, node.value))
+    return found
+
+
 # ---- the rules, on the code as it is ------------------------------------------------------
 
 
@@ -538,3 +634,168 @@ def test_a_planted_circle_is_reported_through_late_imports_too():
 )
 def test_dict_config_detector(source, expected):
     assert dict_config_reads(source) == expected
+
+
+# ---- rules (f), (g) and (h): no hand-built blocks, pair types and module names spelled once --
+
+
+def block_offenders(package: Path = PACKAGE) -> list[str]:
+    """Rule (f) over a package: the block literals of its measurement, orchestration, report."""
+    return [
+        f"{path.relative_to(package.parent)}:{line} a {block} block {keys}"
+        for module, path in _modules(package)
+        if _unit(module) in BUILDERS
+        for line, block, keys in block_literals(path.read_text(encoding="utf-8"))
+    ]
+
+
+def pair_type_offenders(package: Path = PACKAGE) -> list[str]:
+    """Rule (g) over a package: the pair types spelled outside its vocabulary.py."""
+    return [
+        f"{path.relative_to(package.parent)}:{line} {value!r}"
+        for _, path in _modules(package)
+        if path != package / "vocabulary.py"
+        for line, value in pair_type_strings(path.read_text(encoding="utf-8"))
+    ]
+
+
+def test_no_result_block_is_a_dict_literal_where_blocks_are_built():
+    assert block_offenders() == []
+
+
+def test_pair_types_are_spelled_in_the_vocabulary_only():
+    assert pair_type_offenders() == []
+    # the vocabulary itself does spell them (the rule reads the strings it should)
+    spelled = {v for _, v in pair_type_strings((PACKAGE / "vocabulary.py").read_text("utf-8"))}
+    assert spelled >= PAIR_TYPE_NAMES
+
+
+def shared_name_offenders(package: Path = PACKAGE) -> list[str]:
+    """Modules that share a basename without naming each other in their docstrings."""
+    by_name: dict[str, list[Path]] = {}
+    for _, path in _modules(package):
+        if path.name != "__init__.py":
+            by_name.setdefault(path.name, []).append(path)
+    silent = []
+    for paths in by_name.values():
+        for path in paths:
+            doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+            silent += [
+                f"{_module_name(path, package)} does not name {_module_name(other, package)}"
+                for other in paths
+                if other != path and _module_name(other, package) not in doc
+            ]
+    return silent
+
+
+def test_a_shared_module_name_is_one_concept_at_two_layers():
+    """Two modules share a basename only when they are one concept at two layers (cli/train
+    and orchestration/train, io/checkpoints and models/checkpoints, ...), and then each one's
+    docstring names the other."""
+    names = [path.name for _, path in _modules() if path.name != "__init__.py"]
+    assert len(names) - len(set(names)) >= 7, "the check would pass vacuously"
+    assert shared_name_offenders() == []
+
+
+def test_one_result_saves_its_reports_through_the_package_root():
+    """One Result: its save() writes the analysis folder with the reports, which sit above the
+    model, so the package root (which imports orchestration, late) hands the writer down;
+    result.py imports nothing above its own layer."""
+    graph = import_graph()
+    assert {_unit(target) for target, _ in graph["cl_diag.result"]} <= set(LAYERS[-1])
+    assert "cl_diag.orchestration.analyze" in {target for target, _ in graph["cl_diag"]}
+    source = (PACKAGE / "__init__.py").read_text(encoding="utf-8")
+    assert "_result.use_analysis_writer(_write_analysis)" in source
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        # the blocks measurement used to build by hand
+        ('s = {"count": 3, "mean": m, "var": v}\n', [(1, "PairStats", ["count", "mean", "var"])]),
+        ('g = {"value": c, "below_one": c < 1}\n', [(1, "Ceiling", ["value", "below_one"])]),
+        ('x = {"u": a, "v": b}\n', [(1, "EffectiveRank", ["u", "v"])]),
+        ("x = dict(images=n, of=total)\n", [(1, "SplitSize", ["images", "of"])]),
+        ('x = {"histogram": h.to_dict()}\n', [(1, "PairStats", ["histogram"])]),
+        ('x = {"kind": "embeddings", "path": str(p)}\n', [(1, "Source", ["kind", "path"])]),
+        # not blocks: other keys, one plain key, a vocabulary, keys that are not literals
+        ('x = {"count": 3, "label": "a"}\n', []),
+        ('x = {"alpha": markers}\n', []),
+        ('x = {"linear": "train_y", "knn": "train_y"}\n', []),
+        ('x = {name: 1, "mean": 2}\n', []),
+        ('x = {**base, "mean": 2, "var": 3}\n', []),
+        ("x = dict(base, mean=2, var=3)\n", []),
+    ],
+)
+def test_block_literal_detector(source, expected):
+    assert block_literals(source) == expected
+
+
+def _planted(tmp_path: Path, files: dict[str, str]) -> Path:
+    """A copy of the package with ``files`` (relative path -> source) planted in it."""
+    package = tmp_path / "cl_diag"
+    shutil.copytree(PACKAGE, package, ignore=shutil.ignore_patterns("__pycache__"))
+    for name, source in files.items():
+        (package / name).write_text(source, encoding="utf-8")
+    return package
+
+
+def test_a_planted_block_literal_is_reported(tmp_path):
+    """Rule (f) on the package with a module written to break it (and one beside the rule)."""
+    block = 'def stats(x):\n    return {"alignment": 1.0, "frontier_gap": 0.0}\n'
+    package = _planted(tmp_path, {"measurement/zz_planted.py": block, "io/zz_planted.py": block})
+    planted = set(block_offenders(package)) - set(block_offenders())
+    assert planted == {
+        "cl_diag/measurement/zz_planted.py:2 a Geometry block ['alignment', 'frontier_gap']"
+    }
+
+
+def test_a_planted_pair_type_is_reported(tmp_path):
+    """Rule (g) on the package with the old spellings planted in two modules."""
+    package = _planted(
+        tmp_path,
+        {
+            "report/zz_planted.py": 'KINDS = ("positive", "cross_view_negative")\n',
+            "measurement/zz_planted.py": 'def col(k):\n    return f"{k}_x" + "cross_neg_var"\n',
+        },
+    )
+    planted = set(pair_type_offenders(package)) - set(pair_type_offenders())
+    assert planted == {
+        "cl_diag/measurement/zz_planted.py:2 'cross_neg_var'",
+        "cl_diag/report/zz_planted.py:1 'positive'",
+        "cl_diag/report/zz_planted.py:1 'cross_view_negative'",
+    }
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ('kind = "positive"\n', [(1, "positive")]),
+        ('x = stats["cross_view_negative"]\n', [(1, "cross_view_negative")]),
+        (
+            'cols = ("cross_neg_mean", "within_neg_var")\n',
+            [(1, "cross_neg_mean"), (1, "within_neg_var")],
+        ),
+        ('key = f"{layer}/within_view_negative_var"\n', [(1, "/within_view_negative_var")]),
+        ('d = {"within_neg": 1}\n', [(1, "within_neg")]),
+        # prose and other words are not pair types
+        ('"""Counts cross_view_negative pairs."""\n', []),
+        ('def f():\n    """The ``cross_neg`` column."""\n', []),
+        ('x = "positive_mean"\n', []),
+        ('x = "must be positive"\n', []),
+        ('x = "cross-view negative"\n', []),
+        ('x = "pos"\n', []),
+        ('x = "cross_negatives"\n', []),
+    ],
+)
+def test_pair_type_detector(source, expected):
+    assert pair_type_strings(source) == expected
+
+
+def test_a_planted_shared_module_name_is_reported(tmp_path):
+    """Another concept under a name already taken (the old probes/inputs.py) is reported."""
+    package = _planted(tmp_path, {"measurement/probes/inputs.py": '"""Probe inputs."""\n'})
+    assert shared_name_offenders(package) == [
+        "cl_diag.measurement.inputs does not name cl_diag.measurement.probes.inputs",
+        "cl_diag.measurement.probes.inputs does not name cl_diag.measurement.inputs",
+    ]

@@ -12,7 +12,8 @@ import torch
 
 from cl_diag.measurement.collapse import COLLAPSE_EPSILON, class_collapse
 from cl_diag.measurement.theory import ssem_embedding
-from cl_diag.result import COLLAPSE_METRICS, Collapse, Result
+from cl_diag.report.metrics import COLLAPSE_METRICS
+from cl_diag.result import Collapse, Result
 
 
 def brute_force(z1: np.ndarray, z2: np.ndarray, labels: np.ndarray) -> dict:
@@ -50,21 +51,21 @@ def test_class_sums_equal_the_brute_force_computation(seed):
     z2 = z1 + 0.3 * rng.standard_normal((n, d))
     got = class_collapse(z1, z2, labels)
     want = brute_force(z1, z2, labels)
-    per_class = [c["within_class_variance"] for c in got["per_class"]]
+    per_class = [c.within_class_variance for c in got.per_class]
     assert per_class == pytest.approx(want["within"], abs=1e-6)
     assert per_class == pytest.approx(want["spread"], abs=1e-6)
-    assert got["within_class_variance"] == pytest.approx(np.mean(want["within"]), abs=1e-6)
-    assert got["between_class_variance"] == pytest.approx(want["between"], abs=1e-6)
-    assert got["total_variance"] == pytest.approx(want["total"], abs=1e-6)
-    assert got["s_w"] == pytest.approx(want["s_w"], abs=1e-6)
-    assert got["s_b"] == pytest.approx(want["s_b"], abs=1e-6)
+    assert got.within_class_variance == pytest.approx(np.mean(want["within"]), abs=1e-6)
+    assert got.between_class_variance == pytest.approx(want["between"], abs=1e-6)
+    assert got.total_variance == pytest.approx(want["total"], abs=1e-6)
+    assert got.s_w == pytest.approx(want["s_w"], abs=1e-6)
+    assert got.s_b == pytest.approx(want["s_b"], abs=1e-6)
     counts = np.bincount(labels)
     # total = sum_c (n_c / n) within_c + between, exactly
     weighted = float(np.sum(counts / n * np.array(per_class)))
-    assert got["total_variance"] == pytest.approx(weighted + got["between_class_variance"])
-    assert [c["count"] for c in got["per_class"]] == counts.tolist()
-    assert got["classes"] == 4 and got["instances"] == n and got["views"] == 2
-    assert got["balanced"] is False
+    assert got.total_variance == pytest.approx(weighted + got.between_class_variance)
+    assert [c.count for c in got.per_class] == counts.tolist()
+    assert got.classes == 4 and got.instances == n and got.views == 2
+    assert got.balanced is False
 
 
 def test_chunked_accumulation_does_not_change_the_result(monkeypatch):
@@ -77,7 +78,7 @@ def test_chunked_accumulation_does_not_change_the_result(monkeypatch):
     monkeypatch.setattr(collapse, "_CHUNK_ROWS", 7)
     chunked = class_collapse(z1, z2, labels)
     for key in ("within_class_variance", "between_class_variance", "s_w", "s_b"):
-        assert chunked[key] == pytest.approx(whole[key], abs=1e-12)
+        assert getattr(chunked, key) == pytest.approx(getattr(whole, key), abs=1e-12)
 
 
 def test_balanced_sample_residual_is_the_squared_norm_of_the_sum():
@@ -94,10 +95,10 @@ def test_balanced_sample_residual_is_the_squared_norm_of_the_sum():
         total = u.sum(0) + v.sum(0)
         s_pos = float(np.mean(np.sum(u * v, axis=1)))
         want = total @ total / (4 * m * n) + (1 - s_pos) / 2
-        assert got["balanced"] is True
-        assert got["ssem_residual"] == pytest.approx(want, abs=1e-6)
-        assert got["ssem_residual"] == pytest.approx(
-            m * n * (1 - got["total_variance"]) + (1 - s_pos) / 2, abs=1e-6
+        assert got.balanced is True
+        assert got.ssem_residual == pytest.approx(want, abs=1e-6)
+        assert got.ssem_residual == pytest.approx(
+            m * n * (1 - got.total_variance) + (1 - s_pos) / 2, abs=1e-6
         )
 
 
@@ -107,23 +108,21 @@ def test_collapsed_classes_are_flagged_and_the_ssem_has_zero_residual():
     for beta in (1.0, 0.6):
         z = ssem_embedding(beta, m, n)
         got = class_collapse(z, z, labels)
-        assert got["within_class_variance"] == pytest.approx(1 - beta, abs=1e-6)
-        assert got["total_variance"] == pytest.approx(1.0, abs=1e-6)
-        assert got["s_w"] == pytest.approx((n * beta - 1) / (n - 1), abs=1e-6)
-        assert got["s_b"] == pytest.approx(-beta / (m - 1), abs=1e-6)
-        assert got["ssem_residual"] == pytest.approx(0.0, abs=1e-6)
-        assert got["collapsed"] is (beta == 1.0)
-        assert got["epsilon"] == COLLAPSE_EPSILON
+        assert got.within_class_variance == pytest.approx(1 - beta, abs=1e-6)
+        assert got.total_variance == pytest.approx(1.0, abs=1e-6)
+        assert got.s_w == pytest.approx((n * beta - 1) / (n - 1), abs=1e-6)
+        assert got.s_b == pytest.approx(-beta / (m - 1), abs=1e-6)
+        assert got.ssem_residual == pytest.approx(0.0, abs=1e-6)
+        assert got.collapsed is (beta == 1.0)
+        assert got.epsilon == COLLAPSE_EPSILON
 
 
 def test_one_class_and_singletons_have_no_s_b_or_s_w():
     z = torch.randn(4, 3)
     one = class_collapse(z, z, [1, 1, 1, 1])
-    assert one["s_b"] is None and one["ssem_residual"] is None and one["classes"] == 1
+    assert one.s_b is None and one.ssem_residual is None and one.classes == 1
     singletons = class_collapse(z, z, [0, 1, 2, 3])
-    assert singletons["s_w"] is None and singletons["within_class_variance"] == pytest.approx(
-        0, abs=1e-6
-    )
+    assert singletons.s_w is None and singletons.within_class_variance == pytest.approx(0, abs=1e-6)
     with pytest.raises(ValueError, match="needs labels"):
         class_collapse(z, z, None)
 
@@ -137,13 +136,14 @@ def test_analyze_writes_the_block_for_labelled_embeddings(tmp_path, run_cli, pai
     assert list(layer)[-1] == "collapse" and layer["collapse"]["classes"] == 3
     data_npz = np.load(pairs_file)
     want = class_collapse(data_npz["z1"], data_npz["z2"], data_npz["labels"])
-    assert layer["collapse"] == json.loads(json.dumps(want))
+    assert layer["collapse"] == json.loads(json.dumps(want.to_dict()))
     result = Result.from_dict(data)
     collapse = result.layers["embedding"].collapse
     assert isinstance(collapse, Collapse)
     assert result.to_dict() == data  # read and written back unchanged
     values = {m.key: m.read(result.layers["embedding"]) for m in COLLAPSE_METRICS}
-    assert values["within_class_variance"] == want["within_class_variance"]
+    assert values["within_class_variance"] == want.within_class_variance
+    assert collapse == want  # the block measurement returned is the block read back
     report = (out / "report.md").read_text()
     assert "### Class collapse of 'embedding'" in report and "SSEM identity residual" in report
 
@@ -164,6 +164,6 @@ def test_collapse_values_are_finite_at_scale():
     g = torch.Generator().manual_seed(0)
     z = torch.randn(5000, 64, generator=g)
     got = class_collapse(z, z + 0.1 * torch.randn(5000, 64, generator=g), torch.arange(5000) % 10)
-    assert all(math.isfinite(got[k]) for k in ("s_w", "s_b", "within_class_variance"))
+    assert all(math.isfinite(getattr(got, k)) for k in ("s_w", "s_b", "within_class_variance"))
     # random directions: nothing is collapsed, and the classes do not separate
-    assert got["within_class_variance"] > 0.9 and abs(got["s_w"] - got["s_b"]) < 0.01
+    assert got.within_class_variance > 0.9 and abs(got.s_w - got.s_b) < 0.01

@@ -768,14 +768,20 @@ def test_rerender_removes_only_its_own_stale_files(tmp_path):
 
 
 def test_staged_output_prunes_only_files_it_proves_it_wrote(tmp_path):
-    """Issue 11: a listing proves ownership only by the hash of a file's current content; a
-    planted list of names, an entry outside the folder or a folder in its place remove nothing."""
+    """Issue 11: a listing proves ownership only by the seal of a file's current content; a
+    planted list of names, an entry outside the folder or a folder in its place remove nothing.
+    Issue 26: nor does a listing of plain SHA-256 hashes (what sha256sum prints)."""
     import hashlib
 
-    from cl_diag.io.output import OWNED_FILES, staged_output
+    from cl_diag.io.output import OWNED_FILES, listing_text, seal, staged_output
 
     def sha(text: str) -> str:
         return hashlib.sha256(text.encode()).hexdigest()
+
+    def sealed(text: str, name: str) -> str:
+        path = tmp_path / "sealed"
+        path.write_text(text)
+        return seal(path, name) or ""
 
     out = tmp_path / "out"
     (out / "sub").mkdir(parents=True)
@@ -785,19 +791,36 @@ def test_staged_output_prunes_only_files_it_proves_it_wrote(tmp_path):
     (out / "folder.svg").mkdir()
     # the listing of earlier versions (bare names) proves nothing
     (out / OWNED_FILES).write_text("../outside.txt\nsub/x\nold.svg\nfolder.svg\n..\n")
-    with staged_output(out) as staging:
+    with staged_output(out, kind="analysis") as staging:
         (staging / "new.svg").write_text("new")
     assert (tmp_path / "outside.txt").read_text() == "keep"
     assert (out / "sub" / "x").read_text() == "keep" and (out / "folder.svg").is_dir()
     assert (out / "old.svg").read_text() == "stale" and (out / "new.svg").read_text() == "new"
-    # hashes that match prove it; unsafe names and mismatching hashes are ignored
+    # plain hashes that match the files prove nothing either
     (out / OWNED_FILES).write_text(
-        f"{sha('keep')}  ../outside.txt\n{sha('keep')}  sub/../../outside.txt\n"
-        f"{sha('stale')}  old.svg\n{sha('other')}  sub/x\n{sha('new')}  new.svg\n"
+        "# cl-diag: the files it wrote in this folder, as <sha256>  <name>. Do not edit.\n"
+        f"{sha('stale')}  old.svg\n{sha('new')}  new.svg\n"
     )
-    with staged_output(out) as staging:
+    with staged_output(out, kind="analysis") as staging:
+        (staging / "other.svg").write_text("other")
+    assert (out / "old.svg").exists() and (out / "new.svg").exists()
+    # seals that match prove it; unsafe names and mismatching seals are ignored
+    (out / OWNED_FILES).write_text(
+        listing_text(
+            "analysis",
+            {
+                "sub/x": [sealed("other", "sub/x")],
+                "old.svg": [sealed("stale", "old.svg")],
+                "new.svg": [sealed("new", "new.svg")],
+            },
+        )
+        + f"{sealed('keep', '../outside.txt')}  ../outside.txt\n"
+    )
+    with staged_output(out, kind="analysis") as staging:
         (staging / "result.json").write_text("{}")
     assert (tmp_path / "outside.txt").read_text() == "keep" and (out / "sub" / "x").exists()
     assert not (out / "old.svg").exists() and not (out / "new.svg").exists()
     assert (out / "result.json").read_text() == "{}"
-    assert (out / OWNED_FILES).read_text().splitlines()[1:] == [f"{sha('{}')}  result.json"]
+    assert (out / OWNED_FILES).read_text().splitlines()[1:] == [
+        f"{sealed('{}', 'result.json')}  result.json"
+    ]

@@ -19,6 +19,7 @@ from cl_diag.measurement.geometry import (
     uniformity,
 )
 from cl_diag.measurement.pairs import normalise_views
+from cl_diag.result import Ceiling, ViewValues
 
 U32 = 2.0**-24
 
@@ -48,7 +49,7 @@ def test_matches_brute_force(n, d, block):
     z2 = z1 + rng.standard_normal((n, d))
     g = geometry(z1, z2, n_ref=1000, block_size=block)
     u, v = rows(z1, z2)
-    assert list(g) == [
+    assert list(g.to_dict()) == [
         "alignment",
         "uniformity",
         "effective_rank",
@@ -56,29 +57,30 @@ def test_matches_brute_force(n, d, block):
         "frontier_gap",
         "alignment_ceiling",
     ]
-    assert g["alignment"] == pytest.approx(np.mean(((u - v) ** 2).sum(1)), rel=1e-13)
+    assert g.alignment == pytest.approx(np.mean(((u - v) ** 2).sum(1)), rel=1e-13)
     # uniformity: the exponent -2|x_i - x_j|^2 = 4 x_i.x_j - ... carries 4x the float32 dot error
     # (<= d u per pair), and a log-mean-exp moves by at most the largest exponent error
     eps = 4 * (d * U32 / (1 - d * U32))
-    assert abs(g["uniformity"]["u"] - brute_uniformity(u)) <= eps
-    assert abs(g["uniformity"]["v"] - brute_uniformity(v)) <= eps
-    assert g["effective_rank"]["epsilon"] == RANKME_EPSILON == 1e-7
-    assert g["effective_rank"]["u"] == pytest.approx(brute_rankme(u), rel=1e-10)
-    assert g["effective_rank"]["v"] == pytest.approx(brute_rankme(v), rel=1e-10)
+    assert abs(g.uniformity.u - brute_uniformity(u)) <= eps
+    assert abs(g.uniformity.v - brute_uniformity(v)) <= eps
+    assert g.effective_rank.epsilon == RANKME_EPSILON == 1e-7
+    assert g.effective_rank.u == pytest.approx(brute_rankme(u), rel=1e-10)
+    assert g.effective_rank.v == pytest.approx(brute_rankme(v), rel=1e-10)
     for name, x in (("u", u), ("v", v)):
         spec = np.sort(np.linalg.eigvalsh(np.cov(x, rowvar=False, bias=True)))[::-1][: min(n, d)]
-        assert len(g["spectrum"][name]) == min(n, d)
-        assert np.allclose(g["spectrum"][name], np.clip(spec, 0, None), rtol=1e-9, atol=1e-12)
-        assert all(a >= b for a, b in itertools.pairwise(g["spectrum"][name]))
+        values = getattr(g.spectrum, name)
+        assert len(values) == min(n, d)
+        assert np.allclose(values, np.clip(spec, 0, None), rtol=1e-9, atol=1e-12)
+        assert all(a >= b for a, b in itertools.pairwise(values))
     mean_pos = np.mean((u * v).sum(1))
     cross = u @ v.T
     mean_neg = (cross.sum() - np.trace(cross)) / (n * (n - 1))
-    assert g["frontier_gap"] == pytest.approx(
+    assert g.frontier_gap == pytest.approx(
         mean_neg - ((n - 2) * mean_pos - n) / (2 * (n - 1)), abs=1e-12
     )
-    assert g["alignment_ceiling"]["value"] == pytest.approx(1 + mean_neg + 1 / 999, abs=1e-12)
-    assert g["alignment_ceiling"]["below_one"] is bool(1 + mean_neg + 1 / 999 < 1)
-    json.dumps(g, allow_nan=False)
+    assert g.alignment_ceiling.value == pytest.approx(1 + mean_neg + 1 / 999, abs=1e-12)
+    assert g.alignment_ceiling.below_one is bool(1 + mean_neg + 1 / 999 < 1)
+    json.dumps(g.to_dict(), allow_nan=False)
 
 
 def test_frontier_gap_is_the_slack_of_lemma_c6():
@@ -93,8 +95,8 @@ def test_frontier_gap_is_the_slack_of_lemma_c6():
     u, v = rows(z1, z2)
     diff = u - v
     r = ((diff - diff.mean(0)) ** 2).sum(1).mean() + ((u.mean(0) + v.mean(0)) ** 2).sum()
-    assert g["frontier_gap"] > 0
-    assert g["frontier_gap"] == pytest.approx(n * r / (4 * (n - 1)), abs=1e-6)
+    assert g.frontier_gap > 0
+    assert g.frontier_gap == pytest.approx(n * r / (4 * (n - 1)), abs=1e-6)
 
 
 def test_frontier_gap_zero_on_the_frontier():
@@ -109,9 +111,9 @@ def test_frontier_gap_zero_on_the_frontier():
     e[0, n] = 1.0
     wz = np.hstack([w, np.zeros((n, 1))])
     g = geometry(a * wz + c * e, a * wz - c * e, n_ref=n)
-    assert abs(g["frontier_gap"]) <= 1e-6
+    assert abs(g.frontier_gap) <= 1e-6
     # alignment is 4 c^2 and the mean positive 1 - 2 c^2, both in closed form
-    assert g["alignment"] == pytest.approx(4 * c * c, abs=1e-6)
+    assert g.alignment == pytest.approx(4 * c * c, abs=1e-6)
 
 
 def test_antipodal_closed_forms():
@@ -121,17 +123,17 @@ def test_antipodal_closed_forms():
     z1 = np.tile([0.0, 2.0, 0.0], (n, 1))
     z2 = -z1 * 5
     g = geometry(z1, z2, n_ref=100)
-    assert g["alignment"] == 4.0
-    assert g["uniformity"] == {"u": 0.0, "v": 0.0}
+    assert g.alignment == 4.0
+    assert g.uniformity == ViewValues(u=0.0, v=0.0)
     p1 = 1 + RANKME_EPSILON
-    assert g["effective_rank"]["u"] == pytest.approx(
+    assert g.effective_rank.u == pytest.approx(
         math.exp(-(p1 * math.log(p1) + 2 * 1e-7 * math.log(1e-7))), rel=1e-12
     )
-    assert g["spectrum"]["u"] == [0.0, 0.0, 0.0]
-    assert g["alignment_ceiling"]["value"] == pytest.approx(1 / 99, abs=1e-15)
-    assert g["alignment_ceiling"]["below_one"] is True
+    assert g.spectrum.u == [0.0, 0.0, 0.0]
+    assert g.alignment_ceiling.value == pytest.approx(1 / 99, abs=1e-15)
+    assert g.alignment_ceiling.below_one is True
     # Lemma C.6 bound: mean_neg = -1 >= ((n-2)(-1) - n)/(2(n-1)) = -1: on the frontier
-    assert g["frontier_gap"] == pytest.approx(0.0, abs=1e-15)
+    assert g.frontier_gap == pytest.approx(0.0, abs=1e-15)
 
 
 def test_simplex_etf_closed_forms():
@@ -143,13 +145,12 @@ def test_simplex_etf_closed_forms():
     z = (np.eye(n) - 1.0 / n) @ q
     g = geometry(z, z, n_ref=n)
     eps = 1e-6
-    assert g["alignment"] <= eps
-    assert g["uniformity"]["u"] == pytest.approx(-4 * n / (n - 1), abs=eps)
-    assert g["alignment_ceiling"]["value"] == pytest.approx(1.0, abs=eps)
-    assert g["effective_rank"]["u"] == pytest.approx(n - 1, rel=1e-4)  # n-1 equal singular values
+    assert g.alignment <= eps
+    assert g.uniformity.u == pytest.approx(-4 * n / (n - 1), abs=eps)
+    assert g.alignment_ceiling.value == pytest.approx(1.0, abs=eps)
+    assert g.effective_rank.u == pytest.approx(n - 1, rel=1e-4)  # n-1 equal singular values
     assert (
-        np.allclose(g["spectrum"]["u"][: n - 1], 1 / (n - 1), atol=eps)
-        and abs(g["spectrum"]["u"][-1]) <= eps
+        np.allclose(g.spectrum.u[: n - 1], 1 / (n - 1), atol=eps) and abs(g.spectrum.u[-1]) <= eps
     )
 
 
@@ -164,7 +165,7 @@ def test_cross_view_mean_is_used_when_given():
     rng = np.random.default_rng(3)
     z1, z2 = rng.standard_normal((20, 4)), rng.standard_normal((20, 4))
     g = geometry(z1, z2, n_ref=20, cross_view_mean=-0.5)
-    assert g["alignment_ceiling"] == {"value": 1 - 0.5 + 1 / 19, "below_one": True}
+    assert g.alignment_ceiling == Ceiling(value=1 - 0.5 + 1 / 19, below_one=True)
     with pytest.raises(ValueError, match="cross_view_mean"):
         geometry(z1, z2, n_ref=20, cross_view_mean=float("nan"))
 
@@ -178,7 +179,7 @@ def test_theorem_5_2_holds_with_n_ref_equal_n():
         z2 = z1 + rng.standard_normal((n, 5)) * trial
         g = geometry(z1, z2, n_ref=n)
         u, v = rows(z1, z2)
-        assert np.mean((u * v).sum(1)) <= g["alignment_ceiling"]["value"] + 1e-6
+        assert np.mean((u * v).sum(1)) <= g.alignment_ceiling.value + 1e-6
 
 
 def test_uniformity_tiles_agree():

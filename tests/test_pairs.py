@@ -20,16 +20,24 @@ import numpy as np
 import pytest
 import torch
 
+from cl_diag.measurement import theory
 from cl_diag.measurement.pairs import (
     QUANTILES,
+    delta_float32,
     fine_bins,
     normalise_views,
     pair_statistics,
-    threshold,
-    threshold_float32,
 )
+from cl_diag.result import PairStats
 
 U32 = 2.0**-24
+
+
+def as_json(stats: dict[str, PairStats]) -> str:
+    """The blocks as result.json writes them: equal texts mean bit-identical statistics."""
+    return json.dumps({kind: block.to_dict() for kind, block in stats.items()})
+
+
 SCHEMA_KEYS = [
     "count",
     "estimate",
@@ -79,42 +87,48 @@ def near(values: np.ndarray, edge: float, eps: float) -> int:
 
 
 def check_against(
-    stats: dict, ref: np.ndarray, *, eps: float, n_ref: int, negative: bool, hist_bins: int = 100
+    stats: PairStats,
+    ref: np.ndarray,
+    *,
+    eps: float,
+    n_ref: int,
+    negative: bool,
+    hist_bins: int = 100,
 ):
     """Every statistic of one block against the float64 reference values ``ref``."""
     count = ref.size
-    assert stats["count"] == count
-    assert stats["estimate"] is False
-    assert list(stats)[: len(SCHEMA_KEYS)] == SCHEMA_KEYS
+    assert stats.count == count
+    assert stats.estimate is False
+    assert list(stats.to_dict())[: len(SCHEMA_KEYS)] == SCHEMA_KEYS
     # each similarity is within eps of its reference, so are mean, min, max; the population
     # variance moves by at most 2 eps E|x - mean| + eps^2 <= 2 eps std + eps^2
-    assert abs(stats["mean"] - ref.mean()) <= eps
-    assert abs(stats["var"] - ref.var()) <= 2 * eps * ref.std() + eps**2
-    assert stats["std"] == pytest.approx(math.sqrt(stats["var"]), rel=1e-15)
-    assert abs(stats["min"] - ref.min()) <= eps
-    assert abs(stats["max"] - ref.max()) <= eps
+    assert abs(stats.mean - ref.mean()) <= eps
+    assert abs(stats.var - ref.var()) <= 2 * eps * ref.std() + eps**2
+    assert stats.std == pytest.approx(math.sqrt(stats.var), rel=1e-15)
+    assert abs(stats.min - ref.min()) <= eps
+    assert abs(stats.max - ref.max()) <= eps
     # quantiles: within w/2 of the float32 values' quantiles, so within w/2 + eps of the reference
-    w = 2.0 / fine_bins(hist_bins) if stats["quantile_error"] else 0.0
-    assert stats["quantile_error"] in (0.0, 2.0 / fine_bins(hist_bins))
+    w = 2.0 / fine_bins(hist_bins) if stats.quantile_error else 0.0
+    assert stats.quantile_error in (0.0, 2.0 / fine_bins(hist_bins))
     for p in QUANTILES:
         exact = np.quantile(ref, p / 100.0)
-        assert abs(stats["quantiles"][str(p)] - exact) <= w / 2 + eps + 1e-15, p
-        assert abs(stats["quantiles"][str(p)] - exact) <= stats["quantile_error"] + eps + 1e-15
+        assert abs(stats.quantiles[str(p)] - exact) <= w / 2 + eps + 1e-15, p
+        assert abs(stats.quantiles[str(p)] - exact) <= stats.quantile_error + eps + 1e-15
     # histogram on [-1, 1]: exact up to values within eps of a bin edge
-    hist = stats["histogram"]
-    assert hist["range"] == [-1.0, 1.0] and hist["bins"] == hist_bins
+    hist = stats.histogram
+    assert hist.range == [-1.0, 1.0] and hist.bins == hist_bins
     expected, edges = np.histogram(np.clip(ref, -1.0, 1.0), bins=hist_bins, range=(-1.0, 1.0))
     slack = np.array([near(ref, e, eps) for e in edges])
-    diff = np.abs(np.array(hist["counts"]) - expected)
+    diff = np.abs(np.array(hist.counts) - expected)
     assert np.all(diff <= slack[:-1] + slack[1:]), diff.max()
-    assert sum(hist["counts"]) == count
+    assert sum(hist.counts) == count
     if negative:
-        delta = threshold(n_ref)
+        delta = theory.delta(n_ref)
         exact_below = int(np.count_nonzero(ref < delta))
-        assert abs(stats["excessive_count"] - exact_below) <= near(ref, delta, eps)
-        assert stats["excessive_ratio"] == stats["excessive_count"] / count
+        assert abs(stats.excessive_count - exact_below) <= near(ref, delta, eps)
+        assert stats.excessive_ratio == stats.excessive_count / count
     else:
-        assert "excessive_ratio" not in stats
+        assert not stats.negative and "excessive_ratio" not in stats.to_dict()
 
 
 @pytest.mark.parametrize(
@@ -137,9 +151,9 @@ def test_every_statistic_matches_brute_force(n, d, block, hist_bins):
     ref = reference(z1, z2)
     eps = gamma(d)
     assert list(stats) == ["positive", "cross_view_negative", "within_view_negative"]
-    assert stats["cross_view_negative"]["count"] == n * (n - 1)
-    assert stats["within_view_negative"]["count"] == n * (n - 1)
-    assert stats["positive"]["quantile_error"] == 0.0  # n values: exact quantiles
+    assert stats["cross_view_negative"].count == n * (n - 1)
+    assert stats["within_view_negative"].count == n * (n - 1)
+    assert stats["positive"].quantile_error == 0.0  # n values: exact quantiles
     for kind in ("positive", "cross_view_negative", "within_view_negative"):
         check_against(
             stats[kind],
@@ -167,7 +181,7 @@ def test_variance_of_nearly_constant_similarities():
         r = ref[kind]
         assert r.var() < 1e-3 * np.mean(r**2)  # really the cancelling case
         check_against(stats[kind], r, eps=eps, n_ref=n, negative=True)
-        assert stats[kind]["var"] == pytest.approx(r.var(), rel=0.02)
+        assert stats[kind].var == pytest.approx(r.var(), rel=0.02)
 
 
 def test_threshold_near_the_bulk_counts_exactly():
@@ -179,7 +193,7 @@ def test_threshold_near_the_bulk_counts_exactly():
     ref = reference(z, z2)
     for kind in ("cross_view_negative", "within_view_negative"):
         check_against(stats[kind], ref[kind], eps=gamma(40), n_ref=20, negative=True)
-        assert 0.2 < stats[kind]["excessive_ratio"] < 0.5
+        assert 0.2 < stats[kind].excessive_ratio < 0.5
 
 
 def lattice_views(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -203,32 +217,32 @@ def test_lattice_is_exact_including_edges_and_strict_threshold(block):
     for kind in ("positive", "cross_view_negative", "within_view_negative"):
         s, r = stats[kind], ref[kind]
         assert np.all(np.abs(r * 8 - np.round(r * 8)) == 0)  # the lattice really is exact
-        assert s["min"] == r.min() and s["max"] == r.max()
-        assert s["mean"] == pytest.approx(r.mean(), rel=0, abs=1e-15)
-        assert s["var"] == pytest.approx(r.var(), rel=1e-13, abs=1e-16)
+        assert s.min == r.min() and s.max == r.max()
+        assert s.mean == pytest.approx(r.mean(), rel=0, abs=1e-15)
+        assert s.var == pytest.approx(r.var(), rel=1e-13, abs=1e-16)
         # values on an edge belong to the bin above it (numpy's convention); 1.0 to the last bin
-        assert s["histogram"]["counts"] == np.histogram(r, bins=100, range=(-1, 1))[0].tolist()
+        assert s.histogram.counts == np.histogram(r, bins=100, range=(-1, 1))[0].tolist()
         for p in QUANTILES:
-            assert abs(s["quantiles"][str(p)] - np.quantile(r, p / 100)) <= (
+            assert abs(s.quantiles[str(p)] - np.quantile(r, p / 100)) <= (
                 w / 2 if kind != "positive" else 1e-15
             )
         if kind != "positive":
             assert np.count_nonzero(r == -0.125) > 0
-            assert s["excessive_count"] == int(np.count_nonzero(r < -0.125))
+            assert s.excessive_count == int(np.count_nonzero(r < -0.125))
 
 
-def test_threshold_float32_is_the_exact_boundary():
+def test_delta_float32_is_the_exact_boundary():
     for n_ref in (2, 3, 9, 10, 50_000, 126_689, 1_281_167):
-        delta, t32 = threshold(n_ref), threshold_float32(n_ref)
+        delta, t32 = theory.delta(n_ref), delta_float32(n_ref)
         assert t32 >= delta and np.float32(t32) == t32
         below = np.nextafter(np.float32(t32), np.float32(-np.inf))
         assert float(below) < delta  # no float32 value lies in [delta, t32)
     # a float32 similarity equal to the float32 rounding of delta but above delta is not excessive
     n_ref = 50_000
-    delta = threshold(n_ref)
+    delta = theory.delta(n_ref)
     r32 = float(np.float32(delta))
     assert r32 != delta
-    assert (r32 < delta) == (r32 < threshold_float32(n_ref))
+    assert (r32 < delta) == (r32 < delta_float32(n_ref))
 
 
 # --------------------------------------------------------------------------- closed-form cases
@@ -249,10 +263,10 @@ def test_simplex_etf_every_negative_at_delta(n):
     stats = pair_statistics(z, z, n_ref=n, block_size=16)
     for kind in ("cross_view_negative", "within_view_negative"):
         s = stats[kind]
-        assert s["count"] == n * (n - 1)
-        assert delta - eps <= s["min"] <= s["max"] <= delta + eps
-        assert abs(s["mean"] - delta) <= eps
-        assert s["var"] <= eps**2
+        assert s.count == n * (n - 1)
+        assert delta - eps <= s.min <= s.max <= delta + eps
+        assert abs(s.mean - delta) <= eps
+        assert s.var <= eps**2
         # The excessive ratio at exactly n_ref = n is decided by float32 round-off alone: the
         # similarities scatter within ~1e-7 of delta, and anywhere between 0 % and 100 % land below
         # it (measured on ETFs of n = 5..257, rotated or not: 0.0, 0.03, 0.2, 0.48, 1.0). "Ratio 0
@@ -269,22 +283,20 @@ def test_simplex_etf_every_negative_at_delta(n):
         sims = torch.mm(u, u.T).numpy()
     finally:
         torch.set_num_threads(threads)
-    t32 = np.float32(threshold_float32(n))
+    t32 = np.float32(delta_float32(n))
     off = ~np.eye(n, dtype=bool)
-    assert one_tile["cross_view_negative"]["excessive_count"] == int(
-        np.count_nonzero(sims[off] < t32)
-    )
-    assert one_tile["within_view_negative"]["excessive_count"] == 2 * int(
+    assert one_tile["cross_view_negative"].excessive_count == int(np.count_nonzero(sims[off] < t32))
+    assert one_tile["within_view_negative"].excessive_count == 2 * int(
         np.count_nonzero(np.triu(sims < t32, 1))
     )
     assert 1.0 / ((n - 1) * (n - 2)) > eps and 1.0 / (n * (n - 1)) > eps
     below = pair_statistics(z, z, n_ref=n - 1)
     above = pair_statistics(z, z, n_ref=n + 1)
     for kind in ("cross_view_negative", "within_view_negative"):
-        assert below[kind]["excessive_ratio"] == 0.0 and below[kind]["excessive_count"] == 0
-        assert above[kind]["excessive_ratio"] == 1.0
+        assert below[kind].excessive_ratio == 0.0 and below[kind].excessive_count == 0
+        assert above[kind].excessive_ratio == 1.0
     pos = stats["positive"]
-    assert 1 - eps <= pos["min"] <= pos["max"] <= 1 + eps
+    assert 1 - eps <= pos.min <= pos.max <= 1 + eps
 
 
 def test_two_point_etf_is_exact():
@@ -294,10 +306,10 @@ def test_two_point_etf_is_exact():
     stats = pair_statistics(z, z)
     for kind in ("cross_view_negative", "within_view_negative"):
         s = stats[kind]
-        assert (s["count"], s["mean"], s["var"], s["min"], s["max"]) == (2, -1.0, 0.0, -1.0, -1.0)
-        assert s["excessive_count"] == 0 and s["excessive_ratio"] == 0.0
-        assert s["histogram"]["counts"][0] == 2
-        assert all(q == -1.0 for q in s["quantiles"].values())
+        assert (s.count, s.mean, s.var, s.min, s.max) == (2, -1.0, 0.0, -1.0, -1.0)
+        assert s.excessive_count == 0 and s.excessive_ratio == 0.0
+        assert s.histogram.counts[0] == 2
+        assert all(q == -1.0 for q in s.quantiles.values())
 
 
 def antipodal(n: int, k: int, d: int = 4):
@@ -319,37 +331,32 @@ def test_antipodal_closed_forms(n, k, block):
     diff_sign = 2 * k * (n - k)
     # positives u_i.v_i = -1
     pos = stats["positive"]
-    assert (pos["mean"], pos["var"], pos["min"], pos["max"]) == (-1.0, 0.0, -1.0, -1.0)
+    assert (pos.mean, pos.var, pos.min, pos.max) == (-1.0, 0.0, -1.0, -1.0)
     # cross-view u_i.v_j = -sigma_i sigma_j: -1 for same sign, +1 otherwise
     c = stats["cross_view_negative"]
     mean = (diff_sign - same_sign) / pairs
-    assert c["mean"] == pytest.approx(mean, abs=1e-15)
-    assert c["var"] == pytest.approx(1 - mean**2, abs=1e-14)
-    assert c["excessive_count"] == same_sign and c["excessive_ratio"] == same_sign / pairs
-    assert c["histogram"]["counts"][0] == same_sign and c["histogram"]["counts"][-1] == diff_sign
+    assert c.mean == pytest.approx(mean, abs=1e-15)
+    assert c.var == pytest.approx(1 - mean**2, abs=1e-14)
+    assert c.excessive_count == same_sign and c.excessive_ratio == same_sign / pairs
+    assert c.histogram.counts[0] == same_sign and c.histogram.counts[-1] == diff_sign
     # within-view u_i.u_j = v_i.v_j = sigma_i sigma_j: +1 for same sign (both views)
     w = stats["within_view_negative"]
     mean_w = (same_sign - diff_sign) / pairs
-    assert w["mean"] == pytest.approx(mean_w, abs=1e-15)
-    assert w["var"] == pytest.approx(1 - mean_w**2, abs=1e-14)
-    assert w["excessive_count"] == diff_sign
+    assert w.mean == pytest.approx(mean_w, abs=1e-15)
+    assert w.var == pytest.approx(1 - mean_w**2, abs=1e-14)
+    assert w.excessive_count == diff_sign
     # classes are the signs: same-class cross-view pairs are all -1, different-class all +1
-    split = c["by_class"]
-    assert split["same_class"]["count"] == same_sign and split["same_class"]["mean"] in (-1.0, None)
-    assert split["different_class"]["count"] == diff_sign
+    split = c.by_class
+    assert split.same_class.count == same_sign and split.same_class.mean in (-1.0, None)
+    assert split.different_class.count == diff_sign
     if diff_sign:
-        assert split["different_class"]["mean"] == 1.0 and split["different_class"]["var"] == 0.0
-        assert split["different_class"]["excessive_count"] == 0
+        assert split.different_class.mean == 1.0 and split.different_class.var == 0.0
+        assert split.different_class.excessive_count == 0
     else:  # one class only: the different-class split is empty
-        d = split["different_class"]
-        assert (
-            d["mean"] is None
-            and d["var"] is None
-            and d["min"] is None
-            and d["excessive_ratio"] is None
-        )
-        assert d["excessive_count"] == 0 and sum(d["histogram"]["counts"]) == 0
-        assert all(q is None for q in d["quantiles"].values())
+        d = split.different_class
+        assert d.mean is None and d.var is None and d.min is None and d.excessive_ratio is None
+        assert d.excessive_count == 0 and sum(d.histogram.counts) == 0
+        assert all(q is None for q in d.quantiles.values())
     # order statistics of a two-valued population: the sorted values are same_sign times -1, then
     # +1; numpy's linear rule interpolates at h = (count - 1) p. The histogram estimate is within
     # half a fine bin of it.
@@ -359,7 +366,7 @@ def test_antipodal_closed_forms(n, k, block):
         lo, frac = math.floor(h), h - math.floor(h)
         x_lo = -1.0 if lo < same_sign else 1.0
         x_hi = -1.0 if min(lo + 1, pairs - 1) < same_sign else 1.0
-        assert abs(c["quantiles"][str(p)] - (x_lo + frac * (x_hi - x_lo))) <= w / 2
+        assert abs(c.quantiles[str(p)] - (x_lo + frac * (x_hi - x_lo))) <= w / 2
 
 
 # --------------------------------------------------------------------------- labels
@@ -378,14 +385,12 @@ def test_labels_split_matches_brute_force(classes, block):
     for kind in ("cross_view_negative", "within_view_negative"):
         check_against(stats[kind], ref[kind], eps=eps, n_ref=50_000, negative=True)
         same = ref["split"][kind]
-        split = stats[kind]["by_class"]
-        assert list(split) == ["same_class", "different_class"]
-        check_against(split["same_class"], ref[kind][same], eps=eps, n_ref=50_000, negative=True)
-        check_against(
-            split["different_class"], ref[kind][~same], eps=eps, n_ref=50_000, negative=True
-        )
-        assert split["same_class"]["count"] + split["different_class"]["count"] == n * (n - 1)
-    assert "by_class" not in stats["positive"]
+        split = stats[kind].by_class
+        assert list(split.to_dict()) == ["same_class", "different_class"]
+        check_against(split.same_class, ref[kind][same], eps=eps, n_ref=50_000, negative=True)
+        check_against(split.different_class, ref[kind][~same], eps=eps, n_ref=50_000, negative=True)
+        assert split.same_class.count + split.different_class.count == n * (n - 1)
+    assert stats["positive"].by_class is None and "by_class" not in stats["positive"].to_dict()
 
 
 def test_labels_of_any_kind_and_singleton_classes():
@@ -393,10 +398,10 @@ def test_labels_of_any_kind_and_singleton_classes():
     z = rng.standard_normal((12, 6))
     names = np.array(list("abcdefghijkl"))  # every instance its own class: no same-class pairs
     stats = pair_statistics(z, z * 2, labels=names)
-    split = stats["cross_view_negative"]["by_class"]
-    assert split["same_class"]["count"] == 0 and split["same_class"]["mean"] is None
-    assert split["different_class"]["count"] == 132
-    assert split["different_class"]["mean"] == stats["cross_view_negative"]["mean"]
+    split = stats["cross_view_negative"].by_class
+    assert split.same_class.count == 0 and split.same_class.mean is None
+    assert split.different_class.count == 132
+    assert split.different_class.mean == stats["cross_view_negative"].mean
     as_tensor = pair_statistics(z, z * 2, labels=torch.arange(12))
     assert as_tensor == stats
 
@@ -420,24 +425,24 @@ def test_sampled_within_five_standard_errors_of_exact():
     ref = reference(z1, z2)
     for kind in ("positive", "cross_view_negative", "within_view_negative"):
         s, e, r = sampled[kind], exact[kind], ref[kind]
-        assert s["estimate"] is True and e["estimate"] is False
-        assert s["count"] == k and s["quantile_error"] == 0.0
+        assert s.estimate is True and e.estimate is False
+        assert s.count == k and s.quantile_error == 0.0
         sigma2 = r.var()
         mu4 = np.mean((r - r.mean()) ** 4)
-        assert abs(s["mean"] - e["mean"]) <= 5 * math.sqrt(sigma2 / k)
-        assert abs(s["var"] - e["var"]) <= 5 * math.sqrt((mu4 - sigma2**2) / k) + sigma2 / k
-        assert r.min() - 1e-6 <= s["min"] and s["max"] <= r.max() + 1e-6
+        assert abs(s.mean - e.mean) <= 5 * math.sqrt(sigma2 / k)
+        assert abs(s.var - e.var) <= 5 * math.sqrt((mu4 - sigma2**2) / k) + sigma2 / k
+        assert r.min() - 1e-6 <= s.min and s.max <= r.max() + 1e-6
         for p in QUANTILES:
             q = p / 100
             band = 5 * math.sqrt(q * (1 - q) / k)
             lo, hi = np.quantile(r, max(q - band, 0)), np.quantile(r, min(q + band, 1))
-            assert lo - 1e-6 <= s["quantiles"][str(p)] <= hi + 1e-6
-        assert sum(s["histogram"]["counts"]) == k
+            assert lo - 1e-6 <= s.quantiles[str(p)] <= hi + 1e-6
+        assert sum(s.histogram.counts) == k
         if kind != "positive":
-            p = e["excessive_ratio"]
+            p = e.excessive_ratio
             assert 0.05 < p < 0.95
-            assert abs(s["excessive_ratio"] - p) <= 5 * math.sqrt(p * (1 - p) / k)
-            assert s["excessive_ratio"] == s["excessive_count"] / k
+            assert abs(s.excessive_ratio - p) <= 5 * math.sqrt(p * (1 - p) / k)
+            assert s.excessive_ratio == s.excessive_count / k
 
 
 def test_sampled_draws_only_distinct_instances():
@@ -445,11 +450,11 @@ def test_sampled_draws_only_distinct_instances():
     instances a sampler that ever drew i = j for a negative would show a maximum near 1."""
     z = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.6, 0.8, 0.0]])
     s = pair_statistics(z, z, mode="sampled", num_pairs=3000, seed=1)
-    assert s["positive"]["min"] > 1 - 1e-6
+    assert s["positive"].min > 1 - 1e-6
     for kind in ("cross_view_negative", "within_view_negative"):
-        assert s[kind]["max"] < 0.81
+        assert s[kind].max < 0.81
         # the three distinct similarities 0, 0.6, 0.8 are equally likely: mean 1.4/3
-        assert abs(s[kind]["mean"] - 1.4 / 3) <= 5 * math.sqrt(np.var([0, 0.6, 0.8]) / 3000)
+        assert abs(s[kind].mean - 1.4 / 3) <= 5 * math.sqrt(np.var([0, 0.6, 0.8]) / 3000)
 
 
 def test_sampled_labels_split():
@@ -458,13 +463,13 @@ def test_sampled_labels_split():
     z = rng.standard_normal((50, 8))
     s = pair_statistics(z, z, labels=labels, mode="sampled", num_pairs=4000, seed=3)
     for kind in ("cross_view_negative", "within_view_negative"):
-        split = s[kind]["by_class"]
-        assert split["same_class"]["count"] + split["different_class"]["count"] == 4000
-        assert split["same_class"]["estimate"] is True
+        split = s[kind].by_class
+        assert split.same_class.count + split.different_class.count == 4000
+        assert split.same_class.estimate is True
         # same-class share of the n(n-1) pairs
         n1 = int(labels.sum())
         share = (n1 * (n1 - 1) + (50 - n1) * (49 - n1)) / (50 * 49)
-        assert abs(split["same_class"]["count"] / 4000 - share) <= 5 * math.sqrt(
+        assert abs(split.same_class.count / 4000 - share) <= 5 * math.sqrt(
             share * (1 - share) / 4000
         )
 
@@ -475,11 +480,11 @@ def test_deterministic_and_seeded():
     a = pair_statistics(z1, z2, mode="sampled", num_pairs=500, seed=4)
     b = pair_statistics(z1, z2, mode="sampled", num_pairs=500, seed=4)
     c = pair_statistics(z1, z2, mode="sampled", num_pairs=500, seed=5)
-    assert json.dumps(a) == json.dumps(b)
-    assert a["cross_view_negative"]["mean"] != c["cross_view_negative"]["mean"]
+    assert as_json(a) == as_json(b)
+    assert a["cross_view_negative"].mean != c["cross_view_negative"].mean
     e1 = pair_statistics(z1, z2, block_size=16)
     e2 = pair_statistics(z1, z2, block_size=16)
-    assert json.dumps(e1) == json.dumps(e2)
+    assert as_json(e1) == as_json(e2)
 
 
 def test_exact_result_does_not_depend_on_thread_count():
@@ -493,7 +498,7 @@ def test_exact_result_does_not_depend_on_thread_count():
         four = pair_statistics(z1, z2, block_size=32)
     finally:
         torch.set_num_threads(threads)
-    assert json.dumps(one) == json.dumps(four)
+    assert as_json(one) == as_json(four)
     assert torch.get_num_threads() == threads
 
 
@@ -505,18 +510,20 @@ def test_block_size_changes_only_rounding():
     b = pair_statistics(z1, z2, block_size=120)
     eps = gamma(20)
     for kind in ("cross_view_negative", "within_view_negative"):
-        assert a[kind]["count"] == b[kind]["count"]
+        assert a[kind].count == b[kind].count
         for key in ("mean", "min", "max"):
-            assert abs(a[kind][key] - b[kind][key]) <= 2 * eps
-        assert abs(a[kind]["var"] - b[kind]["var"]) <= 4 * eps
+            assert abs(getattr(a[kind], key) - getattr(b[kind], key)) <= 2 * eps
+        assert abs(a[kind].var - b[kind].var) <= 4 * eps
 
 
 def test_result_is_plain_json():
     rng = np.random.default_rng(0)
     z = torch.tensor(rng.standard_normal((30, 5)), dtype=torch.float32)
-    stats = pair_statistics(z, z + 0.1, labels=np.arange(30) % 2, hist_bins=10)
+    typed = pair_statistics(z, z + 0.1, labels=np.arange(30) % 2, hist_bins=10)
+    stats = {kind: block.to_dict() for kind, block in typed.items()}
     text = json.dumps(stats, allow_nan=False)
     assert json.loads(text) == stats
+    assert {kind: PairStats.from_dict(block) for kind, block in json.loads(text).items()} == typed
 
     def walk(x):
         if isinstance(x, dict):
@@ -530,7 +537,7 @@ def test_result_is_plain_json():
 
     walk(stats)
     assert list(stats["cross_view_negative"]) == [*NEG_KEYS, "by_class"]
-    assert len(stats["positive"]["histogram"]["counts"]) == 10
+    assert len(typed["positive"].histogram.counts) == 10
 
 
 @pytest.mark.parametrize("hist_bins", [1, 7, 64, 100, 128, 1000])
@@ -543,7 +550,7 @@ def test_histogram_bins_and_fine_grid(hist_bins):
     stats = pair_statistics(z1, z2, hist_bins=hist_bins)
     ref = reference(z1, z2)["cross_view_negative"]
     assert (
-        stats["cross_view_negative"]["histogram"]["counts"]
+        stats["cross_view_negative"].histogram.counts
         == np.histogram(ref, hist_bins, (-1, 1))[0].tolist()
     )
 
@@ -609,18 +616,16 @@ def test_cuda_matches_cpu():
     )
     eps = gamma(64)
     for kind in ("cross_view_negative", "within_view_negative"):
-        assert gpu[kind]["count"] == cpu[kind]["count"]
-        assert abs(gpu[kind]["mean"] - cpu[kind]["mean"]) <= 2 * eps
-        assert abs(gpu[kind]["min"] - cpu[kind]["min"]) <= 2 * eps
-        assert abs(gpu[kind]["excessive_count"] - cpu[kind]["excessive_count"]) <= 50
+        assert gpu[kind].count == cpu[kind].count
+        assert abs(gpu[kind].mean - cpu[kind].mean) <= 2 * eps
+        assert abs(gpu[kind].min - cpu[kind].min) <= 2 * eps
+        assert abs(gpu[kind].excessive_count - cpu[kind].excessive_count) <= 50
     sampled_cpu = pair_statistics(torch.tensor(z1), torch.tensor(z2), mode="sampled", num_pairs=300)
     sampled_gpu = pair_statistics(
         torch.tensor(z1).cuda(), torch.tensor(z2).cuda(), mode="sampled", num_pairs=300
     )
+    assert sampled_gpu["cross_view_negative"].count == sampled_cpu["cross_view_negative"].count
     assert (
-        sampled_gpu["cross_view_negative"]["count"] == sampled_cpu["cross_view_negative"]["count"]
-    )
-    assert (
-        abs(sampled_gpu["cross_view_negative"]["mean"] - sampled_cpu["cross_view_negative"]["mean"])
+        abs(sampled_gpu["cross_view_negative"].mean - sampled_cpu["cross_view_negative"].mean)
         <= 1e-6
     )

@@ -25,12 +25,17 @@ from cl_diag.measurement.pairs import (
     _Grid,
     _Split,
     _Workspace,
+    delta_float32,
     fine_bins,
     normalise_views,
     pair_statistics,
-    threshold_float32,
 )
 from cl_diag.measurement.tile_parts import ALL, OFF_DIAGONAL, UPPER
+
+
+def as_json(stats) -> str:
+    """The blocks as result.json writes them: equal texts mean bit-identical statistics."""
+    return json.dumps({kind: block.to_dict() for kind, block in stats.items()})
 
 
 def gamma32(d: int) -> float:
@@ -146,17 +151,17 @@ def test_closed_form_and_tile_moments_agree_within_the_float32_bound(monkeypatch
     for kind in ("cross_view_negative", "within_view_negative"):
         blocks = [(closed[kind], tiles[kind])]
         blocks += [
-            (closed[kind]["by_class"][k], tiles[kind]["by_class"][k])
+            (getattr(closed[kind].by_class, k), getattr(tiles[kind].by_class, k))
             for k in ("same_class", "different_class")
         ]
         for a, b in blocks:
             # everything but the moments is the tiles' in both
             for key in ("count", "min", "max", "quantiles", "histogram", "excessive_count"):
-                assert a[key] == b[key], key
-            e1, e2 = error_bounds(n, d, a["count"], a["mean"], a["var"] + a["mean"] ** 2)
-            assert abs(a["mean"] - b["mean"]) <= eps + e1
-            assert abs(a["var"] - b["var"]) <= 2 * eps * math.sqrt(b["var"]) + eps**2 + e2
-            assert a["mean"] != b["mean"]  # really two computations
+                assert getattr(a, key) == getattr(b, key), key
+            e1, e2 = error_bounds(n, d, a.count, a.mean, a.var + a.mean**2)
+            assert abs(a.mean - b.mean) <= eps + e1
+            assert abs(a.var - b.var) <= 2 * eps * math.sqrt(b.var) + eps**2 + e2
+            assert a.mean != b.mean  # really two computations
 
 
 @pytest.mark.slow
@@ -252,7 +257,7 @@ def _through(values, *, t32, hist_bins=100, kernel=True, labelled=False, same=No
 def test_bins_delta_edge_and_guards_are_exact(kernel, hist_bins):
     """Every fine edge, delta and values just around them, 1, and round-off beyond +-1: each
     value's bin is decided against the exact edges (float32 values, exact rationals)."""
-    t32 = threshold_float32(50_000)
+    t32 = delta_float32(50_000)
     fine = fine_bins(hist_bins)
     f32 = np.float32
     values = [t32, float(np.nextafter(f32(t32), f32(-1))), float(np.nextafter(f32(t32), f32(1)))]
@@ -275,10 +280,10 @@ def test_bins_delta_edge_and_guards_are_exact(kernel, hist_bins):
         q = Fraction(min(max(value, -1.0), 1.0))
         k = min(math.floor((q + 1) * hist_bins / 2), hist_bins - 1)
         exact_counts[k] += 1
-    assert stats["histogram"]["counts"] == exact_counts
-    assert stats["excessive_count"] == sum(Fraction(x) < Fraction(-1, 49_999) for x in values)
-    assert stats["min"] == -1.25 and stats["max"] == 1.25
-    assert stats["count"] == len(values)
+    assert stats.histogram.counts == exact_counts
+    assert stats.excessive_count == sum(Fraction(x) < Fraction(-1, 49_999) for x in values)
+    assert stats.min == -1.25 and stats.max == 1.25
+    assert stats.count == len(values)
     del expected
 
 
@@ -303,7 +308,7 @@ def test_the_fused_loop_equals_the_torch_operations(monkeypatch):
         ops = pair_statistics(z1, z2, **kwargs)
         closed = pairs._closed_form(n, d)
         for kind in fused:
-            a, b = fused[kind], ops[kind]
+            a, b = fused[kind].to_dict(), ops[kind].to_dict()
             for key in a:
                 if key in ("var", "std") and not closed:
                     assert a[key] == pytest.approx(b[key], rel=1e-12)
@@ -322,7 +327,8 @@ def test_int32_counts_are_flushed_before_they_could_overflow(monkeypatch):
     labels = rng.integers(0, 3, 200)
     once = pair_statistics(z1, z2, labels=labels, block_size=30)
     monkeypatch.setattr(pairs, "_INT32_PENDING", 1000)  # a flush every tile or two
-    assert json.dumps(pair_statistics(z1, z2, labels=labels, block_size=30)) == json.dumps(once)
+    again = pair_statistics(z1, z2, labels=labels, block_size=30)
+    assert as_json(again) == as_json(once)
 
 
 @pytest.mark.parametrize("part", [ALL, OFF_DIAGONAL, UPPER])
@@ -335,16 +341,18 @@ def test_tile_parts_count_the_right_entries(part):
         OFF_DIAGONAL: ~np.eye(9, dtype=bool),
         UPPER: np.triu(np.ones((9, 9), bool), 1),
     }[part]
-    grid = _Grid(100, threshold_float32(10))
+    grid = _Grid(100, delta_float32(10))
     for kernel in (True, False):
         split = _Split(grid, _Workspace(torch.device("cpu")), True, True, kernel)
         split.add_tile(s.clone(), same, 0, part)
-        out = split.summaries(None)["by_class"]
+        out = split.summaries(None).by_class
+        assert out is not None
         for name, mask in (("same_class", same.numpy()), ("different_class", ~same.numpy())):
             values = s.numpy()[keep & mask].astype(np.float64)
-            assert out[name]["count"] == values.size
-            assert out[name]["min"] == values.min() and out[name]["max"] == values.max()
-            assert out[name]["mean"] == pytest.approx(values.mean(), rel=1e-12)
+            block = getattr(out, name)
+            assert block.count == values.size
+            assert block.min == values.min() and block.max == values.max()
+            assert block.mean == pytest.approx(values.mean(), rel=1e-12)
 
 
 # --------------------------------------------------------------------------- moments mode
@@ -360,33 +368,27 @@ def test_moments_mode_exact_moments_exact_positives_and_sampled_rest():
     est = pair_statistics(z1, z2, labels=labels, n_ref=20, mode="moments", num_pairs=3000)
     u, v = normalise_views(z1, z2)
     pos = est["positive"]
-    assert pos["estimate"] is False and pos["count"] == n
-    assert pos["mean"] == pytest.approx(float((u.double() * v.double()).sum(1).mean()), abs=1e-7)
-    assert "sampling" not in pos
+    assert pos.estimate is False and pos.count == n
+    assert pos.mean == pytest.approx(float((u.double() * v.double()).sum(1).mean()), abs=1e-7)
+    assert pos.sampling is None and "sampling" not in pos.to_dict()
     for kind in ("cross_view_negative", "within_view_negative"):
         blocks = [(est[kind], exact[kind])] + [
-            (est[kind]["by_class"][k], exact[kind]["by_class"][k])
+            (getattr(est[kind].by_class, k), getattr(exact[kind].by_class, k))
             for k in ("same_class", "different_class")
         ]
         for e, x in blocks:
-            assert (e["count"], e["mean"], e["var"], e["std"]) == (
-                x["count"],
-                x["mean"],
-                x["var"],
-                x["std"],
-            )
-            assert e["estimate"] is True and e["exact"] == ["count", "mean", "var", "std"]
-            k = e["sampling"]["pairs"]
-            assert sum(e["histogram"]["counts"]) == k and e["excessive_ratio"] == (
-                e["excessive_count"] / k
-            )
-            assert e["sampling"]["confidence"] == 0.95
-            lo, hi = e["sampling"]["excessive_ratio"]
-            assert lo <= e["excessive_ratio"] <= hi
+            assert (e.count, e.mean, e.var, e.std) == (x.count, x.mean, x.var, x.std)
+            assert e.estimate is True and e.exact == ("count", "mean", "var", "std")
+            assert e.to_dict()["exact"] == ["count", "mean", "var", "std"]
+            k = e.sampling.pairs
+            assert sum(e.histogram.counts) == k and e.excessive_ratio == (e.excessive_count / k)
+            assert e.sampling.confidence == 0.95
+            lo, hi = e.sampling.excessive_ratio
+            assert lo <= e.excessive_ratio <= hi
             for q in QUANTILES:
-                lo, hi = e["sampling"]["quantiles"][str(q)]
-                assert lo <= e["quantiles"][str(q)] <= hi
-        assert est[kind]["sampling"]["pairs"] == 3000
+                lo, hi = e.sampling.quantiles[str(q)]
+                assert lo <= e.quantiles[str(q)] <= hi
+        assert est[kind].sampling.pairs == 3000
 
 
 def test_moments_mode_intervals_cover_the_exact_values():
@@ -399,11 +401,11 @@ def test_moments_mode_intervals_cover_the_exact_values():
     ratio_hits = median_hits = 0
     for seed in range(40):
         est = pair_statistics(z1, z2, n_ref=8, mode="moments", num_pairs=1500, seed=seed)
-        block = est["cross_view_negative"]["sampling"]
-        lo, hi = block["excessive_ratio"]
-        ratio_hits += lo <= exact["excessive_ratio"] <= hi
-        lo, hi = block["quantiles"]["50"]
-        median_hits += lo - exact["quantile_error"] <= exact["quantiles"]["50"] <= hi
+        block = est["cross_view_negative"].sampling
+        lo, hi = block.excessive_ratio
+        ratio_hits += lo <= exact.excessive_ratio <= hi
+        lo, hi = block.quantiles["50"]
+        median_hits += lo - exact.quantile_error <= exact.quantiles["50"] <= hi
     assert ratio_hits >= 33 and median_hits >= 33
 
 
@@ -416,17 +418,14 @@ def test_moments_mode_beyond_one_sample_chunk(monkeypatch):
     z2 = z1 + rng.standard_normal((120, 5))
     est = pair_statistics(z1, z2, labels=np.arange(120) % 3, mode="moments", num_pairs=2500)
     block = est["within_view_negative"]
-    assert block["sampling"]["pairs"] == 2500 and block["quantile_error"] > 0
-    w = block["quantile_error"]
+    assert block.sampling.pairs == 2500 and block.quantile_error > 0
+    w = block.quantile_error
     for q in QUANTILES:
-        lo, hi = block["sampling"]["quantiles"][str(q)]
-        assert lo - w <= block["quantiles"][str(q)] <= hi + w
+        lo, hi = block.sampling.quantiles[str(q)]
+        assert lo - w <= block.quantiles[str(q)] <= hi + w
         assert (lo + 1) / w == pytest.approx(round((lo + 1) / w))  # a bin edge
-    split = block["by_class"]
-    assert (
-        split["same_class"]["sampling"]["pairs"] + split["different_class"]["sampling"]["pairs"]
-        == 2500
-    )
+    split = block.by_class
+    assert split.same_class.sampling.pairs + split.different_class.sampling.pairs == 2500
 
 
 def test_moments_mode_result_round_trips_and_estimates_uniformity():
@@ -444,13 +443,13 @@ def test_moments_mode_result_round_trips_and_estimates_uniformity():
     assert cross.sampling.pairs == 4000 and cross.count == 500 * 499
     sampling = layer.geometry.uniformity_sampling
     assert sampling is not None and sampling.pairs == 4000
-    exact = geometry(z1, z2, n_ref=500)["uniformity"]
+    exact = geometry(z1, z2, n_ref=500).uniformity
     for view in ("u", "v"):
         lo, hi = getattr(sampling, view)
         estimate = getattr(layer.geometry.uniformity, view)
         assert lo < estimate < hi
         # the interval is +-1.96 standard errors: the all-pairs value within 4 of them
-        assert abs(estimate - exact[view]) <= (hi - lo) * 4 / 3.92
+        assert abs(estimate - getattr(exact, view)) <= (hi - lo) * 4 / 3.92
     again = type(result).from_dict(json.loads(result.to_json()))
     assert again.to_json() == result.to_json()
     exact_result = cl_diag.measure(z1, z2)
@@ -469,17 +468,21 @@ def test_geometry_at_data_set_scale_from_the_grams_equals_the_svds():
     views = normalise_views(z1, z1 + rng.standard_normal((800, 12)))
     exact = geometry_of(views, n_ref=1000)
     grams = geometry_of(views, n_ref=1000, uniformity_pairs=5000, seed=1)
-    assert grams["alignment"] == pytest.approx(exact["alignment"], rel=1e-12)
-    assert grams["frontier_gap"] == pytest.approx(exact["frontier_gap"], rel=1e-12, abs=1e-14)
-    assert grams["alignment_ceiling"] == pytest.approx(exact["alignment_ceiling"], rel=1e-12)
+    assert grams.alignment == pytest.approx(exact.alignment, rel=1e-12)
+    assert grams.frontier_gap == pytest.approx(exact.frontier_gap, rel=1e-12, abs=1e-14)
+    assert grams.alignment_ceiling.value == pytest.approx(exact.alignment_ceiling.value, rel=1e-12)
+    assert grams.alignment_ceiling.below_one == exact.alignment_ceiling.below_one
+    assert grams.uniformity_sampling is not None
     for view in ("u", "v"):
-        assert grams["effective_rank"][view] == pytest.approx(
-            exact["effective_rank"][view], rel=1e-10
+        assert getattr(grams.effective_rank, view) == pytest.approx(
+            getattr(exact.effective_rank, view), rel=1e-10
         )
-        assert grams["spectrum"][view] == pytest.approx(exact["spectrum"][view], rel=1e-9)
-        lo, hi = grams["uniformity_sampling"][view]
-        assert lo < grams["uniformity"][view] < hi
-    assert "uniformity_sampling" not in exact
+        assert getattr(grams.spectrum, view) == pytest.approx(
+            getattr(exact.spectrum, view), rel=1e-9
+        )
+        lo, hi = getattr(grams.uniformity_sampling, view)
+        assert lo < getattr(grams.uniformity, view) < hi
+    assert exact.uniformity_sampling is None and "uniformity_sampling" not in exact.to_dict()
 
 
 def test_analyze_moments_mode_refuses_more_views(run_cli, tmp_path):

@@ -138,11 +138,11 @@ def test_linear_probe_single_weight_decay_matches_sklearn(digits):
     res = linear_probe(x_tr, y_tr, x_te, y_te, weight_decays=(wd,))
     xn_tr, xn_te = _unit(x_tr.astype(np.float64)), _unit(x_te.astype(np.float64))
     sk = LogisticRegression(C=1.0 / (wd * len(y_tr)), tol=1e-6, max_iter=5000).fit(xn_tr, y_tr)
-    assert res["weight_decay"] == wd
-    assert abs(res["top1"] - sk.score(xn_te, y_te)) <= 0.005
+    assert res.weight_decay == wd
+    assert abs(res.top1 - sk.score(xn_te, y_te)) <= 0.005
     scores = sk.decision_function(xn_te)
     top5 = (np.argsort(-scores, axis=1)[:, :5] == y_te[:, None]).any(axis=1).mean()
-    assert abs(res["top5"] - top5) <= 0.005
+    assert abs(res.top5 - top5) <= 0.005
 
 
 def test_linear_probe_selection_matches_sklearn_loop(digits):
@@ -161,13 +161,13 @@ def test_linear_probe_selection_matches_sklearn_loop(digits):
         accs[wd] = m.score(xn_tr[val], y_tr[val])
     best = max(grid, key=lambda w: (accs[w], w))  # ties: larger weight decay
     sk = LogisticRegression(C=1.0 / (best * len(y_tr)), tol=1e-6, max_iter=5000).fit(xn_tr, y_tr)
-    assert set(res["settings"]["val_top1"]) == {repr(w) for w in grid}
+    assert set(res.settings["val_top1"]) == {repr(w) for w in grid}
     for w in grid:
         assert (
-            abs(res["settings"]["val_top1"][repr(w)] - accs[w]) <= 1.5 / val.size
+            abs(res.settings["val_top1"][repr(w)] - accs[w]) <= 1.5 / val.size
         )  # at most one sample
-    assert abs(res["top1"] - sk.score(xn_te, y_te)) <= 0.005
-    assert res["top1"] > 0.93
+    assert abs(res.top1 - sk.score(xn_te, y_te)) <= 0.005
+    assert res.top1 > 0.93
 
 
 def test_linear_probe_separable_and_topk_clipped():
@@ -178,10 +178,10 @@ def test_linear_probe_separable_and_topk_clipped():
     yt = np.repeat(np.arange(3), 30)
     xt = centres[yt] + rng.normal(scale=0.3, size=(90, 10))
     res = linear_probe(x, y, xt, yt)
-    assert res["top1"] == 1.0
+    assert res.top1 == 1.0
     # three classes: "top5" is top-3, which always contains the label
-    assert res["settings"]["top5_k"] == 3 and res["top5"] == 1.0
-    assert res["settings"]["classes"] == 3 and res["settings"]["n_test"] == 90
+    assert res.settings["top5_k"] == 3 and res.top5 == 1.0
+    assert res.settings["classes"] == 3 and res.settings["n_test"] == 90
 
 
 def test_linear_probe_reproducible_and_records_settings(digits):
@@ -190,7 +190,7 @@ def test_linear_probe_reproducible_and_records_settings(digits):
     a = linear_probe(x_tr[:400], y_tr[:400], x_te, y_te, **kw)
     b = linear_probe(torch.from_numpy(x_tr[:400]), torch.from_numpy(y_tr[:400]), x_te, y_te, **kw)
     assert a == b
-    st = a["settings"]
+    st = a.settings
     for key in (
         "normalisation",
         "optimiser",
@@ -205,7 +205,7 @@ def test_linear_probe_reproducible_and_records_settings(digits):
     ):
         assert key in st
     assert st["n_train"] == 400 and st["n_fit"] + st["n_val"] == 400 and st["seed"] == 5
-    assert 0.0 <= a["top1"] <= a["top5"] <= 1.0
+    assert 0.0 <= a.top1 <= a.top5 <= 1.0
 
 
 def test_linear_probe_label_values_are_arbitrary(digits):
@@ -215,12 +215,12 @@ def test_linear_probe_label_values_are_arbitrary(digits):
     b = linear_probe(
         x_tr[:300], y_tr[:300] * 7 + 100, x_te[:200], y_te[:200] * 7 + 100, weight_decays=(1e-3,)
     )
-    assert a["top1"] == b["top1"] and a["top5"] == b["top5"]
+    assert a.top1 == b.top1 and a.top5 == b.top5
     y_bad = y_te[:200].copy()
     y_bad[:10] = 99
     c = linear_probe(x_tr[:300], y_tr[:300], x_te[:200], y_bad, weight_decays=(1e-3,))
-    assert c["settings"]["n_test_unseen_class"] == 10
-    assert c["top1"] <= a["top1"]
+    assert c.settings["n_test_unseen_class"] == 10
+    assert c.top1 <= a.top1
 
 
 def test_stratified_split():
@@ -307,11 +307,11 @@ def test_knn_probe_accuracy_and_settings():
     test = rng.normal(size=(40, 6)).astype(np.float32)
     yy = rng.integers(0, 3, size=40)
     res = knn_probe(train, ty, test, yy)
-    assert set(res) == {"k20", "k200", "settings"}
-    assert res["k20"]["top1"] == float((_knn_brute(train, ty, test, 20, 0.07) == yy).mean())
-    assert res["k200"]["top1"] == float((_knn_brute(train, ty, test, 150, 0.07) == yy).mean())
-    assert res["settings"]["k_effective"] == {"k20": 20, "k200": 150}
-    assert res["settings"]["temperature"] == 0.07
+    assert list(res.to_dict()) == ["k20", "k200", "settings"]  # result.json's keys
+    assert res.top1[20] == float((_knn_brute(train, ty, test, 20, 0.07) == yy).mean())
+    assert res.top1[200] == float((_knn_brute(train, ty, test, 150, 0.07) == yy).mean())
+    assert res.settings["k_effective"] == {"k20": 20, "k200": 150}
+    assert res.settings["temperature"] == 0.07
     assert knn_probe(train, ty, test, yy) == res
 
 
@@ -322,9 +322,11 @@ def test_retrieval_hand_computed_pessimistic_ties():
     u = v = np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 2.0]])
     assert retrieval_ranks(u, v).tolist() == [2, 2, 1]
     res = retrieval(u, v)
-    assert res["recall_at_1"] == pytest.approx(1 / 3)
-    assert res["recall_at_5"] == 1.0 and res["recall_at_10"] == 1.0
-    assert res["median_rank"] == 2.0
+    assert res.recall[1] == pytest.approx(1 / 3)
+    assert res.recall[5] == 1.0 and res.recall[10] == 1.0
+    # in result.json, one key per requested k
+    assert list(res.to_dict())[:3] == ["recall_at_1", "recall_at_5", "recall_at_10"]
+    assert res.median_rank == 2.0
 
 
 def test_retrieval_matches_brute_force():
@@ -337,11 +339,9 @@ def test_retrieval_matches_brute_force():
     assert np.array_equal(ranks, brute)
     res = retrieval(u, v, block_size=50)
     for k in (1, 5, 10):
-        assert res[f"recall_at_{k}"] == float((brute <= k).mean())
-    assert res["median_rank"] == float(np.median(brute))
-    assert (
-        0.0 < res["recall_at_1"] < res["recall_at_10"] < 1.0
-    )  # the data are neither trivial nor hopeless
+        assert res.recall[k] == float((brute <= k).mean())
+    assert res.median_rank == float(np.median(brute))
+    assert 0.0 < res.recall[1] < res.recall[10] < 1.0  # the data are neither trivial nor hopeless
 
 
 def test_retrieval_with_ties_matches_brute_force():
@@ -361,8 +361,8 @@ def test_clustering_separated_blobs():
     y = np.repeat(np.arange(4), 50)
     x = np.eye(6)[y] * 10 + rng.normal(scale=0.3, size=(200, 6))
     res = clustering(x, y * 3 + 1, seed=0)  # label values are names
-    assert res["nmi"] == pytest.approx(1.0) and res["ari"] == pytest.approx(1.0)
-    assert res["settings"]["k"] == 4
+    assert res.nmi == pytest.approx(1.0) and res.ari == pytest.approx(1.0)
+    assert res.settings["k"] == 4
 
 
 def test_clustering_matches_sklearn_and_is_reproducible():
@@ -374,9 +374,9 @@ def test_clustering_matches_sklearn_and_is_reproducible():
     from sklearn.cluster import KMeans
 
     pred = KMeans(n_clusters=3, n_init=10, random_state=7).fit_predict(_unit(x))
-    assert a["nmi"] == pytest.approx(normalized_mutual_info_score(y, pred), abs=1e-12)
-    assert a["ari"] == pytest.approx(adjusted_rand_score(y, pred), abs=1e-12)
-    assert 0.0 < a["nmi"] < 1.0
+    assert a.nmi == pytest.approx(normalized_mutual_info_score(y, pred), abs=1e-12)
+    assert a.ari == pytest.approx(adjusted_rand_score(y, pred), abs=1e-12)
+    assert 0.0 < a.nmi < 1.0
 
 
 # ----------------------------------------------------------------------------- validation

@@ -172,19 +172,32 @@ def test_a_folder_in_the_way_changes_nothing(run_cli, tmp_path):
 
 
 def test_leftovers_of_a_killed_run_are_removed_and_announced(run_cli, tmp_path, toy_run):
+    from cl_diag.io.output import STAGING_MARKER, STAGING_MARKER_TEXT
+
     source = embeddings(tmp_path / "a.npz")
     out = tmp_path / "out"
-    dead = tmp_path / ".out.staging-999999999-abcdefgh"  # no such process
-    untagged = tmp_path / ".out.staging-k2j4h5g6"  # written before staging names held a pid
-    alive = tmp_path / f".out.staging-{os.getpid()}-abcdefgh"  # a live run's: kept
-    for folder in (dead, untagged, alive):
+
+    def staging(name: str, *, marked: bool = True) -> Path:
+        folder = tmp_path / name
         folder.mkdir()
         (folder / "report.md").write_text("half")
+        if marked:
+            (folder / STAGING_MARKER).write_text(STAGING_MARKER_TEXT)
+        return folder
+
+    dead = staging(".cl-diag-staging-999999999-abcdefgh")  # no such process
+    untagged = staging(".cl-diag-staging-k2j4h5g6")  # a name without a pid
+    alive = staging(f".cl-diag-staging-{os.getpid()}-abcdefgh")  # a live run's: kept
+    # issue 26: a user's folders of a staging folder's name, without cl-diag's marker, stay
+    users = staging(".cl-diag-staging-999999998-abcdefgh", marked=False)
+    older = staging(".out.staging-999999999-abcdefgh", marked=False)
     result = run_cli("analyze", source, "--out", out, "-q")
     assert result.code == 0, result.err
     assert not dead.exists() and not untagged.exists() and alive.exists()
+    assert (users / "report.md").read_text() == "half" and (older / "report.md").exists()
     notes = " ".join(result.err.split())
     assert f"note: removed {dead}" in notes and "staging folder" in notes
+    assert str(users) not in notes
 
     # a training run's temporary files, and --overwrite's replaced epoch checkpoints
     run = tmp_path / "run"
@@ -233,18 +246,18 @@ def test_sampled_mode_streams_beyond_its_chunk():
     k = pairs.SAMPLE_CHUNK + 5  # two chunks
     stats = pairs.pair_statistics(z1, z2, labels=labels, mode="sampled", num_pairs=k, seed=1)
     for kind, block in stats.items():
-        assert block["count"] == k and block["estimate"] is True, kind
-        assert sum(block["histogram"]["counts"]) == k
-        assert -1.0 <= block["min"] <= block["mean"] <= block["max"] <= 1.0
-        assert 0 < block["quantile_error"] < 1e-4  # from the fine histogram
+        assert block.count == k and block.estimate is True, kind
+        assert sum(block.histogram.counts) == k
+        assert -1.0 <= block.min <= block.mean <= block.max <= 1.0
+        assert 0 < block.quantile_error < 1e-4  # from the fine histogram
     cross = stats["cross_view_negative"]
-    split = cross["by_class"]
-    assert split["same_class"]["count"] + split["different_class"]["count"] == k
+    split = cross.by_class
+    assert split.same_class.count + split.different_class.count == k
     # about 14/29 of the ordered pairs i != j share a class
-    assert abs(split["same_class"]["count"] / k - 14 / 29) < 0.01
+    assert abs(split.same_class.count / k - 14 / 29) < 0.01
     # the sample's mean agrees with exact mode's to its standard error
     exact = pairs.pair_statistics(z1, z2, labels=labels)["cross_view_negative"]
-    assert abs(cross["mean"] - exact["mean"]) < 5 * (exact["var"] / k) ** 0.5
+    assert abs(cross.mean - exact.mean) < 5 * (exact.var / k) ** 0.5
 
 
 @pytest.mark.parametrize(

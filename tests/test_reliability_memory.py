@@ -101,3 +101,109 @@ def test_analyze_stays_within_a_memory_cap(tmp_path):
     result = json.loads((out / "result.json").read_text())
     pairs = result["layers"]["embedding"]["pairs"]
     assert pairs["positive"]["count"] == 16_000_000 and pairs["positive"]["estimate"] is True
+
+
+def _legacy_file_declaring(path: Path, numel: int) -> None:
+    """A torch < 1.6 (non-zip) file whose one float storage declares ``numel`` elements but holds
+    four: the pickle's number is rewritten, the file stays a few hundred bytes."""
+    import struct
+
+    import torch
+
+    torch.save({"z1": torch.zeros(4)}, path, _use_new_zipfile_serialization=False)
+    data = path.read_bytes()
+    at = data.index(b"cpu") + len(b"cpu") + 2  # past the location string and its memo put
+    assert data[at : at + 2] == b"K\x04"  # BININT1 4: the storage's number of elements
+    path.write_bytes(data[:at] + b"J" + struct.pack("<i", numel) + data[at + 2 :])
+
+
+@pytest.mark.slow
+def test_files_declaring_more_than_they_hold_are_refused_under_a_memory_cap(tmp_path, run_cli):
+    """Issue 26: the memory a file can make cl-diag take is bounded by what cl-diag reads, not by
+    what the file declares. Each file is under a megabyte and declares gigabytes; under the cap
+    of what the process holds plus 1 GiB each one is refused with a message (before, each
+    allocated past the cap: a MemoryError or allocator traceback, or minutes of swapping)."""
+    import torch
+
+    # stride-0 (expanded) views: 2 x 1.6 GB from one stored number each
+    huge = torch.zeros(1, 1).expand(100_000, 4_000)
+    torch.save({"z1": huge, "z2": huge}, tmp_path / "expanded.pt")
+    # a cl-diag checkpoint whose toy embeddings are expanded views
+    run = tmp_path / "toy"
+    assert (
+        run_cli(
+            "train",
+            ROOT / "trainers" / "rebuttal-toy.toml",
+            "--steps",
+            "2",
+            "--out",
+            run,
+            "--quiet",
+        ).code
+        == 0
+    )
+    checkpoint = torch.load(run / "last.pt", weights_only=True)
+    checkpoint["embeddings"] = {"z1": torch.zeros(1, 3).expand(200_000_000, 3)} | {
+        "z2": torch.zeros(1, 3).expand(200_000_000, 3)
+    }
+    torch.save(checkpoint, tmp_path / "toy.pt")
+    # a foreign state dict whose head (dropped: it is not the backbone) is an expanded 1 GiB
+    stem = {
+        "conv1.weight": torch.randn(8, 3, 3, 3),
+        "fc.weight": torch.zeros(1, 1).expand(16384, 16384),
+    }
+    torch.save(stem, tmp_path / "foreign.pt")
+    # lists shared through the pickle's memo: one row of 2,000 floats, referenced 2 x 100,000
+    row = [0.5] * 2_000
+    torch.save({"z1": [row] * 100_000, "z2": [row] * 100_000}, tmp_path / "shared.pt")
+    # a legacy file whose storage declares 8 GB
+    _legacy_file_declaring(tmp_path / "legacy.pt", 2_000_000_000)
+    for name in ("expanded.pt", "toy.pt", "foreign.pt", "shared.pt", "legacy.pt"):
+        assert (tmp_path / name).stat().st_size < 1_000_000, name
+
+    cases = {
+        "expanded.pt": "is an expanded view",
+        "toy.pt": "'embeddings.z1' is an expanded view",
+        "foreign.pt": "'fc.weight' is an expanded view",
+        "shared.pt": "once its shared parts are expanded",
+        "legacy.pt": "declares storages of 8,000,000,000 bytes",
+    }
+    commands = [f"analyze|{tmp_path / name}|--out|{tmp_path / ('o-' + name)}" for name in cases]
+    commands[2] += "|--arch|resnet18"
+    child = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(HEADROOM), *commands],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"},
+        timeout=600,
+    )
+    assert "Traceback" not in child.stderr, child.stderr[-3000:]
+    assert f"codes {[2] * len(cases)}" in child.stdout, (child.stdout, child.stderr[-3000:])
+    err = " ".join(child.stderr.split())
+    for fragment in cases.values():
+        assert fragment in err, (fragment, err[-3000:])
+    assert not any((tmp_path / f"o-{name}").exists() for name in cases)
+
+
+def test_the_weights_fingerprint_hashes_a_view_a_chunk_at_a_time(monkeypatch):
+    """The fingerprint of a non-contiguous or expanded tensor equals that of its contiguous copy,
+    without making one: it hashes row-major chunks of at most _CHUNK_BYTES."""
+    import hashlib
+
+    import torch
+
+    from cl_diag.models import checkpoints
+
+    monkeypatch.setattr(checkpoints, "_CHUNK_BYTES", 64)
+    base = torch.arange(600, dtype=torch.float32).reshape(6, 100)
+    for tensor in (base, base.t(), base[:, ::7], torch.ones(1, 1).expand(40, 90), base[2]):
+        whole = tensor.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+        pieces = list(checkpoints._row_major_chunks(tensor))
+        assert all(p.numel() * p.element_size() <= max(64, tensor.shape[-1] * 4) for p in pieces)
+        joined = b"".join(
+            p.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes() for p in pieces
+        )
+        assert hashlib.sha256(joined).digest() == hashlib.sha256(whole).digest()
+    assert checkpoints.tensors_sha256({"w": base.t()}) == checkpoints.tensors_sha256(
+        {"w": base.t().contiguous()}
+    )

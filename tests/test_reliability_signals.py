@@ -129,9 +129,11 @@ def assert_interrupted(done: subprocess.CompletedProcess, sig: int) -> None:
     if sig == signal.SIGKILL:
         assert done.returncode == -signal.SIGKILL
         return
-    assert done.returncode == 130, (done.returncode, done.stderr[-3000:])
+    # SIGTERM is an interrupt like SIGINT (issue 26), with the status a shell gives it
+    status = 143 if sig == signal.SIGTERM else 130
+    assert done.returncode == status, (done.returncode, done.stderr[-3000:])
     assert "Traceback" not in done.stderr
-    assert "interrupted: " in done.stderr, done.stderr[-3000:]
+    assert done.stderr.count("interrupted: ") == 1, done.stderr[-3000:]
 
 
 def count_calls(monkeypatch, hook: str, run) -> int:
@@ -165,7 +167,7 @@ def leftovers(folder: Path) -> list[str]:
     return [
         p.relative_to(folder).as_posix()
         for p in Path(folder).rglob(".*")
-        if p.name.endswith(".tmp") or ".staging-" in p.name
+        if p.name.endswith(".tmp") or "staging-" in p.name
     ]
 
 
@@ -195,13 +197,61 @@ def assert_same_run(a: Path, b: Path) -> None:
     assert len(history) == len(metric_rows(b / "metrics.csv")) == cb["epoch"]
 
 
+# --------------------------------------------------------------------------- start-up
+
+# The console script's entry point, with its import of the command line paused: the interrupt
+# arrives while torch and the commands are being imported (issue 26: a KeyboardInterrupt
+# traceback of the import under way).
+_STARTING = """
+import builtins, sys, time
+marker = sys.argv[1]
+real_import = builtins.__import__
+
+def paused_import(name, *args, **kwargs):
+    if name.startswith("cl_diag.cli"):
+        builtins.__import__ = real_import
+        open(marker, "w").close()
+        time.sleep(300)  # the test's signal arrives here
+    return real_import(name, *args, **kwargs)
+
+builtins.__import__ = paused_import
+sys.argv = ["cl-diag", "recipes"]
+from cl_diag.__main__ import main
+main()
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_an_interrupt_while_starting_is_one_line(tmp_path, sig):
+    marker = tmp_path / "starting"
+    child = subprocess.Popen(
+        [sys.executable, "-c", _STARTING, str(marker)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=tmp_path,
+    )
+    deadline = time.monotonic() + 120
+    while not marker.exists() and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert marker.exists(), child.communicate(timeout=60)
+    child.send_signal(sig)
+    out, err = child.communicate(timeout=60)
+    assert child.returncode == (143 if sig == signal.SIGTERM else 130), err
+    assert err.splitlines() == ["interrupted: cl-diag stopped while starting; nothing was changed."]
+    assert out == ""
+
+
 # --------------------------------------------------------------------------- train
 
 
 # SIGINT mid-epoch (an optimizer step), SIGKILL at a rename (last.pt, metrics.csv, ...); the
 # resume test of test_training_resume.py covers SIGKILL between epochs
 @pytest.mark.parametrize(
-    "sig, hook", [(signal.SIGINT, "step"), (signal.SIGKILL, "replace")], ids=["SIGINT", "SIGKILL"]
+    "sig, hook",
+    [(signal.SIGINT, "step"), (signal.SIGKILL, "replace"), (signal.SIGTERM, "replace")],
+    ids=["SIGINT", "SIGKILL", "SIGTERM"],
 )
 def test_train_interrupted_then_resumed_equals_an_uninterrupted_run(
     run_cli, monkeypatch, tmp_path, sig, hook
@@ -217,11 +267,12 @@ def test_train_interrupted_then_resumed_equals_an_uninterrupted_run(
     done = interrupt(tmp_path, sig, hook, k, *args, "--out", run)
     assert_interrupted(done, sig)
     last = run / "last.pt"
-    if sig == signal.SIGINT:
+    if sig != signal.SIGKILL:
         if last.exists():  # the note says how to go on
             assert f"cl-diag train --resume {last}" in " ".join(done.stderr.split())
         else:
             assert "nothing was kept" in done.stderr
+        assert leftovers(run) == []  # the interrupted writer removed its temporary file
     if last.exists():  # resumed (a complete last.pt: there is nothing left to train)
         again = run_cli("train", "--resume", last, "--quiet")
     else:
@@ -245,7 +296,9 @@ def toy_checkpoint(tmp_path_factory) -> Path:
     return out / "last.pt"
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
+@pytest.mark.parametrize(
+    "sig", [signal.SIGINT, signal.SIGKILL, signal.SIGTERM], ids=["SIGINT", "SIGKILL", "SIGTERM"]
+)
 def test_analyze_interrupted_then_rerun_equals_an_uninterrupted_run(
     run_cli, monkeypatch, tmp_path, toy_checkpoint, sig
 ):
@@ -265,11 +318,13 @@ def test_analyze_interrupted_then_rerun_equals_an_uninterrupted_run(
     k = draw("analyze", sig).randint(1, calls)
     done = interrupt(tmp_path, sig, "replace", k, "analyze", toy_checkpoint, "--out", out, "-q")
     assert_interrupted(done, sig)
-    if sig == signal.SIGINT:
+    if sig != signal.SIGKILL:
         # nothing is moved after an interrupt: the previous output, or (stopped during the
-        # moves) a folder whose every file is one run's or the other's, all listed as owned
+        # moves) a folder whose every file is one run's or the other's, all listed as owned;
+        # and no temporary file or staging folder is left, not even the listing's
         now = snapshot(out)
         assert set(now) == set(previous), (k, calls)
+        assert leftovers(tmp_path) == [], (k, calls)
     again = run_cli("analyze", toy_checkpoint, "--out", out, "-q")
     assert again.code == 0, again.err
     assert snapshot(out) == snapshot(reference)
@@ -316,12 +371,26 @@ def test_sweep_interrupted_then_rerun_equals_an_uninterrupted_sweep(
     assert leftovers(out) == []
 
 
-@pytest.mark.slow  # end to end, in processes of its own: the full suite runs it
-def test_a_parallel_sweep_passes_sigint_to_every_cell(run_cli, tmp_path):
-    """``--parallel 2``: the cells run in processes of their own; SIGINT to the sweep alone
-    (as a ``kill -INT`` would send it) reaches both, the sweep exits 130 without a comparison,
-    and rerunning it finishes both cells as an uninterrupted sweep does."""
-    args = ["sweep", TOY, "--grid", "seed=1,2", "--steps", "200", "--quiet"]
+def cell_processes(folder: Path) -> list[int]:
+    """The ids of the sweep cell processes (``python -m cl_diag.orchestration.sweep``) that run
+    in ``folder`` (their working folder), read from /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes().split(b"\0")
+            where = os.readlink(entry / "cwd")
+        except OSError:
+            continue
+        if b"cl_diag.orchestration.sweep" in command and Path(where) == folder:
+            found.append(int(entry.name))
+    return found
+
+
+def start_parallel_sweep(tmp_path: Path, args: list) -> tuple[subprocess.Popen, Path]:
+    """``cl-diag sweep ARGS --parallel 2`` in a child, returned once both cells have finished an
+    epoch (their metrics.csv exist) and have hundreds to go."""
     out = tmp_path / "out"
     child = subprocess.Popen(
         [sys.executable, "-m", "cl_diag", *map(str, args), "--parallel", "2", "--out", out],
@@ -332,20 +401,15 @@ def test_a_parallel_sweep_passes_sigint_to_every_cell(run_cli, tmp_path):
         cwd=tmp_path,
         preexec_fn=default_signals,
     )
-    # both cells have finished an epoch (their metrics.csv exist) and have hundreds to go
     started = [out / f"seed={seed}" / "metrics.csv" for seed in (1, 2)]
     deadline = time.monotonic() + 240
     while not all(p.exists() for p in started) and child.poll() is None:
         assert time.monotonic() < deadline, "the cells never started"
         time.sleep(0.05)
-    child.send_signal(signal.SIGINT)
-    _, err = child.communicate(timeout=120)
-    assert child.returncode == 130, err[-3000:]
-    assert "Traceback" not in err and "run the same command again" in err
-    assert not (out / "comparison").exists()
-    for seed in (1, 2):
-        assert not load_checkpoint(out / f"seed={seed}" / "last.pt")["complete"]
+    return child, out
 
+
+def finish_like_an_uninterrupted_sweep(run_cli, tmp_path: Path, args: list, out: Path) -> None:
     again = run_cli(*args, "--out", out)
     assert again.code == 0, again.err
     reference = tmp_path / "reference"
@@ -354,3 +418,52 @@ def test_a_parallel_sweep_passes_sigint_to_every_cell(run_cli, tmp_path):
         assert_same_run(reference / cell, out / cell)
     assert same_but_paths(out / "comparison", reference / "comparison", out, reference)
     assert leftovers(out) == []
+
+
+@pytest.mark.slow  # end to end, in processes of its own: the full suite runs it
+@pytest.mark.skipif(not Path("/proc/self/cwd").exists(), reason="needs /proc to find the cells")
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_parallel_sweep_passes_its_signal_to_every_cell(run_cli, tmp_path, sig):
+    """``--parallel 2``: the cells run in processes of their own; SIGINT or SIGTERM to the sweep
+    alone (as ``kill`` or a scheduler sends it) reaches both, the sweep waits for them and exits
+    130 or 143 without a comparison, no cell outlives it, and rerunning it finishes both cells
+    as an uninterrupted sweep does (issues 11 and 26)."""
+    args = ["sweep", TOY, "--grid", "seed=1,2", "--steps", "200", "--quiet"]
+    child, out = start_parallel_sweep(tmp_path, args)
+    assert len(cell_processes(tmp_path)) == 2
+    child.send_signal(sig)
+    _, err = child.communicate(timeout=120)
+    assert child.returncode == (143 if sig == signal.SIGTERM else 130), err[-3000:]
+    assert "Traceback" not in err and "run the same command again" in err
+    assert cell_processes(tmp_path) == []  # waited for: none trains on
+    assert not (out / "comparison").exists()
+    for seed in (1, 2):
+        assert not load_checkpoint(out / f"seed={seed}" / "last.pt")["complete"]
+        log = (out / f"seed={seed}" / "sweep.log").read_text()
+        assert "interrupted: the sweep resumes this cell" in log and "Traceback" not in log
+    finish_like_an_uninterrupted_sweep(run_cli, tmp_path, args, out)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/cwd").exists(), reason="needs /proc to find the cells")
+def test_the_cells_of_a_killed_parallel_sweep_stop(run_cli, tmp_path):
+    """SIGKILL gives the sweep no chance to pass anything on (issue 26: its cells trained on for
+    a minute); each cell notices its parent is gone and stops as on SIGTERM, keeping its
+    last.pt, so the rerun finishes the sweep."""
+    args = ["sweep", TOY, "--grid", "seed=1,2", "--steps", "200", "--quiet"]
+    child, out = start_parallel_sweep(tmp_path, args)
+    cells = cell_processes(tmp_path)
+    assert len(cells) == 2
+    child.send_signal(signal.SIGKILL)
+    child.communicate(timeout=60)
+    deadline = time.monotonic() + 30
+    while cell_processes(tmp_path) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert cell_processes(tmp_path) == [], "a cell trained on after its sweep was killed"
+    for seed in (1, 2):
+        assert not load_checkpoint(out / f"seed={seed}" / "last.pt")["complete"]
+        assert (
+            "interrupted: the sweep resumes this cell"
+            in (out / f"seed={seed}" / "sweep.log").read_text()
+        )
+    finish_like_an_uninterrupted_sweep(run_cli, tmp_path, args, out)

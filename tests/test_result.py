@@ -15,20 +15,13 @@ from test_report import make_result
 from cl_diag.errors import UserError
 from cl_diag.measurement.inputs import ViewsError, normalise_views
 from cl_diag.measurement.theory import validity
-from cl_diag.result import (
-    PAIR_TYPES,
-    PROBE_METRICS,
-    QUANTILES,
-    SCHEMA,
-    Result,
-    load,
-    probe_report_metrics,
-    retrieval_metric,
-    save,
-)
+from cl_diag.report.metrics import PROBE_METRICS, probe_report_metrics, retrieval_metric
+from cl_diag.result import PAIR_TYPES, QUANTILES, SCHEMA, Result, is_result_file, load
 
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = sorted(REPO.glob("reports/*/*/analysis/result.json"))
+#: every result.json committed to the repository: the reference reports' and the tests' data
+EVERY_RESULT = REFERENCE + sorted(p for p in (REPO / "tests" / "data").glob("*.json"))
 # A rich checkpoint result (1,000 images, every probe, baselines, retrieval, k-means): the
 # digits reference report's batch-64 VRN cell as it was before issue 12 resized that study;
 # kept here because the tests below pin its values.
@@ -48,17 +41,26 @@ def _write(tmp_path: Path, data: object, name: str = "result.json") -> Path:
 def test_reference_results_exist():
     # 18 digits cells (3 sizes x 2 VRN x 3 seeds) + 10 toy cells + 6 supcl-collapse cells
     assert len(REFERENCE) == 34
+    # ... and every other result.json of the repository is in the round trip below
+    everywhere = {
+        p
+        for p in REPO.rglob("*.json")
+        if ".venv" not in p.parts and not p.name.startswith(".") and is_result_file(p)
+    }
+    assert everywhere == set(EVERY_RESULT) and len(EVERY_RESULT) == 35
 
 
-@pytest.mark.parametrize("path", REFERENCE, ids=lambda p: f"{p.parts[-4]}/{p.parts[-3]}")
+@pytest.mark.parametrize("path", EVERY_RESULT, ids=lambda p: str(p.relative_to(REPO)))
 def test_load_save_round_trip_is_byte_identical(path, tmp_path):
     result = load(path)
     assert result.to_json() == path.read_text(encoding="utf-8")
-    written = save(result, tmp_path)  # a folder gets result.json inside
-    assert written == tmp_path / "result.json"
+    written = result.save(tmp_path / "copy.json")  # a .json path gets result.json alone
+    assert written == tmp_path / "copy.json" and sorted(tmp_path.iterdir()) == [written]
     assert written.read_bytes() == path.read_bytes()
-    # and through the folder the analysis wrote
-    assert load(path.parent) == result
+    # through the dict form and back, and through the folder holding it
+    assert Result.from_dict(result.to_dict()) == result
+    if path.name == "result.json":
+        assert load(path.parent) == result
 
 
 def test_round_trip_keeps_the_source_key_order_and_nulls():
@@ -124,7 +126,7 @@ def test_attribute_access_matches_the_json():
         == data["layers"]["backbone"]["geometry"]["alignment_ceiling"]["value"]
     )
     assert geo.effective_rank.epsilon == 1e-7 and len(geo.spectrum.u) == 64
-    assert res.threshold == -1 / (res.n_ref - 1) and res.n_ref == 1347 and res.mode == "exact"
+    assert res.delta == -1 / (res.n_ref - 1) and res.n_ref == 1347 and res.mode == "exact"
     assert (
         res.config["batch_size"] == 64
         and res.source.kind == "checkpoint"
@@ -444,3 +446,21 @@ def test_compare_builds_one_frame_one_row_per_run(tmp_path):
     assert group.positive_mean_mean == float(values.mean()) and group.positive_mean_std == float(
         values.std(ddof=1)
     )
+
+
+def test_an_interval_with_a_non_finite_end_is_written_null_and_read_back():
+    # moments mode's uniformity interval has a lower end of -inf when the sample mean of
+    # exp(-2||x_i - x_j||^2) is within 1.96 standard errors of 0: written as null, read as None
+    import math
+
+    from cl_diag.io.output import dumps_json
+    from cl_diag.result import UniformitySampling
+
+    block = UniformitySampling(pairs=5, confidence=0.95, u=(-math.inf, -1.0), v=(-2.0, -1.5))
+    text = dumps_json(block.to_dict())
+    assert json.loads(text)["u"] == [None, -1.0]
+    again = UniformitySampling.from_dict(json.loads(text))
+    assert again.u == (None, -1.0) and again.v == (-2.0, -1.5)
+    assert dumps_json(again.to_dict()) == text
+    with pytest.raises(UserError, match="'u' is not a list of 2"):
+        UniformitySampling.from_dict({"pairs": 5, "confidence": 0.95, "u": [1.0]})

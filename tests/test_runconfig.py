@@ -72,9 +72,9 @@ def test_an_enabled_vrn_without_a_weight_reads_the_same_in_every_reader():
     # single-run report; now every reader says "on, weight not recorded"
     on, off = _enabled_run({"enabled": True}), _enabled_run({"enabled": False, "lambda": 5.0})
     # the theory panel
-    statement = theory_panel(RunConfig.of(on), 1000, {})["statement"]
+    statement = theory_panel(RunConfig.of(on), 1000, {}).statement
     assert "VRN (lambda not recorded) penalises" in statement
-    assert "penalises" not in theory_panel(RunConfig.of(off), 1000, {})["statement"]
+    assert "penalises" not in theory_panel(RunConfig.of(off), 1000, {}).statement
     # the single-run report: the Thm 5.5 band is shown for reference only, with VRN on
     md = render_markdown(build_analysis(on))
     assert "this run has VRN λ = not recorded, which changes the fixed-batch optimum" in md
@@ -180,10 +180,8 @@ def test_replicates_differ_in_the_options_left_out_only():
 def test_the_theory_panel_of_each_reference_run_reads_its_recorded_config_as_before(path):
     # the committed results were measured before the config was typed: the panel made from
     # the RunConfig of each recorded config is the block they store, word for word
-    from cl_diag.result import Theory
-
     result = load(path)
     assert result.theory is not None
     config = parse_run_config(result.config, n_train=result.source.n_train)
     panel = theory_panel(config, result.n_ref, result.layers)
-    assert Theory.from_dict(panel).to_dict() == result.theory.to_dict()
+    assert panel == result.theory and panel.to_dict() == result.theory.to_dict()

@@ -21,7 +21,7 @@ from cl_diag.losses import LOSSES
 from cl_diag.models import build_model
 from cl_diag.orchestration.train import TrainConfig, train
 from cl_diag.training.checkpoint import load_checkpoint
-from cl_diag.training.loop import METRIC_COLUMNS, PairStats
+from cl_diag.training.loop import METRIC_COLUMNS, BatchPairMoments
 
 ROOT = Path(__file__).resolve().parents[1]
 # 8 free vectors in batches of 2: 4 steps an epoch, 8 steps = 2 epochs
@@ -193,7 +193,7 @@ def test_one_progress_setup_and_no_display_in_training():
 def test_pair_stats_both_ways_match_direct_computation_and_give_vrn(b, d):
     g = torch.Generator().manual_seed(1)
     batches = [(torch.randn(b, d, generator=g), torch.randn(b, d, generator=g)) for _ in range(3)]
-    stats = PairStats()
+    stats = BatchPairMoments()
     cross, within, pos = [], [], []
     for z1, z2 in batches:
         stats.update(z1, z2)

@@ -22,7 +22,7 @@ from cl_diag.training.data import (
     sample_seed,
     training_data,
 )
-from cl_diag.training.loop import EpochBatchSampler, PairStats, lr_at, make_optimizer
+from cl_diag.training.loop import BatchPairMoments, EpochBatchSampler, lr_at, make_optimizer
 
 # --------------------------------------------------------------------------- schedule
 
@@ -98,7 +98,7 @@ def test_pair_stats_match_direct_computation():
     g = torch.Generator().manual_seed(0)
     batches = [(torch.randn(5, 3, generator=g), torch.randn(5, 3, generator=g)) for _ in range(3)]
     batches.append((torch.randn(3, 3, generator=g), torch.randn(3, 3, generator=g)))
-    stats = PairStats()
+    stats = BatchPairMoments()
     pos, cross, within = [], [], []
     for z1, z2 in batches:
         stats.update(z1, z2)
@@ -122,7 +122,7 @@ def test_pair_stats_match_direct_computation():
 def test_pair_stats_hand_example():
     # u = (e1, e2), v = (e1, -e2): positives 1 and -1; cross negatives e1.(-e2) = 0, e2.e1 = 0;
     # within: e1.e2 = 0 and e1.(-e2) = 0.
-    stats = PairStats()
+    stats = BatchPairMoments()
     stats.update(torch.tensor([[1.0, 0.0], [0.0, 2.0]]), torch.tensor([[3.0, 0.0], [0.0, -1.0]]))
     r = stats.result()
     assert r["pos_mean"] == 0.0 and r["pos_var"] == 1.0

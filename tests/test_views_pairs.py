@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from cl_diag.measurement.inputs import label_codes, normalise_views
-from cl_diag.measurement.pairs import pair_statistics_of, threshold_float32
+from cl_diag.measurement.pairs import delta_float32, pair_statistics_of
 
 
 def _views(nv=3, n=30, d=5, seed=0):
@@ -60,12 +60,12 @@ def test_every_view_pair_and_every_view(nv):
         ("within_view_negative", within),
     ):
         g = got[kind]
-        assert g["count"] == len(want)
-        assert g["mean"] == pytest.approx(want.mean(), rel=1e-6, abs=1e-7)
-        assert g["var"] == pytest.approx(want.var(), rel=1e-5)
-        assert g["min"] == pytest.approx(want.min(), abs=1e-6)
-        assert g["max"] == pytest.approx(want.max(), abs=1e-6)
-    t32 = threshold_float32(40)
+        assert g.count == len(want)
+        assert g.mean == pytest.approx(want.mean(), rel=1e-6, abs=1e-7)
+        assert g.var == pytest.approx(want.var(), rel=1e-5)
+        assert g.min == pytest.approx(want.min(), abs=1e-6)
+        assert g.max == pytest.approx(want.max(), abs=1e-6)
+    t32 = delta_float32(40)
     # float32 similarities below delta: the brute force in float32
     z32 = [x.float() for x in views]
     below = sum(
@@ -73,10 +73,10 @@ def test_every_view_pair_and_every_view(nv):
         for i in range(nv)
         for j in range(i + 1, nv)
     )
-    assert got["cross_view_negative"]["excessive_count"] == below
-    same = got["cross_view_negative"]["by_class"]["same_class"]
-    assert same["count"] == len(cross_same)
-    assert same["mean"] == pytest.approx(cross_same.mean(), rel=1e-6)
+    assert got["cross_view_negative"].excessive_count == below
+    same = got["cross_view_negative"].by_class.same_class
+    assert same.count == len(cross_same)
+    assert same.mean == pytest.approx(cross_same.mean(), rel=1e-6)
 
 
 def test_the_same_views_give_the_same_bits_on_any_number_of_threads():

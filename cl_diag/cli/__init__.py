@@ -8,12 +8,15 @@ raised anywhere below becomes a one-paragraph message on stderr and exit status 
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import sys
+import time
 
 import typer
 
 from cl_diag.errors import UserError
-from cl_diag.io.atomic import storage_error
+from cl_diag.io.atomic import user_os_error
 
 app = typer.Typer(
     name="cl-diag",
@@ -56,22 +59,51 @@ def _register_commands() -> None:
 _register_commands()
 
 
+#: seconds a rank > 0 of a torchrun job waits for rank 0 to report the mistake they share
+RANK_GRACE = 15.0
+
+
+def _rank() -> int:
+    """This process's rank in a torchrun job (0 outside one)."""
+    rank, world = os.environ.get("RANK", ""), os.environ.get("WORLD_SIZE", "")
+    return int(rank) if rank.isdigit() and world.isdigit() and int(world) > 1 else 0
+
+
 def report_user_error(err: UserError) -> None:
+    """The one paragraph ``error: ...`` on stderr. Under torchrun every rank meets the same
+    mistake and exits with status 2, and rank 0 alone says so: a rank > 0 first waits
+    :data:`RANK_GRACE` seconds, in which torchrun stops it once rank 0 has failed; only a
+    mistake rank 0 did not meet (a file missing on one node) is reported by the rank itself."""
     from rich.console import Console
     from rich.text import Text
 
+    prefix = ""
+    if _rank() > 0:
+        try:
+            time.sleep(RANK_GRACE)
+        except KeyboardInterrupt:  # torchrun stopping the job: rank 0 has reported it
+            return
+        prefix = f"[rank {_rank()}] "
+
     # Text, not markup: messages quote user paths and ranges such as "[-1, 1]".
-    message = Text("error: ", style="bold red") + Text(str(err))
+    message = Text(f"{prefix}error: ", style="bold red") + Text(str(err))
     Console(stderr=True, soft_wrap=True).print(message, highlight=False)
 
 
 def report_interrupt(what: str) -> None:
-    """Say what an interrupt (Ctrl-C, SIGINT) left and how to go on; the exit status is 130."""
+    """Say what an interrupt (Ctrl-C or SIGINT, SIGTERM) left and how to go on; the exit status
+    is 130 (143 for SIGTERM)."""
     from rich.console import Console
     from rich.text import Text
 
+    _interrupt_reported.append(what)
+    if _rank() > 0:  # a torchrun job: rank 0 says it (a rank > 0 may be stopped by torchrun)
+        return
     message = Text("interrupted: ", style="bold yellow") + Text(what)
     Console(stderr=True, soft_wrap=True).print(message, highlight=False)
+
+
+_interrupt_reported: list[str] = []
 
 
 class _NoteHandler(logging.Handler):
@@ -92,18 +124,49 @@ def _show_notes() -> None:
         log.setLevel(logging.INFO)
 
 
+def _refuse_empty_out(args: list[str]) -> None:
+    # an empty --out would be read as "." (pathlib's Path("")): the current folder
+    for index, arg in enumerate(args):
+        if arg in ("--out", "-o") and index + 1 < len(args):
+            value: str | None = args[index + 1]
+        else:
+            value = arg[len("--out=") :] if arg.startswith("--out=") else None
+        if value is not None and not value.strip():
+            raise UserError("--out is empty. Give the folder to write to, e.g. --out out/.")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: run the app, mapping user errors to exit status 2, a full
-    disk to the same message-and-2, and an interrupt (Ctrl-C) to a note and exit status 130."""
+    disk to the same message-and-2, and an interrupt (Ctrl-C or SIGINT, and SIGTERM, which
+    is handled as one: see :mod:`cl_diag.io.signals`) to one line and exit status 130 (143
+    for SIGTERM)."""
+    from cl_diag.io.signals import TERMINATE_STATUS, exit_status, interrupts, received
+
     _show_notes()
-    try:
-        app(args=argv, prog_name="cl-diag", standalone_mode=True)
-    except UserError as err:
-        report_user_error(err)
-        sys.exit(UserError.exit_code)
-    except OSError as exc:
-        full = storage_error(exc, exc.filename or "a file")
-        if full is None:
+    _interrupt_reported.clear()
+    args = list(sys.argv[1:] if argv is None else argv)
+    with interrupts():
+        try:
+            _refuse_empty_out(args)
+            app(args=args, prog_name="cl-diag", standalone_mode=True)
+        except SystemExit as exit_:
+            # typer ends an interrupted command with exit status 130 (its KeyboardInterrupt);
+            # say so if the command did not, and give SIGTERM its own status
+            if exit_.code == 130:
+                if not _interrupt_reported:
+                    report_interrupt("cl-diag stopped; nothing was changed.")
+                if received() == signal.SIGTERM:
+                    sys.exit(TERMINATE_STATUS)
             raise
-        report_user_error(full)
-        sys.exit(UserError.exit_code)
+        except KeyboardInterrupt as exc:  # outside a command (e.g. while parsing)
+            report_interrupt("cl-diag stopped; nothing was changed.")
+            sys.exit(exit_status(exc))
+        except UserError as err:
+            report_user_error(err)
+            sys.exit(UserError.exit_code)
+        except OSError as exc:  # a full disk, a name too long for the file system
+            mistake = user_os_error(exc)
+            if mistake is None:
+                raise
+            report_user_error(mistake)
+            sys.exit(UserError.exit_code)

@@ -1,5 +1,8 @@
 """``cl-diag analyze``: pair-similarity diagnostics, probes and theory for embeddings or a trained
-encoder."""
+encoder.
+
+The command line of :mod:`cl_diag.orchestration.analyze` (one concept at two layers: options,
+recipes and printing here; the analysis there)."""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ from cl_diag.cli.progress import counter, progress_bar, use_bar
 from cl_diag.errors import UserError
 from cl_diag.orchestration.analysis_config import PROBES, AnalyzeConfig, check_analysis
 from cl_diag.recipes import apply_recipe
-from cl_diag.result import BASELINES, LAYERS, Probes, Result, probe_report_metrics
+from cl_diag.result import BASELINES, LAYERS, Probes, Result
 
 _D = AnalyzeConfig(input=Path("."), out=Path("."))  # one source of truth for the defaults
 _PAIRS, _CKPT, _FOREIGN, _RUN = "Pairs", "Checkpoints", "Foreign checkpoints", "Running"
@@ -306,7 +309,7 @@ def _print_summary(console: Console, result: Result) -> None:
     from rich.table import Table
 
     for name, layer in result.layers.items():
-        table = Table(title=f"{name}: n={layer.n}, d={layer.d}, threshold={result.threshold:.6g}")
+        table = Table(title=f"{name}: n={layer.n}, d={layer.d}, threshold={result.delta:.6g}")
         for column in ("pair type", "count", "mean", "var", "min", "max", "excessive ratio"):
             table.add_column(column, justify="right" if column != "pair type" else "left")
         for pair_type, stats in layer.pairs.items():
@@ -344,6 +347,10 @@ def _pct(value) -> str:
 
 def _print_probes(console: Console, probes: Probes) -> None:
     from rich.table import Table
+
+    # here, not at the top: cl_diag.report loads pandas and matplotlib, which the CLI imports
+    # only inside the commands that compute (tests/test_cli_startup.py)
+    from cl_diag.report.metrics import probe_report_metrics
 
     names = [b for b in BASELINES if probes.baseline(b) is not None]
     table = Table(title=f"probes on {probes.layer} features (%)")

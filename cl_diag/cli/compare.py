@@ -1,4 +1,7 @@
-"""``cl-diag compare``: analysed runs side by side (reads result.json files only)."""
+"""``cl-diag compare``: analysed runs side by side (reads result.json files only).
+
+The command line of :mod:`cl_diag.orchestration.compare` (one concept at two layers: options and
+printing here; the comparison there)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""``cl-diag recipes``: the bundled training recipes and probe suites, by name."""
+"""``cl-diag recipes``: the bundled training recipes and probe suites, by name.
+
+The command line's view of :mod:`cl_diag.recipes` (one concept at two layers: listing here;
+reading, checking and merging recipes there)."""
 
 from __future__ import annotations
 

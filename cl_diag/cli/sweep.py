@@ -1,4 +1,7 @@
-"""``cl-diag sweep``: a grid of training runs, each analysed, then compared."""
+"""``cl-diag sweep``: a grid of training runs, each analysed, then compared.
+
+The command line of :mod:`cl_diag.orchestration.sweep` (one concept at two layers: options and
+printing here; the grid, the cells and their runs there)."""
 
 from __future__ import annotations
 

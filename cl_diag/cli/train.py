@@ -1,5 +1,8 @@
 """``cl-diag train``: train a contrastive model with any loss of the library, with or without
-VRN."""
+VRN.
+
+The command line of :mod:`cl_diag.orchestration.train` (one concept at two layers: options,
+recipes and printing here; the resolved config and the run there)."""
 
 from __future__ import annotations
 

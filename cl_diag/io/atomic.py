@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
-from cl_diag.errors import StorageFullError
+from cl_diag.errors import StorageFullError, UserError
 from cl_diag.io.leftovers import tagged
 
 __all__ = [
@@ -40,6 +40,7 @@ __all__ = [
     "atomic_write_text",
     "storage_error",
     "temp_prefix",
+    "user_os_error",
 ]
 
 #: Suffix of the writer's temporary files; with :func:`temp_prefix` it names what a killed
@@ -156,6 +157,22 @@ def storage_error(
     full.reason = reason
     full.errno = errno.ENOSPC if "No space" in reason else errno.EFBIG
     return full
+
+
+def user_os_error(exc: BaseException) -> UserError | None:
+    """The :class:`~cl_diag.errors.UserError` for a failed file operation that the user can
+    fix -- the storage is full (:func:`storage_error`), or a name is longer than the file
+    system allows -- or None for any other failure."""
+    error = _os_error(exc)
+    if error is not None and error.errno == errno.ENAMETOOLONG:
+        name = error.filename if error.filename is not None else "a path"
+        shown = str(name) if len(str(name)) <= 80 else f"{str(name)[:60]}...{str(name)[-16:]}"
+        return UserError(
+            f"Cannot use {shown}: a file name in it (or the whole path) is longer than the file "
+            "system allows (usually 255 bytes a name). Choose a shorter path."
+        )
+    filename = getattr(error, "filename", None)
+    return storage_error(exc, filename if filename is not None else "a file")
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:

@@ -1,18 +1,36 @@
 """Reading a user's torch file safely: what kind of file it is, and its one safe ``torch.load``.
 
+One concept at two layers: this module reads the bytes (sniffing, the safe load);
+:mod:`cl_diag.models.checkpoints`, a layer up, says what the loaded file is (embeddings, a
+cl-diag checkpoint, a foreign layout) and reads the cl-diag checkpoint format.
+
 * :func:`sniff` tells an ``.npz`` archive, a torch file and anything else apart by content
   (``torch.save`` writes a zip archive, torch < 1.6 and legacy Lightning files a raw pickle).
 * :func:`safe_torch_load` is the only ``torch.load`` of the package. It always passes
   ``weights_only=True``: a file is data, never code. Every failure becomes one
   :class:`TorchFileError` (a :class:`~cl_diag.errors.UserError`) whose ``reason`` names which
-  of five things went wrong: ``missing`` (no such file, or a folder), ``unreadable`` (the OS
+  of six things went wrong: ``missing`` (no such file, or a folder), ``unreadable`` (the OS
   refused), ``not-torch`` (neither a zip archive nor a pickle), ``damaged`` (truncated,
-  corrupt, or a pickle torch cannot read) and ``pickled-code`` (the pickle calls functions or
-  classes the weights-only unpickler does not allow, which could run arbitrary code).
+  corrupt, or a pickle torch cannot read), ``pickled-code`` (the pickle calls functions or
+  classes the weights-only unpickler does not allow, which could run arbitrary code) and
+  ``too-large`` (what the file declares would take more memory than its size allows, see
+  below).
 
-One class beyond torch's own allowlist is accepted: ``argparse.Namespace``, which DINO's and
-other research code's checkpoints carry as their ``args``. It is a plain attribute bag:
-unpickling one only fills its ``__dict__`` and runs no code.
+Beyond torch's own allowlist, data that runs no code when unpickled is accepted:
+``argparse.Namespace``, which DINO's and other research code's checkpoints carry as their
+``args`` (a plain attribute bag: unpickling one only fills its ``__dict__``), and numpy arrays,
+dtypes and scalars, which ``torch.save`` of a dict holding numpy arrays writes (numpy rebuilds
+them from their shape, dtype and bytes; these are the globals torch's documentation names for
+loading numpy arrays with ``weights_only=True``).
+
+Memory is bounded by what cl-diag allocates, never by what the file declares
+(:func:`check_decoded_size`): a legacy (non-zip) file's declared storage sizes are checked
+against the file's size before ``torch.load`` allocates them (in a zip archive torch checks
+each storage against its record), and what ``torch.load`` returns is measured as it would be
+once every shared reference is expanded -- a stride-0 (``expand``-ed) view counts its logical
+size, a list repeated through the pickle's memo each of its uses -- and refused when that
+passes :data:`EXPANSION_SLACK` plus :data:`EXPANSION_RATIO` times the file's size, before
+anything reads it further.
 
 Which failure it was is decided from the file, not from torch's wording (which changes
 between releases): the pickle is disassembled with :mod:`pickletools`, which never executes
@@ -29,6 +47,7 @@ import contextlib
 import os
 import pickletools
 import re
+import sys
 import warnings
 import zipfile
 from pathlib import Path
@@ -71,7 +90,7 @@ _MAX_PICKLES = 6
 
 class TorchFileError(UserError):
     """The one error of :func:`safe_torch_load`; ``reason`` is one of ``missing``,
-    ``unreadable``, ``not-torch``, ``damaged``, ``pickled-code``."""
+    ``unreadable``, ``not-torch``, ``damaged``, ``pickled-code``, ``too-large``."""
 
     def __init__(self, message: str, reason: str) -> None:
         super().__init__(message)
@@ -93,19 +112,25 @@ def _zip_names(path: Path) -> list[str] | None:
 
 
 def sniff(path: str | os.PathLike[str]) -> str:
-    """``"npz"``, ``"torch"`` or ``"other"``, from the file's content (and a ``.npz`` suffix).
+    """``"npz"``, ``"torch"`` or ``"other"``, from the file's content, whatever its suffix.
 
-    A ``.npz`` suffix counts as npz even when the archive is damaged, so that numpy's own
-    error names the problem. Raises OSError when the file cannot be opened.
+    A zip archive of ``.npy`` members is an npz, one with a ``data.pkl`` (what ``torch.save``
+    writes) a torch file, as is a raw pickle (torch < 1.6, legacy Lightning files). Only a file
+    whose content says neither -- a damaged archive -- falls back on its suffix, ``.npz`` giving
+    npz so that numpy's own error names the problem. Raises OSError when the file cannot be
+    opened.
     """
     path = Path(path)
-    if path.suffix.lower() == ".npz":
-        return "npz"
     names = _zip_names(path)
-    if names and all(name.endswith(".npy") for name in names):
-        return "npz"
+    if names:
+        if all(name.endswith(".npy") for name in names):
+            return "npz"
+        if any(name == "data.pkl" or name.endswith("/data.pkl") for name in names):
+            return "torch"
     with open(path, "rb") as handle:
         magic = handle.read(4)
+    if path.suffix.lower() == ".npz":
+        return "npz"
     # torch.save writes a zip archive (PK..); torch < 1.6 and legacy Lightning files a pickle
     # (protocol 2+, so its first byte is the PROTO opcode 0x80).
     if magic.startswith(b"PK") or magic[:1] == b"\x80":
@@ -126,8 +151,32 @@ def check_input_file(path: str | os.PathLike[str], *, fix: str) -> Path:
 # --------------------------------------------------------------------------- pickled code
 
 
+def _numpy_globals() -> list[tuple[Any, str]]:
+    """numpy's array, dtype and scalar rebuilders with every name a file may give them (numpy 1
+    pickles ``numpy.core.multiarray``, numpy 2 ``numpy._core.multiarray``), plus numpy 2's
+    dtype classes: data, rebuilt from a shape, a dtype and bytes, never code."""
+    import numpy as np
+
+    try:
+        from numpy._core import multiarray
+    except ImportError:  # numpy 1
+        from numpy.core import multiarray  # type: ignore[no-redef]
+    pairs: list[tuple[Any, str]] = []
+    for name in ("_reconstruct", "scalar"):
+        function = getattr(multiarray, name)
+        pairs += [(function, f"numpy.core.multiarray.{name}")]
+        pairs += [(function, f"numpy._core.multiarray.{name}")]
+    pairs += [(np.ndarray, "numpy.ndarray"), (np.dtype, "numpy.dtype")]
+    dtypes = getattr(np, "dtypes", None)
+    for name in dir(dtypes) if dtypes is not None else ():
+        cls = getattr(dtypes, name)
+        if isinstance(cls, type) and issubclass(cls, np.dtype):
+            pairs.append((cls, f"numpy.dtypes.{name}"))
+    return pairs
+
+
 def _allowed_globals() -> set[str]:
-    """The ``module.name`` globals torch's weights-only unpickler accepts."""
+    """The ``module.name`` globals the loading accepts: torch's allowlist and the data above."""
     try:  # private, but the very list torch.load applies (and what torch's own
         # get_unsafe_globals_in_checkpoint compares with)
         from torch import _weights_only_unpickler as unpickler
@@ -135,15 +184,18 @@ def _allowed_globals() -> set[str]:
         allowed = set(unpickler._get_allowed_globals()) | set(unpickler._get_user_allowed_globals())
     except (ImportError, AttributeError):  # a torch without them: tensors and containers
         allowed = {"collections.OrderedDict", "_codecs.encode", "builtins.set", "torch.Size"}
-    return allowed | {f"{cls.__module__}.{cls.__qualname__}" for cls in DATA_CLASSES}
+    allowed |= {f"{cls.__module__}.{cls.__qualname__}" for cls in DATA_CLASSES}
+    return allowed | {name for _, name in _numpy_globals()}
 
 
 def _data_classes_allowed() -> contextlib.AbstractContextManager:
-    """torch.load accepts :data:`DATA_CLASSES` inside this context (torch >= 2.5; older
-    torch refuses them as before). A context, not add_safe_globals: a notebook's own
-    torch.load must not change because cl-diag ran."""
+    """torch.load accepts :data:`DATA_CLASSES` and numpy's arrays inside this context (torch
+    >= 2.5; older torch refuses them as before). A context, not add_safe_globals: a notebook's
+    own torch.load must not change because cl-diag ran."""
     allow = getattr(torch.serialization, "safe_globals", None)
-    return allow(list(DATA_CLASSES)) if allow is not None else contextlib.nullcontext()
+    if allow is None:
+        return contextlib.nullcontext()
+    return allow([*DATA_CLASSES, *_numpy_globals()])
 
 
 _STRING_OPS = {
@@ -158,11 +210,28 @@ _STRING_OPS = {
 _MARK = object()
 
 
-def _pickle_globals(stream: IO[bytes], found: list[str], budget: list[int]) -> None:
-    """Append to ``found`` every ``module.name`` one pickle in ``stream`` would import.
+_INT_OPS = {"INT", "BININT", "BININT1", "BININT2", "LONG", "LONG1", "LONG4"}
+_TUPLE_OPS = {"TUPLE": None, "EMPTY_TUPLE": 0, "TUPLE1": 1, "TUPLE2": 2, "TUPLE3": 3}
+
+
+class _Global(str):
+    """A global the simulated stack holds (its ``module.name``)."""
+
+
+def _pickle_globals(
+    stream: IO[bytes],
+    found: list[str],
+    budget: list[int],
+    storages: list[tuple[str, str, int]] | None = None,
+) -> None:
+    """Append to ``found`` every ``module.name`` one pickle in ``stream`` would import, and to
+    ``storages`` the ``(storage type, key, number of elements)`` of every storage it refers to
+    (a torch persistent id ``('storage', type, key, location, numel)``; a storage shared by
+    several tensors is referred to once per tensor).
 
     The stack is simulated from pickletools' declared stack effects, only far enough to know
-    the two strings below a STACK_GLOBAL (protocol 4+), which may come from the memo.
+    the two strings below a STACK_GLOBAL (protocol 4+), which may come from the memo, and the
+    tuples of strings, globals and integers that persistent ids are.
     Raises whatever pickletools raises on a damaged stream.
     """
     stack: list[Any] = []
@@ -188,6 +257,24 @@ def _pickle_globals(stream: IO[bytes], found: list[str], budget: list[int]) -> N
         if name == "DUP":
             stack.append(stack[-1] if stack else None)
             continue
+        if name in _TUPLE_OPS:
+            count = _TUPLE_OPS[name]
+            if count is None:  # TUPLE: everything above the mark
+                items: list[Any] = []
+                while stack and (item := stack.pop()) is not _MARK:
+                    items.append(item)
+                items.reverse()
+            else:
+                items = stack[len(stack) - count :] if count else []
+                del stack[len(stack) - count :]
+            stack.append(tuple(items))
+            continue
+        if name == "BINPERSID" and storages is not None and stack:
+            pid = stack[-1]
+            if isinstance(pid, tuple) and len(pid) >= 5 and pid[0] == "storage":
+                kind, key, numel = pid[1], pid[2], pid[4]
+                if isinstance(kind, str) and isinstance(numel, int):
+                    storages.append((str(kind), str(key), numel))
         before = op.stack_before
         if pickletools.markobject in before:
             while stack and stack.pop() is not _MARK:
@@ -201,6 +288,10 @@ def _pickle_globals(stream: IO[bytes], found: list[str], budget: list[int]) -> N
                 stack.append(_MARK)
             elif name in _STRING_OPS:
                 stack.append(arg.decode("latin-1") if isinstance(arg, bytes) else arg)
+            elif name in _INT_OPS:
+                stack.append(arg)
+            elif name in ("GLOBAL", "INST"):
+                stack.append(_Global(str(arg).replace(" ", ".")))
             elif name in ("GET", "BINGET", "LONG_BINGET"):
                 stack.append(memo.get(arg))
             else:
@@ -225,14 +316,45 @@ def unsafe_globals(path: str | os.PathLike[str]) -> list[str]:
                     _pickle_globals(stream, found, budget)
         else:
             with open(path, "rb") as stream:
-                for _ in range(_MAX_PICKLES):
-                    if stream.peek(1)[:1] != b"\x80":  # no further pickle (raw storage bytes)
-                        break
-                    _pickle_globals(stream, found, budget)
+                _legacy_pickles(stream, found, budget, None)
     except Exception:
         pass
     allowed = _allowed_globals()
     return sorted({name for name in found if name not in allowed})
+
+
+def _legacy_pickles(
+    stream: IO[bytes], found: list[str], budget: list[int], storages: list | None
+) -> None:
+    for _ in range(_MAX_PICKLES):
+        if stream.peek(1)[:1] != b"\x80":  # type: ignore[attr-defined]  # no further pickle
+            break
+        _pickle_globals(stream, found, budget, storages)
+
+
+def _element_size(storage_type: str) -> int:
+    """Bytes per element of a legacy storage type (``torch.FloatStorage``: 4); 1 for an
+    untyped or unknown one (the smallest: a declaration is never over-counted)."""
+    module, _, name = storage_type.rpartition(".")
+    if module != "torch" or not name.endswith("Storage"):
+        return 1
+    with warnings.catch_warnings():  # the legacy storage classes are deprecated
+        warnings.simplefilter("ignore")
+        dtype = getattr(getattr(torch, name, None), "dtype", None)
+        return torch.empty(0, dtype=dtype).element_size() if isinstance(dtype, torch.dtype) else 1
+
+
+def declared_storage_bytes(path: str | os.PathLike[str]) -> int:
+    """The bytes the storages of a legacy (non-zip) torch file declare, read from its pickle
+    without loading anything (0 when the pickle cannot be read: torch.load says why)."""
+    storages: list[tuple[str, str, int]] = []
+    try:
+        with open(path, "rb") as stream:
+            _legacy_pickles(stream, [], [_MAX_OPS], storages)
+    except Exception:
+        pass
+    declared = {key: max(numel, 0) * _element_size(kind) for kind, key, numel in storages}
+    return sum(declared.values())
 
 
 # --------------------------------------------------------------------------- loading
@@ -252,6 +374,131 @@ def _zip_expansion(path: Path) -> int | None:
             return sum(info.file_size for info in archive.infolist())
     except (zipfile.BadZipFile, OSError, ValueError):
         return None
+
+
+def expansion_bound(size: int) -> int:
+    """The most bytes a file of ``size`` bytes may expand to when read (see
+    :data:`EXPANSION_SLACK`)."""
+    return EXPANSION_SLACK + EXPANSION_RATIO * size
+
+
+#: containers nested deeper than this are no checkpoint (a real one nests a few levels)
+MAX_DEPTH = 100
+#: bytes counted for a number, a flag, None or any small object, and per slot of a container
+_SLOT = 8
+
+
+class _Refused(Exception):
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def _tensor_problem(key: str, tensor: torch.Tensor, limit: int) -> str | None:
+    """Why a tensor read from a file cannot be used as it is declared, or None."""
+    if tensor.is_meta or tensor.layout != torch.strided or tensor.is_quantized:
+        return None  # no data to expand; named by the reader that needs the values
+    logical = tensor.numel() * tensor.element_size()
+    if logical <= limit:
+        return None
+    stored = tensor.untyped_storage().nbytes()
+    if logical > stored:
+        return (
+            f"'{key}' is an expanded view (strides {tuple(tensor.stride())}): its "
+            f"{' x '.join(map(str, tensor.shape))} elements ({logical:,} bytes) are "
+            f"{stored:,} bytes repeated. "
+            "Save the tensor it was expanded from, or .contiguous() the view before saving if "
+            "its full size is meant"
+        )
+    return None
+
+
+def decoded_size(payload: Any, *, limit: int) -> int:
+    """The bytes ``payload`` (what torch.load returned) takes once every shared reference is
+    expanded: a tensor counts its logical size (an expanded view of a tiny storage counts
+    every element), an object used twice through the pickle's memo counts twice. Raises
+    :class:`_Refused` for a payload deeper than :data:`MAX_DEPTH`, a container that holds
+    itself, or an expanded tensor larger than ``limit``. Each object is measured once."""
+    sizes: dict[int, int] = {}
+    active: set[int] = set()
+
+    def measure(node: Any, key: str, depth: int) -> int:
+        kind = type(node)
+        if kind in (int, float, bool, complex) or node is None:
+            return _SLOT
+        if kind in (str, bytes, bytearray):
+            return _SLOT + len(node)
+        ident = id(node)
+        if ident in sizes:
+            return sizes[ident]
+        if depth > MAX_DEPTH:
+            raise _Refused(f"it nests containers more than {MAX_DEPTH} levels deep (at '{key}')")
+        if ident in active:
+            raise _Refused(f"'{key}' holds itself (a container that contains itself)")
+        active.add(ident)
+        try:
+            size = _measure_node(node, key, depth)
+        finally:
+            active.discard(ident)
+        sizes[ident] = size
+        return size
+
+    def _measure_node(node: Any, key: str, depth: int) -> int:
+        if isinstance(node, torch.Tensor):
+            problem = _tensor_problem(key, node, limit)
+            if problem is not None:
+                raise _Refused(problem)
+            return _SLOT + node.numel() * node.element_size()
+        if isinstance(node, dict):
+            total = _SLOT
+            for name, value in node.items():
+                total += measure(name, key, depth + 1)
+                total += measure(value, f"{key}.{name}" if key else str(name), depth + 1)
+            return total
+        if isinstance(node, (list, tuple, set, frozenset)):
+            total = _SLOT
+            for index, item in enumerate(node):
+                total += measure(item, f"{key}[{index}]", depth + 1)
+            return total
+        if isinstance(node, argparse.Namespace):
+            return _SLOT + measure(vars(node), key, depth + 1)
+        numpy = sys.modules.get("numpy")
+        if numpy is not None and isinstance(node, numpy.ndarray):
+            if node.dtype.hasobject:
+                return _SLOT + sum(
+                    measure(item, f"{key}[{i}]", depth + 1) for i, item in enumerate(node.flat)
+                )
+            return _SLOT + int(node.nbytes)
+        return _SLOT
+
+    return measure(payload, "", 0)
+
+
+def check_decoded_size(payload: Any, path: Path, *, fix: str) -> None:
+    """Refuse (TorchFileError, ``too-large``) a payload that would take more memory than
+    :func:`expansion_bound` of the file's size once expanded (see :func:`decoded_size`)."""
+    size = path.stat().st_size
+    limit = expansion_bound(size)
+    try:
+        total = decoded_size(payload, limit=limit)
+    except _Refused as refused:
+        raise TorchFileError(
+            f"{path} cannot be read as it is: {refused.message}. cl-diag never lets a file's "
+            f"declarations decide how much memory it takes. {fix}",
+            "too-large",
+        ) from None
+    except RecursionError:
+        raise TorchFileError(
+            f"{path} cannot be read as it is: it nests containers too deeply. {fix}", "too-large"
+        ) from None
+    if total > limit:
+        raise TorchFileError(
+            f"{path} holds {total:,} bytes once its shared parts are expanded (the same lists, "
+            f"arrays or tensors referenced again and again) in a file of {size:,} bytes; "
+            f"cl-diag reads at most {limit:,} bytes from a file this size, and refuses it. "
+            f"Save each array once, as a tensor. {fix}",
+            "too-large",
+        )
 
 
 # torch's wordings of a refused global across releases, for a file the scan cannot read.
@@ -293,20 +540,33 @@ def safe_torch_load(
             "not-torch",
         )
     expanded = _zip_expansion(path)
-    if expanded is not None and expanded > EXPANSION_SLACK + EXPANSION_RATIO * path.stat().st_size:
+    if expanded is not None and expanded > expansion_bound(path.stat().st_size):
         raise TorchFileError(
             f"{path} declares {expanded:,} bytes of content in a file of "
             f"{path.stat().st_size:,} bytes (a decompression bomb, or a damaged archive); "
             f"cl-diag refuses to expand it. {fix}",
             "damaged",
         )
+    size = path.stat().st_size
+    if expanded is None:  # a legacy file: torch allocates its storages as declared
+        declared = declared_storage_bytes(path)
+        if declared > size:
+            raise TorchFileError(
+                f"{path} declares storages of {declared:,} bytes in a file of {size:,} bytes: "
+                f"it is truncated, damaged or not a {what} (or crafted to make a reader "
+                f"allocate them); cl-diag refuses to. {fix}",
+                "damaged",
+            )
     try:
         # e.g. "pickle protocol 4": the message below says it all
         with warnings.catch_warnings(), _data_classes_allowed():
             warnings.simplefilter("ignore")
-            return torch.load(path, map_location=map_location, weights_only=True)
+            payload = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as exc:
         text, error = str(exc), type(exc).__name__
+    else:
+        check_decoded_size(payload, path, fix=fix)
+        return payload
     code = unsafe_globals(path)
     if not code:
         blocked = _BLOCKED.search(text)

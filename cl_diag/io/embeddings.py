@@ -165,9 +165,53 @@ def _as_tensor(
             raise UserError(f"'{key}' in {where} is a nested tensor, not an array. {fix}")
         return value.detach() if device else value.detach().cpu()
     try:
-        return torch.as_tensor(np.asarray(value))
+        array = np.asarray(value)
     except (TypeError, ValueError, RuntimeError):
         raise UserError(f"'{key}' in {where} is not a numeric array. {fix}") from None
+    try:
+        return torch.as_tensor(numeric_array(array, f"'{key}' in {where}"))
+    except (TypeError, ValueError, RuntimeError):
+        raise UserError(
+            f"'{key}' in {where} has dtype {array.dtype}, which cl-diag cannot read. {fix}"
+        ) from None
+
+
+#: numpy dtype kinds that hold no numbers, in words
+_NOT_NUMBERS = {
+    "O": "Python objects",
+    "U": "text",
+    "S": "bytes",
+    "V": "raw records",
+    "M": "dates and times",
+    "m": "time spans",
+    "T": "text",
+}
+
+
+def numeric_array(array: np.ndarray, what: str) -> np.ndarray:
+    """``array`` in a dtype torch holds, its values unchanged: native byte order (a
+    big-endian ``>f4`` array is byte-swapped), extended floats (``float128``, ``longdouble``)
+    as float64, unsigned integers torch does not compute with as int64 (uint64 beyond int64 as
+    float64). An array that holds no numbers (text, objects, dates, records) is a UserError
+    that names its dtype."""
+    dtype = array.dtype
+    if dtype.kind in _NOT_NUMBERS or dtype.hasobject:
+        raise UserError(
+            f"{what} has dtype {dtype} ({_NOT_NUMBERS.get(dtype.kind, 'Python objects')}), not "
+            "numbers; embeddings must be real numbers and labels whole numbers."
+        )
+    if dtype.fields is not None or dtype.subdtype is not None:
+        raise UserError(f"{what} has a structured dtype {dtype}, not numbers.")
+    if not dtype.isnative:
+        array = array.astype(dtype.newbyteorder("="))
+    if dtype.kind == "f" and dtype.itemsize > 8:
+        array = array.astype(np.float64)
+    elif dtype.kind == "c" and dtype.itemsize > 16:
+        array = array.astype(np.complex128)
+    elif dtype.kind == "u" and dtype.itemsize > 1:
+        fits = dtype.itemsize < 8 or array.size == 0 or int(array.max()) < 2**63
+        array = array.astype(np.int64 if fits else np.float64)
+    return array
 
 
 def _as_float_matrix(
@@ -190,8 +234,8 @@ def _as_labels(value: object, where: object, fix: str, device: bool = False) -> 
     """Class labels as int64. Whole-number float labels beyond int64 (1e19, 2e19) would all
     wrap to one value; they are replaced by their rank among the distinct labels instead, which
     keeps every class apart (only the grouping of rows into classes is ever used)."""
-    if isinstance(value, np.ndarray) and value.dtype == np.uint64 and value.size > 0:
-        array: np.ndarray = value
+    if isinstance(value, np.ndarray) and value.dtype.kind == "u" and value.size > 0:
+        array: np.ndarray = value.astype(np.uint64)  # either byte order
         if int(array.max()) >= 2**63:  # beyond int64 as well
             _, codes = np.unique(array, return_inverse=True)
             return torch.from_numpy(codes.reshape(array.shape).astype(np.int64))
@@ -231,6 +275,11 @@ def embeddings_from_arrays(
     a = _as_float_matrix(z1, "z1", where, ARRAYS_HELP, device=True)
     b = _as_float_matrix(z2, "z2", where, ARRAYS_HELP, device=True)
     codes = None if labels is None else _as_labels(labels, where, ARRAYS_HELP, device=True)
+    if a.device != b.device:  # labels may stay on the host: only their grouping is read
+        raise UserError(
+            f"z1 is on {a.device} and z2 on {b.device} ({where}); give both views on one "
+            "device (z2.to(z1.device))."
+        )
     digest = hashlib.sha256()
     for key, array in (("z1", a), ("z2", b), ("labels", codes)):
         if array is not None:
@@ -248,7 +297,7 @@ def load_embeddings(path: str | Path, *, payload: dict | None = None) -> Embeddi
     normalised (:func:`cl_diag.measurement.inputs.normalise_views`).
 
     ``payload``: the dict already read from a ``.pt`` file (by
-    :func:`cl_diag.io.checkpoints.read_checkpoint_file`), so the file is not loaded twice.
+    :func:`cl_diag.models.checkpoints.read_checkpoint_file`), so the file is not loaded twice.
     """
     path = Path(path)
     if not path.exists():

@@ -5,14 +5,16 @@ can tell a leftover (its process is gone) from the work of a run still going on 
 
 * the atomic writer's temporary files, ``.<name>.<pid>-<random>.tmp`` beside their target
   (:mod:`cl_diag.io.atomic`);
-* the staging folders of a command's outputs, ``.<out>.staging-<pid>-<random>`` beside
-  ``--out`` (:mod:`cl_diag.io.output`).
+* the staging folders of a command's outputs, ``.cl-diag-staging-<pid>-<random>`` inside
+  ``--out`` or beside it (:mod:`cl_diag.io.output`), each holding cl-diag's marker file.
 
 A SIGKILL, a power loss or an out-of-memory kill gives the process no chance to remove them;
 :func:`remove_leftovers` does it later, and every removal is announced through the ``cl_diag``
 logger (the CLI prints it as a note), so nothing disappears silently. Names written before
 the process id was part of them (no ``<pid>-``) count as leftovers too: they are the tool's
-own and no live run of this version uses them.
+own and no live run of this version uses them. A folder is removed only when the caller's
+``proof`` says cl-diag made it (the staging folders' marker), so a user's folder that merely
+has a similar name stays.
 """
 
 from __future__ import annotations
@@ -21,9 +23,10 @@ import logging
 import os
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["log", "pid_alive", "remove_leftovers", "staging_folders", "tagged", "temp_files"]
+__all__ = ["log", "pid_alive", "remove_leftovers", "tagged", "temp_files"]
 
 #: The package's logger: library code announces what it cleaned up; the CLI shows it.
 log = logging.getLogger("cl_diag")
@@ -43,11 +46,6 @@ def temp_files(names: str) -> re.Pattern[str]:
     return re.compile(rf"^\.(?:{names})\.(?:(?P<pid>\d+)-)?{_RANDOM}\.tmp$")
 
 
-def staging_folders(out_name: str) -> re.Pattern[str]:
-    """The staging folders of an output folder named ``out_name``."""
-    return re.compile(rf"^\.{re.escape(out_name)}\.staging-(?:(?P<pid>\d+)-)?{_RANDOM}$")
-
-
 def pid_alive(pid: int) -> bool:
     """Whether a process with id ``pid`` exists on this machine (ours or another user's)."""
     if pid <= 0:
@@ -63,10 +61,17 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def remove_leftovers(folder: Path, pattern: re.Pattern[str], *, what: str) -> list[Path]:
+def remove_leftovers(
+    folder: Path,
+    pattern: re.Pattern[str],
+    *,
+    what: str,
+    proof: Callable[[Path], bool] | None = None,
+) -> list[Path]:
     """Remove the entries of ``folder`` whose whole name matches ``pattern`` and whose process
-    (the ``pid`` group; none for an untagged name) is gone; return them. Folders are removed
-    with their contents; links are unlinked, never followed. Nothing that cannot be removed
+    (the ``pid`` group; none for an untagged name) is gone; return them. A folder is removed,
+    with its contents, only when ``proof(folder)`` says cl-diag made it (no ``proof``: no
+    folder is removed); links are unlinked, never followed. Nothing that cannot be removed
     stops the caller. Each removal is announced on the ``cl_diag`` logger."""
     folder = Path(folder)
     removed: list[Path] = []
@@ -84,6 +89,8 @@ def remove_leftovers(folder: Path, pattern: re.Pattern[str], *, what: str) -> li
         path = Path(entry.path)
         try:
             if entry.is_dir(follow_symlinks=False):
+                if proof is None or not proof(path):
+                    continue
                 shutil.rmtree(path)
             else:
                 path.unlink()

@@ -1,33 +1,47 @@
 """Writing a command's outputs so that a failure leaves nothing half-written and nothing
 of the user's is lost.
 
-Everything goes to a staging folder beside ``--out`` (``.<out>.staging-<pid>-<random>``); only
-when all files are written are they moved into place (``os.replace`` is atomic per file on one
-file system). On any exception the staging folder is removed and ``--out`` is as it was.
+**Staging.** Everything goes to a staging folder on the destination's own file system: inside
+``--out`` when it is a folder already (a mount point, or a link to another file system, works
+like any folder), else in the nearest existing folder above it, where ``--out`` will be made.
+Only when all files are written are they moved into place with ``os.replace``, which is atomic
+per file and never crosses a file system. On any exception the staging folder is removed and
+``--out`` is as it was. A staging folder is ``.cl-diag-staging-<pid>-<random>`` and holds the
+marker file :data:`STAGING_MARKER`; a later run removes a leftover one (its process gone) only
+when it carries that marker or is empty, so a user's folder of a similar name is never touched
+(:mod:`cl_diag.io.leftovers`).
 
-Ownership is proven, never trusted. After each run, :data:`OWNED_FILES` in ``--out`` records
-the SHA-256 of every file the tool wrote there (``<sha256>  <name>``, one a line). A later run
-into the same folder
+**Ownership is proven, never trusted.** After each run, :data:`OWNED_FILES` in ``--out`` names
+the kind of output the folder holds (``analysis`` or ``comparison``) and a *seal* of every
+file the tool wrote there: the SHA-256 of ``cl-diag-owned/2``, a NUL byte, the file's name,
+another NUL and its bytes (:func:`seal`). A seal is not what ``sha256sum`` prints, so a listing
+made from hashes of files one already has -- typed by hand, made by another tool, or written
+by cl-diag before version 2 of the listing (plain SHA-256) -- proves nothing. A later run into
+the same folder
 
-* replaces a file of the same name only if its content still has a recorded hash (the tool
-  wrote it and nobody changed it since), or with ``overwrite``; anything else -- the user's own
-  ``report.md``, a report they edited -- stops the run before anything moves;
-* refuses, whatever ``overwrite`` says, when a name it writes is taken by a folder (or a path
-  through a file): every target is checked before the first move, so the folder never mixes
-  two runs;
+* refuses a folder that holds another kind of output (an analysis into a comparison's folder,
+  or the reverse) unless ``overwrite``;
+* replaces a file of the same name only if the file is proven (a regular file, reached without
+  passing through a symbolic link, whose seal is listed), or with ``overwrite``; anything else
+  -- the user's own ``report.md``, a report they edited -- stops the run before anything moves;
+* refuses, whatever ``overwrite`` says, when a name it writes is taken by a folder, lies behind
+  a symbolic link or a file, or on another file system: every target is checked before the
+  first move, so the folder never mixes two runs;
 * removes the files of the previous run it does not write again (e.g. the figure of a layer
-  the new result lacks), and only those whose content still matches their recorded hash.
+  the new result lacks), and only those that are proven and have a suffix cl-diag writes
+  (:data:`REMOVABLE_SUFFIXES`). Nothing outside ``--out`` is ever reached: every path is
+  walked one component at a time and a symbolic link anywhere below ``--out`` stops it.
 
-A listing the tool did not write (planted, copied, edited) proves nothing: a name without a
-hash of the file's current content is never removed. During the moves the listing holds the
-hashes of both the old and the new files, so a run killed half-way leaves a folder whose files
-are all still proven. Staging folders left by a killed run are removed by the next run into the
-same ``--out`` (:mod:`cl_diag.io.leftovers`).
+During the moves the listing holds the seals of both the old and the new files, so a run killed
+half-way leaves a folder whose files are all still proven. The seals are no secret: they stop
+a listing that merely names or hashes files from deleting them, not someone who can already
+write into ``--out`` (and could delete its files directly).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import math
@@ -38,16 +52,69 @@ import stat
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from cl_diag.errors import UserError
 from cl_diag.io.atomic import atomic_write_text, storage_error
-from cl_diag.io.leftovers import remove_leftovers, staging_folders, tagged
+from cl_diag.io.leftovers import remove_leftovers, tagged, temp_files
+
+__all__ = [
+    "KINDS",
+    "OWNED_FILES",
+    "REMOVABLE_SUFFIXES",
+    "STAGING_MARKER",
+    "STAGING_MARKER_TEXT",
+    "Listing",
+    "check_targets",
+    "dumps_json",
+    "ensure_writable_parent",
+    "listing_text",
+    "read_listing",
+    "seal",
+    "staged_output",
+    "write_json",
+]
+
+#: name of the record of the files the tool wrote in an output folder, with their seals
+OWNED_FILES = ".cl-diag-owned"
+#: the kinds of output folder: what ``analyze`` and what ``compare`` write
+KINDS = ("analysis", "comparison")
+#: suffixes of the files cl-diag writes into an output folder: no other file is ever removed
+REMOVABLE_SUFFIXES = (".json", ".md", ".html", ".csv", ".svg")
+#: the file in every staging folder that says cl-diag made it
+STAGING_MARKER = ".cl-diag-staging"
+STAGING_MARKER_TEXT = (
+    "cl-diag staging folder: the next cl-diag run here removes it once its process is gone\n"
+)
+_STAGING_PREFIX = ".cl-diag-staging-"
+_STAGING = re.compile(rf"^{re.escape(_STAGING_PREFIX)}(?:(?P<pid>\d+)-)?[a-z0-9_]{{8}}$")
+
+_SEAL_TAG = b"cl-diag-owned/2\x00"
+_HEADER = (
+    "# cl-diag-owned 2 {kind}: the files cl-diag wrote here, as <seal>  <name>. Do not edit.\n"
+)
+_HEADER_LINE = re.compile(r"^# cl-diag-owned 2 ([a-z]+): ")
+#: the first line of a listing written before seals (plain SHA-256): it proves nothing
+_OLD_HEADER = "# cl-diag: the files it wrote in this folder"
+_LINE = re.compile(r"^([0-9a-f]{64})  (.+)$")
+#: a listing longer than this is no listing cl-diag wrote
+_MAX_LISTING = 16 << 20
+
+
+# --------------------------------------------------------------------------- the folder
 
 
 def ensure_writable_parent(out: Path) -> Path:
-    """Return the existing folder that will hold ``out``, or raise UserError."""
+    """Return the existing folder that will hold ``out``, or raise UserError (a file in the
+    way, a dangling link, a name longer than the file system allows, no permission)."""
     out = Path(out)
+    _check_name_lengths(out)  # before any stat: a name too long fails every one of them
+    if out.is_symlink() and not out.exists():
+        raise UserError(
+            f"--out {out} is a symbolic link to {os.readlink(out)}, which does not exist. Create "
+            "that folder, or choose another --out."
+        )
     if out.exists() and not out.is_dir():
         raise UserError(
             f"--out {out} exists and is not a folder. Give a folder path (it is created if "
@@ -69,23 +136,49 @@ def ensure_writable_parent(out: Path) -> Path:
     return parent
 
 
-#: name of the record of the files the tool wrote in an output folder, with their hashes
-OWNED_FILES = ".cl-diag-owned"
-_HEADER = "# cl-diag: the files it wrote in this folder, as <sha256>  <name>. Do not edit.\n"
-_LINE = re.compile(r"^([0-9a-f]{64})  (.+)$")
-
-
-def file_sha256(path: Path) -> str | None:
-    """SHA-256 of a regular file's bytes; None for anything else (a link, folder, FIFO...)."""
+def _check_name_lengths(out: Path) -> None:
     try:
-        if not stat.S_ISREG(os.lstat(path).st_mode):
-            return None
-        digest = hashlib.sha256()
-        with open(path, "rb") as handle:
-            for chunk in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(chunk)
+        longest_name = os.pathconf(out.anchor or os.curdir, "PC_NAME_MAX")
+        longest_path = os.pathconf(out.anchor or os.curdir, "PC_PATH_MAX")
+    except (OSError, ValueError, AttributeError):  # no pathconf (Windows): the usual limits
+        longest_name, longest_path = 255, 4096
+    long = [part for part in out.parts if len(os.fsencode(part)) > longest_name]
+    if long:
+        raise UserError(
+            f"--out has a folder name of {len(os.fsencode(long[0]))} bytes "
+            f"({long[0][:40]}...); this file system allows at most {longest_name}. Choose a "
+            "shorter --out."
+        )
+    # the outputs' own names (and a staging folder) need room below --out
+    if len(os.fsencode(str(out.absolute()))) > longest_path - 256:
+        raise UserError(
+            f"--out is a path of {len(os.fsencode(str(out.absolute())))} bytes; this file system "
+            f"allows paths of at most {longest_path}, and the files inside need room. Choose a "
+            "shorter --out."
+        )
+
+
+# --------------------------------------------------------------------------- proof
+
+
+def seal(path: Path, name: str) -> str | None:
+    """The seal of the regular file ``path`` written under ``name`` (see the module docstring);
+    None for anything else (a link, a folder, a FIFO, a file that cannot be read)."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags)
     except OSError:
         return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        digest = hashlib.sha256(_SEAL_TAG + name.encode("utf-8") + b"\x00")
+        while chunk := os.read(fd, 1 << 20):
+            digest.update(chunk)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
     return digest.hexdigest()
 
 
@@ -99,67 +192,124 @@ def _safe_name(name: str) -> bool:
     return all(part not in ("", ".", "..") for part in name.split("/"))
 
 
-def owned_text(hashes: Mapping[str, Iterable[str]]) -> str:
-    """The listing's text: one ``<sha256>  <name>`` line per hash, sorted by name then hash."""
+def _walk(root: Path, name: str) -> tuple[str | None, os.stat_result | None]:
+    """``(blocker, lstat)`` of ``root/name``, walked one component at a time without following
+    a link: ``blocker`` is the part of ``name`` that is a link or anything but a real folder
+    above the file (None when there is none); ``lstat`` is None when the file does not exist
+    or a blocker hides it."""
+    parts = PurePosixPath(name).parts
+    here = root
+    for depth, part in enumerate(parts):
+        here = here / part
+        try:
+            info = os.lstat(here)
+        except FileNotFoundError:
+            return None, None
+        except OSError:
+            return "/".join(parts[: depth + 1]), None
+        if depth == len(parts) - 1:
+            return None, info
+        if not stat.S_ISDIR(info.st_mode):  # a link, a file, anything but a real folder
+            return "/".join(parts[: depth + 1]), None
+    return None, None
+
+
+def _proven(root: Path, name: str, seals: Mapping[str, set[str]]) -> bool:
+    """``root/name`` is a regular file reached without a link, and its seal is listed."""
+    blocker, info = _walk(root, name)
+    if blocker is not None or info is None or not stat.S_ISREG(info.st_mode):
+        return False
+    return seal(root / name, name) in seals.get(name, set())
+
+
+@dataclass(frozen=True)
+class Listing:
+    """What an output folder's :data:`OWNED_FILES` says: the kind of output (None when there is
+    no valid listing), the seals by name, and whether it is a listing of an older version
+    (plain hashes, which prove nothing)."""
+
+    kind: str | None = None
+    seals: dict[str, set[str]] = field(default_factory=dict)
+    old: bool = False
+
+
+def listing_text(kind: str, seals: Mapping[str, Iterable[str]]) -> str:
+    """The listing's text: the header naming ``kind``, then one ``<seal>  <name>`` line per
+    seal, sorted by name then seal."""
+    if kind not in KINDS:
+        raise ValueError(f"an output folder is one of {KINDS}, not {kind!r}")
     lines = []
-    for name in sorted(hashes):
+    for name in sorted(seals):
         if not _safe_name(name):
             raise ValueError(
                 f"an owned file must be a relative path inside the folder, not {name!r}"
             )
-        lines += [f"{digest}  {name}\n" for digest in sorted(set(hashes[name]))]
-    return _HEADER + "".join(lines)
+        lines += [f"{digest}  {name}\n" for digest in sorted(set(seals[name]))]
+    return _HEADER.format(kind=kind) + "".join(lines)
 
 
-def read_owned(folder: Path) -> dict[str, set[str]]:
-    """``{name: {sha256, ...}}`` from ``folder``'s listing; lines that do not parse (e.g. a
-    listing of bare names) prove nothing and are ignored."""
+def read_listing(folder: Path) -> Listing:
+    """``folder``'s listing. Anything that is not a listing this version writes (no file, a
+    link, a huge file, another header, lines that do not parse) proves nothing."""
     path = Path(folder) / OWNED_FILES
     try:
-        if not stat.S_ISREG(os.lstat(path).st_mode) or os.lstat(path).st_size > (16 << 20):
-            return {}
+        info = os.lstat(path)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > _MAX_LISTING:
+            return Listing()
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError):
-        return {}
-    owned: dict[str, set[str]] = {}
-    for line in lines:
+        return Listing()
+    header = _HEADER_LINE.match(lines[0]) if lines else None
+    if header is None or header.group(1) not in KINDS:
+        return Listing(old=bool(lines) and lines[0].startswith(_OLD_HEADER))
+    seals: dict[str, set[str]] = {}
+    for line in lines[1:]:
         match = _LINE.match(line)
         if match and _safe_name(match.group(2)):
-            owned.setdefault(match.group(2), set()).add(match.group(1))
-    return owned
+            seals.setdefault(match.group(2), set()).add(match.group(1))
+    return Listing(kind=header.group(1), seals=seals)
 
 
-def _occupied(path: Path) -> bool:
-    return path.exists() or path.is_symlink()
+def _article(kind: str) -> str:
+    return "an" if kind[0] in "aeiou" else "a"
 
 
 def check_targets(
-    out: Path, names: Iterable[str], *, overwrite: bool, owned: Mapping[str, set[str]] | None = None
+    out: Path,
+    names: Iterable[str],
+    *,
+    overwrite: bool,
+    kind: str | None = None,
+    listing: Listing | None = None,
 ) -> None:
     """Raise UserError unless every file ``names`` (paths relative to ``out``) can be written
-    into ``out``: no name taken by a folder or reached through a file, and no existing file the
-    tool cannot prove it wrote (unless ``overwrite``). Nothing is changed."""
+    into ``out``: no name taken by a folder or reached through a link or a file, no existing
+    file the tool cannot prove it wrote, and (given ``kind``) no other kind of output in the
+    folder (the last two unless ``overwrite``). Nothing is changed."""
     out = Path(out)
     if not out.is_dir():
         return
-    owned = read_owned(out) if owned is None else owned
+    root = out.resolve()
+    listing = read_listing(root) if listing is None else listing
+    if kind is not None and listing.kind not in (None, kind) and not overwrite:
+        raise UserError(
+            f"--out {out} holds {_article(listing.kind)} {listing.kind} written by cl-diag (its "
+            f"{OWNED_FILES} says so); writing {_article(kind)} {kind} there would mix the two. "
+            f"Choose another --out, or pass --overwrite to replace the {listing.kind}'s files. "
+            "Nothing was written."
+        )
     blocked: list[str] = []
     foreign: list[str] = []
     for name in sorted(set(names)):
-        parts = PurePosixPath(name).parts
-        for depth in range(1, len(parts)):
-            above = out.joinpath(*parts[:depth])
-            if _occupied(above) and (above.is_symlink() or not above.is_dir()):
-                blocked.append(f"{above} is not a folder (cl-diag writes {out / name})")
-                break
-        else:
-            target = out / name
-            if not _occupied(target):
-                continue
-            if target.is_dir() and not target.is_symlink():
-                blocked.append(f"{target} is a folder where cl-diag writes a file")
-            elif not overwrite and file_sha256(target) not in owned.get(name, set()):
-                foreign.append(name)
+        blocker, info = _walk(root, name)
+        if blocker is not None:
+            blocked.append(f"{out / blocker} is not a folder (cl-diag writes {out / name})")
+        elif info is None:
+            continue
+        elif stat.S_ISDIR(info.st_mode):
+            blocked.append(f"{out / name} is a folder where cl-diag writes a file")
+        elif not overwrite and not _proven(root, name, listing.seals):
+            foreign.append(name)
     if blocked:
         raise UserError(
             f"Cannot write into --out {out}: {'; '.join(blocked)}. Move or rename it, or choose "
@@ -170,83 +320,164 @@ def check_targets(
             f" ... ({len(foreign)} in all)" if len(foreign) > 8 else ""
         )
         them = "it" if len(foreign) == 1 else "them"
+        old = (
+            f" Its {OWNED_FILES} was written by an earlier cl-diag and proves nothing now; if "
+            f"{them} are cl-diag's own, pass --overwrite once."
+            if listing.old
+            else ""
+        )
         raise UserError(
             f"--out {out} already holds {shown}, which cl-diag did not write (or which changed "
-            f"since it did). Pass --overwrite to replace {them}, or choose another --out. "
+            f"since it did).{old} Pass --overwrite to replace {them}, or choose another --out. "
             "Nothing was written."
         )
+
+
+# --------------------------------------------------------------------------- staging
+
+
+def _is_staging(path: Path) -> bool:
+    """A leftover staging folder is removed only when cl-diag's marker says it made it (or it
+    is empty: nothing is lost)."""
+    try:
+        entries = os.listdir(path)
+        if not entries:
+            return True
+        marker = path / STAGING_MARKER
+        if not stat.S_ISREG(os.lstat(marker).st_mode):
+            return False
+        with open(marker, encoding="utf-8") as handle:
+            return handle.read(len(STAGING_MARKER_TEXT) + 1) == STAGING_MARKER_TEXT
+    except (OSError, UnicodeDecodeError):
+        return False
 
 
 def _staged_files(staging: Path) -> list[str]:
     return sorted(
         p.relative_to(staging).as_posix()
         for p in staging.rglob("*")
-        if p.is_file() and p.name != OWNED_FILES
+        if p.is_file() and not p.is_symlink() and p.name != OWNED_FILES
     )
 
 
-def _commit(staging: Path, out: Path, *, overwrite: bool) -> None:
+def _device(path: Path) -> int | None:
+    while True:
+        try:
+            return os.stat(path).st_dev
+        except FileNotFoundError:
+            if path.parent == path:
+                return None
+            path = path.parent
+        except OSError:
+            return None
+
+
+def _commit(staging: Path, out: Path, *, overwrite: bool, kind: str) -> None:
     names = _staged_files(staging)
-    new = {name: file_sha256(staging / name) or "" for name in names}
-    owned = read_owned(out) if out.is_dir() else {}
-    check_targets(out, [*names, OWNED_FILES], overwrite=True, owned=owned)  # folders in the way
-    check_targets(out, names, overwrite=overwrite, owned=owned)
+    new = {name: seal(staging / name, name) or "" for name in names}
+    root = out.resolve()
+    listing = read_listing(root) if root.is_dir() else Listing()
+    check_targets(out, [*names, OWNED_FILES], overwrite=True, listing=listing)  # in the way
+    check_targets(out, names, overwrite=overwrite, kind=kind, listing=listing)
+    device = _device(staging)
+    elsewhere = sorted({n for n in names if _device(root / n) not in (None, device)})
+    if elsewhere:
+        raise UserError(
+            f"Cannot write into --out {out}: {out / elsewhere[0]} lies on another file system "
+            "than the folder itself (a mount point inside --out). Choose another --out. Nothing "
+            "was written."
+        )
     stale = [
         name
-        for name, hashes in owned.items()
-        if name not in new and file_sha256(out / name) in hashes
+        for name in listing.seals
+        if name not in new
+        and name.endswith(REMOVABLE_SUFFIXES)
+        and _proven(root, name, listing.seals)
     ]
     out.mkdir(parents=True, exist_ok=True)
+    root = out.resolve()
     # While files move, the listing proves both generations: a run killed half-way leaves
     # nothing the next run would refuse to replace or could not prune.
-    both = {name: {*owned.get(name, set()), digest} for name, digest in new.items()}
-    both.update({name: owned[name] for name in stale})
-    atomic_write_text(out / OWNED_FILES, owned_text(both))
+    both = {name: {*listing.seals.get(name, set()), digest} for name, digest in new.items()}
+    both.update({name: listing.seals[name] for name in stale})
+    atomic_write_text(root / OWNED_FILES, listing_text(kind, both))
     for name in names:
-        target = out / name
+        target = root / name
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(staging / name, target)
     for name in stale:
-        with contextlib.suppress(OSError):
-            (out / name).unlink()
-    atomic_write_text(out / OWNED_FILES, owned_text({n: [d] for n, d in new.items()}))
+        if _proven(root, name, listing.seals):  # still (nothing swapped a link in meanwhile)
+            with contextlib.suppress(OSError):
+                (root / name).unlink()
+    atomic_write_text(root / OWNED_FILES, listing_text(kind, {n: [d] for n, d in new.items()}))
+
+
+def _remove_staging_leftovers(folder: Path) -> None:
+    remove_leftovers(folder, _STAGING, what="staging folder", proof=_is_staging)
 
 
 @contextmanager
-def staged_output(out: Path, *, overwrite: bool = False) -> Iterator[Path]:
-    """Yield a temporary folder; on success move its files into ``out`` (see the module
-    docstring for what may be replaced and what is removed).
+def staged_output(out: Path, *, kind: str, overwrite: bool = False) -> Iterator[Path]:
+    """Yield an empty folder to write ``kind`` outputs (``"analysis"`` or ``"comparison"``)
+    into; on success move its files into ``out`` (see the module docstring for what may be
+    replaced and what is removed).
 
     ``overwrite``: replace files in ``out`` the tool cannot prove it wrote (the user's own
-    ``report.md``, say) instead of stopping. A folder in the way always stops the run.
+    ``report.md``, say), or another kind of output, instead of stopping. A folder in the way
+    always stops the run.
     """
+    if kind not in KINDS:
+        raise ValueError(f"an output folder is one of {KINDS}, not {kind!r}")
     out = Path(out)
-    # Stage in the nearest existing folder above --out: same file system, and nothing is
-    # created under --out (or its missing parents) until every file is written.
     anchor = ensure_writable_parent(out)
-    remove_leftovers(anchor, staging_folders(out.name), what="staging folder")
+    # Stage on --out's own file system: inside it when it is a folder already (a mount point,
+    # a link to another disk), else beside where it will be made. Nothing outside the staging
+    # folder changes until every file is written.
+    where = out.resolve() if out.is_dir() else anchor
+    _remove_staging_leftovers(where)
+    if out.is_dir():  # the listing's temporary file, left by a writer that was killed
+        remove_leftovers(where, temp_files(re.escape(OWNED_FILES)), what="temporary file")
     try:
-        staging = Path(tempfile.mkdtemp(prefix=tagged(f".{out.name}.staging-"), dir=anchor))
+        holder = Path(tempfile.mkdtemp(prefix=tagged(_STAGING_PREFIX), dir=where))
     except OSError as exc:  # e.g. a read-only or virtual file system (/proc) access() missed
         raise (
-            storage_error(exc, anchor)
+            storage_error(exc, where)
+            or _name_error(exc, out)
             or UserError(
-                f"Cannot write to {anchor} (for --out {out}): {exc.strerror or exc}. Choose a "
+                f"Cannot write to {where} (for --out {out}): {exc.strerror or exc}. Choose a "
                 "writable folder."
             )
         ) from None
     try:
         try:
+            (holder / STAGING_MARKER).write_text(STAGING_MARKER_TEXT, encoding="utf-8")
+            staging = holder / "files"
+            staging.mkdir()
             yield staging
         except OSError as exc:
             kept = f"nothing in --out {out} was changed"
             full = storage_error(exc, f"the outputs for --out {out}", kept=kept)
             if full is None:
-                raise
+                raise _name_error(exc, out) or exc from None
             raise full from None
-        _commit(staging, out, overwrite=overwrite)
+        try:
+            _commit(staging, out, overwrite=overwrite, kind=kind)
+        except OSError as exc:
+            raise _name_error(exc, out) or exc from None
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(holder, ignore_errors=True)
+
+
+def _name_error(exc: OSError, out: Path) -> UserError | None:
+    if exc.errno != errno.ENAMETOOLONG:
+        return None
+    return UserError(
+        f"Cannot write into --out {out}: a file name or path there is too long for the file "
+        "system. Choose a shorter --out. Nothing was written."
+    )
+
+
+# --------------------------------------------------------------------------- JSON
 
 
 def _finite_or_none(value: object) -> object:

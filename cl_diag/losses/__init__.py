@@ -79,7 +79,7 @@ from .distributed import gather_batch, gather_with_grad, global_indices, global_
 from .families import IndependentlyAdditive, InfoNCEFamily, ind_add, info_sym
 from .hcl import HCLLoss
 from .infonce import InfoNCELoss
-from .pairs import Pairs
+from .pair_masks import Pairs
 from .regularised import RegularisedLoss
 from .sigmoid import SigmoidLoss
 from .simclr import SimCLRLoss

@@ -29,7 +29,7 @@ from __future__ import annotations
 import torch
 
 from ._common import HParam, Loss, non_negative, zero_like_graph
-from .pairs import Pairs
+from .pair_masks import Pairs
 
 
 class ContrastiveLoss(Loss):

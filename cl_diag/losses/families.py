@@ -45,7 +45,7 @@ from typing import Any
 import torch
 
 from ._common import HParam, Loss, LossOptionError, multi_positive, positive
-from .pairs import Pairs
+from .pair_masks import Pairs
 
 __all__ = ["IndependentlyAdditive", "InfoNCEFamily", "ind_add", "info_sym"]
 

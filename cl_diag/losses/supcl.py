@@ -65,7 +65,7 @@ from typing import Any
 import torch
 
 from ._common import HParam, Loss, positive
-from .pairs import Pairs
+from .pair_masks import Pairs
 
 __all__ = ["SupCLLoss", "supcl"]
 

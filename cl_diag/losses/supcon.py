@@ -31,7 +31,7 @@ from __future__ import annotations
 import torch
 
 from ._common import HParam, Loss, multi_positive, positive
-from .pairs import Pairs
+from .pair_masks import Pairs
 
 
 class SupConLoss(Loss):

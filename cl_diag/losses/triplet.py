@@ -42,7 +42,7 @@ from typing import ClassVar
 import torch
 
 from ._common import HParam, Loss, non_negative, zero_like_graph
-from .pairs import Pairs
+from .pair_masks import Pairs
 
 __all__ = [
     "MINERS",

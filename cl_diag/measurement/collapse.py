@@ -43,18 +43,17 @@ Example::
     >>> from cl_diag.measurement.collapse import class_collapse
     >>> z = torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 1.0]])
     >>> c = class_collapse(z, z, labels=[0, 0, 1, 1])
-    >>> c["within_class_variance"], c["s_w"], c["collapsed"]
+    >>> c.within_class_variance, c.s_w, c.collapsed
     (0.0, 1.0, True)
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import torch
 
 from cl_diag.measurement.inputs import UnitViews, label_codes, normalise_views
+from cl_diag.result import ClassVariance, Collapse
 
 __all__ = ["COLLAPSE_EPSILON", "class_collapse", "class_collapse_of"]
 
@@ -66,9 +65,10 @@ _CHUNK_ROWS = 4096
 
 def class_collapse_of(
     views: UnitViews, codes: torch.Tensor, *, epsilon: float = COLLAPSE_EPSILON
-) -> dict[str, Any]:
-    """The collapse block of result.json for normalised ``views`` and class ``codes``
-    (int64 0..C-1, every code present: :func:`cl_diag.measurement.inputs.label_codes`)."""
+) -> Collapse:
+    """The collapse block of result.json (:class:`cl_diag.result.Collapse`) for normalised
+    ``views`` and class ``codes`` (int64 0..C-1, every code present:
+    :func:`cl_diag.measurement.inputs.label_codes`)."""
     u, v = views
     n, d = views.n, views.d
     classes = int(codes.max()) + 1
@@ -104,29 +104,29 @@ def class_collapse_of(
     within_list = within.tolist()
     within_mean = float(np.mean(within_list))
     count_list = [int(x) for x in counts.tolist()]
-    return {
-        "classes": classes,
-        "instances": n,
-        "views": 2,
-        "balanced": len(set(count_list)) == 1,
-        "within_class_variance": within_mean,
-        "between_class_variance": between,
-        "total_variance": float(1.0 - mean @ mean),
-        "s_w": s_w,
-        "s_b": s_b,
-        "ssem_residual": residual,
-        "epsilon": float(epsilon),
-        "collapsed": within_mean < epsilon,
-        "per_class": [
-            {"count": k, "within_class_variance": w}
+    return Collapse(
+        classes=classes,
+        instances=n,
+        views=2,
+        balanced=len(set(count_list)) == 1,
+        within_class_variance=within_mean,
+        between_class_variance=between,
+        total_variance=float(1.0 - mean @ mean),
+        s_w=s_w,
+        s_b=s_b,
+        ssem_residual=residual,
+        epsilon=float(epsilon),
+        collapsed=within_mean < epsilon,
+        per_class=[
+            ClassVariance(count=k, within_class_variance=w)
             for k, w in zip(count_list, within_list, strict=True)
         ],
-    }
+    )
 
 
 def class_collapse(
     z1: object, z2: object, labels: object, *, epsilon: float = COLLAPSE_EPSILON
-) -> dict[str, Any]:
+) -> Collapse:
     """:func:`class_collapse_of` for raw arrays (normalised here, once): two views (n, d)
     and n class labels (any comparable values)."""
     views = normalise_views(z1, z2)

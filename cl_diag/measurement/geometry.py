@@ -45,7 +45,7 @@ Example::
     >>> from cl_diag.measurement.geometry import geometry
     >>> g = torch.Generator().manual_seed(0)
     >>> z = torch.randn(50, 8, generator=g)
-    >>> geometry(z, z, n_ref=50)["alignment"]
+    >>> geometry(z, z, n_ref=50).alignment
     0.0
 """
 
@@ -59,6 +59,15 @@ import torch
 from cl_diag.measurement.inputs import UnitViews, check_int, check_n_ref, normalise_views
 from cl_diag.measurement.pairs import _cpu_workers, _LockedIter, _UpperIndex, full_fp32_matmul
 from cl_diag.measurement.theory import alignment_ceiling
+from cl_diag.result import (
+    Ceiling,
+    EffectiveRank,
+    Geometry,
+    Interval,
+    Spectrum,
+    UniformitySampling,
+    ViewValues,
+)
 from cl_diag.runtime import SINGLE, Ranks, tensor_fingerprint
 
 __all__ = [
@@ -158,7 +167,7 @@ def _uniformity_worker(
 
 def uniformity_estimate(
     x: torch.Tensor, pairs: int, generator: torch.Generator
-) -> tuple[float, list[float]]:
+) -> tuple[float, Interval]:
     """Uniformity estimated from ``pairs`` pairs i != j drawn uniformly (the ordered pairs
     i != j are uniform over the unordered ones), with its interval at
     :data:`cl_diag.measurement.pairs.CONFIDENCE`: the sample mean m of
@@ -184,7 +193,7 @@ def uniformity_estimate(
         mean = float(e.mean())
         se = float(e.std()) / math.sqrt(pairs) if pairs > 1 else math.inf
     low = mean - _Z * se
-    return math.log(mean), [math.log(low) if low > 0 else -math.inf, math.log(mean + _Z * se)]
+    return math.log(mean), (math.log(low) if low > 0 else -math.inf, math.log(mean + _Z * se))
 
 
 def effective_rank(x: torch.Tensor, *, epsilon: float = RANKME_EPSILON) -> float:
@@ -199,8 +208,17 @@ def _rankme(sigma: torch.Tensor, epsilon: float = RANKME_EPSILON) -> float:
     return float(torch.exp(-(p * torch.log(p)).sum()))
 
 
-def _from_grams(u, v, n_ref: int, cross_view_mean, threads: int) -> dict:
-    """Alignment, effective rank, spectrum, frontier gap and ceiling from the views' float64
+def _from_grams(
+    u,
+    v,
+    n_ref: int,
+    cross_view_mean,
+    threads: int,
+    uniformity: ViewValues,
+    sampling: UniformitySampling,
+) -> Geometry:
+    """The geometry with ``uniformity`` (estimated, as ``sampling`` says), its alignment,
+    effective rank, spectrum, frontier gap and ceiling from the views' float64
     sums (:func:`cl_diag.measurement.moments.view_sums`): O(n d^2) time, O(d^2) memory, for
     n in the millions (moments mode). The singular values of X are the square roots of the
     eigenvalues of X^T X, the covariance's eigenvalues those of (X^T X - n xbar xbar^T) / n:
@@ -219,21 +237,23 @@ def _from_grams(u, v, n_ref: int, cross_view_mean, threads: int) -> dict:
         mean_neg = float(cross_view_mean)
         if not math.isfinite(mean_neg):
             raise ValueError(f"cross_view_mean must be a finite number, got {cross_view_mean!r}.")
-    rank, spectrum = {}, {}
-    for name, first, gram in zip("uv", sums.firsts, sums.grams, strict=True):
+    rank, spectrum = [], []
+    for first, gram in zip(sums.firsts, sums.grams, strict=True):
         eig = torch.linalg.eigvalsh(gram.cpu()).flip(0).clamp_(min=0.0)
-        rank[name] = _rankme(eig.sqrt())
+        rank.append(_rankme(eig.sqrt()))
         cov = (gram.cpu() - torch.outer(first.cpu(), first.cpu()) / n) / n
-        spectrum[name] = [float(x) for x in torch.linalg.eigvalsh(cov).flip(0).clamp_(min=0.0)]
-        spectrum[name] = spectrum[name][: min(n, d)]
+        eigenvalues = [float(x) for x in torch.linalg.eigvalsh(cov).flip(0).clamp_(min=0.0)]
+        spectrum.append(eigenvalues[: min(n, d)])
     ceiling = alignment_ceiling(mean_neg, n_ref)
-    return {
-        "alignment": (q_u + q_v - 2 * p) / n,
-        "effective_rank": {"u": rank["u"], "v": rank["v"], "epsilon": RANKME_EPSILON},
-        "spectrum": spectrum,
-        "frontier_gap": mean_neg - ((n - 2) * mean_pos - n) / (2 * (n - 1)),
-        "alignment_ceiling": {"value": ceiling, "below_one": bool(ceiling < 1.0)},
-    }
+    return Geometry(
+        alignment=(q_u + q_v - 2 * p) / n,
+        uniformity=uniformity,
+        effective_rank=EffectiveRank(u=rank[0], v=rank[1], epsilon=RANKME_EPSILON),
+        spectrum=Spectrum(u=spectrum[0], v=spectrum[1]),
+        frontier_gap=mean_neg - ((n - 2) * mean_pos - n) / (2 * (n - 1)),
+        alignment_ceiling=Ceiling(value=ceiling, below_one=bool(ceiling < 1.0)),
+        uniformity_sampling=sampling,
+    )
 
 
 def covariance_spectrum(x: torch.Tensor) -> list[float]:
@@ -252,7 +272,7 @@ def geometry(
     n_ref: int | None,
     cross_view_mean: float | None = None,
     block_size: int | None = None,
-) -> dict:
+) -> Geometry:
     """Alignment, uniformity, effective rank, covariance spectrum, frontier gap and the
     Thm 5.2 alignment ceiling of two views (see the module docstring for every formula).
 
@@ -266,7 +286,7 @@ def geometry(
         block_size: tile side of the uniformity pass (default 1024 on CPU, 8192 on CUDA).
 
     Returns:
-        the ``geometry`` block of docs/result-schema.md as a plain dict.
+        the ``geometry`` block of result.json (:class:`cl_diag.result.Geometry`).
     """
     views = normalise_views(z1, z2)
     return geometry_of(views, n_ref=n_ref, cross_view_mean=cross_view_mean, block_size=block_size)
@@ -281,7 +301,7 @@ def geometry_of(
     ranks: Ranks | None = None,
     uniformity_pairs: int | None = None,
     seed: int = 0,
-) -> dict:
+) -> Geometry:
     """:func:`geometry` of views already checked and normalised by
     :func:`cl_diag.measurement.inputs.normalise_views` (the rows are used as they are).
 
@@ -316,7 +336,7 @@ def _geometry(
     threads: int,
     uniformity_pairs: int | None = None,
     seed: int = 0,
-) -> dict:
+) -> Geometry:
     if uniformity_pairs is not None:
         # data-set scale (moments mode): O(d^2) memory; the uniformity from sampled pairs
         from cl_diag.measurement.pairs import CONFIDENCE
@@ -325,20 +345,11 @@ def _geometry(
         (value_u, interval_u), (value_v, interval_v) = (
             uniformity_estimate(x, uniformity_pairs, generator) for x in (u, v)
         )
-        grams = _from_grams(u, v, n_ref, cross_view_mean, threads)
-        out = {
-            "alignment": grams["alignment"],
-            "uniformity": {"u": value_u, "v": value_v},
-            **{k: grams[k] for k in ("effective_rank", "spectrum", "frontier_gap")},
-            "alignment_ceiling": grams["alignment_ceiling"],
-            "uniformity_sampling": {
-                "pairs": uniformity_pairs,
-                "confidence": CONFIDENCE,
-                "u": interval_u,
-                "v": interval_v,
-            },
-        }
-        return out
+        sampling = UniformitySampling(
+            pairs=uniformity_pairs, confidence=CONFIDENCE, u=interval_u, v=interval_v
+        )
+        uniformity = ViewValues(u=value_u, v=value_v)
+        return _from_grams(u, v, n_ref, cross_view_mean, threads, uniformity, sampling)
     n = u.shape[0]
     u64, v64 = u.to(torch.float64), v.to(torch.float64)
     positives = (u64 * v64).sum(dim=1)
@@ -350,19 +361,16 @@ def _geometry(
         if not math.isfinite(mean_neg):
             raise ValueError(f"cross_view_mean must be a finite number, got {cross_view_mean!r}.")
     ceiling = alignment_ceiling(mean_neg, n_ref)
-    out = {
-        "alignment": float((u64 - v64).pow(2).sum(dim=1).mean()),
-        "uniformity": {
-            "u": _uniformity(u, block_size, ranks, threads),
-            "v": _uniformity(v, block_size, ranks, threads),
-        },
-        "effective_rank": {
-            "u": effective_rank(u),
-            "v": effective_rank(v),
-            "epsilon": RANKME_EPSILON,
-        },
-        "spectrum": {"u": covariance_spectrum(u), "v": covariance_spectrum(v)},
-        "frontier_gap": mean_neg - ((n - 2) * mean_pos - n) / (2 * (n - 1)),
-        "alignment_ceiling": {"value": ceiling, "below_one": bool(ceiling < 1.0)},
-    }
-    return out
+    return Geometry(
+        alignment=float((u64 - v64).pow(2).sum(dim=1).mean()),
+        uniformity=ViewValues(
+            u=_uniformity(u, block_size, ranks, threads),
+            v=_uniformity(v, block_size, ranks, threads),
+        ),
+        effective_rank=EffectiveRank(
+            u=effective_rank(u), v=effective_rank(v), epsilon=RANKME_EPSILON
+        ),
+        spectrum=Spectrum(u=covariance_spectrum(u), v=covariance_spectrum(v)),
+        frontier_gap=mean_neg - ((n - 2) * mean_pos - n) / (2 * (n - 1)),
+        alignment_ceiling=Ceiling(value=ceiling, below_one=bool(ceiling < 1.0)),
+    )

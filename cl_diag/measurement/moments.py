@@ -50,6 +50,8 @@ from dataclasses import dataclass
 
 import torch
 
+from cl_diag.vocabulary import PairType
+
 __all__ = ["Moments", "error_bounds", "pair_moments", "view_sums"]
 
 #: float64 unit round-off
@@ -248,8 +250,9 @@ def pair_moments(
     rows in class order (``codes`` are then those of ``order``'s rows), read a chunk at a
     time instead of sorted copies of the views.
 
-    Returns ``{"cross_view_negative": [...], "within_view_negative": [...]}``, each ``[whole]``
-    or, with codes, ``[whole, same_class, different_class]`` (see the module docstring).
+    Returns ``{PairType.CROSS_VIEW_NEGATIVE: [...], PairType.WITHIN_VIEW_NEGATIVE: [...]}``,
+    each ``[whole]`` or, with codes, ``[whole, same_class, different_class]`` (see the module
+    docstring).
     ``workers``: CPU threads for the chunks (the result does not depend on it)."""
     v = len(views)
     n, d = views[0].shape
@@ -282,9 +285,9 @@ def pair_moments(
     assert whole is not None
     pairs_per = v * (v - 1) // 2
     c1, c2, w1, w2 = _terms(whole)
-    out = {
-        "cross_view_negative": [Moments(pairs_per * n * (n - 1), c1, c2, n)],
-        "within_view_negative": [Moments(v * n * (n - 1) // 2, w1, w2, n)],
+    out: dict[str, list[Moments]] = {
+        PairType.CROSS_VIEW_NEGATIVE: [Moments(pairs_per * n * (n - 1), c1, c2, n)],
+        PairType.WITHIN_VIEW_NEGATIVE: [Moments(v * n * (n - 1) // 2, w1, w2, n)],
     }
     if codes is not None:
         sizes = [end - start for start, end in runs]
@@ -292,8 +295,8 @@ def pair_moments(
         rows_same = max(sizes)
         sc1, sc2, sw1, sw2 = (math.fsum(t) for t in same_terms)
         for kind, (t1, t2), count in (
-            ("cross_view_negative", (sc1, sc2), pairs_per * pairs_same),
-            ("within_view_negative", (sw1, sw2), v * pairs_same // 2),
+            (PairType.CROSS_VIEW_NEGATIVE, (sc1, sc2), pairs_per * pairs_same),
+            (PairType.WITHIN_VIEW_NEGATIVE, (sw1, sw2), v * pairs_same // 2),
         ):
             same_class = Moments(count, t1, t2, rows_same)
             out[kind] += [same_class, out[kind][0].minus(same_class)]

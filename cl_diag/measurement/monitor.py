@@ -48,8 +48,8 @@ fp16/bf16 or TF32 similarity cannot resolve delta = -2e-5) and without gradients
 the two views are gathered from every rank (without gradients, one all_gather), so every
 rank's row describes the global batch, as the loss sees it with global negatives.
 
-Streams. The in-batch pairs are one stream of statistics (:class:`PairStats`); negatives from a
-queue (``update(..., queue=(K1, K2))``, MoCo's memory bank) are a second one
+Streams. The in-batch pairs are one stream of statistics (:class:`BatchPairMoments`); negatives
+from a queue (``update(..., queue=(K1, K2))``, MoCo's memory bank) are a second one
 (:class:`QueueStats`, kind ``queue_neg``: the anchors' similarities to the queued keys of the
 other view) with its own count, sums and below-delta count, read in the same host sync. Its
 columns ``queue_neg_mean``, ``queue_neg_var`` (and ``queue_neg_excessive_ratio``) follow the
@@ -66,18 +66,26 @@ from typing import Any
 
 import torch
 
+from cl_diag.errors import UserError
 from cl_diag.io.loggers import RowLogger, csv_columns, write_rows_csv
 from cl_diag.losses.distributed import is_distributed
+from cl_diag.measurement import theory
 from cl_diag.measurement.pairs import float32_at_least, full_fp32_matmul
-from cl_diag.measurement.theory import delta as simplex_delta
 from cl_diag.options import MONITOR, PYTHON, check_values
+from cl_diag.vocabulary import NEGATIVE_TYPES, PAIR_TYPES, PairType
+
+
+class MonitorError(UserError, ValueError):
+    """A mistake in what a :class:`Monitor` is given (a UserError, and a ValueError as before)."""
+
 
 __all__ = [
     "EXCESSIVE_COLUMNS",
     "KINDS",
     "METRIC_COLUMNS",
+    "BatchPairMoments",
     "Monitor",
-    "PairStats",
+    "MonitorError",
     "QueueStats",
 ]
 
@@ -92,19 +100,14 @@ METRIC_COLUMNS = (
     "lr",
     "images_per_s",
     "seconds",
-    "pos_mean",
-    "pos_var",
-    "cross_neg_mean",
-    "cross_neg_var",
-    "within_neg_mean",
-    "within_neg_var",
+    *(f"{kind.short}_{statistic}" for kind in PAIR_TYPES for statistic in ("mean", "var")),
 )
-#: the in-batch pair kinds, in row order
-KINDS = ("pos", "cross_neg", "within_neg")
+#: the in-batch pair kinds, in row order: the pair types' column prefixes (``pos``, ...)
+KINDS = tuple(kind.short for kind in PAIR_TYPES)
 #: the columns a monitor that counts excessive separation adds after :data:`METRIC_COLUMNS`
-EXCESSIVE_COLUMNS = ("cross_neg_excessive_ratio", "within_neg_excessive_ratio")
+EXCESSIVE_COLUMNS = tuple(f"{kind.short}_excessive_ratio" for kind in NEGATIVE_TYPES)
 
-_SUMS = 16  # the (4, 2, 2) raw moments of PairStats, flattened
+_SUMS = 16  # the (4, 2, 2) raw moments of BatchPairMoments, flattened
 _BELOW = 3  # below-delta counts of pos, cross_neg, within_neg
 #: the B x B block (0: u v^T, 1: u u^T, 2: v v^T) of each view pair (0,0), (0,1), (1,0), (1,1)
 _VIEW_PAIRS = [1, 0, 0, 2]
@@ -131,10 +134,12 @@ _BAND_SIMILARITIES = (1 << 20, 1 << 22)
 # --------------------------------------------------------------------------- the statistics
 
 
-class PairStats:
+class BatchPairMoments:
     """Mean and variance (population) of positive, cross-view negative and within-view
     negative cosine similarities over all the batches given to :meth:`update`; with
-    ``excessive`` also the number of each below ``delta``.
+    ``excessive`` also the number of each below ``delta``. (The training-time stream of raw
+    moments; an analysis's full statistics of one pair type are
+    :class:`cl_diag.result.PairStats`.)
 
     Per batch of normalised ``u = z1/|z1|``, ``v = z2/|z2|``: positives ``u_i.v_i`` (B),
     cross-view negatives ``u_i.v_j, i != j`` (B(B-1)), within-view negatives ``u_i.u_j``
@@ -372,10 +377,11 @@ class PairStats:
                 n = self.count[k]
                 out[f"{k}_excessive_ratio"] = count / n if n else math.nan
         if vrn_delta is not None:
-            n = self.count["cross_neg"]
+            cross = PairType.CROSS_VIEW_NEGATIVE.short
+            n = self.count[cross]
             out["vrn"] = math.nan
             if n:
-                s1, s2 = sums["cross_neg"]
+                s1, s2 = sums[cross]
                 out["vrn"] = (s2 - 2 * vrn_delta * s1) / n + vrn_delta**2
         return out
 
@@ -392,10 +398,13 @@ class PairStats:
             [values[4 * m + 2 * k : 4 * m + 2 * k + 2] for k in (0, 1)] for m in range(4)
         )
         return {
-            "pos": (rows[0][1], rows_sq[0][1]),
-            "cross_neg": (every[0][1] - rows[0][1], every_sq[0][1] - rows_sq[0][1]),
+            PairType.POSITIVE.short: (rows[0][1], rows_sq[0][1]),
+            PairType.CROSS_VIEW_NEGATIVE.short: (
+                every[0][1] - rows[0][1],
+                every_sq[0][1] - rows_sq[0][1],
+            ),
             # pairs i < j: half of each view's off-diagonal (a symmetric matrix)
-            "within_neg": (
+            PairType.WITHIN_VIEW_NEGATIVE.short: (
                 (every[0][0] - rows[0][0] + every[1][1] - rows[1][1]) / 2,
                 (every_sq[0][0] - rows_sq[0][0] + every_sq[1][1] - rows_sq[1][1]) / 2,
             ),
@@ -410,7 +419,7 @@ class QueueStats:
     view 1) and k2_k (of view 2), K of each: the 2BK similarities u_i.k2_k and v_i.k1_k, the
     cross-view negatives the loss adds from the queue. Kind ``queue_neg``: mean and population
     variance over every step's similarities (float64 S1, S2 and the count, as
-    :class:`PairStats`), with ``excessive`` also the fraction below delta. The sums come from
+    :class:`BatchPairMoments`), with ``excessive`` also the fraction below delta. The sums come from
     d x d products, sum_ik u_i.k_k = (sum_i u_i).(sum_k k_k) and sum_ik (u_i.k_k)^2 =
     <U^T U, K^T K>_F, in float64; only the excessive count forms the B x K products (fp32).
     Keys written by an older encoder than the anchors' show up here as a distribution shifted
@@ -509,16 +518,16 @@ class Monitor:
         logger: RowLogger | None = None,
     ) -> None:
         if n_ref is not None and delta is not None:
-            raise ValueError("give n_ref or delta, not both (delta = -1/(n_ref - 1))")
+            raise MonitorError("give n_ref or delta, not both (delta = -1/(n_ref - 1))")
         # each checked against its declaration (cl_diag.options.MONITOR): an OptionError is a
         # UserError and a ValueError
         given = dict(n_ref=n_ref, log_every=log_every, delta=delta, step=step)
         values = check_values(given, MONITOR, spelling=PYTHON)
         n_ref, log_every, delta, step = (values[k] for k in ("n_ref", "log_every", "delta", "step"))
         if n_ref is not None:
-            delta = simplex_delta(n_ref)
+            delta = theory.delta(n_ref)
         if excessive and delta is None:
-            raise ValueError("excessive=True needs n_ref (or delta): the ratio counts s < delta")
+            raise MonitorError("excessive=True needs n_ref (or delta): the ratio counts s < delta")
         self.n_ref = n_ref
         self.delta = None if delta is None else float(delta)
         self.log_every = log_every
@@ -534,7 +543,7 @@ class Monitor:
         self._open_row()
 
     def _open_row(self) -> None:
-        self._stats = PairStats(self.delta, excessive=self.excessive)
+        self._stats = BatchPairMoments(self.delta, excessive=self.excessive)
         self._queue = QueueStats(self.delta, excessive=self.excessive)
         # per step: (step, names of its tensor scalars, those tensors (detached), host scalars)
         self._steps: list[tuple[int, tuple[str, ...], list[torch.Tensor], dict[str, float]]] = []
@@ -574,14 +583,9 @@ class Monitor:
         would wait for the device). Under DDP a scalar is this rank's value. ``lr`` (a
         number) is logged as the last value given.
         """
-        for name, z in (("z1", z1), ("z2", z2)):
-            if not isinstance(z, torch.Tensor) or z.dim() != 2:
-                raise ValueError(f"{name} must be a 2-D tensor (B, d), got {_shape(z)}")
-        if z1.shape != z2.shape:
-            raise ValueError(
-                f"z1 and z2 must have the same shape (row i of each is instance i), "
-                f"got {tuple(z1.shape)} and {tuple(z2.shape)}"
-            )
+        _check_views(z1, z2)
+        if queue is not None:
+            _check_queue(queue, z1)
         gather = is_distributed() if self.gather is None else self.gather
         gather = gather and is_distributed()
         batch = z1.shape[0]
@@ -600,7 +604,7 @@ class Monitor:
         for name, value in scalars.items():
             if isinstance(value, torch.Tensor):
                 if value.numel() != 1:
-                    raise ValueError(f"{name} must be a single number, got shape {_shape(value)}")
+                    raise MonitorError(f"{name} must be a single number, got shape {_shape(value)}")
                 names.append(name)
                 values.append(value.detach())  # as it is: stacked and converted at the row
             else:
@@ -688,6 +692,52 @@ class Monitor:
         """Write :attr:`history` as CSV (atomically): one line per row, the columns of
         :attr:`columns`; a cell is empty only where a row lacks a value that others have."""
         return write_rows_csv(path, self.history, METRIC_COLUMNS + EXCESSIVE_COLUMNS)
+
+
+def _check_views(z1: Any, z2: Any) -> None:
+    for name, z in (("z1", z1), ("z2", z2)):
+        if not isinstance(z, torch.Tensor) or z.dim() != 2:
+            raise MonitorError(f"{name} must be a 2-D tensor (B, d), got {_shape(z)}")
+        if z.is_meta:
+            raise MonitorError(f"{name} is a meta tensor: it has a shape but no values")
+        if not z.is_floating_point():
+            raise MonitorError(f"{name} must hold floating-point embeddings, got {z.dtype}")
+    if z1.shape != z2.shape:
+        raise MonitorError(
+            f"z1 and z2 must have the same shape (row i of each is instance i), "
+            f"got {tuple(z1.shape)} and {tuple(z2.shape)}"
+        )
+    if z1.shape[0] == 0 or z1.shape[1] == 0:
+        raise MonitorError(
+            f"z1 and z2 have shape {tuple(z1.shape)}: a step needs at least one instance of at "
+            "least one dimension (skip the update of an empty batch)"
+        )
+    if z1.device != z2.device:
+        raise MonitorError(
+            f"z1 is on {z1.device} and z2 on {z2.device}; give both views on one device"
+        )
+
+
+def _check_queue(queue: Any, z1: torch.Tensor) -> None:
+    if not isinstance(queue, (tuple, list)) or len(queue) != 2:
+        raise MonitorError(f"queue must be a pair (K1, K2) of (K, d) tensors, got {_shape(queue)}")
+    for name, keys in zip(("K1", "K2"), queue, strict=True):
+        if not isinstance(keys, torch.Tensor) or keys.dim() != 2:
+            raise MonitorError(f"queue {name} must be a 2-D tensor (K, d), got {_shape(keys)}")
+        if keys.is_meta or not keys.is_floating_point():
+            raise MonitorError(f"queue {name} must hold floating-point keys with values")
+        if keys.shape[1] != z1.shape[1] or keys.shape[0] == 0:
+            raise MonitorError(
+                f"queue {name} has shape {tuple(keys.shape)}; it must be (K, {z1.shape[1]}) "
+                "with K >= 1: keys of the embeddings' dimension"
+            )
+        if keys.device != z1.device:
+            raise MonitorError(f"queue {name} is on {keys.device}, the views on {z1.device}")
+    if queue[0].shape != queue[1].shape:
+        raise MonitorError(
+            f"queue K1 and K2 must have the same shape, got {tuple(queue[0].shape)} and "
+            f"{tuple(queue[1].shape)}"
+        )
 
 
 def _shape(value: object) -> str:

@@ -24,7 +24,7 @@ tile pass takes from the float32 similarities only what needs every pair:
 * a fine histogram of B = hist_bins * 2^k >= 65,536 bins on [-1, 1] (bin width
   w = 2/B) with delta inserted as one more edge (:class:`_Grid`): every similarity
   lands in its exact bin (s * B/2 is exact in float64), and s < delta is decided
-  against the float32 threshold T (:func:`threshold_float32`), so the excessive
+  against the float32 threshold T (:func:`delta_float32`), so the excessive
   count is the sum of the bins below T and the report histogram (``hist_bins``
   bins) the fine one summed in groups of 2^k: both exact. Quantiles use numpy's
   default (linear) rule with bin midpoints for the order statistics, so the
@@ -81,7 +81,7 @@ Example::
     >>> g = torch.Generator().manual_seed(0)
     >>> z1 = torch.randn(100, 16, generator=g); z2 = z1 + 0.1 * torch.randn(100, 16, generator=g)
     >>> stats = pair_statistics(z1, z2, n_ref=50_000)
-    >>> stats["cross_view_negative"]["count"]
+    >>> stats["cross_view_negative"].count
     9900
 """
 
@@ -92,6 +92,7 @@ import math
 import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -111,17 +112,24 @@ from cl_diag.measurement.tile_parts import ALL, OFF_DIAGONAL, UPPER
 # the bounds of hist_bins (s * B/2 exact in float64: 24 + 21 bits < 53), of the seed (what
 # torch and numpy generators take) and of num_pairs are declared with the options
 from cl_diag.options import MAX_HIST_BINS, MAX_NUM_PAIRS, MAX_SEED, PAIR_MODES
-from cl_diag.result import QUANTILES  # also imported from here by tests/test_pairs.py
+from cl_diag.result import (
+    QUANTILES,  # also imported from here by tests/test_pairs.py
+    ClassSplit,
+    Histogram,
+    Interval,
+    PairStats,
+    Sampling,
+)
 from cl_diag.runtime import SINGLE, Ranks, tensor_fingerprint
+from cl_diag.vocabulary import NEGATIVE_TYPES, PairType
 
 __all__ = [
     "FINE_BINS_MIN",
+    "delta_float32",
     "fine_bins",
     "float32_at_least",
     "pair_statistics",
     "pair_statistics_of",
-    "threshold",
-    "threshold_float32",
 ]
 
 #: the fine histogram has at least this many bins on [-1, 1] (bin width <= 3.1e-5)
@@ -151,24 +159,18 @@ _GATHER_BYTES = 64 << 20
 # --------------------------------------------------------------------------- inputs
 
 
-def threshold(n_ref: int) -> float:
-    """delta = -1/(n_ref - 1): the pairwise similarity of a simplex ETF of n_ref points (Thm 5.1);
-    :func:`cl_diag.measurement.theory.delta`."""
-    return theory.delta(n_ref)
-
-
-def threshold_float32(n_ref: int) -> float:
+def delta_float32(n_ref: int) -> float:
     """The smallest float32 value T >= delta, so that for float32 s:  s < delta  <=>  s < T.
 
     Comparing a float32 tensor with the float64 delta would round delta to the
     nearest float32 and could move the boundary by half a unit in the last place.
     """
-    return float32_at_least(threshold(n_ref))
+    return float32_at_least(theory.delta(n_ref))
 
 
 def float32_at_least(value: float) -> float:
     """The smallest float32 T >= ``value``: for float32 s,  s < value  <=>  s < T
-    (:func:`threshold_float32` for any threshold, e.g. a VRN delta given as a number)."""
+    (:func:`delta_float32` for any threshold, e.g. a VRN delta given as a number)."""
     t32 = np.float32(value)
     if float(t32) < value:
         t32 = np.nextafter(t32, np.float32(np.inf))
@@ -239,7 +241,7 @@ class _Grid:
     similarity s: s * B/2 is exact in float64 (24-bit mantissa times <= 21 significant bits), and
     in float32 too when B is a power of two, so floor and the integer add are exact and every s
     lands in its exact bin. delta is made an edge by adding [s >= T], T the smallest float32 >=
-    delta (:func:`threshold_float32`), read off the sign bit of the float32 difference s - T
+    delta (:func:`delta_float32`), read off the sign bit of the float32 difference s - T
     (exact: a difference of two floats is zero only when they are equal and never changes sign):
 
         e(s) = floor(s B/2) + B/2 + 1 + [s >= T]
@@ -516,31 +518,32 @@ class _Split:
         estimate: bool = False,
         negative: bool = True,
         intervals: bool = False,
-    ) -> dict:
-        """The summary dict of this pair type; ``moments``: closed-form moments (whole, same,
+    ) -> PairStats:
+        """The statistics of this pair type; ``moments``: closed-form moments (whole, same,
         different), or None to take them from the tiles' sums; ``intervals``: add the
         ``sampling`` block of moments mode."""
         self._sync()
         for acc in self.accs:
             acc.settle(self.grid)
 
-        def one(accs: list[_Acc], k: int) -> dict:
+        def one(accs: list[_Acc], k: int) -> PairStats:
             closed = moments[k] if moments else None
             out = _acc_summary(self.grid, accs, closed, estimate=estimate, negative=negative)
             if intervals:
                 hist = np.sum([acc.hist.cpu().numpy() for acc in accs], axis=0)
                 fine, below = self.grid.fold(hist)
-                out["sampling"] = _sampling_intervals(int(fine.sum()), below, fine_hist=fine)
+                sampling = _sampling_intervals(int(fine.sum()), below, fine_hist=fine)
+                out = replace(out, sampling=sampling)
             return out
 
         if not self.labelled:
             return one(self.accs, 0)
-        out = one(self.accs, 0)
-        out["by_class"] = {
-            "same_class": one([self.accs[0]], 1),
-            "different_class": one([self.accs[1]], 2),
-        }
-        return out
+        return replace(
+            one(self.accs, 0),
+            by_class=ClassSplit(
+                same_class=one([self.accs[0]], 1), different_class=one([self.accs[1]], 2)
+            ),
+        )
 
 
 def _extremes(x: torch.Tensor, mask) -> tuple[float, float]:
@@ -567,7 +570,7 @@ def _device_extremes(x: torch.Tensor, mask) -> tuple[torch.Tensor, torch.Tensor]
 
 def _acc_summary(
     grid: _Grid, accs: list[_Acc], moments, *, estimate: bool = False, negative: bool = True
-) -> dict:
+) -> PairStats:
     """The summary of one or more accumulators' pairs (several: a labelled pair type's two
     splits, merged): histogram, extremes, below-delta count from the tiles; mean and variance
     from ``moments`` (closed form) or, when None, from the tiles' sums."""
@@ -655,49 +658,40 @@ def _coarse(fine_hist: np.ndarray, hist_bins: int) -> list[int]:
 
 def _summary(
     *, count, mean, var, mn, mx, quantiles, quantile_error, fine_hist, hist_bins, below, estimate
-) -> dict:
-    out = {
-        "count": int(count),
-        "estimate": bool(estimate),
-        "mean": float(mean),
-        "var": float(var),
-        "std": math.sqrt(var),
-        "min": float(mn),
-        "max": float(mx),
-        "quantiles": quantiles,
-        "quantile_error": float(quantile_error),
-        "histogram": {
-            "range": [-1.0, 1.0],
-            "bins": int(hist_bins),
-            "counts": _coarse(fine_hist, hist_bins),
-        },
-    }
-    if below is not None:
-        out["excessive_ratio"] = below / count
-        out["excessive_count"] = int(below)
-    return out
+) -> PairStats:
+    return PairStats(
+        count=int(count),
+        estimate=bool(estimate),
+        mean=float(mean),
+        var=float(var),
+        std=math.sqrt(var),
+        min=float(mn),
+        max=float(mx),
+        quantiles=quantiles,
+        quantile_error=float(quantile_error),
+        histogram=Histogram(bins=int(hist_bins), counts=_coarse(fine_hist, hist_bins)),
+        excessive_ratio=None if below is None else below / count,
+        excessive_count=None if below is None else int(below),
+    )
 
 
 def _empty_summary(
     hist_bins: int, *, negative: bool, estimate: bool, quantile_error: float
-) -> dict:
+) -> PairStats:
     """A split with no pairs (e.g. every instance in its own class): count 0, statistics null."""
-    out = {
-        "count": 0,
-        "estimate": bool(estimate),
-        "mean": None,
-        "var": None,
-        "std": None,
-        "min": None,
-        "max": None,
-        "quantiles": {str(p): None for p in QUANTILES},
-        "quantile_error": float(quantile_error),
-        "histogram": {"range": [-1.0, 1.0], "bins": int(hist_bins), "counts": [0] * hist_bins},
-    }
-    if negative:
-        out["excessive_ratio"] = None
-        out["excessive_count"] = 0
-    return out
+    return PairStats(
+        count=0,
+        estimate=bool(estimate),
+        mean=None,
+        var=None,
+        std=None,
+        min=None,
+        max=None,
+        quantiles={str(p): None for p in QUANTILES},
+        quantile_error=float(quantile_error),
+        histogram=Histogram(bins=int(hist_bins), counts=[0] * hist_bins),
+        excessive_count=0 if negative else None,
+    )
 
 
 def _sample_summary(
@@ -708,16 +702,14 @@ def _sample_summary(
     negative: bool,
     estimate: bool,
     intervals: bool = False,
-) -> dict:
+) -> PairStats:
     """Exact statistics of a 1-D set of float32 similarities (a sample, or the n positives);
     with ``intervals`` the ``sampling`` block of moments mode too."""
     bins = fine_bins(hist_bins)
     count = x.numel()
     if count == 0:
         out = _empty_summary(hist_bins, negative=negative, estimate=estimate, quantile_error=0.0)
-        if intervals:
-            out["sampling"] = _sampling_intervals(0, None)
-        return out
+        return replace(out, sampling=_sampling_intervals(0, None)) if intervals else out
     x64 = x.to(torch.float64)
     mean = float(x64.sum()) / count
     var = float(((x64 - mean) ** 2).sum()) / count
@@ -738,7 +730,7 @@ def _sample_summary(
         estimate=estimate,
     )
     if intervals:
-        out["sampling"] = _sampling_intervals(count, below, sorted_values=sorted64)
+        out = replace(out, sampling=_sampling_intervals(count, below, sorted_values=sorted64))
     return out
 
 
@@ -872,7 +864,7 @@ def _sorted_by_class(views: list[torch.Tensor], codes):
 
 def _exact(
     u, v, codes, *, t32: float, hist_bins: int, tile: int, workers: int, ranks: Ranks = SINGLE
-) -> dict:
+) -> dict[str, PairStats]:
     return _exact_views(
         [u, v], codes, t32=t32, hist_bins=hist_bins, tile=tile, workers=workers, ranks=ranks
     )
@@ -887,7 +879,7 @@ def _exact_views(
     tile: int,
     workers: int,
     ranks: Ranks = SINGLE,
-) -> dict:
+) -> dict[str, PairStats]:
     """The three pair types over V >= 2 views z^1..z^V of n instances:
 
     * positives z^i_a . z^j_a for every view pair i < j (n V(V-1)/2 values);
@@ -925,14 +917,13 @@ def _exact_views(
         positives.append(pos)
     assert cross is not None and within is not None
     moments = pair_moments(views, codes, workers=workers) if closed else None
+    cross_view, within_view = PairType.CROSS_VIEW_NEGATIVE, PairType.WITHIN_VIEW_NEGATIVE
     return {
-        "positive": _sample_summary(
+        PairType.POSITIVE: _sample_summary(
             torch.cat(positives), t32=t32, hist_bins=hist_bins, negative=False, estimate=False
         ),
-        "cross_view_negative": cross.summaries(moments["cross_view_negative"] if moments else None),
-        "within_view_negative": within.summaries(
-            moments["within_view_negative"] if moments else None
-        ),
+        cross_view: cross.summaries(moments[cross_view] if moments else None),
+        within_view: within.summaries(moments[within_view] if moments else None),
     }
 
 
@@ -1083,7 +1074,7 @@ def _sampled(
     num_pairs: int,
     seed: int,
     intervals: bool = False,
-) -> dict:
+) -> dict[str, PairStats]:
     """``num_pairs`` pairs of each type drawn uniformly with ``seed``; with ``intervals`` each
     negative block also carries its ``sampling`` intervals (moments mode)."""
     n = u.shape[0]
@@ -1108,8 +1099,8 @@ def _sampled(
     xneg = _dots(u, i_x, v, j_x, rows)
     wneg = _within_dots(u, v, view, i_w, j_w, rows)
 
-    def negative(x, i, j):
-        def summary(values):
+    def negative(x, i, j) -> PairStats:
+        def summary(values) -> PairStats:
             return _sample_summary(
                 values,
                 t32=t32,
@@ -1120,17 +1111,18 @@ def _sampled(
             )
 
         out = summary(x)
-        if codes is not None:
-            same = codes[i.to(device)] == codes[j.to(device)]
-            out["by_class"] = {"same_class": summary(x[same]), "different_class": summary(x[~same])}
-        return out
+        if codes is None:
+            return out
+        same = codes[i.to(device)] == codes[j.to(device)]
+        split = ClassSplit(same_class=summary(x[same]), different_class=summary(x[~same]))
+        return replace(out, by_class=split)
 
     return {
-        "positive": _sample_summary(
+        PairType.POSITIVE: _sample_summary(
             pos, t32=t32, hist_bins=hist_bins, negative=False, estimate=True
         ),
-        "cross_view_negative": negative(xneg, i_x, j_x),
-        "within_view_negative": negative(wneg, i_w, j_w),
+        PairType.CROSS_VIEW_NEGATIVE: negative(xneg, i_x, j_x),
+        PairType.WITHIN_VIEW_NEGATIVE: negative(wneg, i_w, j_w),
     }
 
 
@@ -1145,7 +1137,7 @@ def _sampled_streamed(
     num_pairs: int,
     rows: int,
     intervals: bool = False,
-) -> dict:
+) -> dict[str, PairStats]:
     """Sampled mode beyond :data:`SAMPLE_CHUNK` pairs: the pairs are drawn and measured
     ``SAMPLE_CHUNK`` at a time into the tile pass's accumulators (with the chunks' float64
     sums), so memory does not grow with ``num_pairs``. Mean, variance, min, max and the
@@ -1169,9 +1161,9 @@ def _sampled_streamed(
             same = codes[i.to(device)] == codes[j.to(device)] if labelled else None
             split.add(x, same, key)
     return {
-        "positive": positive.summaries(None, estimate=True, negative=False),
-        "cross_view_negative": cross.summaries(None, estimate=True, intervals=intervals),
-        "within_view_negative": within.summaries(None, estimate=True, intervals=intervals),
+        PairType.POSITIVE: positive.summaries(None, estimate=True, negative=False),
+        PairType.CROSS_VIEW_NEGATIVE: cross.summaries(None, estimate=True, intervals=intervals),
+        PairType.WITHIN_VIEW_NEGATIVE: within.summaries(None, estimate=True, intervals=intervals),
     }
 
 
@@ -1185,12 +1177,12 @@ _Z = 1.959963984540054
 EXACT_IN_MOMENTS_MODE = ("count", "mean", "var", "std")
 
 
-def _wilson(below: int, k: int) -> list[float]:
+def _wilson(below: int, k: int) -> Interval:
     """Wilson score interval of a binomial proportion below / k at :data:`CONFIDENCE`."""
     p, z2 = below / k, _Z * _Z
     centre = (p + z2 / (2 * k)) / (1 + z2 / k)
     half = _Z * math.sqrt(p * (1 - p) / k + z2 / (4 * k * k)) / (1 + z2 / k)
-    return [max(0.0, centre - half), min(1.0, centre + half)]
+    return (max(0.0, centre - half), min(1.0, centre + half))
 
 
 def _quantile_ranks(k: int, p: float) -> tuple[int, int]:
@@ -1203,23 +1195,22 @@ def _quantile_ranks(k: int, p: float) -> tuple[int, int]:
     return r - 1, s - 1
 
 
-def _sampling_intervals(k: int, below: int | None, *, sorted_values=None, fine_hist=None) -> dict:
+def _sampling_intervals(
+    k: int, below: int | None, *, sorted_values=None, fine_hist=None
+) -> Sampling:
     """The ``sampling`` block of a moments-mode estimate from k sampled pairs: their number,
     the confidence, the Wilson interval of the excessive ratio and distribution-free intervals
     of the quantiles, from the sorted sample or (streamed samples) conservatively from the
     fine histogram's bin edges."""
-    out: dict[str, Any] = {"pairs": int(k), "confidence": CONFIDENCE}
     if k == 0:
-        out["excessive_ratio"] = None
-        out["quantiles"] = {str(q): None for q in QUANTILES}
-        return out
-    out["excessive_ratio"] = _wilson(below, k) if below is not None else None
-    quantiles: dict[str, list[float]] = {}
+        empty: dict[str, Interval | None] = {str(q): None for q in QUANTILES}
+        return Sampling(pairs=0, confidence=CONFIDENCE, quantiles=empty)
+    quantiles: dict[str, Interval | None] = {}
     if sorted_values is not None:
         values = sorted_values.cpu().numpy()
         for q in QUANTILES:
             r, t = _quantile_ranks(k, q / 100)
-            quantiles[str(q)] = [float(values[r]), float(values[t])]
+            quantiles[str(q)] = (float(values[r]), float(values[t]))
     else:
         assert fine_hist is not None
         cum = np.cumsum(fine_hist)
@@ -1227,14 +1218,18 @@ def _sampling_intervals(k: int, below: int | None, *, sorted_values=None, fine_h
         for q in QUANTILES:
             r, t = _quantile_ranks(k, q / 100)
             lo_bin, hi_bin = np.searchsorted(cum, [r, t], side="right")
-            quantiles[str(q)] = [-1.0 + int(lo_bin) * width, -1.0 + (int(hi_bin) + 1) * width]
-    out["quantiles"] = quantiles
-    return out
+            quantiles[str(q)] = (-1.0 + int(lo_bin) * width, -1.0 + (int(hi_bin) + 1) * width)
+    return Sampling(
+        pairs=int(k),
+        confidence=CONFIDENCE,
+        excessive_ratio=_wilson(below, k) if below is not None else None,
+        quantiles=quantiles,
+    )
 
 
 def _moments_mode(
     u, v, codes, *, t32: float, hist_bins: int, num_pairs: int, seed: int, workers: int
-) -> dict:
+) -> dict[str, PairStats]:
     """Exact mean and variance of every negative pair type over all n(n-1) pairs (closed form,
     O(n d^2) time, O(d^2) memory besides the views), exact statistics of the n positives, and
     the rest (min, max, quantiles, histogram, excessive ratio) estimated from ``num_pairs``
@@ -1249,37 +1244,40 @@ def _moments_mode(
     closed = pair_moments([u, v], ordered, workers=workers, order=order)
     every = torch.arange(n)
     positives = _dots(u, every, v, every, _gather_rows(u.shape[1]))
-    out = {
-        "positive": _sample_summary(
+    out: dict[str, PairStats] = {
+        PairType.POSITIVE: _sample_summary(
             positives, t32=t32, hist_bins=hist_bins, negative=False, estimate=False
         )
     }
-    for kind in ("cross_view_negative", "within_view_negative"):
+    for kind in NEGATIVE_TYPES:
         block = _with_moments(sample[kind], closed[kind][0])
-        if codes is not None:
-            split = sample[kind]["by_class"]
-            block["by_class"] = {
-                name: _with_moments(split[name], closed[kind][k])
-                for k, name in ((1, "same_class"), (2, "different_class"))
-            }
+        split = sample[kind].by_class
+        if codes is not None and split is not None:
+            block = replace(
+                block,
+                by_class=ClassSplit(
+                    same_class=_with_moments(split.same_class, closed[kind][1]),
+                    different_class=_with_moments(split.different_class, closed[kind][2]),
+                ),
+            )
         out[kind] = block
     return out
 
 
-def _with_moments(block: dict, moments: Moments) -> dict:
-    """A sampled block with its count, mean, variance and std replaced by the exact ones."""
-    out = dict(block)
-    sampling = out.pop("sampling")
-    out.pop("by_class", None)
-    out["count"] = moments.count
-    out["estimate"] = True
+def _with_moments(block: PairStats, moments: Moments) -> PairStats:
+    """A sampled block with its count, mean, variance and std replaced by the exact ones (its
+    class split, if any, is the caller's to put back)."""
     mean, var = moments.mean, moments.var
-    out["mean"] = mean
-    out["var"] = var
-    out["std"] = None if var is None else math.sqrt(var)
-    out["exact"] = list(EXACT_IN_MOMENTS_MODE)
-    out["sampling"] = sampling
-    return out
+    return replace(
+        block,
+        count=moments.count,
+        estimate=True,
+        mean=mean,
+        var=var,
+        std=None if var is None else math.sqrt(var),
+        exact=EXACT_IN_MOMENTS_MODE,
+        by_class=None,
+    )
 
 
 # --------------------------------------------------------------------------- public API
@@ -1297,7 +1295,7 @@ def pair_statistics(
     block_size: int | None = None,
     hist_bins: int = 100,
     ranks: Ranks | None = None,
-) -> dict:
+) -> dict[str, PairStats]:
     """Statistics of positive, cross-view negative and within-view negative cosine similarities.
 
     Args:
@@ -1322,10 +1320,11 @@ def pair_statistics(
             (see the module docstring); None: this process alone.
 
     Returns:
-        ``{"positive": {...}, "cross_view_negative": {...}, "within_view_negative": {...}}``,
-        each a plain dict in the order of docs/result-schema.md: count, estimate, mean, var
-        (ddof 0), std, min, max, quantiles, quantile_error, histogram, and for the negative
-        types excessive_ratio, excessive_count (strictly below delta) and by_class.
+        A :class:`~cl_diag.result.PairStats` per :class:`~cl_diag.vocabulary.PairType`, in
+        that order (``stats[PairType.CROSS_VIEW_NEGATIVE]``, or by its key
+        ``stats["cross_view_negative"]``): count, estimate, mean, var (ddof 0), std, min, max,
+        quantiles, quantile_error, histogram, and for the negative types excessive_ratio,
+        excessive_count (strictly below delta), the fields of moments mode and by_class.
     """
     options = _Options.check(mode, num_pairs, seed, block_size, hist_bins)
     with _cpu_workers() as threads:
@@ -1347,7 +1346,7 @@ def pair_statistics_of(
     hist_bins: int = 100,
     ranks: Ranks | None = None,
     more_views: Sequence[torch.Tensor] = (),
-) -> dict:
+) -> dict[str, PairStats]:
     """:func:`pair_statistics` of views already checked and normalised by
     :func:`cl_diag.measurement.inputs.normalise_views` (the rows are used as they are), with
     class ``codes`` from :func:`cl_diag.measurement.inputs.label_codes`. Orchestration
@@ -1392,11 +1391,11 @@ def _measure(
     threads: int,
     ranks: Ranks,
     more: list[torch.Tensor] | None = None,
-) -> dict:
+) -> dict[str, PairStats]:
     u, v = views
     n = views.n
     n_ref = check_n_ref(n_ref, n)
-    t32 = threshold_float32(n_ref)
+    t32 = delta_float32(n_ref)
     hist_bins = options.hist_bins
     with torch.inference_mode(), full_fp32_matmul():
         num_pairs, seed = options.num_pairs, options.seed

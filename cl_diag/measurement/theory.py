@@ -38,12 +38,29 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from cl_diag.result import Layer
+from cl_diag.result import (
+    Ccem,
+    Condition,
+    Eq10,
+    FullBatch,
+    FullBatchSigmoid,
+    Layer,
+    LayerCheck,
+    Predicted,
+    SigmoidPanel,
+    Ssem,
+    SsemPredicted,
+    Theory,
+    TheoryLoss,
+    VarianceBand,
+)
 from cl_diag.runconfig import RunConfig
+from cl_diag.vocabulary import PairType
 
 __all__ = [
     "SSEMOptimum",
@@ -423,7 +440,7 @@ def _float_fn(fn: Callable[[Any], Any]) -> Callable[[float], float]:
     return lambda x: float(fn(torch.tensor(float(x), dtype=torch.float64)))
 
 
-def theory_panel(config: RunConfig, n_ref: int, layers: Mapping[str, Any]) -> dict:
+def theory_panel(config: RunConfig, n_ref: int, layers: Mapping[str, Any]) -> Theory:
     """Predictions of the paper's theorems for this run (paper-notes 5 and 11), beside the
     measured layers.
 
@@ -447,28 +464,18 @@ def theory_panel(config: RunConfig, n_ref: int, layers: Mapping[str, Any]) -> di
 
     ``config`` is the run's training config (:func:`cl_diag.runconfig.parse_run_config`);
     ``layers`` maps a layer name to its :class:`cl_diag.result.Layer` (or the layer's JSON
-    form). Returns the ``theory`` block of result.json as a plain dict.
+    form). Returns the ``theory`` block of result.json.
     """
     # imported here: the closed forms above (the reports use them) need neither losses nor torch
     from cl_diag.losses import LOSSES
 
     name, m = config.loss, config.batch_size
     loss = LOSSES.get(name) if name is not None else None
-    panel: dict[str, Any] = {
-        "n_ref": n_ref,
-        "batch_size": m,
-        "loss": {"name": name, "family": None, "c1": None, "c2": None},
-        "theorem": None,
-        "statement": "",
-        "predicted": {"positive_mean": None, "negative_mean": None},
-        "variance_band": None,
-        "within_batch_optimum": None,
-        "sigmoid": None,
-        # The theorems are about the embedding the loss sees; the other layers are context.
-        "loss_layer": "projector"
-        if "projector" in layers
-        else ("embedding" if "embedding" in layers else None),
-    }
+    # The theorems are about the embedding the loss sees; the other layers are context.
+    loss_layer = (
+        "projector" if "projector" in layers else ("embedding" if "embedding" in layers else None)
+    )
+    checks = _layer_checks(layers, n_ref, m)
     family = getattr(loss, "family", None) if loss is not None else None
     hp: dict[str, Any] = {}
     if loss is not None:
@@ -486,57 +493,63 @@ def theory_panel(config: RunConfig, n_ref: int, layers: Mapping[str, Any]) -> di
             )
         else:
             why = f"{name} is not cast into the paper's framework (Def. 3.1 / 3.2)"
-        panel["statement"] = f"No optimum is predicted: {why}."
+        text = f"No optimum is predicted: {why}."
+        ssem = None
         if name == "supcl":  # the SSEM speaks to it instead (paper-notes 11.3)
-            loss_d = _layer_facts(layers[panel["loss_layer"]])[0] if panel["loss_layer"] else None
-            panel["ssem"], sentence = ssem_panel(config, hp, loss_d)
-            panel["statement"] = (
+            loss_d = _layer_facts(layers[loss_layer])[0] if loss_layer else None
+            ssem, sentence = ssem_panel(config, hp, loss_d)
+            text = (
                 f"Thms 5.1-5.5 do not apply: {why}. {sentence}"
-                if panel["ssem"] is not None
-                else f"{panel['statement']} {sentence}"
+                if ssem is not None
+                else f"{text} {sentence}"
             )
-        panel["layers"] = _layer_checks(layers, n_ref, m)
-        return panel
+        return Theory(
+            n_ref=n_ref,
+            batch_size=m,
+            loss=TheoryLoss(name=name),
+            statement=text,
+            loss_layer=loss_layer,
+            ssem=ssem,
+            layers=checks,
+        )
 
     coefficients = loss.coefficients(**hp)
     assert coefficients is not None  # both families of the framework have (c1, c2)
     c1, c2 = coefficients
-    panel["loss"] = {
-        "name": name,
-        "family": "info_nce" if family == "info" else "independently_additive",
-        "c1": float(c1),
-        "c2": float(c2),
-    }
+    theory_loss = TheoryLoss(
+        name=name,
+        family="info_nce" if family == "info" else "independently_additive",
+        c1=float(c1),
+        c2=float(c2),
+    )
     # Thm 5.3, Eq. 10 and the CCEM optimum depend on the number of pairs N the loss sees: one
     # fixed mini-batch (N = m, the top-level entries) or the full batch (N = n_ref, full_batch).
     N = m if m is not None and m >= 3 else n_ref
     top = _optimum(loss, name, family, hp, (c1, c2), N, n_ref, m)
-    panel["theorem"] = top["theorem"]
-    if top["condition"] is not None:
-        panel["condition"] = top["condition"]
-    if top["predicted"] is not None:
-        panel["predicted"] = top["predicted"]
-    panel["sigmoid"] = top["sigmoid"]
-    statement: list[str] = list(top["statement"])
-    if panel["theorem"] and panel["theorem"].startswith("5.1") and m is not None and 2 <= m < n_ref:
+    statement: list[str] = list(top.statement)
+    band = within_batch = None
+    if top.theorem and top.theorem.startswith("5.1") and m is not None and 2 <= m < n_ref:
         lo, hi = variance_band(n_ref, m)
-        panel["variance_band"] = {"n": n_ref, "m": m, "lo": lo, "hi": hi}
-        panel["within_batch_optimum"] = delta(m)
+        band = VarianceBand(n=n_ref, m=m, lo=lo, hi=hi)
+        within_batch = delta(m)
         statement.append(
             f"With fixed mini-batches of m = {m} (Thm 5.5) each batch collapses to its own "
             f"simplex at -1/(m-1) = {delta(m):.6g}, more separated than -1/(n-1), and the "
             f"negative variance lies in [{lo:.4g}, {hi:.4g}] (Eq. 11), without VRN."
         )
-    if top["depends_on_n"] and n_ref != N:
+    full_batch = None
+    if top.depends_on_n and n_ref != N:
         full = _optimum(loss, name, family, hp, (c1, c2), n_ref, n_ref, m)
-        block: dict[str, Any] = {"N": n_ref, "theorem": full["theorem"]}
-        block["predicted"] = full["predicted"]
-        if full["condition"] is not None:
-            block["condition"] = full["condition"]
-        if full["sigmoid"] is not None:
-            block["sigmoid"] = {"eq10": full["sigmoid"]["eq10"], "ccem": full["sigmoid"]["ccem"]}
-        panel["full_batch"] = block
-        statement += full["statement"]
+        full_batch = FullBatch(
+            N=n_ref,
+            theorem=full.theorem,
+            predicted=full.predicted or Predicted(),
+            condition=full.condition,
+            sigmoid=None
+            if full.sigmoid is None
+            else FullBatchSigmoid(eq10=full.sigmoid.eq10, ccem=full.sigmoid.ccem),
+        )
+        statement += full.statement
     if config.vrn.on:
         weight = config.vrn.weight
         statement.append(
@@ -545,9 +558,21 @@ def theory_panel(config: RunConfig, n_ref: int, layers: Mapping[str, Any]) -> di
             "-1/(n-1), shrinking their variance (Def. 5.7); it changes the fixed-batch optimum, so "
             "the Eq. 11 band (without VRN) is not its prediction."
         )
-    panel["statement"] = " ".join(statement)
-    panel["layers"] = _layer_checks(layers, n_ref, m)
-    return panel
+    return Theory(
+        n_ref=n_ref,
+        batch_size=m,
+        loss=theory_loss,
+        theorem=top.theorem,
+        statement=" ".join(statement),
+        predicted=top.predicted or Predicted(),
+        variance_band=band,
+        within_batch_optimum=within_batch,
+        sigmoid=top.sigmoid,
+        loss_layer=loss_layer,
+        condition=top.condition,
+        full_batch=full_batch,
+        layers=checks,
+    )
 
 
 #: the (c1, c2) of the paper's theorems (Def. 3.1 and 3.2 list only these)
@@ -561,6 +586,21 @@ def _where(pairs: int, n_ref: int, m: int | None) -> str:
     return f"one fixed mini-batch, N = m = {pairs}"
 
 
+@dataclass
+class _Optimum:
+    """What the theorems say with N pairs in the loss: ``theorem``, ``condition`` (Thm 5.1 (iii)
+    against Thm 5.3 (8)), ``predicted`` means, ``sigmoid`` (Eq. 10 and the CCEM optimum),
+    ``statement`` sentences and ``depends_on_n`` (True for the (1, 0) additive case, whose
+    theorem and optimum change with N)."""
+
+    theorem: str | None = None
+    condition: Condition | None = None
+    predicted: Predicted | None = None
+    sigmoid: SigmoidPanel | None = None
+    statement: list[str] = field(default_factory=list)
+    depends_on_n: bool = False
+
+
 def _optimum(
     loss: Any,
     name: str | None,
@@ -570,23 +610,13 @@ def _optimum(
     N: int,
     n_ref: int,
     m: int | None,
-) -> dict[str, Any]:
-    """Which theorem applies with N pairs in the loss and what it predicts: ``theorem``,
-    ``condition`` (Thm 5.1 (iii) against Thm 5.3 (8)), ``predicted`` means, ``sigmoid`` (Eq. 10
-    and the CCEM optimum), ``statement`` sentences and ``depends_on_n`` (True for the (1, 0)
-    additive case, whose theorem and optimum change with N)."""
+) -> _Optimum:
+    """Which theorem applies with N pairs in the loss and what it predicts (:class:`_Optimum`)."""
     from cl_diag.losses import IndependentlyAdditive  # (see theory_panel: losses import torch)
 
     c1, c2 = c
-    out: dict[str, Any] = {
-        "theorem": None,
-        "condition": None,
-        "predicted": None,
-        "sigmoid": None,
-        "statement": [],
-        "depends_on_n": False,
-    }
-    statement: list[str] = out["statement"]
+    out = _Optimum()
+    statement = out.statement
     in_cases = (float(c1), float(c2)) in PAPER_CASES
     psi_increasing = True
     phi = psi = None
@@ -603,59 +633,55 @@ def _optimum(
             "(0, 1), (1, 0) and (1, 1), for which Thms 5.1 and 5.3 are stated."
         )
     elif family == "info":
-        out["theorem"] = "5.1(i)"
+        out.theorem = "5.1(i)"
     elif not psi_increasing:
         statement.append(
             f"No optimum is predicted: psi of {name} is not increasing on [-1, 1], so Thms 5.1 "
             "and 5.3 do not apply."
         )
     elif c2 > 0:
-        out["theorem"] = "5.1(ii)"
+        out.theorem = "5.1(ii)"
     else:
-        out["depends_on_n"] = True
+        out.depends_on_n = True
         assert phi is not None and psi is not None
         lhs, rhs_psi = _derivative(phi, 1.0), _derivative(psi, delta(N))
         verdict = additive_cross_only_condition(lhs, rhs_psi, N)
-        out["condition"] = {
-            "N": N,
-            "dphi_at_1": lhs,
-            "rhs": (N - 2) / (2 * (N - 1)) * rhs_psi,
-            "verdict": verdict,
-        }
+        out.condition = Condition(
+            N=N, dphi_at_1=lhs, rhs=(N - 2) / (2 * (N - 1)) * rhs_psi, verdict=verdict
+        )
         if verdict == "excessive":
-            out["theorem"] = "5.3"
+            out.theorem = "5.3"
             excessive = True
         elif verdict == "etf":
-            out["theorem"] = "5.1(iii)"
+            out.theorem = "5.1(iii)"
         else:
             statement.append(
                 f"At N = {N}, phi'(1) equals the bound of Thm 5.3 (8): neither theorem applies "
                 "as stated."
             )
     delta_n = delta(n_ref)
-    if out["theorem"] and out["theorem"].startswith("5.1"):
-        out["predicted"] = {"positive_mean": 1.0, "negative_mean": delta_n}
-        if out["depends_on_n"]:
+    if out.theorem and out.theorem.startswith("5.1"):
+        out.predicted = Predicted(positive_mean=1.0, negative_mean=delta_n)
+        if out.depends_on_n:
             statement.append(
                 f"Thm 5.1(iii) ({_where(N, n_ref, m)}): phi'(1) exceeds the Thm 5.3 bound, so the "
                 f"optimum is the simplex ETF, s_pos = 1 and s_neg = -1/(n-1) = {delta_n:.6g}."
             )
         else:
             statement.append(
-                f"Thm {out['theorem']}: at the full-batch optimum positives align (s_pos = 1) and "
+                f"Thm {out.theorem}: at the full-batch optimum positives align (s_pos = 1) and "
                 f"every negative sits at -1/(n-1) = {delta_n:.6g} (a simplex ETF)."
             )
     if excessive:
         if name == "sigmoid":
             opt = sigmoid_optimum(hp["temperature"], hp["bias"], N)
-            out["predicted"] = {"positive_mean": opt.s_pos, "negative_mean": opt.s_neg}
+            out.predicted = Predicted(positive_mean=opt.s_pos, negative_mean=opt.s_neg)
         else:
             assert phi is not None and psi is not None
             x = additive_optimum_x(_float_fn(phi), _float_fn(psi), N)
-            out["predicted"] = {
-                "positive_mean": x,
-                "negative_mean": ((N - 2) * x - N) / (2 * (N - 1)),
-            }
+            out.predicted = Predicted(
+                positive_mean=x, negative_mean=((N - 2) * x - N) / (2 * (N - 1))
+            )
         statement.append(
             f"Thm 5.3 ({_where(N, n_ref, m)}): the cross-view-only additive loss over N = {N} "
             "pairs separates negatives excessively at its optimum, s_pos < 1 and s_neg < "
@@ -664,29 +690,18 @@ def _optimum(
     if name == "sigmoid" and in_cases and c2 == 0 and N >= 3:
         t, b = hp["temperature"], hp["bias"]
         opt = sigmoid_optimum(t, b, N)
-        out["sigmoid"] = {
-            "t": t,
-            "b": b,
-            "eq10": {
-                "N": N,
-                "lhs": sigmoid_eq10_lhs(t, b, N),
-                "rhs": (N - 2) / 2,
-                "holds": sigmoid_eq10(t, b, N),
-            },
-            "ccem": {
-                "N": N,
-                "x_star": opt.x,
-                "s_pos": opt.s_pos,
-                "s_neg": opt.s_neg,
-                "regime": opt.regime,
-            },
-        }
+        out.sigmoid = SigmoidPanel(
+            t=t,
+            b=b,
+            eq10=Eq10(
+                N=N, lhs=sigmoid_eq10_lhs(t, b, N), rhs=(N - 2) / 2, holds=sigmoid_eq10(t, b, N)
+            ),
+            ccem=Ccem(N=N, x_star=opt.x, s_pos=opt.s_pos, s_neg=opt.s_neg, regime=opt.regime),
+        )
     return out
 
 
-def ssem_panel(
-    config: RunConfig, hp: Mapping[str, Any], d: object
-) -> tuple[dict[str, Any] | None, str]:
+def ssem_panel(config: RunConfig, hp: Mapping[str, Any], d: object) -> tuple[Ssem | None, str]:
     """The SSEM block of a ``supcl`` run's theory panel and its sentence (paper-notes 11.3).
 
     N = the balanced batch: m = ``classes_per_batch`` classes x n = batch / m instances, p = 2
@@ -714,24 +729,22 @@ def ssem_panel(
     d_ok = isinstance(d, int) and not isinstance(d, bool)
     narrow = bool(d_ok and d < m * n - 1)  # type: ignore[operator]
     small = alpha <= 0.1 and tau <= 0.1
-    block = {
-        "alpha": alpha,
-        "tau": tau,
-        "m": m,
-        "n": n,
-        "p": p,
-        "variant": "B",
-        "alpha_c": opt.alpha_c,
-        "beta_star": opt.beta,
-        "regime": opt.regime,
-        "predicted": {
-            "s_w": opt.s_w,
-            "s_b": opt.s_b,
-            "within_class_variance": opt.within_class_variance,
-        },
-        "d_below_mn_minus_1": narrow,
-        "small_alpha": small,
-    }
+    block = Ssem(
+        alpha=alpha,
+        tau=tau,
+        m=m,
+        n=n,
+        p=p,
+        variant="B",
+        alpha_c=opt.alpha_c,
+        beta_star=opt.beta,
+        regime=opt.regime,
+        predicted=SsemPredicted(
+            s_w=opt.s_w, s_b=opt.s_b, within_class_variance=opt.within_class_variance
+        ),
+        d_below_mn_minus_1=narrow,
+        small_alpha=small,
+    )
     verdict = (
         f"alpha = {alpha:g} <= alpha_c: class collapse is predicted (beta* = 1, within-class "
         "variance 0)"
@@ -763,15 +776,15 @@ def _layer_facts(layer: Any) -> tuple[Any, Any, Any]:
     """(d, mean positive similarity, Thm 5.2 ceiling) of a measured layer: a
     :class:`cl_diag.result.Layer`, or its JSON form (whose missing parts read as None)."""
     if isinstance(layer, Layer):
-        positive = layer.pairs.get("positive")
+        positive = layer.pairs.get(PairType.POSITIVE)
         mean = None if positive is None else positive.mean
         return layer.d, mean, layer.geometry.alignment_ceiling.value
-    positive = (layer.get("pairs", {}).get("positive") or {}).get("mean")
+    positive = (layer.get("pairs", {}).get(PairType.POSITIVE) or {}).get("mean")
     ceiling = ((layer.get("geometry") or {}).get("alignment_ceiling") or {}).get("value")
     return layer.get("d"), positive, ceiling
 
 
-def _layer_checks(layers: Mapping[str, Any], n_ref: int, m: int | None) -> dict:
+def _layer_checks(layers: Mapping[str, Any], n_ref: int, m: int | None) -> dict[str, LayerCheck]:
     """Thm 5.2 ceiling next to the measured positive mean, and the validity flags, per layer.
 
     No pass/fail flag: Eq. 7 with n = the measured rows always holds, while the ceiling stored here
@@ -781,11 +794,11 @@ def _layer_checks(layers: Mapping[str, Any], n_ref: int, m: int | None) -> dict:
     for name, layer in layers.items():
         d, pos, ceiling = _layer_facts(layer)
         caveat, below_m = validity(d, n_ref, m)
-        out[name] = {
-            "d": d,
-            "alignment_ceiling": ceiling,
-            "positive_mean": pos,
-            "caveat": caveat,
-            "d_below_m_minus_1": below_m,
-        }
+        out[name] = LayerCheck(
+            d=d,
+            alignment_ceiling=ceiling,
+            positive_mean=pos,
+            caveat=caveat,
+            d_below_m_minus_1=below_m,
+        )
     return out

@@ -29,9 +29,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from cl_diag.errors import UserError
 from cl_diag.runtime import SINGLE, Ranks, resolve_device
 
 __all__ = [
+    "FEATURE_KEYS",
+    "Features",
     "Pixels",
     "Taps",
     "encode_images",
@@ -57,6 +60,93 @@ class Taps(nn.Module):
         if self.projector is not None:
             out["projector"] = self.projector(features)
         return out
+
+
+#: the keys of a dict an encoder returns that are read as its features, in this order, when
+#: no ``output_key`` is given (``pooler_output``: Hugging Face models' pooled features)
+FEATURE_KEYS = ("features", "feats", "embedding", "embeddings", "pooler_output")
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[0] if lines else type(exc).__name__
+
+
+class Features(nn.Module):
+    """A user's encoder whose output is made the (B, ...) float features :class:`Taps` reads:
+
+    * a tensor is taken as it is;
+    * a tuple or list gives its first element (``(features, logits)``, say);
+    * a dict (or a Hugging Face ``ModelOutput``) gives ``output_key``'s value, else the first
+      of :data:`FEATURE_KEYS` it holds, else its only tensor;
+
+    and anything else -- one number per image (a 1-D output), integers, a batch of another
+    size, a dict without a features key -- is a :class:`UserError` that says what came back.
+    An encoder that fails on its input is one too, with the input's shape and its error. The
+    projector a user passes is wrapped alike (its input: the encoder's features)."""
+
+    def __init__(
+        self,
+        encoder: nn.Module,
+        output_key: str | None = None,
+        *,
+        what: str = "encoder",
+        fix: str = "Give an encoder that takes such a batch of images (image_size sets the crop).",
+    ):
+        super().__init__()
+        self.encoder, self.output_key, self.what, self.fix = encoder, output_key, what, fix
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        try:
+            output = self.encoder(x)
+        except (RuntimeError, ValueError, TypeError, IndexError) as exc:
+            raise UserError(
+                f"The {self.what} failed on its input of shape {tuple(x.shape)}: "
+                f"{_first_line(exc)}. {self.fix}"
+            ) from None
+        return self._features(output, len(x))
+
+    def _features(self, output: Any, batch: int) -> torch.Tensor:
+        what, key = self.what, self.output_key
+        if isinstance(output, Mapping):
+            keys = [str(k) for k in output]
+            if key is not None:
+                if key not in output:
+                    raise UserError(
+                        f"The {what} returned a dict without output_key {key!r} (its keys: "
+                        f"{', '.join(keys)}). Give one of them as output_key."
+                    )
+                output = output[key]
+            else:
+                found = next((k for k in FEATURE_KEYS if k in output), None)
+                tensors = [k for k, v in output.items() if isinstance(v, torch.Tensor)]
+                if found is None and len(tensors) != 1:
+                    raise UserError(
+                        f"The {what} returned a dict (keys: {', '.join(keys)}) and none of them "
+                        f"is a features key ({', '.join(FEATURE_KEYS)}). Pass output_key= to "
+                        "name the one that holds the features."
+                    )
+                output = output[found if found is not None else tensors[0]]
+        elif isinstance(output, (tuple, list)):
+            if not output:
+                raise UserError(f"The {what} returned an empty {type(output).__name__}.")
+            output = output[0]
+        if not isinstance(output, torch.Tensor):
+            raise UserError(
+                f"The {what} returned a {type(output).__name__}, not a tensor of features. Give "
+                "an encoder that returns one (or a tuple or dict holding one)."
+            )
+        if not output.is_floating_point():
+            raise UserError(
+                f"The {what} returned {output.dtype} values; features must be floating point."
+            )
+        if output.dim() < 2 or output.shape[0] != batch:
+            raise UserError(
+                f"The {what} returned shape {tuple(output.shape)} for a batch of {batch} images; "
+                f"it must return one feature vector per image, shape ({batch}, d). A 1-D output "
+                "is one number per image (a classifier's score?): pass the feature extractor."
+            )
+        return output
 
 
 class Pixels(nn.Module):

@@ -91,8 +91,8 @@ def build_projector(in_dim: int, hidden: int, out: int) -> nn.Sequential:
 
 def fresh_like(projector: nn.Module) -> nn.Sequential:
     """A projector of the same layers and widths as ``projector``, freshly initialised
-    (Linear, BatchNorm1d and parameter-free ReLU/GELU layers, as :func:`rebuild_projector`
-    makes them)."""
+    (Linear, BatchNorm1d and parameter-free ReLU/GELU layers, as
+    :func:`cl_diag.models.foreign.rebuild_projector` makes them)."""
     layers: list[nn.Module] = []
     for layer in projector.children():
         if isinstance(layer, nn.Linear):

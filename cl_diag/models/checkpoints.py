@@ -1,5 +1,8 @@
 """What the file a user brings to ``cl-diag analyze`` is, and the fingerprint of its weights.
 
+One concept at two layers: :mod:`cl_diag.io.checkpoints`, a layer down, reads the file's bytes
+safely; this module says what the loaded file is.
+
 Four kinds of file are told apart by their contents, not their names:
 
 * an **embeddings file** (``.npz``, or a torch file holding ``z1`` and ``z2``): see
@@ -23,7 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -324,6 +327,33 @@ def weights_sha256(file: CheckpointFile) -> str:
     return tensors_sha256(tree)
 
 
+#: bytes of a tensor hashed at a time: a view is copied (to the CPU, contiguous) one chunk at
+#: a time, so the fingerprint never holds a second copy of a large (or expanded) tensor
+_CHUNK_BYTES = 16 << 20
+
+
+def _row_major_chunks(tensor: torch.Tensor) -> Iterator[torch.Tensor]:
+    """Consecutive pieces of ``tensor`` whose bytes, in order, are the tensor's row-major
+    bytes, each at most :data:`_CHUNK_BYTES` (or one row of the innermost dimension)."""
+    if tensor.dim() == 0 or tensor.numel() * tensor.element_size() <= _CHUNK_BYTES:
+        yield tensor
+        return
+    if tensor.is_contiguous():  # the same bytes, as one flat vector cut in pieces
+        flat = tensor.reshape(-1)
+        step = max(1, _CHUNK_BYTES // tensor.element_size())
+        for start in range(0, flat.numel(), step):
+            yield flat[start : start + step]
+        return
+    row = tensor[0].numel() * tensor.element_size()
+    if row <= _CHUNK_BYTES:
+        step = max(1, _CHUNK_BYTES // max(row, 1))
+        for start in range(0, tensor.shape[0], step):
+            yield tensor[start : start + step]
+        return
+    for index in range(tensor.shape[0]):
+        yield from _row_major_chunks(tensor[index])
+
+
 def tensors_sha256(tree: Any) -> str:
     """SHA-256 of every tensor in a tree of dicts, lists and tuples: names (paths in the
     tree), dtypes, shapes and bytes. The fingerprint of :func:`weights_sha256`, and of the
@@ -332,9 +362,11 @@ def tensors_sha256(tree: Any) -> str:
 
     def visit(prefix: str, node: Any) -> None:
         if isinstance(node, torch.Tensor):
-            tensor = node.detach().cpu().contiguous()
+            tensor = node.detach()
             digest.update(f"{prefix}|{tensor.dtype}|{tuple(tensor.shape)}\n".encode())
-            digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
+            for chunk in _row_major_chunks(tensor):
+                flat = chunk.cpu().contiguous().reshape(-1).view(torch.uint8)
+                digest.update(flat.numpy().tobytes())  # one chunk: at most _CHUNK_BYTES
         elif isinstance(node, dict):
             for key in sorted(node, key=str):
                 visit(f"{prefix}/{key}", node[key])

@@ -61,6 +61,7 @@ import torch
 from torch import nn
 
 from cl_diag.errors import UserError
+from cl_diag.io.jsonfile import parse_json
 from cl_diag.models.build import build_backbone, fresh_like, seeded
 from cl_diag.models.keymap import KeyMapping, raw_weights, state_dict_of
 from cl_diag.models.registry import FOREIGN_ARCHS, BackboneOptions, get_arch
@@ -700,7 +701,11 @@ def read_solo_args(ckpt_path: Path) -> tuple[dict | None, Path | None]:
     if not args_path.is_file():
         return None, None
     try:
-        args = json.loads(args_path.read_text(encoding="utf-8"))
+        args = parse_json(
+            args_path.read_text(encoding="utf-8"),
+            where=args_path,
+            fix="Fix or remove it and give --arch and --dataset instead.",
+        )
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise UserError(
             f"{args_path} (solo-learn's run arguments, beside the checkpoint) could not be read: "

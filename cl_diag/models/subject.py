@@ -1,5 +1,8 @@
 """A trained encoder made ready for measuring, whatever checkpoint it came from.
 
+One concept at two layers: this module rebuilds the model (models never import training);
+:mod:`cl_diag.orchestration.subject`, a layer up, opens the data it was trained on.
+
 :func:`rebuild_subject` turns a :class:`~cl_diag.models.checkpoints.CheckpointFile` of a
 model (a cl-diag checkpoint or a foreign layout) into a :class:`Subject`: the trained
 backbone and projector in eval mode, the same architecture at a seeded random
@@ -370,6 +373,42 @@ def _qualname(module: nn.Module | None) -> str | None:
     return f"{kind.__module__}.{kind.__qualname__}"
 
 
+def _check_materialised(name: str, module: nn.Module | None) -> None:
+    """UserError for a module whose parameters or buffers are on the meta device (a shape and
+    no values: built under ``torch.device("meta")`` and never loaded)."""
+    if module is None:
+        return
+    meta = [
+        key
+        for key, tensor in [*module.named_parameters(), *module.named_buffers()]
+        if tensor.is_meta
+    ]
+    if meta:
+        more = f" (and {len(meta) - 1} more)" if len(meta) > 1 else ""
+        raise UserError(
+            f"The {name}'s {meta[0]}{more} is on the meta device: it has a shape but no values. "
+            "Load its weights first (module.to_empty(device='cpu'), then load_state_dict)."
+        )
+
+
+def _read_features(module: nn.Module, output_key: str | None) -> nn.Module:
+    from cl_diag.measurement.views import Features
+
+    return Features(module, output_key)
+
+
+def _read_projection(module: nn.Module | None) -> nn.Module | None:
+    from cl_diag.measurement.views import Features
+
+    if module is None:
+        return None
+    return Features(
+        module,
+        what="projector",
+        fix="Give the projector that was trained on this encoder's output, or none.",
+    )
+
+
 def module_subject(
     backbone: nn.Module,
     projector: nn.Module | None,
@@ -381,13 +420,17 @@ def module_subject(
     training_config: Mapping[str, Any] | None = None,
     seed: int = 0,
     baselines: bool = True,
+    output_key: str | None = None,
 ) -> Subject:
     """A :class:`Subject` of modules a user passes from Python, measured on ``dataset`` (one
     of :data:`MODULE_DATASETS`, read from ``data_root``/``val_root`` as the CLI does).
 
     ``training_config`` (``cl-diag train``'s vocabulary: loss, batch_size, temperature, ...)
     is what the theory panel reads. With ``baselines`` the random-init twins are made where
-    :func:`random_twin` can make them; the source records why one could not be.
+    :func:`random_twin` can make them; the source records why one could not be. The encoder's
+    output is read as :class:`cl_diag.measurement.views.Features` says (a tensor, a tuple's
+    first element, a dict's ``output_key`` or features key); a module on the meta device is
+    refused.
     """
     if not isinstance(backbone, nn.Module):
         raise UserError(
@@ -405,6 +448,10 @@ def module_subject(
         )
     if image_size is not None and image_size < 1:
         raise UserError(f"image_size must be at least 1 (got {image_size}).")
+    if output_key is not None and not isinstance(output_key, str):
+        raise UserError(f"output_key must be a string (got {type(output_key).__name__}).")
+    for name, module in (("encoder", backbone), ("projector", projector)):
+        _check_materialised(name, module)
     source: dict[str, Any] = {
         "kind": "module",
         "format": "nn.Module",
@@ -417,8 +464,8 @@ def module_subject(
         training_config=dict(training_config or {}),
         n_train=None,
         dataset=dataset,
-        backbone=backbone,
-        projector=projector,
+        backbone=_read_features(backbone, output_key),
+        projector=_read_projection(projector),
     )
     if baselines:
         twin, why = random_twin(backbone, seed)
@@ -431,7 +478,9 @@ def module_subject(
         if skipped:  # a twin is the whole model or nothing
             source["random_init"] = skipped
         else:
-            subject.random_backbone, subject.random_projector = twin, twin_projector
+            assert twin is not None
+            subject.random_backbone = _read_features(twin, output_key)
+            subject.random_projector = _read_projection(twin_projector)
     if image_size is not None:
         source["image_size"] = {"value": int(image_size), "from": "image_size"}
     # the data is opened above models (cl_diag.orchestration.subject.open_module_subject)

@@ -149,5 +149,5 @@ def check_analysis(config: AnalyzeConfig, *, spelling: Spelling = CLI) -> Analyz
 
         resolve_device(config.device)
     ensure_writable_parent(config.out)  # fail before the measuring, not after
-    check_targets(config.out, _FIXED_OUTPUTS, overwrite=config.overwrite)
+    check_targets(config.out, _FIXED_OUTPUTS, overwrite=config.overwrite, kind="analysis")
     return config

@@ -1,5 +1,7 @@
 """``analyze``: an embeddings file or a trained encoder in, result.json and reports out.
 
+(:mod:`cl_diag.cli.analyze` is its command line: the same concept one layer up.)
+
 The one pivot of the project is the :class:`cl_diag.result.Result` assembled here (schema in
 docs/result-schema.md); the reports are rendered from it alone.
 
@@ -77,13 +79,17 @@ from cl_diag.result import (
     SCHEMA,
     Layer,
     Probes,
+    ProbeSet,
     Result,
+    Retrieval,
     Source,
+    SplitSize,
     Theory,
     Tool,
 )
 from cl_diag.runconfig import parse_run_config
 from cl_diag.runtime import SINGLE, Ranks, RanksMismatch, Runtime, resolve_device, resolve_workers
+from cl_diag.vocabulary import PairType
 
 #: what every number of a result means, written into it and printed in its report
 CONVENTIONS = {
@@ -91,9 +97,11 @@ CONVENTIONS = {
     "to float32)",
     "matmul": "float32 with TF32 disabled",
     "accumulation": "float64",
-    "positive": "(u_i, v_i), n pairs",
-    "cross_view_negative": "(u_i, v_j), i != j, all n(n-1) ordered pairs",
-    "within_view_negative": "(u_i, u_j) and (v_i, v_j), i < j, n(n-1) pairs",
+    # the pair types' definitions as result.json has always spelled them (ASCII, unlike
+    # PairType.definition's report wording): the bytes of every result stay the same
+    PairType.POSITIVE: "(u_i, v_i), n pairs",
+    PairType.CROSS_VIEW_NEGATIVE: "(u_i, v_j), i != j, all n(n-1) ordered pairs",
+    PairType.WITHIN_VIEW_NEGATIVE: "(u_i, u_j) and (v_i, v_j), i < j, n(n-1) pairs",
     "excessive_ratio": "fraction of negatives with similarity strictly below threshold "
     "= -1/(n_ref - 1)",
     "variance": "population variance (ddof 0)",
@@ -189,7 +197,7 @@ def measure_layer(
         # data-set scale: the uniformity (n^2/2 pairs per view) is estimated from as many
         # sampled pairs as the pair statistics.
         exact = options.pairs in ("exact", "moments") and not more
-        exact_mean = pairs["cross_view_negative"]["mean"] if exact else None
+        exact_mean = pairs[PairType.CROSS_VIEW_NEGATIVE].mean if exact else None
         geo = geometry_of(
             views,
             n_ref=n_ref,
@@ -203,40 +211,40 @@ def measure_layer(
             f"The {ranks.world} torchrun ranks read different views from {where}; every rank "
             "must see the same input (the same file on every node) and the same options."
         ) from None
-    layer = {"n": views.n, "d": views.d, "pairs": pairs, "geometry": geo}
+    collapse = None
     if codes is not None:  # labels known: the class-collapse diagnostics (exact, O(n d))
         from cl_diag.measurement.collapse import class_collapse_of
 
         # O(n d) from class sums, so every rank computes it whole (same views, same bits)
-        layer["collapse"] = class_collapse_of(views, codes)
-    return Layer.from_dict(layer)
+        collapse = class_collapse_of(views, codes)
+    return Layer(n=views.n, d=views.d, pairs=pairs, geometry=geo, collapse=collapse)
 
 
 def build_result(
     *,
-    source: dict,
+    source: Source,
     n_ref: int,
     options: PairOptions,
     layers: dict[str, Layer],
     training_config: dict | None = None,
-    probes: dict | None = None,
-    theory: dict | None = None,
+    probes: Probes | None = None,
+    theory: Theory | None = None,
 ) -> Result:
     """Assemble the typed result from the measured layers and the probe and theory blocks."""
     return Result(
         schema=SCHEMA,
         tool=Tool(name="cl-diag", version=cl_diag.__version__),
-        source=Source.from_dict(source),
+        source=source,
         n_ref=n_ref,
-        threshold=delta(n_ref),
+        delta=delta(n_ref),
         mode=options.pairs,
         num_pairs=options.num_pairs if options.pairs != "exact" else None,
         seed=options.seed,
-        conventions=CONVENTIONS,
+        conventions=dict(CONVENTIONS),
         config=training_config or {},
         layers=layers,
-        probes=None if probes is None else Probes.from_dict(probes),
-        theory=None if theory is None else Theory.from_dict(theory),
+        probes=probes,
+        theory=theory,
     )
 
 
@@ -245,7 +253,7 @@ def write_analysis(result: Result, out: Path, *, overwrite: bool = False) -> lis
     the figures; returns the files written. What ``cl-diag analyze`` and
     :meth:`cl_diag.Result.save` write.
 
-    The files are staged beside ``out`` and moved into place only when all are written
+    The files are staged on ``out``'s file system and moved into place only when all are written
     (:func:`cl_diag.io.output.staged_output`). A file in ``out`` this write would replace must
     be provably cl-diag's own (its content hash recorded in the listing of cl-diag's files
     there); any other (a report.md of the user's, a report edited since) is refused with a
@@ -254,7 +262,7 @@ def write_analysis(result: Result, out: Path, *, overwrite: bool = False) -> lis
     from cl_diag.report import render_analysis
 
     out = Path(out)
-    with staged_output(out, overwrite=overwrite) as staging:
+    with staged_output(out, kind="analysis", overwrite=overwrite) as staging:
         result.save(staging / RESULT_NAME)
         render_analysis(result, staging)
         files = sorted(path.relative_to(staging) for path in staging.rglob("*") if path.is_file())
@@ -348,11 +356,15 @@ def analyze_module(
     image_size: int | None = None,
     training_config: Any = None,
     progress: ProgressFactory | None = None,
+    output_key: str | None = None,
     **options: Any,
 ) -> AnalyzeResult:
     """The full analysis of any ``nn.Module``: ``cl_diag.analyze`` in Python.
 
-    ``encoder`` maps an image batch to features (the ``backbone`` layer, probed);
+    ``encoder`` maps an image batch to features (the ``backbone`` layer, probed): a (B, ...)
+    tensor, or a tuple whose first element is one, or a dict holding one under
+    ``output_key`` (default: the first of ``features``, ``feats``, ``embedding``,
+    ``embeddings``, ``pooler_output``, or its only tensor);
     ``projector`` (optional) maps those on to the embedding the loss saw (the ``projector``
     layer). The protocol is ``cl-diag analyze``'s for a checkpoint (Lee et al., ICML 2025,
     Sec. 6.1): ``num_images`` training images of ``dataset`` (digits, cifar10, cifar100 or
@@ -385,7 +397,8 @@ def analyze_module(
     if unknown:
         raise UserError(
             f"cl_diag.analyze got unknown option(s) {', '.join(unknown)}; besides encoder, "
-            f"projector, dataset, out, data_root, val_root, image_size and training_config it "
+            f"projector, dataset, out, data_root, val_root, image_size, output_key and "
+            f"training_config it "
             f"takes {', '.join(allowed)}."
         )
     for name in ("layers", "probes"):
@@ -424,6 +437,7 @@ def analyze_module(
         data_root=config.data_root,
         val_root=config.val_root,
         image_size=image_size,
+        output_key=output_key,
         training_config=training_config,
         seed=config.seed,
         baselines=config.baselines and bool(config.probes),
@@ -443,7 +457,7 @@ def _analyze_embeddings(config: AnalyzeConfig, payload: dict | None, run: Runtim
             f"{config.input} is an embeddings file of two views: drop --views."
         )
     embeddings = load_embeddings(config.input, payload=payload)
-    source = {"kind": "embeddings", "path": str(config.input), "sha256": embeddings.sha256}
+    source = Source(kind="embeddings", path=str(config.input), sha256=embeddings.sha256)
     return measure_embeddings(
         embeddings,
         n_ref=config.n_ref,
@@ -459,7 +473,7 @@ def measure_embeddings(
     *,
     n_ref: int | None,
     options: PairOptions,
-    source: dict,
+    source: Source,
     device: torch.device | None = None,
     ranks: Ranks = SINGLE,
 ) -> Result:
@@ -553,7 +567,7 @@ def _measure_subject(
         layers: dict[str, Layer] = {EMBEDDING_LAYER: measured}
         probes = None
         if "retrieval" in config.probes and run.ranks.is_main:
-            probes = {"layer": EMBEDDING_LAYER, "retrieval": {EMBEDDING_LAYER: _retrieval(z1, z2)}}
+            probes = Probes(layer=EMBEDDING_LAYER, retrieval={EMBEDDING_LAYER: _retrieval(z1, z2)})
         return _checkpoint_result(config, subject, n_ref, layers, probes)
 
     layers_wanted = [layer for layer in LAYERS if layer in config.layers]
@@ -657,7 +671,7 @@ def _measure_subject(
             replace(config, probes=runnable), subject, views, layers_wanted, progress, run
         )
         if skipped and probes is not None:  # None on ranks > 0, which write no result
-            probes["skipped"] = skipped
+            probes = replace(probes, skipped=skipped)
     return _checkpoint_result(config, subject, n_ref, layers, probes)
 
 
@@ -690,12 +704,12 @@ def _checkpoint_result(
     subject: Subject,
     n_ref: int,
     layers: dict[str, Layer],
-    probes: dict | None,
+    probes: Probes | None,
 ) -> Result:
     """A checkpoint's result: its measured layers and probes beside the theory panel of its
     training config."""
     return build_result(
-        source=subject.source,
+        source=Source.from_dict(subject.source),
         n_ref=n_ref,
         options=config.pair_options,
         layers=layers,
@@ -710,39 +724,37 @@ def _checkpoint_result(
 # --------------------------------------------------------------------------- probes
 
 
-def _retrieval(u: torch.Tensor, v: torch.Tensor) -> dict:
+def _retrieval(u: torch.Tensor, v: torch.Tensor) -> Retrieval:
     from cl_diag.measurement.probes import retrieval
 
-    out = retrieval(u, v, ks=RETRIEVAL_KS)
-    return out
+    return retrieval(u, v, ks=RETRIEVAL_KS)
 
 
-def _classification_probes(config: AnalyzeConfig, train, test) -> dict:
+def _classification_probes(config: AnalyzeConfig, train, test) -> ProbeSet:
     """linear, knn and clustering on one representation's (features, labels)."""
     from cl_diag.measurement.probes import clustering, knn_probe, linear_probe
 
     (train_x, train_y), (test_x, test_y) = train, test
-    out: dict[str, Any] = {}
+    linear = knn = scores = None
     if "linear" in config.probes:
-        out["linear"] = linear_probe(train_x, train_y, test_x, test_y, seed=config.seed)
+        linear = linear_probe(train_x, train_y, test_x, test_y, seed=config.seed)
     if "knn" in config.probes:
-        out["knn"] = knn_probe(
-            train_x, train_y, test_x, test_y, ks=KNN_KS, temperature=KNN_TEMPERATURE
-        )
+        knn = knn_probe(train_x, train_y, test_x, test_y, ks=KNN_KS, temperature=KNN_TEMPERATURE)
     if "clustering" in config.probes:
-        out["clustering"] = clustering(test_x, test_y, seed=config.seed)
-        out["clustering"]["settings"]["split"] = "test"
-    return out
+        scores = clustering(test_x, test_y, seed=config.seed)
+        scores = replace(scores, settings={**(scores.settings or {}), "split": "test"})
+    return ProbeSet(linear=linear, knn=knn, clustering=scores)
 
 
 def _probes(
     config: AnalyzeConfig, subject: Subject, views: dict, layers: list[str], progress, run: Runtime
-) -> dict | None:
+) -> Probes | None:
     """The probes block; None on the ranks > 0 of a torchrun job, which only help encode."""
     from cl_diag.measurement.views import Pixels, Taps, encode_images, sample_indices
 
-    probes: dict[str, Any] = {"layer": "backbone"}
-    baselines: dict[str, dict] = {}
+    splits = None
+    trained = ProbeSet()
+    baselines: dict[str, ProbeSet] = {}
     with_baselines = config.baselines
     # a module passed from Python has no random-init twin when it cannot be re-initialised
     twin = subject.random_backbone if with_baselines else None
@@ -776,11 +788,8 @@ def _probes(
                 ranks=run.ranks,
             )
             split_features[split] = (feats, labels, len(dataset))
-        probes["splits"] = {
-            split: {
-                "images": len(split_features[split][1]),
-                "of": int(split_features[split][2]),
-            }
+        splits = {
+            split: SplitSize(images=len(split_features[split][1]), of=int(split_features[split][2]))
             for split in ("train", "test")
         }
     if not run.ranks.is_main:  # the fitting is rank 0's alone: no collectives below
@@ -793,7 +802,7 @@ def _probes(
             )
 
         advance = progress("fitting the probes", None)
-        probes.update(_classification_probes(config, *pair("trained", "backbone")))
+        trained = _classification_probes(config, *pair("trained", "backbone"))
         if with_baselines:
             baselines["raw_pixels"] = _classification_probes(config, *pair("raw_pixels", "pixels"))
         if twin is not None:
@@ -802,23 +811,32 @@ def _probes(
             )
         advance(1)
     if "retrieval" in config.probes:
-        probes["retrieval"] = {layer: _retrieval(*views["trained"][layer][:2]) for layer in layers}
+        retrieval = {layer: _retrieval(*views["trained"][layer][:2]) for layer in layers}
+        trained = replace(trained, retrieval=retrieval)
         if with_baselines:
-            pixels = _retrieval(*views["raw_pixels"][PIXELS][:2])
-            baselines.setdefault("raw_pixels", {})["retrieval"] = {PIXELS: pixels}
+            pixels = {PIXELS: _retrieval(*views["raw_pixels"][PIXELS][:2])}
+            base = baselines.get("raw_pixels", ProbeSet())
+            baselines["raw_pixels"] = replace(base, retrieval=pixels)
         if twin is not None:
-            baselines.setdefault("random_init", {})["retrieval"] = {
-                layer: _retrieval(*views["random_init"][layer][:2]) for layer in layers
-            }
-    if with_baselines and baselines:
-        probes["baselines"] = baselines
-    return probes
+            retrieval = {layer: _retrieval(*views["random_init"][layer][:2]) for layer in layers}
+            base = baselines.get("random_init", ProbeSet())
+            baselines["random_init"] = replace(base, retrieval=retrieval)
+    return Probes(
+        layer="backbone",
+        splits=splits,
+        linear=trained.linear,
+        knn=trained.knn,
+        clustering=trained.clustering,
+        retrieval=trained.retrieval,
+        baselines=baselines if with_baselines and baselines else None,
+    )
 
 
 def _unrunnable_probes(config: AnalyzeConfig, subject: Subject) -> dict[str, str]:
     """``{probe: why it cannot run}`` for the classification probes asked for, decided from the
-    labels of the images the probes would encode (:func:`check_probe_inputs`, the rule the
-    probes themselves apply), before a single image is encoded."""
+    labels of the images the probes would encode
+    (:func:`cl_diag.measurement.probes.check_probe_inputs`, the rule the probes themselves
+    apply), before a single image is encoded."""
     from cl_diag.measurement.probes import check_probe_inputs
     from cl_diag.measurement.views import sample_indices
     from cl_diag.training.data import dataset_labels

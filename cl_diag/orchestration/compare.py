@@ -1,10 +1,12 @@
 """``compare``: several result.json files side by side, never recomputed.
 
+(:mod:`cl_diag.cli.compare` is its command line: the same concept one layer up.)
+
 Reads the result files (or folders holding one) with :func:`cl_diag.result.load`,
 which checks each is a result of the schema this version reads, builds the one
 comparison frame (:class:`cl_diag.report.Comparison`) and renders report.md,
-report.html, comparison.csv and the figures from it into a staging folder beside
-``--out`` that is moved into place only when complete.
+report.html, comparison.csv and the figures from it into a staging folder on
+``--out``'s file system that is moved into place only when complete.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path, PurePosixPath
 import pandas as pd
 
 from cl_diag.errors import UserError
-from cl_diag.io.output import OWNED_FILES, check_targets, staged_output
+from cl_diag.io.output import OWNED_FILES, check_targets, ensure_writable_parent, staged_output
 from cl_diag.report import Comparison, comparison_warnings, render_comparison
 from cl_diag.result import RESULT_NAME, Result, load
 
@@ -133,6 +135,7 @@ def compare(config: CompareConfig) -> CompareResult:
         raise UserError(
             "No runs to compare. Pass one or more result.json files or analysis folders."
         )
+    ensure_writable_parent(Path(config.out))  # a bad --out is named before the inputs are read
     runs: list[_Run] = []
     seen: set[Path] = set()
     for given in config.inputs:
@@ -158,7 +161,9 @@ def compare(config: CompareConfig) -> CompareResult:
         if baseline_name is not None:
             baseline_name = next(r.name for r in runs if r.path == base_path)
     _check_out(config.out, runs)
-    check_targets(config.out, ["report.md", "report.html"], overwrite=config.overwrite)
+    check_targets(
+        config.out, ["report.md", "report.html"], overwrite=config.overwrite, kind="comparison"
+    )
 
     pairs = [(r.name, r.result) for r in runs]
     # the CLI's warnings name the runs in the order given; the report's, in display order
@@ -168,7 +173,7 @@ def compare(config: CompareConfig) -> CompareResult:
     )
     label_of = dict(zip(comparison.names, comparison.labels, strict=True))
     out = Path(config.out)
-    with staged_output(out, overwrite=config.overwrite) as staging:
+    with staged_output(out, kind="comparison", overwrite=config.overwrite) as staging:
         written = render_comparison(comparison, staging)
         files = [out / p.relative_to(staging) for p in written] + [out / OWNED_FILES]
     return CompareResult(

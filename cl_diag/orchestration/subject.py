@@ -1,5 +1,7 @@
 """A checkpoint made ready for measuring: its model rebuilt and the data it was trained on opened.
 
+(One concept at two layers, with :mod:`cl_diag.models.subject` below.)
+
 The two halves meet here, above both of their homes: :mod:`cl_diag.models` rebuilds the
 encoder and names the data in a :class:`~cl_diag.models.subject.DataSpec`
 (:func:`~cl_diag.models.subject.rebuild_subject`); :mod:`cl_diag.training.data` opens that

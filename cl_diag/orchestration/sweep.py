@@ -1,5 +1,7 @@
 """``sweep``: train then analyze every cell of a grid over training options, then compare them all.
 
+(:mod:`cl_diag.cli.sweep` is its command line: the same concept one layer up.)
+
 A cell is one assignment of the grid's values; it lives in ``OUT/<key=value_...>/`` with the
 training run (``last.pt``, ``metrics.csv``) and its ``analysis/``. A cell's options are built
 the way ``cl-diag train`` builds a run's, through the same functions: option defaults < the
@@ -31,6 +33,7 @@ import itertools
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -44,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 from cl_diag.errors import UserError
 from cl_diag.options import SWEEP
 from cl_diag.recipes import merge_layers, option_types, read_recipe
+from cl_diag.result import RESULT_NAME, load
 
 if TYPE_CHECKING:
     from cl_diag.orchestration.analyze import AnalyzeConfig
@@ -133,12 +137,14 @@ class _Plan:
         interrupted or older last.pt is not the cell's result)."""
         if self.trained_steps is None:
             return False
-        try:
-            result = json.loads((self.folder / "analysis" / "result.json").read_text("utf-8"))
-            source = result["source"]
-            return bool(source.get("complete")) and source.get("step") == self.trained_steps
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        analysis = self.folder / "analysis" / RESULT_NAME
+        if not analysis.is_file():
             return False
+        try:
+            source = load(analysis).source
+        except UserError:  # damaged or of another schema: the cell is analysed again
+            return False
+        return bool(source.complete) and source.step == self.trained_steps
 
 
 def parse_grid(specs: Sequence[str], train_options: Mapping[str, Any]) -> list[GridAxis]:
@@ -282,6 +288,33 @@ def _analysis(folder: Path, fields_: Mapping[str, Any]) -> AnalyzeConfig:
     return AnalyzeConfig(input=folder / "last.pt", out=folder / "analysis", **fields_)
 
 
+def _check_no_links(out: Path, folders: Sequence[str]) -> None:
+    """Refuse a cell folder (or its analysis/, or comparison/) that is a symbolic link, or a file
+    where the sweep makes a folder: everything a sweep writes stays under ``--out``, and a link
+    there would carry a cell's training and analysis elsewhere."""
+    for relative in folders:
+        here = out
+        for part in Path(relative).parts:
+            here = here / part
+            try:
+                mode = os.lstat(here).st_mode
+            except FileNotFoundError:
+                break
+            except OSError as exc:
+                raise UserError(f"Cannot read {here}: {exc.strerror or exc}.") from None
+            if stat.S_ISLNK(mode):
+                raise UserError(
+                    f"{here} is a symbolic link (to {os.readlink(here)}); a sweep writes only "
+                    f"inside --out {out}, so it does not follow it. Remove the link (or give "
+                    "another --out). Nothing was trained."
+                )
+            if not stat.S_ISDIR(mode):
+                raise UserError(
+                    f"{here} is a file where the sweep makes a folder. Move it, or give another "
+                    "--out. Nothing was trained."
+                )
+
+
 # ------------------------------------------------------------------ a cell in its own process
 
 
@@ -323,14 +356,15 @@ class _Children:
         with self._lock:
             self._running.discard(child)
 
-    def interrupt(self) -> None:
-        """SIGINT to every running cell (each stops as Ctrl-C stops a train run, keeping its
-        last.pt) and no new cell."""
+    def interrupt(self, signum: int = signal.SIGINT) -> None:
+        """``signum`` (SIGINT or SIGTERM, the signal the sweep got) to every running cell (each
+        stops as Ctrl-C stops a train run, keeping its last.pt) and no new cell. The caller
+        then waits for them to end."""
         with self._lock:
             self._stopping = True
             for child in self._running:
                 with contextlib.suppress(OSError):
-                    child.send_signal(signal.SIGINT)
+                    child.send_signal(signum)
 
 
 def _run_in_subprocess(
@@ -343,6 +377,7 @@ def _run_in_subprocess(
     )
     env = dict(os.environ)
     env["CUDA_VISIBLE_DEVICES"] = str(device_index)  # one device per concurrent cell
+    env[_PARENT_ENV] = str(os.getpid())  # the cell stops when this process is gone
     with open(log, "a", encoding="utf-8") as stream:
         child = children.start(
             [sys.executable, "-m", "cl_diag.orchestration.sweep"],
@@ -359,7 +394,7 @@ def _run_in_subprocess(
         finally:
             children.finished(child)
         code = child.returncode
-    if code in (130, -signal.SIGINT):  # the cell was interrupted
+    if code in _INTERRUPTED:  # the cell was interrupted
         raise KeyboardInterrupt
     if code != 0:
         tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-3:]
@@ -368,12 +403,35 @@ def _run_in_subprocess(
         )
 
 
+#: the environment variable that gives a cell process the sweep's process id
+_PARENT_ENV = "CL_DIAG_SWEEP_PARENT"
+#: exit statuses of a cell that was interrupted (SIGINT or SIGTERM, handled or not)
+_INTERRUPTED = frozenset({130, 143, -signal.SIGINT, -signal.SIGTERM})
+
+
 def _cell_main() -> int:
-    """One cell, trained and analysed in this process: the entry point behind ``parallel > 1``."""
+    """One cell, trained and analysed in this process: the entry point behind ``parallel > 1``.
+
+    SIGINT and SIGTERM stop it as they stop ``cl-diag train`` (its last.pt kept, exit status
+    130 or 143), and so does the end of the sweep's process, even by SIGKILL
+    (:func:`cl_diag.io.signals.watch_parent`): a cell never trains on for nobody."""
+    from cl_diag.io.signals import exit_status, interrupts, watch_parent
+
+    try:
+        with interrupts(sigint=True):
+            parent = os.environ.get(_PARENT_ENV, "")
+            if parent.isdigit():
+                watch_parent(int(parent))
+            return _run_cell(json.loads(sys.stdin.read()))
+    except KeyboardInterrupt as exc:
+        print("interrupted: the sweep resumes this cell when run again", file=sys.stderr)
+        return exit_status(exc)
+
+
+def _run_cell(spec: Mapping[str, Any]) -> int:
     from cl_diag.orchestration.analyze import analyze
     from cl_diag.orchestration.train import TrainConfig, train
 
-    spec = json.loads(sys.stdin.read())
     folder = Path(spec["folder"])
     try:
         print(train(TrainConfig(**spec["train"])).summary(), flush=True)
@@ -382,9 +440,6 @@ def _cell_main() -> int:
     except UserError as err:
         print(f"error: {err}", file=sys.stderr, flush=True)
         return UserError.exit_code
-    except KeyboardInterrupt:
-        print("interrupted: the sweep resumes this cell when run again", file=sys.stderr)
-        return 130
     return 0
 
 
@@ -415,6 +470,7 @@ def sweep(
     cells = cells_of(axes)
     out = Path(config.out)
     ensure_writable_parent(out)
+    _check_no_links(out, [f"{cell.name}/analysis" for cell in cells] + ["comparison"])
     plans = [_plan(config, recipe, cell, out / cell.name, kinds) for cell in cells]
 
     out.mkdir(parents=True, exist_ok=True)
@@ -452,8 +508,11 @@ def sweep(
                 done += 1
                 if on_progress is not None:
                     on_progress(plan.cell.name, done, len(cells))
-        except KeyboardInterrupt:
-            children.interrupt()  # a signal to this process alone still stops every cell
+        except KeyboardInterrupt as exc:
+            # a signal to this process alone still stops every cell, with the same signal
+            from cl_diag.io.signals import Terminated
+
+            children.interrupt(signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT)
             raise
         finally:
             # after a failure no further cell starts; the running ones end (or stop) first

@@ -1,5 +1,7 @@
 """``train(options) -> TrainResult``: resolve a training config, build data and model, run the loop.
 
+(:mod:`cl_diag.cli.train` is its command line: the same concept one layer up.)
+
 Two config types, one way between them:
 
 * :class:`TrainConfig` has exactly one field per option of ``cl-diag train`` (same names, same

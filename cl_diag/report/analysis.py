@@ -28,32 +28,13 @@ from cl_diag.report.document import (
 from cl_diag.report.findings import Finding, RunData, findings_blocks, run_findings
 from cl_diag.report.probe_section import probe_blocks
 from cl_diag.report.theory_section import theory_blocks
-from cl_diag.result import (
-    NEGATIVE_TYPES,
-    PAIR_TYPES,
-    QUANTILES,
-    Collapse,
-    Layer,
-    PairStats,
-    Result,
-    Source,
-)
+from cl_diag.result import QUANTILES, Collapse, Layer, PairStats, Result, Source
 from cl_diag.runconfig import RunConfig
-
-PAIR_TITLES = {
-    "positive": "positive",
-    "cross_view_negative": "cross-view negative",
-    "within_view_negative": "within-view negative",
-}
-PAIR_DEFINITIONS = {
-    "positive": "(u_i, v_i), n pairs",
-    "cross_view_negative": "(u_i, v_j), i ≠ j, n(n−1) ordered",
-    "within_view_negative": "(u_i, u_j) and (v_i, v_j), i < j, n(n−1)",
-}
+from cl_diag.vocabulary import NEGATIVE_TYPES, PAIR_TYPES, PairType
 
 
 def threshold_text(result: Result) -> str:
-    return f"δ = −1/(n_ref − 1) = {fmt(result.threshold)} with n_ref = {fmt(result.n_ref)}"
+    return f"δ = −1/(n_ref − 1) = {fmt(result.delta)} with n_ref = {fmt(result.n_ref)}"
 
 
 def mode_text(result: Result) -> str:
@@ -113,11 +94,11 @@ def _stat_rows(
 def pair_table(result: Result, layer: Layer) -> Table:
     kinds = [k for k in PAIR_TYPES if k in layer.pairs]
     stats = [layer.pairs[k] for k in kinds]
-    rows = [["which pairs", *[PAIR_DEFINITIONS[k] for k in kinds]]]
+    rows = [["which pairs", *[k.definition for k in kinds]]]
     rows += _stat_rows(stats, negatives=[k in NEGATIVE_TYPES for k in kinds])
     rows.append(["histogram bins on [−1, 1]", *[fmt(s.histogram.bins) for s in stats]])
     return Table(
-        columns=["statistic", *[PAIR_TITLES[k] for k in kinds]],
+        columns=["statistic", *[k.label for k in kinds]],
         rows=rows,
         caption=(
             f"Pair similarities ({SIMILARITY_CONVENTION}); {threshold_text(result)}; "
@@ -137,7 +118,7 @@ def by_class_table(result: Result, layer: Layer) -> Table | None:
             (split.same_class, "same class"),
             (split.different_class, "different class"),
         ):
-            columns.append(f"{PAIR_TITLES[kind]}, {title}")
+            columns.append(f"{kind.label}, {title}")
             stats.append(part)
     if not columns:
         return None
@@ -207,7 +188,7 @@ def geometry_table(result: Result, layer: Layer, name: str = "") -> tuple[Table,
         ]
     )
     notes = []
-    neg = layer.pairs.get("cross_view_negative")
+    neg = layer.pairs.get(PairType.CROSS_VIEW_NEGATIVE)
     if ceiling.value is not None and neg is not None and neg.var is not None:
         # the ceiling is estimated from the sample's mean negative: call it below 1 only beyond
         # that mean's sampling error (a conservative U-statistic bound, cl_diag.measurement.stats)
@@ -221,7 +202,7 @@ def geometry_table(result: Result, layer: Layer, name: str = "") -> tuple[Table,
                     "positives is impossible (excessive separation)."
                 )
             )
-    if neg is not None and neg.min is not None and neg.min >= 0.0 and result.threshold < 0:
+    if neg is not None and neg.min is not None and neg.min >= 0.0 and result.delta < 0:
         notes.append(
             Note(
                 f"Every cross-view negative similarity of '{name}' is ≥ 0 (minimum "
@@ -316,7 +297,7 @@ def config_blocks(result: Result) -> list:
 
 
 def layer_blocks(result: Result, name: str, layer: Layer) -> list:
-    thresholds = [(result.n_ref, result.threshold)]
+    thresholds = [(result.n_ref, result.delta)]
     blocks: list = [
         Heading(2, f"Layer '{name}' (n = {fmt(layer.n)}, d = {fmt(layer.d)})"),
         pair_table(result, layer),
@@ -342,7 +323,7 @@ def layer_blocks(result: Result, name: str, layer: Layer) -> list:
                     f"Dashed line: {threshold_text(result)}; "
                     + (
                         "at this scale it sits visually at 0."
-                        if abs(result.threshold) < 0.01
+                        if abs(result.delta) < 0.01
                         else "the ratios above count similarities strictly left of it."
                     )
                 ),

@@ -10,7 +10,7 @@ Every number comes from one pandas frame, :attr:`Comparison.frame`: one row per 
 (display order), columns = the run's label, name, n_ref, threshold and mode, its config
 options (``config:<key>``, :attr:`cl_diag.runconfig.RunConfig.options`), its per-layer
 metrics (``<layer>/<metric>``) and its probe metrics (the keys of
-:data:`cl_diag.result.PROBE_METRICS` and ``retrieval_<layer>_recall_at_<k>``). The tables,
+:data:`cl_diag.report.metrics.PROBE_METRICS` and ``retrieval_<layer>_recall_at_<k>``). The tables,
 the differences from the baseline, the over-seed mean ± std, comparison.csv and
 comparison_by_seed.csv are read from it.
 
@@ -51,6 +51,14 @@ from cl_diag.report.document import (
     pct_interval,
 )
 from cl_diag.report.findings import Finding, RunData, findings_blocks, run_findings
+from cl_diag.report.metrics import (
+    COLLAPSE_METRICS,
+    GEOMETRY_METRICS,
+    PAIR_METRICS,
+    PROBE_METRICS,
+    Metric,
+    retrieval_metric,
+)
 from cl_diag.report.probe_section import is_test_accuracy, test_images
 from cl_diag.report.runs import (
     SEED_KEY,
@@ -63,19 +71,9 @@ from cl_diag.report.runs import (
     run_labels,
     unique_labels,
 )
-from cl_diag.result import (
-    COLLAPSE_METRICS,
-    GEOMETRY_METRICS,
-    NEGATIVE_TYPES,
-    PAIR_METRICS,
-    PROBE_METRICS,
-    RETRIEVAL_KS,
-    Histogram,
-    Metric,
-    Result,
-    retrieval_metric,
-)
+from cl_diag.result import RETRIEVAL_KS, Histogram, Result
 from cl_diag.runconfig import RunConfig
+from cl_diag.vocabulary import NEGATIVE_TYPES, PairType
 
 #: a run as the user gave it: its name (the folder or file, the label fallback) and its result
 Named = tuple[str, Result]
@@ -85,13 +83,12 @@ FACT_COLUMNS = ("loss", "batch_size", "temperature", "vrn")
 LAYER_METRICS = PAIR_METRICS + GEOMETRY_METRICS + COLLAPSE_METRICS
 # the pair metrics of the "over seeds" table of each layer
 _SEED_PAIR_KEYS = (
-    "positive_mean",
-    "cross_view_negative_mean",
-    "cross_view_negative_std",
-    "cross_view_negative_excessive_ratio",
-    "within_view_negative_mean",
-    "within_view_negative_std",
-    "within_view_negative_excessive_ratio",
+    f"{PairType.POSITIVE.value}_mean",
+    *(
+        f"{kind.value}_{statistic}"
+        for kind in NEGATIVE_TYPES
+        for statistic in ("mean", "std", "excessive_ratio")
+    ),
 )
 SEED_STD_WORDS = "sample standard deviation (ddof 1) across seeds"
 # the figures that carry a finding, placed next to it in the Findings section
@@ -117,7 +114,7 @@ def _present(value: object) -> float | None:
 def _thresholds(runs: Sequence[Named]) -> list[tuple[int, float]]:
     seen: dict[int, float] = {}
     for _, result in runs:
-        seen.setdefault(result.n_ref, result.threshold)
+        seen.setdefault(result.n_ref, result.delta)
     return list(seen.items())
 
 
@@ -127,7 +124,7 @@ def comparison_warnings(runs: Sequence[Named]) -> list[str]:
     warnings = []
     if len(_thresholds(runs)) > 1:
         detail = "; ".join(
-            f"{label}: n_ref = {fmt(r.n_ref)}, δ = {fmt(r.threshold)}"
+            f"{label}: n_ref = {fmt(r.n_ref)}, δ = {fmt(r.delta)}"
             for label, (_, r) in zip(shown, runs, strict=True)
         )
         warnings.append(
@@ -242,7 +239,7 @@ class Comparison:
                 "label": self.labels[i],
                 "run": name,
                 "n_ref": result.n_ref,
-                "threshold": result.threshold,
+                "threshold": result.delta,  # the column keeps result.json's name
                 "mode": result.mode,
                 "seed_group": group_of.get(i),
             }
@@ -587,7 +584,8 @@ def _study_blocks(cmp: Comparison, layer: str | None) -> list:
     if len(batch_sizes) > 1 and layer is not None:
         blocks.append(Heading(2, "Batch-size study"))
         xneg_var = [
-            cmp.value(i, _col(layer, "cross_view_negative_var")) for i in range(len(cmp.runs))
+            cmp.value(i, _col(layer, f"{PairType.CROSS_VIEW_NEGATIVE.value}_var"))
+            for i in range(len(cmp.runs))
         ]
         var_study = _Study.collect(configs, "batch_size", xneg_var)
         table_rows: list[list[Cell]] = []
@@ -893,7 +891,7 @@ def build_comparison(
                     name,
                     *[fmt(cmp.fact(i, key)) for key in FACT_COLUMNS],
                     fmt(r.n_ref),
-                    fmt(r.threshold),
+                    fmt(r.delta),
                     fmt(r.mode),
                     ", ".join(r.layers),
                     Link("report", cmp.reports[name]) if name in cmp.reports else MISSING,

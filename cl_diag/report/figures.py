@@ -23,7 +23,8 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
-from cl_diag.result import NEGATIVE_TYPES, Histogram, Spectrum
+from cl_diag.result import Histogram, Spectrum
+from cl_diag.vocabulary import NEGATIVE_TYPES, PairType
 
 if TYPE_CHECKING:  # matplotlib >= 3.8 names its rcParams keys; only the type checker needs it
     from matplotlib.typing import RcKeyType
@@ -60,14 +61,18 @@ COLORS = (
 )
 LINESTYLES = ("-", "--", ":", "-.")
 PAIR_COLORS = {
-    "positive": "#2ca02c",
-    "cross_view_negative": "#1f77b4",
-    "within_view_negative": "#d62728",
+    PairType.POSITIVE: "#2ca02c",
+    PairType.CROSS_VIEW_NEGATIVE: "#1f77b4",
+    PairType.WITHIN_VIEW_NEGATIVE: "#d62728",
 }
+#: the legend of each pair type: its label and the pairs, in the figures' short notation
 PAIR_NAMES = {
-    "positive": "positive (u_i, v_i)",
-    "cross_view_negative": "cross-view negative (u_i, v_j), i ≠ j",
-    "within_view_negative": "within-view negative (u_i, u_j), (v_i, v_j), i < j",
+    kind: f"{kind.label} {pairs}"
+    for kind, pairs in (
+        (PairType.POSITIVE, "(u_i, v_i)"),
+        (PairType.CROSS_VIEW_NEGATIVE, "(u_i, v_j), i ≠ j"),
+        (PairType.WITHIN_VIEW_NEGATIVE, "(u_i, u_j), (v_i, v_j), i < j"),
+    )
 }
 
 

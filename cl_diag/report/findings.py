@@ -56,6 +56,7 @@ from cl_diag.report.document import MISSING, Heading, Paragraph, Table, fmt
 from cl_diag.report.runs import SEED_KEY, loss_layer, replicate_key
 from cl_diag.result import Collapse, Result, Ssem
 from cl_diag.runconfig import RunConfig
+from cl_diag.vocabulary import PairType
 
 __all__ = [
     "CLAIMS",
@@ -253,7 +254,7 @@ class RunData:
     label: str
     config: RunConfig
     n_ref: int
-    threshold: float
+    delta: float
     mode: str
     layer: str
     n: int
@@ -324,8 +325,8 @@ class RunData:
         measured = result.layers.get(layer)
         if measured is None:
             return None
-        pos = measured.pairs.get("positive")
-        neg = measured.pairs.get("cross_view_negative")
+        pos = measured.pairs.get(PairType.POSITIVE)
+        neg = measured.pairs.get(PairType.CROSS_VIEW_NEGATIVE)
         if pos is None or neg is None:
             return None
         largest = None
@@ -346,7 +347,7 @@ class RunData:
             label=label,
             config=config,
             n_ref=result.n_ref,
-            threshold=result.threshold,
+            delta=result.delta,
             mode=result.mode,
             layer=layer,
             n=measured.n,
@@ -509,10 +510,10 @@ def vrn_mean_shift(none: Sequence[RunData], vrn: Sequence[RunData], subject: str
     VRN moved the mean toward δ)."""
 
     def distance(r: RunData) -> float | None:
-        return None if r.neg_mean is None else abs(r.neg_mean - r.threshold)
+        return None if r.neg_mean is None else abs(r.neg_mean - r.delta)
 
     effect, ci, n, method = _difference(none, vrn, distance)
-    delta = none[0].threshold if none else math.nan
+    delta = none[0].delta if none else math.nan
     measured = (
         f"mean none {_spread([r.neg_mean for r in none if r.neg_mean is not None])} → "
         f"VRN {_spread([r.neg_mean for r in vrn if r.neg_mean is not None])}; δ = {_num(delta)}"
@@ -846,7 +847,7 @@ def excessive_separation(runs: Sequence[RunData], subject: str) -> Finding | Non
             f"Only {pairs} cross-view pairs per run: the ratio moves in steps of 1/{pairs}, and "
             "similarities near δ fall on either side of it by chance."
         )
-    if all(r.neg_ratio == 0 for r in runs) and runs[0].threshold < 0:
+    if all(r.neg_ratio == 0 for r in runs) and runs[0].delta < 0:
         note = (
             "No negative lies below δ < 0; with non-negative features (e.g. after a ReLU) every "
             "similarity is ≥ 0 and the ratio is 0 by construction."
@@ -860,7 +861,7 @@ def excessive_separation(runs: Sequence[RunData], subject: str) -> Finding | Non
         replicate="seeds" if len(runs) > 1 else "images",
         method=method,
         measured=(
-            f"{_spread_pct(values)} below δ = {_num(runs[0].threshold)} "
+            f"{_spread_pct(values)} below δ = {_num(runs[0].delta)} "
             f"(n_ref = {fmt(runs[0].n_ref)}; {runs[0].n} analysed images per run)"
         ),
         data=[(f"{r.label} excessive ratio", r.neg_ratio) for r in runs],

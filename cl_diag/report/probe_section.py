@@ -2,9 +2,10 @@
 
 The linear, kNN and k-means probes and the retrieval of :mod:`cl_diag.measurement.probes`,
 beside their baselines (raw pixels, the architecture at random initialisation): one table of
-the metrics (:func:`cl_diag.result.probe_report_metrics`), the probes that could not run, and
-their settings. :func:`test_images` and :func:`is_test_accuracy` say which accuracies carry the
-Wilson interval of their test split, for this section and for the comparison's tables.
+the metrics (:func:`cl_diag.report.metrics.probe_report_metrics`), the probes that could not
+run, and their settings. :func:`test_images` and :func:`is_test_accuracy` say which accuracies
+carry the Wilson interval of their test split, for this section and for the comparison's
+tables.
 """
 
 from __future__ import annotations
@@ -19,15 +20,8 @@ from cl_diag.report.document import (
     pct,
     pct_interval,
 )
-from cl_diag.result import (
-    BASELINES,
-    PIXELS,
-    Metric,
-    Probes,
-    Result,
-    SplitSize,
-    probe_report_metrics,
-)
+from cl_diag.report.metrics import Metric, probe_report_metrics
+from cl_diag.result import BASELINES, PIXELS, Probes, Result, SplitSize
 
 __all__ = ["is_test_accuracy", "probe_blocks", "test_images"]
 

@@ -21,6 +21,8 @@ exactly the same views.
 from __future__ import annotations
 
 import functools
+import os
+import stat
 import warnings
 from collections.abc import Callable, Sized
 from dataclasses import dataclass, field
@@ -170,12 +172,49 @@ def _imagefolder(root: str | None, option: str) -> Dataset:
             f"(root/cat/001.jpg, root/dog/002.png, ...)."
         )
     try:
-        return torchvision.datasets.ImageFolder(str(path), loader=load_image)
+        return torchvision.datasets.ImageFolder(
+            str(path), loader=load_image, is_valid_file=_regular_image
+        )
     except (FileNotFoundError, RuntimeError, OSError) as exc:
         raise UserError(
             f"{option} {path} is not in ImageFolder layout ({exc}); expected one sub-folder per "
             f"class holding image files (root/cat/001.jpg, root/dog/002.png, ...)."
         ) from None
+
+
+#: what a file that is not a regular file is, by its stat.S_IS* test
+_NOT_REGULAR = (
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISDIR, "a folder"),
+)
+
+
+def _regular_image(path: str) -> bool:
+    """ImageFolder's test of a file: an image by its suffix (torchvision's list), and then a
+    regular file, or :class:`BadImageError`. A named pipe called ``x.png`` would block the
+    reader for ever, a device never end: they are never opened, and stop the command as a bad
+    image does (skipping would change the training set between runs)."""
+    from torchvision.datasets.folder import IMG_EXTENSIONS, has_file_allowed_extension
+
+    if not has_file_allowed_extension(path, IMG_EXTENSIONS):
+        return False
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:  # a dangling link, no permission
+        raise BadImageError(
+            f"Cannot read the image {path} ({exc.strerror or exc}). Remove or replace that "
+            "file and run again."
+        ) from None
+    if stat.S_ISREG(mode):
+        return True
+    what = next((words for test, words in _NOT_REGULAR if test(mode)), "not a regular file")
+    raise BadImageError(
+        f"{path} is {what}, not an image file; cl-diag never opens it (it could block or never "
+        "end). Remove it from the image folder and run again."
+    )
 
 
 class BadImageError(UserError):

@@ -57,7 +57,7 @@ from cl_diag.io.loggers import RowLogger
 from cl_diag.losses import LOSSES, RegularisedLoss, build_loss
 from cl_diag.losses.distributed import gather_batch, gather_with_grad
 from cl_diag.measurement.monitor import METRIC_COLUMNS, Monitor
-from cl_diag.measurement.monitor import PairStats as PairStats  # tests import it from here
+from cl_diag.measurement.monitor import BatchPairMoments as BatchPairMoments  # tests import it here
 from cl_diag.models import ContrastiveModel, FreeEmbeddings, is_convolutional
 from cl_diag.models.checkpoints import FORMAT, FORMAT_VERSION
 from cl_diag.runtime import Runtime, amp_dtype
@@ -73,10 +73,10 @@ from cl_diag.training.queue import KeyQueue, MomentumEncoder
 __all__ = [
     "METRIC_COLUMNS",
     "BalancedBatchSampler",
+    "BatchPairMoments",
     "EpochBatchSampler",
     "FitProgress",
     "FitResult",
-    "PairStats",
     "fit",
     "lr_at",
     "make_optimizer",
@@ -416,6 +416,24 @@ def _restoring(what: str, config: LoopConfig) -> Iterator[None]:
         ) from None
 
 
+def _check_optimizer_state(optimizer: torch.optim.Optimizer) -> None:
+    """ValueError unless every per-parameter buffer the optimiser restored (SGD's momentum,
+    Adam's moments) has its parameter's shape: ``load_state_dict`` does not check, and a
+    mismatch would fail only at the first step, inside the update."""
+    for group in optimizer.param_groups:
+        for param in group["params"]:
+            for name, value in optimizer.state.get(param, {}).items():
+                if (
+                    isinstance(value, torch.Tensor)
+                    and value.dim() > 0
+                    and value.shape != param.shape
+                ):
+                    raise ValueError(
+                        f"its {name} for a parameter of shape {tuple(param.shape)} has shape "
+                        f"{tuple(value.shape)}"
+                    )
+
+
 def _build(
     config: LoopConfig,
     model: ContrastiveModel,
@@ -498,6 +516,7 @@ def _build(
     if resume is not None:
         with _restoring("optimizer state", config):
             optimizer.load_state_dict(resume["optimizer"])
+            _check_optimizer_state(optimizer)
         with _restoring("AMP scaler state", config):
             if resume.get("scaler"):
                 scaler.load_state_dict(resume["scaler"])

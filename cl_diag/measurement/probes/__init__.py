@@ -18,14 +18,15 @@ projector dropped, on normalised, un-augmented features):
 * :func:`retrieval` -- rank of the positive ``v_i`` among all ``v`` for each ``u_i``.
 * :func:`clustering` -- k-means with k = number of classes, NMI and ARI.
 
-Every function returns a plain dict of Python numbers -- accuracies, recalls and
-NMI as fractions in [0, 1] -- with a ``"settings"`` entry recording every choice
-that affects the numbers.  All are deterministic for fixed inputs, seed and thread
+Every function returns its block of result.json (:class:`cl_diag.result.LinearProbe`,
+``KnnProbe``, ``Retrieval``, ``Clustering``) of Python numbers -- accuracies, recalls and
+NMI as fractions in [0, 1] -- with ``settings`` recording every choice that affects the
+numbers.  All are deterministic for fixed inputs, seed and thread
 count.
 
 One module per kind: :mod:`.linear` (with its solver in :mod:`.lbfgs` and the
 held-out split in :mod:`.split`), :mod:`.knn`, :mod:`.ranking` (retrieval) and
-:mod:`.kmeans` (clustering); :mod:`.inputs` validates what they are given and
+:mod:`.kmeans` (clustering); :mod:`.features` validates what they are given and
 :mod:`.checks` says, from labels alone, whether a probe can run at all.  The
 modules are not named after the functions ``retrieval`` and ``clustering`` so that
 ``import cl_diag.measurement.probes.<module>`` never resolves to a function.
@@ -34,7 +35,7 @@ modules are not named after the functions ``retrieval`` and ``clustering`` so th
 from __future__ import annotations
 
 from cl_diag.measurement.probes.checks import check_probe_inputs
-from cl_diag.measurement.probes.inputs import ProbeInputError
+from cl_diag.measurement.probes.features import ProbeInputError
 from cl_diag.measurement.probes.kmeans import clustering
 from cl_diag.measurement.probes.knn import knn_predict, knn_probe
 

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from cl_diag.measurement.probes.inputs import ProbeInputError, _labels
+from cl_diag.measurement.probes.features import ProbeInputError, _labels
 from cl_diag.measurement.probes.split import empty_validation_reason, held_out_counts
 
 #: The probes :func:`check_probe_inputs` knows, and the labels each needs.

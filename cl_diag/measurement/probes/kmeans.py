@@ -7,18 +7,19 @@ from typing import Any
 import torch
 
 from cl_diag.measurement.probes.checks import require_probe_inputs
-from cl_diag.measurement.probes.inputs import (
+from cl_diag.measurement.probes.features import (
     _classes,
     _features,
     _labels,
     _normalise,
     _positive_int,
 )
+from cl_diag.result import Clustering
 
 
 def clustering(
     x: Any, y: Any, *, seed: int = 0, n_init: int = 10, max_iter: int = 300
-) -> dict[str, Any]:
+) -> Clustering:
     """k-means on L2-normalised features with k = number of classes; NMI and ARI.
 
     scikit-learn's ``KMeans(n_clusters=C, init="k-means++", n_init=n_init,
@@ -45,10 +46,10 @@ def clustering(
         random_state=seed,
     )
     pred = km.fit_predict(feats)
-    return {
-        "nmi": float(normalized_mutual_info_score(yy, pred)),
-        "ari": float(adjusted_rand_score(yy, pred)),
-        "settings": {
+    return Clustering(
+        nmi=float(normalized_mutual_info_score(yy, pred)),
+        ari=float(adjusted_rand_score(yy, pred)),
+        settings={
             "normalisation": "l2 per row",
             "algorithm": "sklearn KMeans, k-means++ init, Lloyd",
             "k": int(classes.size),
@@ -58,4 +59,4 @@ def clustering(
             "nmi_average": "arithmetic",
             "n": int(xx.shape[0]),
         },
-    }
+    )

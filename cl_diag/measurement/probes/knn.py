@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from cl_diag.measurement.probes.checks import require_probe_inputs
-from cl_diag.measurement.probes.inputs import (
+from cl_diag.measurement.probes.features import (
     _check_same_dim,
     _classes,
     _encode,
@@ -19,6 +19,7 @@ from cl_diag.measurement.probes.inputs import (
     _normalise,
     _positive_int,
 )
+from cl_diag.result import KnnProbe, KnnScore
 
 
 def _policy_neighbours(sims: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -123,12 +124,12 @@ def knn_probe(
     ks: Sequence[int] = (20, 200),
     temperature: float = 0.07,
     block_size: int = 1024,
-) -> dict[str, Any]:
+) -> KnnProbe:
     """Top-1 accuracy of the weighted cosine kNN classifier of :func:`knn_predict`.
 
-    Returns ``{"k20": {"top1": ...}, "k200": {"top1": ...}, "settings": {...}}`` (one
-    entry per requested k, named by the requested k; the k actually used, after clipping
-    to n_train, is in ``settings["k_effective"]``).  Defaults follow solo-learn / InstDisc:
+    Returns the top-1 accuracy by requested k (``.top1[20]``; in result.json
+    ``{"k20": {"top1": ...}, ...}``) and the ``settings`` (the k actually used, after
+    clipping to n_train, is in ``settings["k_effective"]``).  Defaults follow solo-learn / InstDisc:
     k = 20 and 200, T = 0.07.  Test labels absent from the train split count as errors.
     """
     tx, ty, vx, classes, ks, temperature, block_size = _knn_inputs(
@@ -137,8 +138,8 @@ def knn_probe(
     vy = _labels(test_y, vx.shape[0], "test_y", "test_x")
     preds = _knn_core(tx, ty, vx, classes, ks, temperature, block_size)
     n_train = tx.shape[0]
-    out: dict[str, Any] = {f"k{k}": {"top1": float((preds[k] == vy).mean())} for k in ks}
-    out["settings"] = {
+    scores = {k: KnnScore(top1=float((preds[k] == vy).mean())) for k in ks}
+    settings = {
         "normalisation": "l2 per row",
         "similarity": "cosine, float32",
         "vote": "sum of exp(sim / T) per class over the k nearest (InstDisc / solo-learn)",
@@ -150,4 +151,4 @@ def knn_probe(
         "n_test": int(vx.shape[0]),
         "classes": int(classes.size),
     }
-    return out
+    return KnnProbe(scores=scores, settings=settings)

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from cl_diag.measurement.probes.checks import require_probe_inputs
-from cl_diag.measurement.probes.inputs import (
+from cl_diag.measurement.probes.features import (
     _check_same_dim,
     _classes,
     _encode,
@@ -20,6 +20,7 @@ from cl_diag.measurement.probes.inputs import (
 )
 from cl_diag.measurement.probes.lbfgs import _lbfgs, _Memory
 from cl_diag.measurement.probes.split import stratified_split
+from cl_diag.result import LinearProbe
 
 #: Weight-decay grid of the linear probe, searched from the strongest to the weakest.
 DEFAULT_WEIGHT_DECAYS: tuple[float, ...] = (1e-2, 1e-3, 1e-4, 1e-5, 1e-6)
@@ -169,7 +170,7 @@ def linear_probe(
     center: bool = True,
     dtype: torch.dtype = torch.float32,
     device: str | torch.device | None = None,
-) -> dict[str, Any]:
+) -> LinearProbe:
     """Linear probe: multinomial logistic regression on frozen, L2-normalised features.
 
     With features x_i / ||x_i|| and classes 0..C-1, the classifier (W in R^{d x C},
@@ -201,7 +202,8 @@ def linear_probe(
     decay, 200 epochs); the choice here is deterministic and much cheaper on cached
     features.  Deterministic on CPU for a fixed thread count.
 
-    Returns ``{"top1", "top5", "weight_decay", "settings"}``: test top-1 and top-k
+    Returns the probe's block of result.json (:class:`cl_diag.result.LinearProbe`): test
+    top-1 and top-k
     accuracy with k = min(5, C) as fractions, the chosen lambda, and every setting,
     including the validation top-1 of each grid value tried (``val_top1``) and each
     fit's iterations, line-search trials and stopping reason (``fits``).  Test labels absent
@@ -284,11 +286,11 @@ def linear_probe(
     yt = torch.from_numpy(_encode(vy, classes)).to(dev)
     c1, c5 = _topk_correct(_logits(theta, xt), yt, k_top)
     n_test = vx.shape[0]
-    return {
-        "top1": c1 / n_test,
-        "top5": c5 / n_test,
-        "weight_decay": wd_best,
-        "settings": {
+    return LinearProbe(
+        top1=c1 / n_test,
+        top5=c5 / n_test,
+        weight_decay=wd_best,
+        settings={
             "normalisation": "l2 per row",
             "model": "multinomial logistic regression, unpenalised bias",
             "objective": "mean cross-entropy + weight_decay/2 * ||W||_F^2 "
@@ -315,4 +317,4 @@ def linear_probe(
             "top5_k": k_top,
             "fits": fits,
         },
-    }
+    )

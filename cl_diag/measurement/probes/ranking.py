@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from cl_diag.measurement.probes.inputs import _features, _normalise, _positive_int
+from cl_diag.measurement.probes.features import _features, _normalise, _positive_int
+from cl_diag.result import Retrieval
 
 
 def retrieval_ranks(u: Any, v: Any, *, block_size: int = 1024) -> np.ndarray:
@@ -42,25 +43,27 @@ def retrieval_ranks(u: Any, v: Any, *, block_size: int = 1024) -> np.ndarray:
 
 def retrieval(
     u: Any, v: Any, *, ks: Sequence[int] = (1, 5, 10), block_size: int = 1024
-) -> dict[str, Any]:
+) -> Retrieval:
     """Label-free retrieval of the positive: Recall@k and the median rank.
 
     With rank_i from :func:`retrieval_ranks` (pessimistic ties),
     ``recall_at_k = (1/n) #{i : rank_i <= k}`` and ``median_rank = median_i rank_i``.
     For two augmented views U, V of the same n images, Recall@1 is the fraction of
     images whose other view is their nearest neighbour among all n second views.
-    Returns ``{"recall_at_1", "recall_at_5", "recall_at_10", "median_rank", "settings"}``
-    (one ``recall_at_k`` per requested k).
+    Returns Recall@k by requested k (``.recall[1]``; ``recall_at_1`` in result.json), the
+    median rank and the ``settings``.
     """
     ks = [_positive_int(k, "each k") for k in ks]
     ranks = retrieval_ranks(u, v, block_size=block_size)
-    out: dict[str, Any] = {f"recall_at_{k}": float((ranks <= k).mean()) for k in ks}
-    out["median_rank"] = float(np.median(ranks))
-    out["settings"] = {
+    settings = {
         "normalisation": "l2 per row",
         "similarity": "cosine, float32",
         "rank": "1 + #{j != i : s_ij >= s_ii} (ties counted against the positive)",
         "ks": ks,
         "n": int(ranks.size),
     }
-    return out
+    return Retrieval(
+        recall={k: float((ranks <= k).mean()) for k in ks},
+        median_rank=float(np.median(ranks)),
+        settings=settings,
+    )

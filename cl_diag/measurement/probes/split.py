@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from cl_diag.measurement.probes.inputs import ProbeInputError, _labels
+from cl_diag.measurement.probes.features import ProbeInputError, _labels
 
 SplitMethod = Literal["per_class", "sklearn"]
 

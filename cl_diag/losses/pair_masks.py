@@ -1,4 +1,7 @@
-"""Pair bookkeeping for the losses that read labels (supcon, triplet, contrastive).
+"""Pair masks: the bookkeeping for the losses that read labels (supcon, triplet, contrastive).
+
+(Not :mod:`cl_diag.measurement.pairs`, which measures the similarities of a trained model's
+pairs: this module says, inside a loss, which rows of a batch form which pairs.)
 
 The V views of a batch of B instances are stacked view by view,
 z = [view_1; view_2; ...; view_V], so row a of the (VB) x (VB) similarity

@@ -1,4 +1,4 @@
-"""Validation of probe inputs, shared by every probe of the package.
+"""Validation of probe inputs, shared by every probe of the package: the features and labels.
 
 Features are (n, d) real, finite matrices (``torch.Tensor`` or ``numpy.ndarray``)
 returned as CPU float tensors; labels are 1-D integer vectors returned as int64
@@ -21,8 +21,9 @@ class ProbeInputError(UserError, ValueError):
 
     A :class:`~cl_diag.errors.UserError` (the data, not the code, is at fault: the CLI
     prints the message and exits 2), and a ``ValueError`` as well, which the probes raised
-    for the same inputs before this class existed.  :func:`check_probe_inputs` returns the
-    same message without raising, so a caller can skip a probe before encoding anything.
+    for the same inputs before this class existed.
+    :func:`~cl_diag.measurement.probes.checks.check_probe_inputs` returns the same message
+    without raising, so a caller can skip a probe before encoding anything.
     """
 
 

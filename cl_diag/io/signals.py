@@ -1,0 +1,126 @@
+"""SIGTERM handled like Ctrl-C, and a child process that stops when its parent is gone.
+
+A scheduler (Slurm, Kubernetes, systemd) or ``kill`` stops a program with SIGTERM, and
+SIGKILL a grace period later. Python's default for SIGTERM ends the process at once: no
+``finally`` runs, so a temporary file or staging folder stays behind and nothing says what
+was kept. :func:`interrupts` turns SIGTERM into :class:`Terminated`, a ``KeyboardInterrupt``
+raised where the program is, so every cleanup and every message written for Ctrl-C serves
+SIGTERM too; only the exit status differs: 128 + the signal's number, 130 for SIGINT and 143
+for SIGTERM (:func:`exit_status`), as a shell reports a process the signal ended.
+
+One interrupt is enough: a repeated signal within :data:`GRACE` seconds of the first, while
+its cleanup runs, is ignored (``once=True``), so that a scheduler or a terminal that signals
+twice does not cut the cleanup short; a later one interrupts again (SIGKILL ends everything).
+
+:func:`watch_parent` makes a child process (a sweep's cell) stop as on SIGTERM when the process
+that started it disappears, even by SIGKILL, which gives that parent no chance to pass a
+signal on: ``PR_SET_PDEATHSIG`` on Linux, and a thread that polls the parent's id elsewhere
+(and as a backstop).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from types import FrameType
+
+__all__ = [
+    "GRACE",
+    "INTERRUPT_STATUS",
+    "TERMINATE_STATUS",
+    "Terminated",
+    "exit_status",
+    "interrupts",
+    "received",
+    "watch_parent",
+]
+
+#: exit status of a command stopped by SIGINT (Ctrl-C): 128 + 2
+INTERRUPT_STATUS = 128 + signal.SIGINT
+#: exit status of a command stopped by SIGTERM: 128 + 15
+TERMINATE_STATUS = 128 + signal.SIGTERM
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived: raised where the program was, like Ctrl-C's KeyboardInterrupt."""
+
+
+def exit_status(error: BaseException) -> int:
+    """143 for :class:`Terminated`, 130 for any other KeyboardInterrupt."""
+    return TERMINATE_STATUS if isinstance(error, Terminated) else INTERRUPT_STATUS
+
+
+#: seconds after an interrupt during which a repeated signal is ignored (``once=True``)
+GRACE = 10.0
+
+#: (signal, time.monotonic()) of each signal :func:`interrupts` turned into an exception
+_received: list[tuple[int, float]] = []
+
+
+def received() -> int | None:
+    """The first signal :func:`interrupts` turned into an exception in this process, if any."""
+    return _received[0][0] if _received else None
+
+
+def _raise(signum: int, once: bool) -> None:
+    now = time.monotonic()
+    if once and _received and now - _received[-1][1] < GRACE:
+        return  # the first interrupt's cleanup is running: let it finish
+    _received.append((signum, now))
+    raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+
+@contextlib.contextmanager
+def interrupts(*, sigint: bool = False, once: bool = True) -> Iterator[None]:
+    """Within the block, SIGTERM raises :class:`Terminated` (and, with ``sigint``, SIGINT raises
+    KeyboardInterrupt through the same handler, so that ``once`` applies to both). The previous
+    handlers come back afterwards. Outside the main thread (where Python cannot install a
+    handler) the block runs with the handlers as they are."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, _frame: FrameType | None) -> None:
+        _raise(signum, once)
+
+    wanted = [signal.SIGTERM] + ([signal.SIGINT] if sigint else [])
+    previous = {signum: signal.signal(signum, handler) for signum in wanted}
+    _received.clear()
+    try:
+        yield
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+
+
+#: prctl's option that sends a signal to this process when its parent thread ends (Linux)
+_PR_SET_PDEATHSIG = 1
+
+
+def watch_parent(parent: int, *, every: float = 0.5) -> None:
+    """Send SIGTERM to this process as soon as ``parent`` (the id of the process that started
+    it) is gone, so that it stops as on SIGTERM (see :func:`interrupts`)."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+
+    def orphaned() -> bool:
+        return os.getppid() != parent
+
+    if orphaned():  # the parent died before the death signal was armed
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
+
+    def poll() -> None:
+        while not orphaned():
+            time.sleep(every)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=poll, name="cl-diag-watch-parent", daemon=True).start()
