@@ -264,3 +264,10 @@ def test_train_logger_not_installed_exits_2_before_anything_is_written(
     assert not out.exists()
     res = run_cli(*TOY, "--out", out, "--logger", "neptune")
     assert res.code == 2 and "--logger" in res.err and "tensorboard" in res.err
+
+
+def test_train_help_names_the_extras(run_cli):
+    # rich markup would swallow an unescaped "[tensorboard]" from the help
+    res = run_cli("train", "--help")
+    text = " ".join(res.out.replace("│", " ").split())
+    assert "'cl-diag[tensorboard]'" in text and "'cl-diag[wandb]'" in text

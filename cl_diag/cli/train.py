@@ -278,8 +278,8 @@ def train_command(
     logger: str = typer.Option(
         _D.logger,
         help="Where the metrics rows also go as they are made: csv (metrics.csv only), "
-        "tensorboard (event files in OUT/tensorboard; pip install 'cl-diag[tensorboard]') or "
-        "wandb (a W&B run, online or offline as WANDB_MODE says; pip install 'cl-diag[wandb]'). "
+        "tensorboard (event files in OUT/tensorboard; pip install 'cl-diag\\[tensorboard]') or "
+        "wandb (a W&B run, online or offline as WANDB_MODE says; pip install 'cl-diag\\[wandb]'). "
         "metrics.csv is always written.",
         rich_help_panel=_REC,
     ),
