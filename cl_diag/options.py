@@ -54,6 +54,7 @@ __all__ = [
     "DATASETS",
     "DEVICES",
     "KEY_ENCODERS",
+    "LOGGERS",
     "MAX_PARAMETERS",
     "MAX_SEED",
     "MAX_WORKERS",
@@ -112,6 +113,8 @@ DEVICES = ("auto", "cpu", "cuda")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 #: With ``--queue``: a momentum copy of the encoder (MoCo v2) or the encoder itself, detached.
 KEY_ENCODERS = ("momentum", "same")
+#: Where ``cl-diag train`` also sends its metrics rows (cl_diag.io.loggers; csv: metrics.csv only)
+LOGGERS = ("csv", "tensorboard", "wandb")
 #: How ``analyze`` visits the pairs: all of them, streamed; ``--num-pairs`` drawn per type; or
 #: the exact mean and variance of all of them in closed form, the rest from sampled pairs.
 PAIR_MODES = ("exact", "sampled", "moments")
@@ -568,6 +571,7 @@ TRAIN = OptionTable(
         _maybe("out", PurePath),
         _opt("save_every", int, low=0, high=MAX_EPOCHS, hint="0: only last.pt"),
         _opt("log_every", int, low=0, high=MAX_STEPS, hint="0: once per epoch"),
+        _opt("logger", str, choices=LOGGERS),
         _maybe("resume", PurePath),
         _opt("overwrite", bool),
         _opt("quiet", bool),

@@ -282,6 +282,14 @@ def train_command(
         "metrics.csv row each (0: once per epoch). Steps in between never wait for the host.",
         rich_help_panel=_REC,
     ),
+    logger: str = typer.Option(
+        _D.logger,
+        help="Where the metrics rows also go as they are made: csv (metrics.csv only), "
+        "tensorboard (event files in OUT/tensorboard; pip install 'cl-diag\\[tensorboard]') or "
+        "wandb (a W&B run, online or offline as WANDB_MODE says; pip install 'cl-diag\\[wandb]'). "
+        "metrics.csv is always written.",
+        rich_help_panel=_REC,
+    ),
     resume: str | None = typer.Option(
         None, help="Continue the run saved in this last.pt exactly.", rich_help_panel=_REC
     ),

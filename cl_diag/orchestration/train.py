@@ -37,6 +37,7 @@ from cl_diag import options as _options
 from cl_diag.errors import UserError
 from cl_diag.io.atomic import storage_error
 from cl_diag.io.leftovers import log, remove_leftovers, temp_files
+from cl_diag.io.loggers import RowLogger, open_logger, require_logger
 from cl_diag.options import (
     CLI,
     MULTI_VIEW_LOSSES,
@@ -105,6 +106,7 @@ RESUME_FREE_FIELDS = frozenset(
         "log_every",
         # how the bits are made, not what is computed: a resumed run may turn it on or off
         "deterministic",
+        "logger",
     }
 )
 
@@ -175,6 +177,7 @@ class TrainConfig:
     out: str | None = None
     save_every: int = 0
     log_every: int = 0
+    logger: str = "csv"
     resume: str | None = None
     overwrite: bool = False
     quiet: bool = False
@@ -383,6 +386,7 @@ def check_train_options(c: TrainConfig, spelling: Spelling = CLI) -> TrainConfig
     c = TrainConfig(**check_values(c.options(), TRAIN, spelling=spelling, products=False))
     for rule in TRAIN_RULES:
         rule.check(c)
+    require_logger(c.logger)  # an extra that is not installed: said before anything loads
     return c
 
 
@@ -774,6 +778,7 @@ def train(options: TrainConfig, *, progress: FitProgress | None = None) -> Train
     assert c.out is not None  # resolve_config resolved --out
     out = Path(c.out)
     created: list[Path] = []
+    logger: RowLogger | None = None
     try:
         try:
             if env.is_main:
@@ -784,9 +789,18 @@ def train(options: TrainConfig, *, progress: FitProgress | None = None) -> Train
                 )
                 _clean_run_folder(out, replacing=c.overwrite and not c.resume)
             model = build_model(c, seed=c.seed)
+            if env.is_main:  # --logger: the rows also go there as they are made
+                start = int(checkpoint["step"]) if checkpoint is not None else 0
+                logger = open_logger(
+                    c.logger, out, start_step=start, name=out.name, config=c.record()
+                )
             shown = progress if env.is_main else None
-            result = fit(c, model, data, out, env=env, resume=checkpoint, progress=shown)
+            result = fit(
+                c, model, data, out, env=env, resume=checkpoint, progress=shown, logger=logger
+            )
         finally:
+            if logger is not None:
+                logger.close()
             # a run stopped before its first epoch end leaves no empty folder behind
             _remove_empty(created)
     except BaseException:

@@ -55,6 +55,7 @@ from torch.utils.data import DataLoader, Sampler
 
 from cl_diag.environment import fingerprint
 from cl_diag.errors import UserError
+from cl_diag.io.loggers import RowLogger
 from cl_diag.losses import LOSSES, RegularisedLoss, build_loss
 from cl_diag.losses.distributed import gather_batch, gather_with_grad
 from cl_diag.measurement.monitor import METRIC_COLUMNS, Monitor
@@ -658,6 +659,7 @@ def fit(
     env: Runtime,
     resume: dict[str, Any] | None = None,
     progress: FitProgress | None = None,
+    logger: RowLogger | None = None,
 ) -> FitResult:
     """Train ``model`` on ``data`` as ``config`` says.
 
@@ -666,11 +668,14 @@ def fit(
     ``warmup_steps``, ``total_steps``, ``run_epochs``, ``autocast`` and ``record()``, the dict
     stored as the checkpoint's ``config``). ``out_dir`` receives
     ``last.pt`` and ``metrics.csv`` (rank 0 only; None writes nothing). ``resume`` is a loaded
-    checkpoint to continue from; ``progress`` is told about steps and rows. With
+    checkpoint to continue from; ``progress`` is told about steps and rows; ``logger``
+    (``--logger``, :mod:`cl_diag.io.loggers`) is given each row as it is made. With
     ``config.deterministic`` the run trains under :func:`deterministic_mode`.
     """
     with deterministic_mode(config.deterministic):
-        return _fit(config, model, data, out_dir, env=env, resume=resume, progress=progress)
+        return _fit(
+            config, model, data, out_dir, env=env, resume=resume, progress=progress, logger=logger
+        )
 
 
 def _fit(
@@ -682,6 +687,7 @@ def _fit(
     env: Runtime,
     resume: dict[str, Any] | None,
     progress: FitProgress | None,
+    logger: RowLogger | None,
 ) -> FitResult:
     device = env.device
     parts = _build(config, model, data, env, resume)
@@ -716,6 +722,7 @@ def _fit(
         gather=False,
         step=step,
         history=history,
+        logger=logger,
     )
 
     shown = progress if progress is not None else _Silent()
