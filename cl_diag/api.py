@@ -25,7 +25,7 @@ The training monitor, :class:`cl_diag.Monitor`, lives in :mod:`cl_diag.measureme
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -95,6 +95,7 @@ def compare(
     out: str | os.PathLike[str],
     baseline: str | os.PathLike[str] | Result | AnalyzeResult | None = None,
     overwrite: bool = False,
+    labels: Mapping[str | os.PathLike[str], str] | None = None,
 ) -> CompareResult:
     """Compare analysed runs into the folder ``out``: report.md, report.html, comparison.csv
     and figures, as ``cl-diag compare``.
@@ -104,7 +105,9 @@ def compare(
     files or of the folders holding one, mixed freely; a result in memory is labelled
     ``runs[i]`` by its place when its config does not tell it apart, what ``cl_diag.analyze``
     returned by the folder it wrote. ``baseline``: the run the others are differenced against
-    (a result or a path). ``overwrite``: as ``--overwrite``. Returns what was written:
+    (a result or a path). ``overwrite``: as ``--overwrite``. ``labels``: as ``--label``, a run
+    (its path as given, or ``"runs[i]"`` for a result in memory) -> its name in the report.
+    Returns what was written:
     ``.frame`` (one pandas row per run), ``.labels``, ``.warnings``, ``.files``; its repr is
     the runs' headline numbers."""
     from cl_diag.orchestration.analyze import AnalyzeResult
@@ -128,6 +131,7 @@ def compare(
             out=Path(out),
             baseline=None if baseline is None else _run(baseline, "baseline"),
             overwrite=overwrite,
+            labels={os.fspath(k): v for k, v in (labels or {}).items()},
         )
     )
 

@@ -146,6 +146,15 @@ class Density:
         return cls(edges=edges, density=density)
 
 
+#: inches right of the axes for a legend beside them (the longest pair type's name fits)
+_LEGEND_WIDTH = 3.0
+
+
+def _legend_outside(ax) -> None:
+    """The legend right of the axes, its top at theirs: it never covers the data."""
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+
+
 def _threshold_lines(ax, thresholds: Sequence[tuple[int, float]], *, label: bool) -> None:
     for k, (n_ref, delta) in enumerate(thresholds):
         ax.axvline(
@@ -169,7 +178,8 @@ def similarity_distributions(
     if not kinds:
         return None
     with _fixed_style():
-        fig, axes = _panels(7.0, len(kinds), panel_height=1.6, gap=0.15)
+        # each panel's legend sits right of its axes, where it covers neither bars nor δ line
+        fig, axes = _panels(9.0, len(kinds), panel_height=1.6, gap=0.15, right=_LEGEND_WIDTH)
         for ax, kind in zip(axes, kinds, strict=True):
             dens = densities[kind]
             ax.stairs(dens.density, dens.edges, fill=True, alpha=0.35, color=PAIR_COLORS[kind])
@@ -182,7 +192,7 @@ def similarity_distributions(
             )
             _threshold_lines(ax, thresholds, label=True)
             ax.set_ylabel("density")
-            ax.legend(loc="upper left")
+            _legend_outside(ax)
         axes[0].set_title(f"layer '{layer}': cosine similarity distributions")
         axes[-1].set_xlabel("cosine similarity")
         axes[-1].set_xlim(-1.0, 1.0)
@@ -196,7 +206,7 @@ def spectrum(spectra: Spectrum, layer: str) -> bytes | None:
     if not series:
         return None
     with _fixed_style():
-        fig, (ax,) = _panels(7.0, 1, panel_height=2.2, gap=0.0)
+        fig, (ax,) = _panels(7.0, 1, panel_height=2.2, gap=0.0, right=1.0)
         for k, (view, vals) in enumerate(series.items()):
             idx = np.arange(1, vals.size + 1)
             positive = vals > 0  # a log axis cannot show zero eigenvalues (rank deficiency)
@@ -211,7 +221,7 @@ def spectrum(spectra: Spectrum, layer: str) -> bytes | None:
         ax.set_xlabel("index (descending)")
         ax.set_ylabel("eigenvalue")
         ax.set_title(f"layer '{layer}': covariance spectrum")
-        ax.legend()
+        _legend_outside(ax)
         return to_svg(fig)
 
 
@@ -244,7 +254,7 @@ def negative_overlay(
             _threshold_lines(ax, thresholds, label=True)
             ax.set_title(f"layer '{layer}': {PAIR_NAMES[kind]}")
             ax.set_ylabel("density")
-            ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+            _legend_outside(ax)
         axes[-1].set_xlabel("cosine similarity")
         axes[-1].set_xlim(-1.0, 1.0)
         return to_svg(fig)
@@ -332,7 +342,7 @@ def variance_vs_batch(
         ax.set_xlabel("training batch size m")
         ax.set_ylabel("Var of cross-view negative similarity")
         ax.set_title(f"layer '{layer}': negative-similarity variance vs batch size")
-        ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+        _legend_outside(ax)
         return to_svg(fig)
 
 
@@ -360,5 +370,5 @@ def metric_vs(
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
         ax.set_title(title)
-        ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+        _legend_outside(ax)
         return to_svg(fig)
