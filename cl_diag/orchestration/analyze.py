@@ -237,7 +237,18 @@ def measure_layer(
 
         # O(n d) from class sums, so every rank computes it whole (same views, same bits)
         collapse = class_collapse_of(views, codes)
-    return Layer(n=views.n, d=views.d, pairs=pairs, geometry=geo, collapse=collapse)
+    from cl_diag.measurement.projection import projections_of
+
+    # a 2-D view for the report, from a bounded seeded sample: the same on every rank
+    projections = projections_of(views.u, codes, seed=options.seed)
+    return Layer(
+        n=views.n,
+        d=views.d,
+        pairs=pairs,
+        geometry=geo,
+        collapse=collapse,
+        projections=projections,
+    )
 
 
 def build_result(

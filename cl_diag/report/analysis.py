@@ -25,6 +25,7 @@ from cl_diag.report.document import (
     fmt,
     fmt_setting,
 )
+from cl_diag.report.embedding_view import embedding_view_blocks
 from cl_diag.report.environment import analysis_environment
 from cl_diag.report.findings import Finding, RunData, findings_blocks, run_findings
 from cl_diag.report.overview import appendix, arrange, headline_rows, verdict_line
@@ -345,6 +346,7 @@ def layer_blocks(result: Result, name: str, layer: Layer) -> list:
                 "(zeros omitted).",
             )
         )
+    blocks += embedding_view_blocks(name, layer)
     if layer.collapse is not None:
         table, notes = collapse_table(name, layer.collapse)
         blocks += [Heading(3, f"Class collapse of '{name}'"), table, *notes]

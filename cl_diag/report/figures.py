@@ -23,7 +23,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
-from cl_diag.result import Histogram, Spectrum
+from cl_diag.result import Histogram, Projection, Spectrum
 from cl_diag.vocabulary import NEGATIVE_TYPES, PairType
 
 if TYPE_CHECKING:  # matplotlib >= 3.8 names its rcParams keys; only the type checker needs it
@@ -147,7 +147,7 @@ class Density:
 
 
 #: inches right of the axes for a legend beside them (the longest pair type's name fits)
-_LEGEND_WIDTH = 3.0
+_LEGEND_WIDTH = 3.3
 
 
 def _legend_outside(ax) -> None:
@@ -371,4 +371,65 @@ def metric_vs(
         ax.set_ylabel(ylabel)
         ax.set_title(title)
         _legend_outside(ax)
+        return to_svg(fig)
+
+
+#: a 2-D view names its classes in a legend up to this many; more are coloured without one
+MAX_LEGEND_CLASSES = 20
+#: the marker shapes that tell classes apart beyond the ten colours
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+
+
+def embedding_2d(projections: Mapping[str, Projection], layer: str) -> bytes | None:
+    """One scatter per method (PCA, then UMAP when stored) of a layer's 2-D views, each
+    point an instance of the sample, coloured (and beyond ten classes, shaped) by class."""
+    methods = [m for m in ("pca", "umap") if m in projections and projections[m].x]
+    if not methods:
+        return None
+    classes = sorted({c for m in methods for c in (projections[m].classes or [])})  # codes 0..C-1
+    legend = 0 < len(classes) <= MAX_LEGEND_CLASSES
+    with _fixed_style():
+        side = 3.6
+        right = 1.3 if legend else 0.25
+        width = 0.8 + len(methods) * side + (len(methods) - 1) * 0.6 + right
+        height = side + 0.85
+        fig = Figure(figsize=(width, height))
+        axes = fig.subplots(1, len(methods), squeeze=False)[0]
+        fig.subplots_adjust(
+            left=0.8 / width,
+            right=1.0 - right / width,
+            top=1.0 - 0.35 / height,
+            bottom=0.5 / height,
+            wspace=0.6 / side,
+        )
+        for ax, method in zip(axes, methods, strict=True):
+            view = projections[method]
+            x = np.asarray(view.x, dtype=np.float64)
+            y = np.asarray(view.y, dtype=np.float64)
+            codes = np.asarray(view.classes) if view.classes else None
+            if codes is None:
+                ax.scatter(x, y, s=7, color=COLORS[0], alpha=0.7, linewidths=0)
+            else:
+                for c in classes:
+                    mask = codes == c
+                    ax.scatter(
+                        x[mask],
+                        y[mask],
+                        s=7,
+                        color=COLORS[c % len(COLORS)],
+                        marker=_MARKERS[(c // len(COLORS)) % len(_MARKERS)],
+                        alpha=0.75,
+                        linewidths=0,
+                        label=f"class {c}",
+                    )
+            if method == "pca":
+                shares = view.explained or [0.0, 0.0]
+                ax.set_xlabel(f"PC 1 ({100 * shares[0]:.1f} % of variance)")
+                ax.set_ylabel(f"PC 2 ({100 * shares[1]:.1f} % of variance)")
+            else:
+                ax.set_xlabel("UMAP 1")
+                ax.set_ylabel("UMAP 2")
+            ax.set_title(f"layer '{layer}': {method.upper()}, {len(x)} instances")
+        if legend:
+            _legend_outside(axes[-1])
         return to_svg(fig)

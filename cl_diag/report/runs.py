@@ -48,6 +48,8 @@ __all__ = [
 
 #: the option that makes runs replicates of one config (the seed axis of a sweep)
 SEED_KEY = "seed"
+#: the folder name `cl-diag sweep` gives each run's analysis (left out of a folder label)
+ANALYSIS_FOLDER = "analysis"
 #: the options a label names first, in this order (the loss always)
 LABEL_ORDER = ("loss", "batch_size", "vrn", "temperature")
 
@@ -178,6 +180,11 @@ def _deduplicated(labels: Sequence[str], folders: Sequence[str]) -> list[str]:
     return out
 
 
+def _without_analysis(name: str) -> str:
+    parts = PurePath(name).parts
+    return "/".join(parts[:-1]) if len(parts) > 1 and parts[-1] == ANALYSIS_FOLDER else name
+
+
 def unique_labels(
     names: Sequence[str], configs: Sequence[RunConfig], given: Sequence[str | None] = ()
 ) -> list[str]:
@@ -190,18 +197,21 @@ def unique_labels(
     fixed = list(given) + [None] * (len(names) - len(given))
     folders = folder_names(names)
     has_config = [bool(c.options) for c in configs]
+    # a run without a config is called by the folder it was analysed from: "runs/clip" for
+    # "runs/clip/analysis" (the folder `cl-diag sweep` and the README's commands write)
+    bare = folder_names([_without_analysis(n) for n in names])
     # options differ only between runs that record them: a run without a config would make
     # every option of the others "differ" (the whole config as a label)
     by_config = iter(config_labels([c for c, has in zip(configs, has_config, strict=True) if has]))
     labels = [
-        next(by_config) if has else folder for has, folder in zip(has_config, folders, strict=True)
+        next(by_config) if has else plain for has, plain in zip(has_config, bare, strict=True)
     ]
     config_runs = [label for label, has in zip(labels, has_config, strict=True) if has]
     if len(config_runs) > 1 and len(set(config_runs)) == 1:
         labels = list(folders)  # the configs tell no run apart
     labels = [label or folder for label, folder in zip(labels, folders, strict=True)]
     labels = [f if f is not None else label for f, label in zip(fixed, labels, strict=True)]
-    return _deduplicated(labels, folders)
+    return _deduplicated(labels, bare)
 
 
 def group_label(
