@@ -281,6 +281,10 @@ def test_projection_sample_is_bounded_seeded_and_shared():
     assert torch.equal(rows, torch.sort(rows).values) and torch.equal(rows, sample_rows(2000, 5))
     assert not torch.equal(rows, sample_rows(2000, 6))
     assert torch.equal(sample_rows(300, 5), torch.arange(300))
+    # millions of rows (moments mode): distinct, in range, seeded, without an O(n) permutation
+    big = sample_rows(10_000_000, seed=5)
+    assert len(set(big.tolist())) == MAX_POINTS and 0 <= int(big.min()) < int(big.max()) < 10**7
+    assert torch.equal(big, sample_rows(10_000_000, seed=5))
     u = torch.nn.functional.normalize(
         torch.randn(900, 8, generator=torch.Generator().manual_seed(1)), dim=1
     )

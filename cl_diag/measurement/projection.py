@@ -41,11 +41,21 @@ _DECIMALS = 6
 
 def sample_rows(n: int, seed: int, limit: int = MAX_POINTS) -> torch.Tensor:
     """The instances a 2-D view shows: all ``n`` when n <= ``limit``, else ``limit`` drawn
-    without replacement with ``seed`` (ascending)."""
+    uniformly without replacement with ``seed`` (ascending). Memory O(limit), not O(n): a
+    moments-mode run has millions of rows, so indices are drawn with replacement and the first
+    ``limit`` distinct ones kept (a uniform sample without replacement)."""
     if n <= limit:
         return torch.arange(n)
     generator = torch.Generator().manual_seed(seed)
-    return torch.sort(torch.randperm(n, generator=generator)[:limit]).values
+    if n <= 8 * limit:
+        return torch.sort(torch.randperm(n, generator=generator)[:limit]).values
+    kept: dict[int, None] = {}  # insertion-ordered: the first occurrences, in draw order
+    while len(kept) < limit:
+        for i in torch.randint(n, (2 * limit,), generator=generator).tolist():
+            kept.setdefault(int(i), None)
+            if len(kept) == limit:
+                break
+    return torch.sort(torch.tensor(list(kept), dtype=torch.int64)).values
 
 
 def _rounded(values: np.ndarray) -> list[float]:
