@@ -78,14 +78,18 @@ def test_the_readme_opens_with_a_short_description_then_the_contents():
 def test_the_contents_list_every_section_in_order_and_each_link_resolves():
     text = _text(README)
     contents = _section(text, "Contents")
-    targets = [target for target in LINK.findall(contents)]
+    targets = LINK.findall(contents)
     assert targets and all(t.startswith("#") for t in targets), targets
     assert all(t[1:] in _anchors(text) for t in targets), set(targets) - {
         "#" + a for a in _anchors(text)
     }
     # every section and subsection after the contents is listed, in the README's order
     sections = [title for level, title in _headings(text)[2:] if level in (2, 3)]
-    assert targets == ["#" + _slug(title) for title in sections]
+    expected = ["#" + _slug(title) for title in sections]
+    assert targets == expected, (
+        f"## Contents should link these sections, in this order: {expected} (a new ## or ###"
+        " section needs its line in the contents)"
+    )
 
 
 @pytest.mark.parametrize("path", [README, *DOCS], ids=lambda p: p.relative_to(ROOT).as_posix())
