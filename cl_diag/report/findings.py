@@ -54,7 +54,7 @@ from cl_diag.measurement.stats import (
 )
 from cl_diag.report.document import MISSING, Heading, Paragraph, Table, fmt
 from cl_diag.report.runs import SEED_KEY, loss_layer, replicate_key
-from cl_diag.result import Collapse, Result, Ssem
+from cl_diag.result import EMBEDDING_SOURCES, Collapse, Result, Ssem
 from cl_diag.runconfig import RunConfig
 from cl_diag.vocabulary import PairType
 
@@ -70,6 +70,7 @@ __all__ = [
     "ceiling",
     "excessive_separation",
     "findings_blocks",
+    "not_applicable",
     "run_findings",
     "ssem_collapse",
     "ssem_variance",
@@ -99,6 +100,10 @@ class Claim:
     # (a within-class variance), "variance/α" (its slope per unit α)
     unit: str
     minimum: float
+    #: what the claim is about: "any" normalised embedding (a theorem's inequality), or
+    #: "trained" encoders of the kind the source measured (an empirical figure such as the
+    #: rebuttal's SimCLR on CIFAR-100), so never tested on embeddings of unknown origin
+    scope: str = "any"
 
 
 CLAIMS: dict[str, Claim] = {
@@ -184,6 +189,7 @@ CLAIMS: dict[str, Claim] = {
             "increase",
             "pp",
             0.05,
+            scope="trained",
         ),
         Claim(
             "ssem_collapse",
@@ -271,6 +277,14 @@ class RunData:
     collapse: Collapse | None = None
     ssem: Ssem | None = None
     extra: dict[str, object] = field(default_factory=dict)
+    #: the result's ``source.kind``: "embeddings" and "arrays" are of unknown origin
+    origin: str = ""
+
+    @property
+    def unknown_origin(self) -> bool:
+        """Embeddings measured as given (a file, arrays): no encoder or training config is
+        known, so claims about trained encoders (``Claim.scope`` "trained") do not apply."""
+        return self.origin in EMBEDDING_SOURCES
 
     @property
     def vrn(self) -> float | None:
@@ -362,6 +376,7 @@ class RunData:
             band=band,
             collapse=measured.collapse,
             ssem=theory.ssem if theory is not None else None,
+            origin=result.source.kind,
         )
 
 
@@ -828,8 +843,10 @@ def ceiling(runs: Sequence[RunData], subject: str) -> Finding | None:
 
 def excessive_separation(runs: Sequence[RunData], subject: str) -> Finding | None:
     """Share of cross-view negatives below δ, minus 1/2 (a majority is the claim). One run:
-    Wilson's interval with n/2 effective pairs (the U-statistic bound)."""
-    if any(r.neg_ratio is None for r in runs):
+    Wilson's interval with n/2 effective pairs (the U-statistic bound). None for embeddings of
+    unknown origin: the claim is the rebuttal's figure for SimCLR encoders on CIFAR-100
+    (:func:`not_applicable` says so in the report)."""
+    if any(r.neg_ratio is None for r in runs) or any(r.unknown_origin for r in runs):
         return None
     values = [float(r.neg_ratio) for r in runs if r.neg_ratio is not None]
     if len(values) >= 2:
@@ -1151,6 +1168,28 @@ def run_findings(
     return sorted(out, key=lambda f: order.index(f.claim))
 
 
+def not_applicable(runs: Sequence[RunData]) -> list[tuple[str, str]]:
+    """(claim key, why) of each claim about trained encoders (``Claim.scope`` "trained") that
+    is not tested because some of ``runs`` are embeddings of unknown origin."""
+    unknown = [r for r in runs if r.unknown_origin]
+    if not unknown:
+        return []
+    return [
+        (
+            key,
+            "it states what the source measured on trained encoders, and "
+            + (
+                "these embeddings' origin is unknown"
+                if len(unknown) == len(runs)
+                else f"{', '.join(r.label for r in unknown)} are embeddings of unknown origin"
+            )
+            + ": the values are reported below, not judged against that figure",
+        )
+        for key, claim in CLAIMS.items()
+        if claim.scope == "trained"
+    ]
+
+
 # ---- rendering ----------------------------------------------------------------------------
 
 
@@ -1213,10 +1252,20 @@ def summary_lines(findings: Sequence[Finding]) -> list[str]:
     return lines
 
 
-def findings_blocks(findings: Sequence[Finding], figures: Sequence = ()) -> list:
+def findings_blocks(
+    findings: Sequence[Finding],
+    figures: Sequence = (),
+    skipped: Sequence[tuple[str, str]] = (),
+) -> list:
     """The Findings section: how verdicts are made, one summary sentence per claim, one table
-    per claim (a row per subject) and the figures that carry a finding."""
+    per claim (a row per subject) and the figures that carry a finding; ``skipped``: (claim,
+    why) of the claims not tested (:func:`not_applicable`), each said in one sentence."""
     blocks: list = [Heading(2, "Findings")]
+    for key, why in skipped:
+        claim = CLAIMS[key]
+        blocks.append(
+            Paragraph(f"Not applicable: {claim.title} ({claim.source}) is not tested: {why}.")
+        )
     if not findings:
         blocks.append(
             Paragraph(

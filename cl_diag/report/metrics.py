@@ -24,6 +24,7 @@ __all__ = [
     "Metric",
     "probe_report_metrics",
     "retrieval_metric",
+    "reverse_retrieval_metric",
 ]
 
 
@@ -148,6 +149,24 @@ PROBE_METRICS = (
 )
 
 
+def reverse_retrieval_metric(layer: str, k: int) -> Metric:
+    """Recall@k of the reverse direction (view 2 -> view 1) of the retrieval on ``layer``,
+    measured for embeddings; None where only one direction was measured."""
+
+    def read(probes: ProbeSet) -> Any:
+        block = (probes.retrieval or {}).get(layer)
+        return None if block is None or block.reverse is None else block.reverse.recall.get(k)
+
+    return Metric(
+        f"retrieval_{layer}_reverse_recall_at_{k}",
+        f"retrieval {layer} R@{k} (2→1)",
+        read,
+        "accuracy",
+        f"retrieval of the positive, {layer}, view 2 → view 1, Recall@{k}",
+        k,
+    )
+
+
 def retrieval_metric(layer: str, k: int, *, row: bool = False) -> Metric:
     """Recall@k of the retrieval probe on ``layer``. ``row``: keyed as comparison.csv's
     ``retrieval_recall_at_<k>``, one column for every layer (the row names the layer)."""
@@ -171,6 +190,9 @@ def probe_report_metrics(retrieval_layers: Iterable[str]) -> tuple[Metric, ...]:
     classification = tuple(m for m in PROBE_METRICS if m.unit == "accuracy")
     scores = tuple(m for m in PROBE_METRICS if m.unit != "accuracy")
     retrieval = tuple(
-        retrieval_metric(layer, k) for layer in retrieval_layers for k in RETRIEVAL_KS
+        metric
+        for layer in retrieval_layers
+        for make in (retrieval_metric, reverse_retrieval_metric)
+        for metric in (make(layer, k) for k in RETRIEVAL_KS)
     )
     return classification + retrieval + scores
