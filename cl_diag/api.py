@@ -114,12 +114,16 @@ def measure(
         missing = [k for k in (first, second) if k not in z1]
         if missing:
             fix = "Name two of them with keys=('A', 'B'), view 1 first."
-            raise UserError(missing_keys_message("the dict given to cl_diag.measure", missing,
-                                                 sorted(map(str, z1)), fix))
+            raise UserError(
+                missing_keys_message(
+                    "the dict given to cl_diag.measure", missing, sorted(map(str, z1)), fix
+                )
+            )
+        arrays: Mapping = z1
         if labels is None:
-            labels = z1.get(LABELS_KEY)
+            labels = arrays.get(LABELS_KEY)
         where = f"the arrays {first!r} and {second!r} given to cl_diag.measure"
-        z1, z2 = z1[first], z1[second]
+        z1, z2 = arrays[first], arrays[second]
     elif named is not None:
         raise UserError(
             "keys= names two arrays of a dict: pass the dict as the first argument "

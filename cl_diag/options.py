@@ -756,8 +756,11 @@ def split_keys(value: Any, spelling: Spelling = CLI) -> tuple[str, str] | None:
         raise OptionError(
             spelling.message(
                 f"{spelling.given('keys', value)} must name two arrays, e.g. "
-                + ("--keys image_embeds,text_embeds." if spelling.style == "cli" else
-                   "keys=('image_embeds', 'text_embeds').")
+                + (
+                    "--keys image_embeds,text_embeds."
+                    if spelling.style == "cli"
+                    else "keys=('image_embeds', 'text_embeds')."
+                )
             ),
             "keys",
         )

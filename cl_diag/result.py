@@ -315,8 +315,8 @@ class ModalityGap(Record):
     "Mind the Gap"), on the L2-normalised rows (cl_diag.measurement.modality.modality_gap):
     the view centroids mu_1 = mean_i u_i and mu_2 = mean_i v_i, ``centroid_distance``
     ||mu_1 - mu_2||, ``between_view_variance`` ||mu_1 - mu_2||^2 / 4 (the variance of the
-    pooled 2n rows explained by which view a row is from), ``total_variance`` 1 - ||mu||^2
-    with mu = (mu_1 + mu_2) / 2 (the pooled rows' total variance, E||z - mu||^2) and
+    pooled 2n rows explained by which view a row is from), ``total_variance`` E||z - mu||^2
+    = 1 - ||mu||^2 with mu = (mu_1 + mu_2) / 2 (the pooled rows' total variance) and
     ``variance_share`` their ratio in [0, 1]; ``before`` and ``after`` the cross-view
     statistics as measured and with the gap removed (each view centred on its own centroid,
     u'_i = (u_i - mu_1) / ||u_i - mu_1||, likewise v, rows re-normalised). ``after`` is None

@@ -109,7 +109,7 @@ def analyze(
     keys: str | None = typer.Option(
         None,
         help="Embeddings files: the two arrays that are the views, view 1 first, e.g. "
-        "image_embeds,text_embeds \[default: z1,z2]. Naming them also measures the modality "
+        "image_embeds,text_embeds \\[default: z1,z2]. Naming them also measures the modality "
         "gap (see --cross-modal).",
         rich_help_panel=_EMB,
     ),
@@ -118,7 +118,7 @@ def analyze(
         "--cross-modal/--no-cross-modal",
         help="Embeddings files: the two views come from two encoders (image and text...): "
         "measure the modality gap between their centroids and what removing it does to the "
-        "cross-view statistics \[default: on with --keys, else off].",
+        "cross-view statistics \\[default: on with --keys, else off].",
         rich_help_panel=_EMB,
     ),
     num_images: int = typer.Option(

@@ -60,8 +60,6 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-
-
 def _npz_header(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> tuple[tuple, np.dtype]:
     """The shape and dtype a .npy member declares, read from its header only."""
     with archive.open(info) as stream:
@@ -298,7 +296,7 @@ def missing_keys_message(where: object, missing: list[str], found: list[str], fi
     every array it holds, and ``fix``."""
     shown = ", ".join(repr(k) for k in found) or "nothing"
     absent = " or ".join(repr(m) for m in missing)
-    return f"{where} has no array {absent}; it holds {shown}. {fix}"
+    return f"{where} has no {absent} array; it holds {shown}. {fix}"
 
 
 def load_embeddings(

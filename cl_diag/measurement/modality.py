@@ -13,7 +13,8 @@ hide then, on unit rows u_i, v_i (:func:`cl_diag.measurement.inputs.normalise_vi
   the cross-view statistics before and after removing it.
 
 The share: pool the 2n unit rows z with mean mu = (mu_1 + mu_2)/2. Their total variance
-E||z - mu||^2 = 1 - ||mu||^2 splits (law of total variance) into the mean of the two views'
+E||z - mu||^2 = 1 - ||mu||^2 (computed as E||z||^2 - ||mu||^2, exact for the float32 rows)
+splits (law of total variance) into the mean of the two views'
 own variances, 1 - ||mu_k||^2, and the between-view part
 
     (1/2) ||mu_1 - mu||^2 + (1/2) ||mu_2 - mu||^2 = ||mu_1 - mu_2||^2 / 4,
@@ -106,7 +107,10 @@ def modality_gap(views: UnitViews, *, workers: int = 1) -> ModalityGap:
         gap = mu1 - mu2
         distance2 = float(gap @ gap)
         middle = (mu1 + mu2) / 2
-        total = max(1.0 - float(middle @ middle), 0.0)
+        # E||z - mu||^2 = E||z||^2 - ||mu||^2: 1 - ||mu||^2 for exact unit rows, and exact for
+        # the float32 rows measured (whose squared norms differ from 1 by ~1e-7)
+        squares = (sums.within[0][0] + sums.within[1][0]) / (2 * n)
+        total = max(squares - float(middle @ middle), 0.0)
         between = distance2 / 4
         before = _cross_view(views.u, views.v, workers=workers)
         u, v = _centred(views.u, mu1), _centred(views.v, mu2)

@@ -523,9 +523,7 @@ def embeddings_views(keys: tuple[str, str] | None, cross_modal: bool) -> dict[st
     views: dict[str, Any] = {}
     if keys is not None:
         views["view 1"], views["view 2"] = keys
-    views["encoders"] = (
-        "two (cross-modal: the modality gap is measured)" if cross_modal else "one"
-    )
+    views["encoders"] = "two (cross-modal: the modality gap is measured)" if cross_modal else "one"
     return views
 
 

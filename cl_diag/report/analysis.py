@@ -176,15 +176,21 @@ def modality_gap_blocks(name: str, layer: Layer) -> list:
             fmt(gap.centroid_distance),
             "μ₁ = mean of the normalised view-1 rows, μ₂ likewise (Liang et al. 2022)",
         ],
-        ["centroid norms ||μ₁||, ||μ₂||", f"{fmt(gap.centroid_norms.u)}, "
-         f"{fmt(gap.centroid_norms.v)}", "1 − ||μ_k||² is view k's own variance"],
+        [
+            "centroid norms ||μ₁||, ||μ₂||",
+            f"{fmt(gap.centroid_norms.u)}, {fmt(gap.centroid_norms.v)}",
+            "1 − ||μ_k||² is view k's own variance",
+        ],
         [
             "between-view variance",
             fmt(gap.between_view_variance),
             "||μ₁ − μ₂||² / 4: the pooled rows' variance explained by their view",
         ],
-        ["total variance", fmt(gap.total_variance), "1 − ||μ||² of the pooled 2n rows, "
-         "μ = (μ₁ + μ₂)/2"],
+        [
+            "total variance",
+            fmt(gap.total_variance),
+            "1 − ||μ||² of the pooled 2n rows, μ = (μ₁ + μ₂)/2",
+        ],
         [
             "gap's share of the variance",
             fmt(gap.variance_share),
@@ -220,8 +226,10 @@ def modality_gap_blocks(name: str, layer: Layer) -> list:
     ]
     if after is None:
         blocks.append(
-            Note("A row equals its view's centroid, so it has no direction once centred: the "
-                 "statistics with the gap removed are not defined.")
+            Note(
+                "A row equals its view's centroid, so it has no direction once centred: the "
+                "statistics with the gap removed are not defined."
+            )
         )
     return blocks
 
