@@ -338,7 +338,7 @@ def test_a_cross_modal_npz_with_named_keys_gets_retrieval_and_the_modality_gap(
     report = (out / "report.md").read_text()
     assert "### Modality gap of 'embedding'" in report
     assert "view 2 → view 1 (v_i among all u)" in report
-    assert "within-view negative by view" in report
+    assert "Within-view negative by view" in report
     # the rebuttal's SimCLR-on-CIFAR-100 figure is not a yardstick for these embeddings
     assert "Not applicable: Most negatives are excessively separated" in report
     assert report.count("over 57 %") == 1  # that line alone: no verdict, no table

@@ -157,7 +157,8 @@ def by_view_table(layer: Layer) -> Table | None:
         columns=["statistic", *[c[0] for c in columns]],
         rows=rows,
         caption=(
-            f"{PairType.WITHIN_VIEW_NEGATIVE.label} by view: each view's own pairs, exact over "
+            f"{PairType.WITHIN_VIEW_NEGATIVE.label.capitalize()} by view: each view's own "
+            "pairs, exact over "
             "every pair in closed form (in every mode), beside the pooled column of the table "
             "above. The pooled mean is the count-weighted mean of the two; for views from two "
             "encoders the two can differ widely, which the pooled numbers hide."

@@ -87,7 +87,7 @@ def _embedding_probe_blocks(probes: Probes) -> list:
     if rows:
         blocks.append(
             Table(
-                columns=["retrieval", *[f"Recall@{k} (%)" for k in RETRIEVAL_KS], "median rank"],
+                columns=["retrieval", *[f"Recall@{k}" for k in RETRIEVAL_KS], "median rank"],
                 rows=rows,
                 caption=(
                     "Retrieval of the positive, label-free and exact over every pair (in row "
