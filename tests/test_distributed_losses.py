@@ -62,6 +62,9 @@ def worker(rank: int, world: int, init_file: str, out_dir: str):
             loss.backward()
             results[key] = (loss.item(), model.module.weight.grad.clone())
         torch.save(results, os.path.join(out_dir, f"rank{rank}.pt"))
+        # no rank closes its sockets while the other may still read from them (gloo aborts the
+        # process when a peer resets a connection mid-message)
+        dist.barrier()
     finally:
         dist.destroy_process_group()
 

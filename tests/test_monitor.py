@@ -267,6 +267,7 @@ def _ddp_worker(rank: int, world: int, init_file: str, out_dir: str) -> None:
             mon.update(p1, p2)  # gathered without gradients: the backward stays local
             (p1 * p2).sum().backward()
         torch.save({"row": mon.flush(), "grad": weight.grad}, os.path.join(out_dir, f"{rank}.pt"))
+        dist.barrier()  # neither rank closes its sockets while the other may still read
     finally:
         dist.destroy_process_group()
 
