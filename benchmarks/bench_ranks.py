@@ -62,11 +62,12 @@ def main() -> None:
         t_geo, geo = _timed(
             ranks, geometry_of, views, n_ref=50_000, cross_view_mean=mean, ranks=ranks
         )
-        digest = hashlib.sha256(json.dumps([pairs, geo]).encode()).hexdigest()[:16]
+        record = [{kind: stats.to_dict() for kind, stats in pairs.items()}, geo.to_dict()]
+        digest = hashlib.sha256(json.dumps(record).encode()).hexdigest()[:16]
         if ranks.is_main:
             total = t_pairs + t_geo
             print(f"{n:>8} {t_pairs:>9.2f} {t_geo:>11.2f} {total:>9.2f}  {digest}", flush=True)
-    env.close()
+    env.close(wait=True)  # every rank finished: none closes its sockets while another reads
 
 
 if __name__ == "__main__":

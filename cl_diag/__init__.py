@@ -6,7 +6,7 @@ The Python API (README "Python API"; :mod:`cl_diag.api`)::
     res = cl_diag.measure(z1, z2, n_ref=50_000)     # the result `cl-diag analyze` gives
     res.save("out/")                                 # result.json, report.md, report.html
     cl_diag.load("out/result.json")
-    cl_diag.compare(["a/result.json", "b/result.json"], out="cmp/")
+    cl_diag.compare([res, "b/result.json"], out="cmp/")  # results and paths alike
     mon = cl_diag.Monitor(n_ref=len(train_set), log_every=50)   # in any training loop
 
 See README.md for the commands and the result.json schema, and ``cl_diag.losses`` for the
@@ -21,21 +21,33 @@ package, gives it the writer (:func:`cl_diag.result.use_analysis_writer`).
 
 from __future__ import annotations
 
-import importlib
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+import importlib as _importlib
+import typing as _typing
 
 from cl_diag import result as _result
+from cl_diag.errors import UserError
 
 __version__ = "0.1.0"
 
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
+    from pathlib import Path
+
     from cl_diag.api import compare, measure
     from cl_diag.measurement.monitor import Monitor
     from cl_diag.orchestration.analyze import analyze_module as analyze
     from cl_diag.result import Result, load
 
-__all__ = ["Monitor", "Result", "__version__", "analyze", "compare", "load", "measure"]
+#: the public API: what ``dir(cl_diag)`` shows and ``from cl_diag import *`` takes
+__all__ = [
+    "Monitor",
+    "Result",
+    "UserError",
+    "__version__",
+    "analyze",
+    "compare",
+    "load",
+    "measure",
+]
 
 #: public name -> "module" that defines it, or "module:name" (imported on first access)
 _LAZY = {
@@ -57,18 +69,35 @@ def _write_analysis(result: _result.Result, out: Path, *, overwrite: bool = Fals
     return write_analysis(result, out, overwrite=overwrite)
 
 
+def _result_text(result: _result.Result) -> str:
+    """A result's ``repr``: its short form (:func:`cl_diag.report.headline.result_text`)."""
+    from cl_diag.report.headline import result_text
+
+    return result_text(result)
+
+
+def _result_html(result: _result.Result) -> str:
+    """A result's ``_repr_html_`` (:func:`cl_diag.report.headline.result_html`)."""
+    from cl_diag.report.headline import result_html
+
+    return result_html(result)
+
+
 _result.use_analysis_writer(_write_analysis)
+_result.use_display(_result_text, _result_html)
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _typing.Any:
     where = _LAZY.get(name)
     if where is None:
         raise AttributeError(f"module 'cl_diag' has no attribute {name!r}")
     module, _, attribute = where.partition(":")
-    value = getattr(importlib.import_module(module), attribute or name)
+    value = getattr(_importlib.import_module(module), attribute or name)
     globals()[name] = value  # later lookups skip this function
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    """The public API (``__all__``) and the module's own dunders: no helper, no imported
+    name, no submodule that happens to be loaded."""
+    return sorted(set(__all__) | {n for n in globals() if n.startswith("__") and n.endswith("__")})

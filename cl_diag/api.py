@@ -9,7 +9,7 @@
     res.to_frame()                    # one tidy pandas row per layer x pair type x statistic
     res.save("out/")                  # result.json, report.md, report.html, figures: as the CLI
     cl_diag.load("out/result.json")   # -> the same typed object, schema-checked
-    cl_diag.compare(["a/result.json", "b/result.json"], out="cmp/")
+    cl_diag.compare([res, "b/result.json"], out="cmp/")   # results and paths, mixed
 
 The commands are thin wrappers over the same functions: ``cl-diag analyze`` of an embeddings
 file measures with :func:`cl_diag.orchestration.analyze.measure_embeddings` and writes with
@@ -24,7 +24,8 @@ The training monitor, :class:`cl_diag.Monitor`, lives in :mod:`cl_diag.measureme
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,6 +33,7 @@ from cl_diag.errors import UserError
 from cl_diag.result import Result, load
 
 if TYPE_CHECKING:
+    from cl_diag.orchestration.analyze import AnalyzeResult
     from cl_diag.orchestration.compare import CompareResult
 
 __all__ = ["Result", "compare", "load", "measure"]
@@ -82,6 +84,7 @@ def measure(
     """
     from cl_diag.io.embeddings import embeddings_from_arrays, missing_keys_message
     from cl_diag.options import DEFAULT_KEYS, LABELS_KEY, PROBES, PYTHON, split_keys
+    from cl_diag.orchestration.analysis_config import option_names
     from cl_diag.orchestration.analyze import (
         PairOptions,
         embeddings_views,
@@ -102,7 +105,7 @@ def measure(
     two_encoders = cross_modal if cross_modal is not None else named is not None
     if not isinstance(two_encoders, bool):
         raise UserError(f"cross_modal={cross_modal!r} must be True, False or None.")
-    chosen = _probe_names(probes, PROBES)
+    chosen = option_names(probes, PROBES, "probes", spelling=PYTHON)
     where = "the arrays given to cl_diag.measure"
     if isinstance(z1, Mapping):
         if z2 is not None:
@@ -147,49 +150,64 @@ def measure(
     )
 
 
-def _probe_names(probes: object, allowed: tuple[str, ...]) -> tuple[str, ...]:
-    """``probes=`` in the command line's words: "all", "none", one name or a list of names."""
-    if isinstance(probes, str):
-        text = probes.strip().lower()
-        if text == "all":
-            return allowed
-        if text == "none":
-            return ()
-        names: tuple[object, ...] = tuple(p.strip() for p in text.split(","))
-    elif isinstance(probes, Sequence):
-        names = tuple(probes)
-    else:
-        names = (probes,)
-    bad = [p for p in names if p not in allowed]
-    if bad:
-        raise UserError(
-            f"probes={probes!r}: give 'all', 'none' or names among {', '.join(allowed)}."
-        )
-    return tuple(str(p) for p in names)
-
-
 def compare(
-    runs: Sequence[str | Path],
+    runs: Iterable[str | os.PathLike[str] | Result | AnalyzeResult],
     *,
-    out: str | Path,
-    baseline: str | Path | None = None,
+    out: str | os.PathLike[str],
+    baseline: str | os.PathLike[str] | Result | AnalyzeResult | None = None,
+    overwrite: bool = False,
 ) -> CompareResult:
-    """Compare analysed runs (result.json files or the folders holding one) into the folder
-    ``out``: report.md, report.html, comparison.csv and figures, as ``cl-diag compare``.
-    ``baseline``: the run the others are differenced against. Returns what was written:
-    ``.frame`` (one pandas row per run), ``.labels``, ``.warnings``, ``.files``."""
+    """Compare analysed runs into the folder ``out``: report.md, report.html, comparison.csv
+    and figures, as ``cl-diag compare``.
+
+    ``runs``: a list whose items are results (what :func:`measure`, :func:`load` and
+    ``cl_diag.analyze`` return) or paths (``str`` or :class:`~pathlib.Path`) of result.json
+    files or of the folders holding one, mixed freely; a result in memory is labelled
+    ``runs[i]`` by its place when its config does not tell it apart, what ``cl_diag.analyze``
+    returned by the folder it wrote. ``baseline``: the run the others are differenced against
+    (a result or a path). ``overwrite``: as ``--overwrite``. Returns what was written:
+    ``.frame`` (one pandas row per run), ``.labels``, ``.warnings``, ``.files``; its repr is
+    the runs' headline numbers."""
+    from cl_diag.orchestration.analyze import AnalyzeResult
     from cl_diag.orchestration.compare import CompareConfig
     from cl_diag.orchestration.compare import compare as run_compare
 
-    if isinstance(runs, (str, Path)):
+    one_run = isinstance(runs, (str, os.PathLike, Result, AnalyzeResult))
+    try:
+        items = None if one_run else list(runs)
+    except TypeError:  # not iterable
+        items = None
+    if items is None:
+        one = f"[{str(runs)!r}, ...]" if isinstance(runs, (str, os.PathLike)) else "[res, res2]"
         raise UserError(
-            "compare takes a list of runs (result.json files or analysis folders), "
-            f"not one path: compare([{str(runs)!r}, ...], out=...)."
+            f"compare takes a list of runs, not a {type(runs).__name__}: compare({one}, "
+            "out=...), each a result or the path of a result.json or analysis folder."
         )
     return run_compare(
         CompareConfig(
-            inputs=[Path(run) for run in runs],
+            inputs=[_run(item, f"runs[{i}]") for i, item in enumerate(items)],
             out=Path(out),
-            baseline=None if baseline is None else Path(baseline),
+            baseline=None if baseline is None else _run(baseline, "baseline"),
+            overwrite=overwrite,
         )
+    )
+
+
+def _run(item: object, where: str) -> Path | Result:
+    """One run given to :func:`compare`: a result as it is, a path as a :class:`Path`, what
+    ``cl_diag.analyze`` returned as the folder it wrote; anything else a :class:`UserError`
+    naming ``where`` it was, its type and what is accepted."""
+    from cl_diag.orchestration.analyze import AnalyzeResult
+
+    if isinstance(item, Result):
+        return item
+    if isinstance(item, AnalyzeResult):
+        # the folder it wrote: its report is linked, and naming it twice is one run
+        return Path(item.out) if item.is_main else item.result
+    if isinstance(item, (str, os.PathLike)):
+        return Path(item)
+    raise UserError(
+        f"compare: {where} is of type {type(item).__name__}, not a run. Give a cl_diag Result "
+        "(what cl_diag.measure, cl_diag.load or cl_diag.analyze return) or the path (str or "
+        "pathlib.Path) of a result.json or of the analysis folder holding one."
     )

@@ -20,3 +20,10 @@ class StorageFullError(UserError, OSError):
     words for it (e.g. "No space left on device")."""
 
     reason: str = "No space left on device"
+
+
+class InputWarning(UserWarning):
+    """Something about the user's input that the run goes on with, though its numbers may not
+    be the ones meant (an image size that differs from the one the model was trained at, a
+    size guessed for lack of a record): one line naming what was done and the fix. The CLI
+    prints it as ``warning: ...`` on stderr; in Python it is a :mod:`warnings` warning."""

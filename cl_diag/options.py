@@ -56,6 +56,7 @@ __all__ = [
     "DEVICES",
     "KEY_ENCODERS",
     "LABELS_KEY",
+    "LOGGERS",
     "MAX_PARAMETERS",
     "MAX_SEED",
     "MAX_WORKERS",
@@ -66,6 +67,7 @@ __all__ = [
     "PROBES",
     "PYTHON",
     "QUEUE_LOSSES",
+    "REPRODUCE",
     "RUN_CONFIG",
     "SWEEP",
     "SYNTH",
@@ -114,6 +116,8 @@ DEVICES = ("auto", "cpu", "cuda")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 #: With ``--queue``: a momentum copy of the encoder (MoCo v2) or the encoder itself, detached.
 KEY_ENCODERS = ("momentum", "same")
+#: Where ``cl-diag train`` also sends its metrics rows (cl_diag.io.loggers; csv: metrics.csv only)
+LOGGERS = ("csv", "tensorboard", "wandb")
 #: How ``analyze`` visits the pairs: all of them, streamed; ``--num-pairs`` drawn per type; or
 #: the exact mean and variance of all of them in closed form, the rest from sampled pairs.
 PAIR_MODES = ("exact", "sampled", "moments")
@@ -565,10 +569,12 @@ TRAIN = OptionTable(
         _opt("compile", bool),
         _WORKERS,
         _opt("sync_bn", bool),
+        _opt("deterministic", bool),
         # records
         _maybe("out", PurePath),
         _opt("save_every", int, low=0, high=MAX_EPOCHS, hint="0: only last.pt"),
         _opt("log_every", int, low=0, high=MAX_STEPS, hint="0: once per epoch"),
+        _opt("logger", str, choices=LOGGERS),
         _maybe("resume", PurePath),
         _opt("overwrite", bool),
         _opt("quiet", bool),
@@ -674,7 +680,7 @@ ANALYZE = OptionTable(
         # from two encoders (None: when --keys names them)
         _maybe("keys", str, hint="two array names, e.g. image_embeds,text_embeds"),
         _maybe("cross_modal", bool),
-        # cl_diag.analyze only (a module from Python): the crop side of its data
+        # the side of the images encoded (--image-size; cl_diag.analyze's image_size)
         _maybe("image_size", int, low=1, high=MAX_IMAGE_SIZE, hint="the crop side in pixels"),
     ),
     (
@@ -713,6 +719,13 @@ SWEEP = OptionTable(
         _opt("parallel", int, low=1, high=MAX_WORKERS, hint="cells at once, one GPU each"),
         _maybe("equal_steps", int, low=1, high=MAX_STEPS, hint="optimiser steps of every cell"),
     ),
+)
+
+#: ``cl-diag reproduce``'s options; ``--runs`` is further bounded by the original's runs, which
+#: only the original knows (cl_diag.orchestration.reproduce checks it against them)
+REPRODUCE = OptionTable(
+    "reproduce",
+    (_maybe("runs", int, low=1, hint="runs to re-run, one of each configuration first"),),
 )
 
 #: ``cl_diag.Monitor``'s options (a training loop's monitor, from Python).

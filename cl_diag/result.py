@@ -33,6 +33,7 @@ import json
 import math
 import re
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -637,6 +638,46 @@ class Theory(Record):
         return self.n_ref
 
 
+# --------------------------------------------------------------------------- environment, commands
+# Issue 22 (reproduction): the environment fingerprint a result (and a checkpoint) was made under,
+# and the resolved commands that made it, so that `cl-diag reproduce` re-runs them exactly.
+
+
+@dataclass(frozen=True, kw_only=True)
+class Environment(Record):
+    """The environment fingerprint (:func:`cl_diag.environment.fingerprint`): CPU model and the
+    ATen CPU capability used, threads and workers, the device (and GPU, driver, cuDNN), library
+    versions and builds, determinism and TF32 flags, and the relevant environment variables.
+    Equal fingerprints promise equal bytes (docs/reproducibility.md)."""
+
+    cpu: dict[str, Any] = key("model, machine, the ATen CPU capability used", factory=dict)
+    threads: dict[str, Any] = key("intra_op, inter_op, workers, processes (ranks)", factory=dict)
+    device: str | None = key("the device type the run computed on", default=None)
+    cuda: dict[str, Any] | None = key("the GPU, driver and cuDNN; null on CPU", default=None)
+    libraries: dict[str, Any] = key("python, cl_diag, torch, numpy, ... versions", factory=dict)
+    builds: dict[str, Any] = key("how torch and numpy were built", factory=dict)
+    flags: dict[str, Any] = key("determinism and TF32 flags", factory=dict)
+    variables: dict[str, Any] = key("the environment variables that change numbers", factory=dict)
+
+    def differences(self, other: Environment | None) -> list[str]:
+        """The dotted fields on which ``other`` differs (``threads.intra_op``, ...)."""
+        from cl_diag.environment import differences
+
+        return differences(self.to_dict(), None if other is None else other.to_dict())
+
+
+@dataclass(frozen=True, kw_only=True)
+class Commands(Record):
+    """The resolved commands that made a result: ``analyze`` (every option of the analysis, as
+    run) and ``train`` (the training options a cl-diag checkpoint records, None for any other
+    input). ``cl-diag reproduce`` re-runs them; nothing is guessed."""
+
+    analyze: dict[str, Any] | None = key("every option of the analysis, as run", default=None)
+    train: dict[str, Any] | None = key(
+        "the training options a cl-diag checkpoint records; null for any other input", default=None
+    )
+
+
 # --------------------------------------------------------------------------- source and result
 
 
@@ -646,6 +687,20 @@ class Tool(Record):
 
     name: str = "cl-diag"
     version: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImageSize(Record):
+    """The side in pixels of the images a checkpoint or module was analysed at, and why:
+    ``--image-size`` (``image_size=``), the training size the checkpoint's config records,
+    an architecture's fixed input, or the dataset's own size."""
+
+    value: int
+    source: str = key("where the side came from, in words", name="from")
+    trained: int | None = optional("the training side the checkpoint's config records")
+    channels: int | None = optional(
+        "channels fed to the model when the data has fewer (digits' grey repeated to 3)"
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -674,6 +729,10 @@ class Source(Record):
     views: dict[str, Any] | None = optional("how the analysed views were made")
     versions: Any = optional("the package versions the checkpoint recorded")
     provenance: dict[str, Any] | None = optional("where arch and dataset were read from")
+    image_size: ImageSize | None = optional("the side of the images encoded, and why")
+    environment: Environment | None = optional(
+        "the fingerprint of the environment that trained the checkpoint (its last.pt's record)"
+    )
     #: the keys as they were given, in order: the readers record null values and key order
     #: (which differs between checkpoint formats) and both are written back as given
     keys: tuple[str, ...] = field(default=(), compare=False, repr=False, metadata={"json": False})
@@ -707,6 +766,21 @@ def use_analysis_writer(writer: _AnalysisWriter) -> None:
     _analysis_writer = writer
 
 
+#: a result's short form, text and HTML (:meth:`Result.__repr__`, :meth:`Result._repr_html_`)
+_Display = Callable[["Result"], str]
+_display_text: _Display | None = None
+_display_html: _Display | None = None
+
+
+def use_display(text: _Display, html: _Display) -> None:
+    """Make ``text`` and ``html`` a result's short form: what ``repr`` and a notebook show
+    (:func:`cl_diag.report.headline.result_text` and ``result_html``: what was measured and
+    the headline numbers of the metric tables). They live in the reports, above this module,
+    so the package root passes them here, as it does the analysis writer."""
+    global _display_text, _display_html
+    _display_text, _display_html = text, html
+
+
 @dataclass(frozen=True, kw_only=True)
 class Result(Record):
     """One ``cl-diag analyze`` result (docs/result-schema.md).
@@ -732,6 +806,12 @@ class Result(Record):
     layers: dict[str, Layer] = key("layer name -> measurements", schema={"minProperties": 1})
     probes: Probes | None = optional("checkpoints only")
     theory: Theory | None = optional("checkpoints only")
+    commands: Commands | None = optional(
+        "what made this result: the analyze options and, for a cl-diag checkpoint, its training's"
+    )
+    environment: Environment | None = optional(
+        "the environment the analysis ran in (the training's: source.environment)"
+    )
 
     @classmethod
     def from_dict(cls, d: object, at: At | None = None, *, where: str = "the result") -> Result:
@@ -782,6 +862,22 @@ class Result(Record):
             raise RuntimeError("cl_diag has not finished importing: no analysis writer yet")
         _analysis_writer(self, path, overwrite=overwrite)
         return path
+
+    # ---- its short form (the whole result is in to_json, to_frame and the fields)
+
+    def __repr__(self) -> str:
+        """A few lines: what was measured, each layer's n and d, the headline numbers."""
+        if _display_text is None:  # only while cl_diag/__init__.py itself is running
+            return f"<cl-diag Result: {self.source.kind or 'result'}, layers {list(self.layers)}>"
+        return _display_text(self)
+
+    def _repr_html_(self) -> str:
+        """The headline table as an HTML fragment (IPython/Jupyter display protocol)."""
+        if _display_html is None:
+            from html import escape
+
+            return f"<pre>{escape(repr(self))}</pre>"
+        return _display_html(self)
 
     # ---- reading values
 

@@ -13,6 +13,9 @@ of it, so each key has one meaning:
   a nested ``{"enabled": ..., "lambda": ...}`` is off when ``enabled`` is false, else its
   ``lambda``; ``true`` or ``{"enabled": true}`` without a weight is *on, weight not recorded*
   (``weight`` None), never a weight of 0 or 1 made up by a reader;
+* ``vrn_tuning`` (or ``vrn.tuning``, :class:`VrnTuning`) records how λ was chosen, when it
+  was tuned: ``{"grid": [0.1, 0.3, 1, 3, 10, 30, 100], "selected": 3, "split": "validation",
+  "criterion": "linear top-1"}``;
 * ``batch_size`` is the global training batch m (per-device sizes are recorded apart, as
   ``batch_size_per_device``); a result whose config lacks it takes its theory panel's;
 * the loss's hyper-parameters (``temperature``, ``bias``, ``alpha``, ...) as recorded.
@@ -45,6 +48,7 @@ __all__ = [
     "OPTION_ALIASES",
     "RunConfig",
     "Vrn",
+    "VrnTuning",
     "flatten",
     "parse_run_config",
 ]
@@ -86,6 +90,46 @@ def flatten(mapping: object, prefix: str = "") -> dict[str, object]:
     return out
 
 
+#: the λ grid of the authors' rebuttal (Lee et al., ICML 2025, OpenReview): what "tuned" refers to
+REBUTTAL_LAMBDA_GRID = (0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0)
+#: the fewest λ values a tuning must have tried for its choice to count as tuned
+MIN_TUNING_GRID = 3
+#: the split a λ may never be chosen on: the one its accuracy claim is tested on
+TEST_SPLIT = "test"
+
+
+@dataclass(frozen=True)
+class VrnTuning:
+    """How a run's VRN weight λ was chosen (issue 21): the ``grid`` of λ values tried, the
+    ``selected`` one, the ``split`` it was chosen on (a validation split carved from the
+    training set; never the test split its accuracy is reported on) and the ``criterion``
+    (e.g. "linear top-1"). Recorded in the training config as ``vrn_tuning`` (or nested as
+    ``vrn.tuning``); a field is None (grid empty) when not recorded.
+
+    A run counts as *tuned* (:meth:`tuned_for`) when the record chose this run's λ, on a
+    split other than the test split, from at least :data:`MIN_TUNING_GRID` values: the
+    rebuttal's protocol, whose grid is :data:`REBUTTAL_LAMBDA_GRID`."""
+
+    grid: tuple[float, ...] = ()
+    selected: float | None = None
+    split: str | None = None
+    criterion: str | None = None
+
+    def tuned_for(self, weight: float | None) -> str | None:
+        """None when this record makes λ = ``weight`` a tuned choice, else why not."""
+        if weight is None:
+            return "λ is not recorded"
+        if len(set(self.grid)) < MIN_TUNING_GRID:
+            return f"the tuning record tried {len(set(self.grid))} λ values (fewer than 3)"
+        if self.selected is None or not math.isclose(self.selected, weight, rel_tol=1e-9):
+            return f"the tuning record selected λ = {self.selected}, not this run's λ = {weight:g}"
+        if self.split is None:
+            return "the tuning record does not say on which split λ was chosen"
+        if self.split.strip().lower() == TEST_SPLIT:
+            return "λ was chosen on the test split"
+        return None
+
+
 @dataclass(frozen=True)
 class Vrn:
     """The VRN regulariser of a run (Lee et al., ICML 2025, Def. 5.7):
@@ -98,6 +142,18 @@ class Vrn:
     weight: float | None = 0.0
     power: float | None = None
     delta: float | None = None
+    #: how λ was chosen (None: the config records no tuning)
+    tuning: VrnTuning | None = None
+
+    @property
+    def untuned_reason(self) -> str | None:
+        """None when λ was tuned (:meth:`VrnTuning.tuned_for`), else why it does not count as
+        tuned."""
+        if not self.on:
+            return "VRN is off"
+        if self.tuning is None:
+            return "the config records no tuning of λ (a fixed λ)"
+        return self.tuning.tuned_for(self.weight)
 
     @property
     def on(self) -> bool:
@@ -183,10 +239,18 @@ class RunConfig:
         return out
 
     def without(self, names: Iterable[str]) -> tuple[tuple[str, str], ...]:
-        """The options but ``names`` as sorted (name, repr(value)) pairs: equal for two runs
-        exactly when their configs agree on every other option."""
+        """The options but ``names`` (and their sub-options, ``name.*``) as sorted
+        (name, repr(value)) pairs: equal for two runs exactly when their configs agree on
+        every other option."""
         skip = set(names)
-        return tuple(sorted((k, repr(v)) for k, v in self.options.items() if k not in skip))
+        prefixes = tuple(f"{name}." for name in skip)
+        return tuple(
+            sorted(
+                (k, repr(v))
+                for k, v in self.options.items()
+                if k not in skip and not k.startswith(prefixes)
+            )
+        )
 
 
 def _integer(value: object) -> int | None:
@@ -236,7 +300,39 @@ def _vrn(options: Mapping[str, object]) -> Vrn:
     else:
         weight = float(number)
     power = next((options[k] for k in _VRN_POWER_KEYS if k in options), None)
-    return Vrn(weight=weight, power=_number(power), delta=_number(options.get("vrn_delta")))
+    return Vrn(
+        weight=weight,
+        power=_number(power),
+        delta=_number(options.get("vrn_delta")),
+        tuning=_vrn_tuning(options),
+    )
+
+
+#: the flattened prefixes of the VRN tuning record, by spelling (top level, nested in vrn)
+_VRN_TUNING_PREFIXES = ("vrn_tuning.", "vrn.tuning.")
+
+
+def _vrn_tuning(options: Mapping[str, object]) -> VrnTuning | None:
+    """The tuning record of the canonical ``options`` (None when there is none); values of the
+    wrong type read as not recorded."""
+    for prefix in _VRN_TUNING_PREFIXES:
+        keys = {k[len(prefix) :]: v for k, v in options.items() if k.startswith(prefix)}
+        if not keys:
+            continue
+        grid = keys.get("grid")
+        values = (
+            tuple(float(g) for g in grid if _number(g) is not None)
+            if isinstance(grid, (list, tuple))
+            else ()
+        )
+        selected = _number(keys.get("selected"))
+        return VrnTuning(
+            grid=values,
+            selected=None if selected is None else float(selected),
+            split=_text(keys.get("split")),
+            criterion=_text(keys.get("criterion")),
+        )
+    return None
 
 
 def parse_run_config(

@@ -231,12 +231,20 @@ class Runtime:
         dev = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
         return cls(dev, Ranks(dist.get_rank(), dist.get_world_size()))
 
-    def close(self) -> None:
-        """Leave the process group :meth:`start` joined (nothing for one process)."""
+    def close(self, *, wait: bool) -> None:
+        """Leave the process group :meth:`start` joined (nothing for one process).
+
+        ``wait``: the run ended normally on this rank, so every rank first meets at a barrier
+        and none closes its sockets while another may still read from them (gloo aborts a
+        process whose peer resets a connection mid-message: "terminate called without an
+        active exception"). After an exception pass False: the other ranks may never arrive,
+        and waiting for them would hang the job instead of ending it."""
         if self.distributed:
             import torch.distributed as dist
 
             if dist.is_initialized():
+                if wait:
+                    dist.barrier()
                 dist.destroy_process_group()
 
 

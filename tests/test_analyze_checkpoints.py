@@ -755,6 +755,8 @@ def _check_checkpoint_result(
     assert list(result)[: len(TOP_LEVEL)] == TOP_LEVEL and list(result)[len(TOP_LEVEL) :] == [
         "probes",
         "theory",
+        "commands",
+        "environment",
     ]
     assert result["schema"] == "cl-diag/result/1"
     assert result["source"]["kind"] == "checkpoint"

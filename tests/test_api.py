@@ -65,11 +65,14 @@ def test_measure_and_save_write_what_the_cli_writes(tmp_path, run_cli):
     assert res.source.kind == "arrays" and re.fullmatch(r"[0-9a-f]{64}", res.source.sha256)
     written = cl_diag.load(tmp_path / "cli")
     # everything but the source is the same measurement, byte for byte ...
-    assert dataclasses.replace(res, source=written.source).to_json() == (
+    # (and the command: cl_diag.measure has none to re-run, the CLI records its analyze options)
+    assert dataclasses.replace(res, source=written.source, commands=written.commands).to_json() == (
         tmp_path / "cli" / "result.json"
     ).read_text(encoding="utf-8")
     # ... and saved, every file the CLI wrote (result.json, both reports, the figures)
-    folder = dataclasses.replace(res, source=written.source).save(tmp_path / "api")
+    folder = dataclasses.replace(res, source=written.source, commands=written.commands).save(
+        tmp_path / "api"
+    )
     assert folder == tmp_path / "api"
     assert _files(tmp_path / "api") == _files(tmp_path / "cli")
     assert len(_files(tmp_path / "api")) >= 5

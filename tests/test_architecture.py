@@ -56,7 +56,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("report", "training"),
     ("models",),
     ("measurement", "losses"),
-    ("io", "errors", "result", "runconfig", "vocabulary", "options", "runtime"),
+    ("io", "errors", "result", "runconfig", "vocabulary", "options", "runtime", "environment"),
 )
 
 #: The command line: the only units that may import cl_diag.cli.
@@ -76,6 +76,9 @@ BLOCK_VALUED = {
     name: frozenset(k for k, v in block["properties"].items() if "$ref" in str(v))
     for name, block in _DEFS.items()
 }
+#: torch's device types: a dict keyed by them alone is a per-device table (``{"cpu": 1024,
+#: "cuda": 8192}``), though "cpu" and "cuda" are also keys of the environment fingerprint
+DEVICE_TYPES = frozenset({"cpu", "cuda", "mps"})
 #: the units whose dict literals must not be blocks of result.json (rule f)
 BUILDERS = ("measurement", "orchestration", "report")
 
@@ -387,8 +390,9 @@ def block_literals(source: str) -> list[tuple[int, str, list[str]]]:
 
     A dict whose string keys all belong to one block of the model, with at least two keys, or
     one key that holds a block itself (``{"histogram": ...}``). A table whose values are all
-    string literals (probe names to what they need, pair types to words) is a vocabulary,
-    not a block, and is left alone.
+    string literals or f-strings (probe names to what they need, pair types to words, an
+    option's label in a message) is a vocabulary, not a block, and a table keyed by device
+    types alone is a per-device setting; both are left alone.
     """
     found = []
     for node in ast.walk(ast.parse(source)):
@@ -396,7 +400,13 @@ def block_literals(source: str) -> list[tuple[int, str, list[str]]]:
         if literal is None:
             continue
         keys, values = literal
-        if all(isinstance(v, ast.Constant) and isinstance(v.value, str) for v in values):
+        if all(
+            isinstance(v, ast.JoinedStr)
+            or (isinstance(v, ast.Constant) and isinstance(v.value, str))
+            for v in values
+        ):
+            continue
+        if set(keys) <= DEVICE_TYPES:  # a per-device table (tile sizes), not a fingerprint
             continue
         for name, block in sorted(BLOCK_KEYS.items()):
             if set(keys) <= block and (len(keys) >= 2 or keys[0] in BLOCK_VALUED[name]):
@@ -718,10 +728,14 @@ def test_one_result_saves_its_reports_through_the_package_root():
         ("x = dict(images=n, of=total)\n", [(1, "SplitSize", ["images", "of"])]),
         ('x = {"histogram": h.to_dict()}\n', [(1, "PairStats", ["histogram"])]),
         ('x = {"kind": "embeddings", "path": str(p)}\n', [(1, "Source", ["kind", "path"])]),
+        ('e = {"cpu": c, "threads": t}\n', [(1, "Environment", ["cpu", "threads"])]),
         # not blocks: other keys, one plain key, a vocabulary, keys that are not literals
         ('x = {"count": 3, "label": "a"}\n', []),
         ('x = {"alpha": markers}\n', []),
         ('x = {"linear": "train_y", "knn": "train_y"}\n', []),
+        ('x = {"image_size": f"the image side {side}"}\n', []),  # a label, not a block
+        ('x = {"image_size": side}\n', [(1, "Source", ["image_size"])]),
+        ('_TILE = {"cpu": 1024, "cuda": 8192}\n', []),  # a per-device table
         ('x = {name: 1, "mean": 2}\n', []),
         ('x = {**base, "mean": 2, "var": 3}\n', []),
         ("x = dict(base, mean=2, var=3)\n", []),

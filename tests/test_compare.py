@@ -146,6 +146,7 @@ def test_outputs_and_returned_result(grid):
             "comparison.csv",
             "negatives_backbone.svg",
             "negatives_projector.svg",
+            "provenance.json",
             "report.html",
             "report.md",
             "variance_vs_batch.svg",
@@ -361,6 +362,7 @@ def test_temperature_study_and_no_batch_study(tmp_path):
         "accuracy_vs_temperature.svg",
         "comparison.csv",
         "negatives_embedding.svg",
+        "provenance.json",
         "report.html",
         "report.md",
     ]

@@ -562,7 +562,9 @@ def test_unknown_layout_lists_prefixes_and_the_mapping_options(run_cli, tmp_path
         "--backbone-prefix",
         "--projector-prefix",
         "--rename 'regex=replacement'",
-        "e.g. --arch arch --backbone-prefix 'net.encoder.' --projector-prefix 'net.head.'",
+        # the architecture its weights look like: the example runs as it is
+        "e.g. --arch resnet18-cifar --backbone-prefix 'net.encoder.' --projector-prefix "
+        "'net.head.'",
         "supported layouts",
     )
     assert not (tmp_path / "out").exists()

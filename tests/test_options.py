@@ -93,7 +93,7 @@ def test_every_analyze_option_is_declared_with_its_type():
         assert option.kind is _kind(hints[f.name], f.name), f.name
         if f.default is not dataclasses.MISSING:
             assert option.normalise(f.default) == f.default, f.name
-    declared = set(ANALYZE.names) - {"input", "out", "image_size"}  # image_size: Python only
+    declared = set(ANALYZE.names) - {"input", "out"}
     cli = {p.name for p in _command("analyze").params if p.param_type_name == "option"}
     assert declared <= cli
     assert set(MEASURE.names) == {"n_ref", "pairs", "num_pairs", "seed", "block_size", "hist_bins"}

@@ -355,6 +355,64 @@ def test_tile_parts_count_the_right_entries(part):
             assert block.mean == pytest.approx(values.mean(), rel=1e-12)
 
 
+@pytest.mark.parametrize("labelled", [False, True])
+def test_tile_pass_extremes_and_counts_without_sums(labelled):
+    """The fused loop without tile sums (closed-form moments) reads the exact min and max off
+    the bins, scanning only rows whose bins reach the running extremes: over a stream of tiles
+    whose extremes arrive late (a later row, a later tile, a tie in the extreme bin, the +-1
+    guards) every count and extreme equals numpy's, for each tile part and class split."""
+    rng = np.random.default_rng(9)
+    grid = _Grid(100, delta_float32(1000))
+    split = _Split(grid, _Workspace(torch.device("cpu")), labelled, False, True)
+    kept = {0: [], 1: []}
+    # values in the middle of a fine bin: their float32 neighbours share the bin
+    low = np.float32((-48_640 + 0.5) / (grid.fine // 2))
+    high = np.float32((46_080 + 0.5) / (grid.fine // 2))
+    keep = {
+        ALL: lambda k: np.ones((k, k), bool),
+        OFF_DIAGONAL: lambda k: ~np.eye(k, dtype=bool),
+        UPPER: lambda k: np.triu(np.ones((k, k), bool), 1),
+    }
+    for t in range(12):
+        k = 13
+        s = rng.uniform(-0.3, 0.3, (k, k)).astype(np.float32)
+        if t == 4:  # a new minimum in a late row, after a larger value of the same bin
+            s[5, 9] = np.nextafter(low, np.float32(1))
+            s[11, 2] = low
+        if t == 5:  # a smaller value in the minimum's bin, in a later tile
+            s[2, 3] = np.nextafter(low, np.float32(-2))
+        if t == 7:  # the max likewise
+            s[3, 10] = high
+            s[12, 0] = np.nextafter(high, np.float32(2))
+        if t == 8:
+            s[1, 12] = np.nextafter(np.nextafter(high, np.float32(2)), np.float32(2))
+        if t == 10:
+            s[8, 4], s[6, 7] = np.float32(-1.0000001), np.float32(1.0000001)  # the guards
+        part = (ALL, OFF_DIAGONAL, UPPER)[t % 3]
+        same = rng.random((k, k)) < 0.5 if labelled else None
+        split.add_tile(
+            torch.from_numpy(s.copy()),
+            None if same is None else torch.from_numpy(same),
+            t,
+            part,
+        )
+        mask = keep[part](k)
+        kept[0].append(s[mask & (same if labelled else True)])
+        if labelled:
+            kept[1].append(s[mask & ~same])
+        split._sync()  # the extremes so far, after every tile
+        for k, acc in enumerate(split.accs):
+            values = np.concatenate(kept[k]).astype(np.float64)
+            assert (acc.lo, acc.hi) == (values.min(), values.max()), (t, k)
+    for k, acc in enumerate(split.accs):
+        values = np.concatenate(kept[k]).astype(np.float64)
+        fine, below = grid.fold(acc.hist.numpy())
+        half = grid.fine // 2  # float32 values times half: exact in float64
+        index = np.clip(np.floor(values * half) + half, 0, grid.fine - 1).astype(int)
+        assert fine.tolist() == np.bincount(index, minlength=grid.fine).tolist()
+        assert below == int(np.sum(values.astype(np.float32) < np.float32(grid.t32)))
+
+
 # --------------------------------------------------------------------------- moments mode
 
 

@@ -398,7 +398,9 @@ def test_a_bad_validation_image_stops_analyze_naming_the_file(run_cli, tmp_path,
     assert result.code == 0, result.err
     bad = _bad_image("corrupt", image_folder / "val" / "cat")
     out = tmp_path / "analysis"
-    refused(run_cli("analyze", run / "last.pt", "--out", out), f"Cannot read the image {bad}")
+    refused(
+        run_cli("analyze", run / "last.pt", "--out", out, "--quiet"), f"Cannot read the image {bad}"
+    )
     assert not out.exists()
 
 

@@ -185,3 +185,36 @@ def test_the_theory_panel_of_each_reference_run_reads_its_recorded_config_as_bef
     config = parse_run_config(result.config, n_train=result.source.n_train)
     panel = theory_panel(config, result.n_ref, result.layers)
     assert panel == result.theory and panel.to_dict() == result.theory.to_dict()
+
+
+def test_the_vrn_tuning_record_says_whether_lambda_was_tuned():
+    # issue 21: "VRN at a tuned λ": the record of how λ was chosen, top level or nested in vrn
+    record = {"grid": [0.1, 1, 3, 10], "selected": 3, "split": "validation", "criterion": "top-1"}
+    top = parse_run_config({"loss": "simclr", "vrn": 3.0, "vrn_tuning": record})
+    nested = parse_run_config(
+        {"loss": "simclr", "vrn": {"enabled": True, "lambda": 3.0, "tuning": record}}
+    )
+    for config in (top, nested):
+        tuning = config.vrn.tuning
+        assert tuning is not None and tuning.grid == (0.1, 1.0, 3.0, 10.0)
+        assert tuning.selected == 3.0 and tuning.split == "validation"
+        assert config.vrn.untuned_reason is None
+    # a fixed λ, a λ the record did not choose, a choice on the test split, a grid of two
+    assert parse_run_config({"vrn": 30.0}).vrn.untuned_reason == (
+        "the config records no tuning of λ (a fixed λ)"
+    )
+    other = parse_run_config({"vrn": 30.0, "vrn_tuning": record}).vrn.untuned_reason
+    assert other == "the tuning record selected λ = 3.0, not this run's λ = 30"
+    cheat = parse_run_config({"vrn": 3.0, "vrn_tuning": {**record, "split": "Test"}})
+    assert cheat.vrn.untuned_reason == "λ was chosen on the test split"
+    few = parse_run_config({"vrn": 3.0, "vrn_tuning": {**record, "grid": [1, 3]}})
+    assert few.vrn.untuned_reason == "the tuning record tried 2 λ values (fewer than 3)"
+    assert parse_run_config({"vrn": 0.0}).vrn.untuned_reason == "VRN is off"
+
+
+def test_leaving_out_an_option_leaves_out_its_sub_options():
+    # runs with and without a tuning record are still VRN against none at an equal config
+    tuned = parse_run_config({"loss": "simclr", "vrn": 3.0, "vrn_tuning": {"grid": [1, 3, 10]}})
+    none = parse_run_config({"loss": "simclr", "vrn": 0.0})
+    assert tuned.without(["vrn", "vrn_tuning"]) == none.without(["vrn", "vrn_tuning"])
+    assert tuned.without(["vrn"]) != none.without(["vrn"])

@@ -10,12 +10,20 @@ import pytest
 from scipy import stats
 
 from cl_diag.measurement.stats import (
+    borderline,
+    holm_levels,
+    interval_at,
+    margin_p_values,
     newcombe_interval,
     pair_mean_se,
     pair_var_se,
+    power,
+    replicate_error,
+    seeds_needed,
     summarize,
     trend,
     verdict,
+    welch_se_df,
     wilson_interval,
     z_value,
 )
@@ -66,6 +74,9 @@ def test_trend_slope_interval_and_permutation():
     assert strong.slope == pytest.approx(fit.slope)
     assert strong.interval == pytest.approx((fit.slope - half, fit.slope + half))
     assert strong.points == 9 and strong.levels == 3
+    assert strong.se == pytest.approx(fit.stderr) and strong.df == 7
+    resid = (-0.3 * x + noise) - (fit.intercept + fit.slope * x)
+    assert strong.resid_sd == pytest.approx(math.sqrt((resid**2).sum() / 7))
     assert strong.p_value is not None and strong.p_value < 0.01
     flat = trend(x, noise)
     assert flat.interval is not None and flat.interval[0] < 0 < flat.interval[1]
@@ -127,14 +138,19 @@ def test_pair_var_bound_covers_the_simulated_spread():
         (0.6, (0.5, 0.7), "decrease", 0.05, "contradicted"),
         (-0.6, (-1.2, 0.1), "decrease", 0.05, "inconclusive"),  # crosses zero
         (-0.01, (-0.02, -0.005), "decrease", 0.05, "inconclusive"),  # consistent but tiny
+        # issue 21: the point estimate beyond the margin is not enough, the interval must be
+        (-0.06, (-0.08, -0.04), "decrease", 0.05, "inconclusive"),
+        (-0.05, (-0.08, -0.05), "decrease", 0.05, "supported"),  # the end on the margin counts
         (0.02, (0.01, 0.03), "increase", 0.005, "supported"),
         (0.02, None, "increase", 0.005, "inconclusive"),  # no interval: one run per side
-        (-0.005, (-0.008, -0.002), "not_below", 0.01, "supported"),  # no relevant drop
-        (-0.1, (-0.13, -0.07), "not_below", 0.01, "contradicted"),
-        (-0.02, (-0.05, 0.01), "not_below", 0.01, "inconclusive"),
-        (0.0, (0.0, 0.0), "within", 0.05, "supported"),
-        (1.5, (1.1, 1.9), "within", 0.05, "contradicted"),
-        (0.0, (-0.2, 0.3), "within", 0.05, "inconclusive"),
+        (-0.02, (-0.03, -0.01), "increase", 0.005, "contradicted"),
+        # on the other side of zero, but not by the margin everywhere
+        (-0.02, (-0.03, -0.004), "increase", 0.005, "inconclusive"),
+        (0.01, (-0.02, 0.04), "agree", 0.05, "supported"),
+        (0.09, (0.06, 0.12), "agree", 0.05, "contradicted"),
+        (-0.09, (-0.12, -0.06), "agree", 0.05, "contradicted"),
+        (0.05, (0.02, 0.08), "agree", 0.05, "inconclusive"),  # inside and outside
+        (0.0, (-0.2, 0.2), "agree", 0.05, "inconclusive"),  # wider than the tolerance
     ],
 )
 def test_verdict_rules(effect, interval, expect, minimum, want):
@@ -144,6 +160,112 @@ def test_verdict_rules(effect, interval, expect, minimum, want):
 def test_verdict_rejects_unknown_expectations():
     with pytest.raises(ValueError, match="expect must be one of"):
         verdict(1.0, (0.5, 1.5), expect="bigger", minimum=0.1)
+
+
+@pytest.mark.parametrize("expect", ["increase", "decrease", "agree"])
+def test_margin_p_values_decide_like_the_interval_at_that_level(expect):
+    # the interval at 1 - 2a clears a bound exactly when that bound's one-sided p <= a
+    rng = np.random.default_rng(5)
+    for _ in range(300):
+        effect, se, df = rng.normal(0, 0.1), rng.uniform(0.005, 0.08), int(rng.integers(2, 20))
+        a = float(rng.choice([0.025, 0.0125, 0.005]))
+        interval = interval_at(effect, se, df, 1 - 2 * a)
+        decided = verdict(effect, interval, expect=expect, minimum=0.05)
+        p_support, p_contra = margin_p_values(effect, se, df, expect=expect, minimum=0.05)
+        assert (decided == "supported") == (p_support <= a), (effect, se, df, a)
+        assert (decided == "contradicted") == (p_contra <= a), (effect, se, df, a)
+
+
+def test_margin_p_value_is_scipys_one_sided_t_test():
+    x = np.array([0.12, 0.09, 0.15, 0.11])
+    se = stats.sem(x)
+    p_support, _ = margin_p_values(x.mean(), se, 3, expect="increase", minimum=0.05)
+    assert p_support == pytest.approx(stats.ttest_1samp(x, 0.05, alternative="greater").pvalue)
+
+
+def test_holm_levels_step_down():
+    # Holm (1979) on four one-sided p-values at 2.5 %: 0.001 <= 0.025/4, 0.004 <= 0.025/3,
+    # 0.02 > 0.025/2 stops; the last is judged at that same level
+    levels = holm_levels([0.02, 0.001, 0.3, 0.004], 0.025)
+    assert [h.rejected for h in levels] == [False, True, False, True]
+    assert [h.rank for h in levels] == [3, 1, 4, 2]
+    assert [h.level for h in levels] == pytest.approx([0.0125, 0.025 / 4, 0.0125, 0.025 / 3])
+    # adjusted p-values: running max of (K - i + 1) p_(i)
+    assert [h.adjusted for h in levels] == pytest.approx([0.04, 0.004, 0.3, 0.012])
+    one = holm_levels([0.01], 0.025)[0]
+    assert one.level == 0.025 and one.rejected
+
+
+@pytest.mark.parametrize(
+    "interval, expect, reach, want",
+    [
+        ((0.06, 0.2), "increase", 0.02, True),  # lower end 0.01 above the margin 0.05
+        ((0.1, 0.2), "increase", 0.02, False),
+        ((-0.3, 0.4), "increase", 0.1, False),  # wide, far from both boundaries
+        ((-0.3, -0.04), "increase", 0.02, True),  # upper end near -0.05: could be contradicted
+        ((-0.2, -0.06), "decrease", 0.02, True),
+        # agreement: supported inside ±0.05 but one end near the edge
+        ((-0.02, 0.045), "agree", 0.01, True),
+        ((-0.02, 0.02), "agree", 0.01, False),
+        # wider than the tolerance: it can never be supported; contradicted needs 0.1 + 0.05
+        ((-0.1, 0.1), "agree", 0.14, False),
+        ((-0.1, 0.1), "agree", 0.16, True),
+    ],
+)
+def test_borderline_is_a_verdict_change_within_the_prediction_error(interval, expect, reach, want):
+    assert borderline(interval, expect=expect, minimum=0.05, reach=reach) is want
+    # the brute-force definition: shift the interval across the reach and look
+    shifts = np.linspace(-reach, reach, 2001)
+    seen = {
+        verdict(0.0, (interval[0] + s, interval[1] + s), expect=expect, minimum=0.05)
+        for s in shifts
+    }
+    assert (len(seen) > 1) is want
+
+
+def test_replicate_error_is_t_sqrt2_se():
+    assert replicate_error(0.1, 4) == pytest.approx(stats.t.ppf(0.975, 4) * math.sqrt(2) * 0.1)
+    assert replicate_error(0.1, math.inf) == pytest.approx(1.959963984540054 * math.sqrt(2) * 0.1)
+
+
+def test_power_of_the_paired_design_matches_simulation():
+    # 80 % power by the noncentral t: a simulated one-sided t test rejects about that often
+    margin, sd, alpha = 0.05, 0.06, 0.025
+    n = seeds_needed("one_sample", margin=margin, sd=sd, alpha=alpha)
+    assert n is not None
+    assert power("one_sample", n, margin=margin, sd=sd, alpha=alpha) >= 0.8
+    assert power("one_sample", n - 1, margin=margin, sd=sd, alpha=alpha) < 0.8
+    rng = np.random.default_rng(11)
+    x = rng.normal(margin, sd, size=(20000, n))
+    t = x.mean(axis=1) / (x.std(axis=1, ddof=1) / math.sqrt(n))
+    simulated = float((t > stats.t.ppf(1 - alpha, n - 1)).mean())
+    assert simulated == pytest.approx(
+        power("one_sample", n, margin=margin, sd=sd, alpha=alpha), abs=0.01
+    )
+
+
+def test_power_of_the_slope_design_matches_simulation():
+    levels, margin, sd, alpha = (4.0, 5.0, 6.0), 0.03, 0.05, 0.025
+    n = 4
+    rng = np.random.default_rng(12)
+    xs = np.repeat(levels, n)
+    hits = 0
+    reps = 4000
+    for _ in range(reps):
+        fit = stats.linregress(xs, margin * xs + rng.normal(0, sd, xs.size))
+        hits += fit.slope / fit.stderr > stats.t.ppf(1 - alpha, xs.size - 2)
+    want = power("slope", n, margin=margin, sd=sd, alpha=alpha, levels=levels)
+    assert hits / reps == pytest.approx(want, abs=0.025)
+    assert seeds_needed("slope", margin=margin, sd=0.0, levels=levels) == 1
+    assert seeds_needed("one_sample", margin=0.05, sd=1e6) is None  # beyond the cap
+
+
+def test_welch_pieces_are_scipys():
+    y, x = [0.5, 0.7, 0.65, 0.4], [0.2, 0.25, 0.3]
+    se, df = welch_se_df(y, x)
+    ci = stats.ttest_ind(y, x, equal_var=False).confidence_interval(0.95)
+    lo, hi = interval_at(float(np.mean(y) - np.mean(x)), se, df)
+    assert (lo, hi) == pytest.approx((ci.low, ci.high))
 
 
 def test_z_value():

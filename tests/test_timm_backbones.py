@@ -145,7 +145,10 @@ def test_timm_state_dict_end_to_end(run_cli, tmp_path, tiny_imagefolder):
         "timm:test_resnet",
         ["fc"],
     )
-    assert src["provenance"]["arch"] == "--arch" and "image_size" not in src
+    assert src["provenance"]["arch"] == "--arch"
+    # nothing records the side it was trained at: an image folder at ImageNet's, with a warning
+    assert src["image_size"]["value"] == 224 and src["image_size"]["from"].startswith("a guess")
+    assert "records no training image size" in " ".join(result.err.split())
     assert list(data["layers"]) == ["backbone"] and data["layers"]["backbone"]["d"] == 96
     assert src["layers_skipped"] == {"projector": "the file holds no projector weights"}
     assert sorted(data["probes"]["baselines"]) == ["random_init", "raw_pixels"]

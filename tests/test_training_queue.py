@@ -182,8 +182,8 @@ def test_a_crash_and_resume_end_bit_identical(tmp_path, monkeypatch, key_encoder
     class Crash(Exception):
         pass
 
-    def save_then_crash(config, data, parts, out_dir, epoch, step, monitor):
-        real_save(config, data, parts, out_dir, epoch, step, monitor)
+    def save_then_crash(config, data, parts, out_dir, epoch, step, monitor, env):
+        real_save(config, data, parts, out_dir, epoch, step, monitor, env)
         if epoch == 2:
             raise Crash
 

@@ -12,10 +12,13 @@ import os
 import signal
 import sys
 import time
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import typer
 
-from cl_diag.errors import UserError
+from cl_diag.errors import InputWarning, UserError
 from cl_diag.io.atomic import user_os_error
 
 app = typer.Typer(
@@ -48,7 +51,7 @@ def _register_commands() -> None:
     # Each module adds its command(s) to ``app`` on import.
     import importlib
 
-    for name in ("analyze", "synth", "train", "compare", "sweep", "recipes"):
+    for name in ("analyze", "synth", "train", "compare", "sweep", "reproduce", "recipes"):
         try:
             importlib.import_module(f"cl_diag.cli.{name}")
         except ModuleNotFoundError as exc:  # a command not written yet
@@ -122,6 +125,29 @@ def _show_notes() -> None:
     if not any(isinstance(h, _NoteHandler) for h in log.handlers):
         log.addHandler(_NoteHandler(logging.INFO))
         log.setLevel(logging.INFO)
+
+
+@contextmanager
+def shown_warnings() -> Iterator[None]:
+    """Inside, each :class:`~cl_diag.errors.InputWarning` the library raises is one line
+    ``warning: ...`` on stderr (every time, rank 0 of a torchrun job only); other warnings
+    are shown as Python shows them."""
+    from rich.console import Console
+    from rich.text import Text
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", InputWarning)
+        shown = warnings.showwarning
+
+        def show(message, category, filename, lineno, file=None, line=None):
+            if not issubclass(category, InputWarning):
+                shown(message, category, filename, lineno, file, line)
+            elif _rank() == 0:
+                text = Text("warning: ", style="bold yellow") + Text(str(message))
+                Console(stderr=True, soft_wrap=True).print(text, highlight=False)
+
+        warnings.showwarning = show
+        yield
 
 
 def _refuse_empty_out(args: list[str]) -> None:

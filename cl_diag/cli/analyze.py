@@ -12,9 +12,14 @@ import typer
 from rich.console import Console
 
 from cl_diag.cli import app
-from cl_diag.cli.progress import counter, progress_bar, use_bar
+from cl_diag.cli.progress import counter, plain_counter, progress_bar, use_bar
 from cl_diag.errors import UserError
-from cl_diag.orchestration.analysis_config import PROBES, AnalyzeConfig, check_analysis
+from cl_diag.orchestration.analysis_config import (
+    PROBES,
+    AnalyzeConfig,
+    check_analysis,
+    option_names,
+)
 from cl_diag.recipes import apply_recipe
 from cl_diag.result import BASELINES, LAYERS, Probes, Result
 from cl_diag.vocabulary import PairType
@@ -31,20 +36,10 @@ def default_out(source: Path) -> Path:
 def _names(
     value: str, allowed: tuple[str, ...], option: str, *, none: bool = True
 ) -> tuple[str, ...]:
-    """``all``, a comma-separated subset of ``allowed``, or (``none=True``) ``none``."""
-    text = value.strip().lower()
-    if text == "all":
-        return allowed
-    if text == "none" and none:
-        return ()
-    names = tuple(part.strip() for part in text.split(",") if part.strip())
-    bad = [name for name in names if name not in allowed]
-    if bad or not names:
-        offer = "'all', 'none'" if none else "'all'"
-        raise UserError(
-            f"{option} {value!r}: give {offer} or a comma-separated subset of {', '.join(allowed)}."
-        )
-    return names
+    """``all``, a comma-separated subset of ``allowed``, or (``none=True``) ``none``: the
+    words :func:`cl_diag.orchestration.analysis_config.option_names` reads for the CLI and
+    Python."""
+    return option_names(value, allowed, option.removeprefix("--"), none=none)
 
 
 def renamed_batch_size(value: int) -> UserError:
@@ -52,8 +47,8 @@ def renamed_batch_size(value: int) -> UserError:
     renamed, so that ``--batch-size`` means the training batch in every command."""
     return UserError(
         f"analyze's encoding batch is --encode-batch-size (images per encoding batch; "
-        f"--batch-size is train's training batch): give --encode-batch-size {value} (in a probe "
-        f"suite, encode-batch-size = {value})."
+        f"--batch-size is train's training batch): give --encode-batch-size {value} instead "
+        f"(in a probe suite, encode-batch-size = {value})."
     )
 
 
@@ -168,6 +163,16 @@ def analyze(
     val_root: Path | None = typer.Option(
         None, help="ImageFolder root of the test split (imagefolder only).", rich_help_panel=_CKPT
     ),
+    image_size: int | None = typer.Option(
+        None,
+        help="Side in pixels of the images encoded \\[default: the training size the checkpoint "
+        "records (a cl-diag config, solo-learn's crop_size, a Lightning checkpoint's "
+        "hyper_parameters); else the dataset's own: 32 for CIFAR, 8 for digits; an image folder "
+        "with no record: 224, a guess, with a warning]. A side other than the recorded one is "
+        "measured with a warning. Digits are resized to it (and repeated to 3 channels for a "
+        "foreign model).",
+        rich_help_panel=_CKPT,
+    ),
     arch: str | None = typer.Option(
         None,
         help="Backbone of a foreign checkpoint: resnet18-cifar, resnet18, resnet34-cifar, "
@@ -178,8 +183,8 @@ def analyze(
     ),
     dataset: str | None = typer.Option(
         None,
-        help="Dataset of a foreign checkpoint: cifar10, cifar100 or imagefolder "
-        "\\[default: from args.json].",
+        help="Dataset of a foreign checkpoint: digits (the embedded 8x8 digits: no download), "
+        "cifar10, cifar100 or imagefolder \\[default: from args.json].",
         rich_help_panel=_FOREIGN,
     ),
     cifar_stem_padding: int | None = typer.Option(
@@ -263,6 +268,8 @@ def analyze(
 
       cl-diag analyze x.pt --arch resnet18 --backbone-prefix net.enc. --dataset cifar10 ...
 
+      cl-diag analyze timm.pth --arch timm:resnet18 --dataset digits --image-size 32
+
       cl-diag analyze last.pt --probe probes/paper.toml
 
       cl-diag analyze last.pt --probe quick
@@ -294,6 +301,7 @@ def analyze(
         dataset=values["dataset"],
         data_root=values["data_root"],
         val_root=values["val_root"],
+        image_size=values["image_size"],
         cifar_stem_padding=values["cifar_stem_padding"],
         encoder=values["encoder"],
         backbone_prefix=values["backbone_prefix"],
@@ -308,14 +316,16 @@ def analyze(
     quiet = values["quiet"]
     config = check_analysis(config)  # a value out of bounds is refused before torch loads
     console = Console()
+    from cl_diag.cli import shown_warnings
     from cl_diag.orchestration.analyze import analyze as run_analyze
 
     try:
-        if use_bar(quiet):
-            with progress_bar(console, transient=True) as bar:
-                outcome = run_analyze(config, progress=counter(bar))
-        else:
-            outcome = run_analyze(config)
+        with shown_warnings():
+            if use_bar(quiet):
+                with progress_bar(console, transient=True) as bar:
+                    outcome = run_analyze(config, progress=counter(bar))
+            else:  # a pipe or a log: plain lines on stderr (none with --quiet)
+                outcome = run_analyze(config, progress=None if quiet else plain_counter())
     except KeyboardInterrupt:
         from cl_diag.cli import report_interrupt
 

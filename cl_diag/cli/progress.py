@@ -7,17 +7,23 @@ only calls back (``progress=`` arguments); it never prints progress itself.
 * :func:`use_bar` -- whether to draw a bar at all;
 * :func:`progress_bar` -- the bar: what | bar | done/total | elapsed | remaining | details;
 * :func:`counter` -- analyze's ``progress(description, total) -> advance(n)`` on a bar;
+* :func:`plain_counter` -- the same as plain lines, at most one every few seconds per task
+  (a pipe, a log file: never a bar's control characters);
 * :class:`TrainDisplay` -- the training loop's callback
   (:class:`~cl_diag.training.loop.FitProgress`): a bar task showing the latest metrics row, or
   one plain line per row;
-* :func:`train_display` -- a :class:`TrainDisplay` for ``cl-diag train``, with its own bar.
+* :func:`train_display` -- a :class:`TrainDisplay` for ``cl-diag train``, with its own bar;
+* :func:`run_cells` -- ``sweep``'s and ``reproduce``'s display of many runs: one bar over the
+  runs and a training bar per run, or one plain line per run done.
 """
 
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any, TextIO, TypeVar
 
 from rich.console import Console
 from rich.progress import (
@@ -33,7 +39,22 @@ from rich.progress import (
 )
 from rich.text import Text
 
-__all__ = ["TrainDisplay", "counter", "progress_bar", "row_line", "train_display", "use_bar"]
+__all__ = [
+    "PLAIN_EVERY",
+    "TrainDisplay",
+    "counter",
+    "plain_counter",
+    "progress_bar",
+    "row_line",
+    "run_cells",
+    "train_display",
+    "use_bar",
+]
+
+#: Seconds between two plain progress lines of one task (its first and last always print).
+PLAIN_EVERY = 5.0
+
+T = TypeVar("T")
 
 
 def use_bar(quiet: bool) -> bool:
@@ -68,6 +89,50 @@ def counter(bar: Progress) -> Callable[[str, int | None], Callable[[int], None]]
     def factory(description: str, total: int | None) -> Callable[[int], None]:
         task = bar.add_task(description, total=total)
         return lambda n: bar.advance(task, n)
+
+    return factory
+
+
+def plain_counter(
+    stream: TextIO | None = None,
+    *,
+    every: float = PLAIN_EVERY,
+    clock: Callable[[], float] = time.monotonic,
+) -> Callable[[str, int | None], Callable[[int], None]]:
+    """``progress(description, total)`` -> ``advance(n)`` as plain lines on ``stream``
+    (default: stderr, so stdout keeps the command's own output): a line when a task starts,
+    then at most one every ``every`` seconds, and one when it is done, e.g.
+    ``encoding the un-augmented train split (1,347 images): 512/1,347 (38 %, 210/s)``."""
+
+    def factory(description: str, total: int | None) -> Callable[[int], None]:
+        out = stream if stream is not None else sys.stderr
+        start = last = clock()
+        done = 0
+
+        def say(line: str) -> None:
+            print(line, file=out, flush=True)
+
+        if total is None:
+            say(f"{description} ...")
+        else:
+            say(f"{description}: 0/{total:,}")
+
+        def advance(n: int) -> None:
+            nonlocal done, last
+            done += n
+            now = clock()
+            finished = total is None or done >= total
+            if not finished and now - last < every:
+                return
+            last = now
+            if total is None:
+                say(f"{description}: done")
+                return
+            rate = done / (now - start) if now > start else 0.0
+            percent = 100 * done / total if total else 100.0
+            say(f"{description}: {done:,}/{total:,} ({percent:.0f} %, {rate:,.0f}/s)")
+
+        return advance
 
     return factory
 
@@ -132,3 +197,35 @@ def train_display(console: Console, *, quiet: bool) -> Iterator[TrainDisplay]:
         return
     with progress_bar(console) as bar:
         yield TrainDisplay(bar)
+
+
+def run_cells(work: Callable[..., T], console: Console, quiet: bool, *, what: str = "sweep") -> T:
+    """Call ``work(on_progress=..., train_progress=...)`` (a sweep or a reproduction of many
+    runs) with its display: on a terminal one bar over the runs, named ``what``, and a bar per
+    run's training; otherwise one plain line per run done and per metrics row."""
+    if use_bar(quiet):
+        with progress_bar(console) as bar:
+            task = bar.add_task(what, total=None, details="")
+            cells: list[TrainDisplay] = []
+
+            def report(name: str, done: int, total: int) -> None:
+                for display in cells:  # the finished run's training bar goes
+                    display.finish()
+                cells.clear()
+                bar.update(task, completed=done, total=total, details=name)
+
+            def display(name: str) -> TrainDisplay:
+                cells.append(TrainDisplay(bar, label=name))
+                return cells[-1]
+
+            return work(on_progress=report, train_progress=display)
+
+    def plain(name: str, done: int, total: int) -> None:
+        if name:
+            console.print(f"[{done}/{total}] {name} done", highlight=False, markup=False)
+
+    # each run's training prints one plain line per metrics row, as `cl-diag train --quiet`
+    def lines(name: str) -> Any:
+        return TrainDisplay()
+
+    return work(on_progress=plain, train_progress=lines)

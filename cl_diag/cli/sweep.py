@@ -14,7 +14,7 @@ from rich.console import Console
 from typer.core import TyperGroup
 
 from cl_diag.cli import app
-from cl_diag.cli.progress import TrainDisplay, progress_bar, use_bar
+from cl_diag.cli.progress import run_cells
 from cl_diag.errors import UserError
 from cl_diag.orchestration.sweep import SweepConfig, SweepResult
 from cl_diag.orchestration.sweep import sweep as run_sweep
@@ -120,6 +120,7 @@ def sweep(
         analysis=_analysis_fields(probe),
         parallel=parallel,
         equal_steps=equal_steps,
+        probe=probe,
     )
     console = Console()
     try:
@@ -141,28 +142,4 @@ def sweep(
 
 
 def _run(config: SweepConfig, console: Console, quiet: bool) -> SweepResult:
-    if use_bar(quiet):
-        with progress_bar(console) as bar:
-            task = bar.add_task("sweep", total=None, details="")
-            cells: list[TrainDisplay] = []
-
-            def report(name: str, done: int, total: int) -> None:
-                for display in cells:  # the finished cell's training bar goes
-                    display.finish()
-                cells.clear()
-                bar.update(task, completed=done, total=total, details=name)
-
-            def display(name: str) -> TrainDisplay:
-                cells.append(TrainDisplay(bar, label=name))
-                return cells[-1]
-
-            outcome = run_sweep(config, on_progress=report, train_progress=display)
-    else:
-
-        def report(name: str, done: int, total: int) -> None:
-            if name:
-                console.print(f"[{done}/{total}] {name} done", highlight=False, markup=False)
-
-        # each cell's training prints one plain line per metrics row, as `cl-diag train --quiet`
-        outcome = run_sweep(config, on_progress=report, train_progress=lambda name: TrainDisplay())
-    return outcome
+    return run_cells(lambda **display: run_sweep(config, **display), console, quiet)

@@ -257,6 +257,13 @@ def train_command(
         help="Under torchrun on CUDA: SyncBatchNorm in the projector and backbone.",
         rich_help_panel=_RUN,
     ),
+    deterministic: bool = typer.Option(
+        _D.deterministic,
+        help="Deterministic algorithms, one intra-op thread, cuDNN deterministic (benchmark off) "
+        "and CUBLAS_WORKSPACE_CONFIG=:4096:8: the same bytes on any machine whose fingerprint "
+        "agrees on the CPU capability and libraries (docs/reproducibility.md). Slower.",
+        rich_help_panel=_RUN,
+    ),
     # records
     out: str | None = typer.Option(
         None,
@@ -273,6 +280,14 @@ def train_command(
         _D.log_every,
         help="Read the loss and the in-batch statistics from the device every N steps, one "
         "metrics.csv row each (0: once per epoch). Steps in between never wait for the host.",
+        rich_help_panel=_REC,
+    ),
+    logger: str = typer.Option(
+        _D.logger,
+        help="Where the metrics rows also go as they are made: csv (metrics.csv only), "
+        "tensorboard (event files in OUT/tensorboard; pip install 'cl-diag\\[tensorboard]') or "
+        "wandb (a W&B run, online or offline as WANDB_MODE says; pip install 'cl-diag\\[wandb]'). "
+        "metrics.csv is always written.",
         rich_help_panel=_REC,
     ),
     resume: str | None = typer.Option(

@@ -12,8 +12,17 @@ every rank) and, every ``log_every`` batches, logs the monitor's row with
 ``LightningModule.log_dict`` as ``cl_diag/<key>`` (``cl_diag/cross_neg_var``,
 ``cl_diag/cross_neg_excessive_ratio``, ...; see :mod:`cl_diag.measurement.monitor`), so the
 values are also in ``trainer.callback_metrics``. Lightning hands the latest logged values to
-the logger every ``Trainer(log_every_n_steps=...)`` steps: set it to ``log_every`` (both
-default to 50) and each row reaches the logger once, at the step that closed it.
+the logger every ``Trainer(log_every_n_steps=...)`` optimiser steps: set it to ``log_every``
+(both default to 50) and each row reaches the logger once, at the step that closed it. The
+callback checks this when fitting starts (:func:`cadence_problem`) and warns, naming the value
+to set, when rows would reach the logger late, only some of them, or none.
+
+The loss. When ``training_step`` returns a loss (a tensor, or a dict with ``"loss"``), the
+callback gives it to the monitor, and the row holds its mean over the row's steps as ``loss``
+(``cl_diag/loss``), as in ``cl-diag train``'s metrics.csv (with ``accumulate_grad_batches=A``
+Lightning passes on the loss divided by A; the callback multiplies it back). Each row also
+holds the (1-based) ``epoch`` and the first optimiser's ``lr``, so ``callback.monitor.to_csv``
+writes metrics.csv's columns filled.
 
 The hook: where the projections are found, in this order --
 
@@ -28,6 +37,7 @@ logged, in the columns of ``cl-diag train``'s metrics.csv.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -39,12 +49,13 @@ from cl_diag.measurement.monitor import Monitor
 try:
     from lightning.pytorch import LightningModule, Trainer
     from lightning.pytorch.callbacks import Callback
+    from lightning.pytorch.utilities import rank_zero_warn
 except ImportError as exc:  # an optional extra
     raise ImportError(
         "cl_diag.integrations.lightning needs Lightning: pip install 'cl-diag[lightning]'"
     ) from exc
 
-__all__ = ["HOOK", "MonitorCallback"]
+__all__ = ["HOOK", "MonitorCallback", "cadence_problem", "loss_of", "views_of"]
 
 #: the LightningModule method the callback asks first for the two views' projections
 HOOK = "cl_diag_views"
@@ -72,6 +83,19 @@ class MonitorCallback(Callback):
         self.monitor = Monitor(n_ref, log_every, delta=delta, excessive=excessive, gather=gather)
         self.prefix = prefix
 
+    def on_fit_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """Warn when the Trainer's logging cadence would keep rows from its logger."""
+        if not trainer.loggers:  # no logger: the rows are in callback_metrics and the monitor
+            return
+        problem = cadence_problem(
+            self.monitor.log_every,
+            # a Trainer attribute since Lightning 1.x, untyped (set in its logger connector)
+            int(getattr(trainer, "log_every_n_steps", 50)),
+            int(getattr(trainer, "accumulate_grad_batches", 1) or 1),
+        )
+        if problem is not None:
+            rank_zero_warn(problem, category=UserWarning)
+
     def on_train_batch_end(
         self,
         trainer: Trainer,
@@ -81,13 +105,94 @@ class MonitorCallback(Callback):
         batch_idx: int,
     ) -> None:
         z1, z2 = views_of(pl_module, outputs, batch)
-        self.monitor.update(z1, z2)
-        row = self.monitor.flush()
+        loss = loss_of(outputs)
+        accumulate = int(getattr(trainer, "accumulate_grad_batches", 1) or 1)
+        if loss is not None and accumulate > 1 and pl_module.automatic_optimization:
+            loss = loss * accumulate  # Lightning hands on the loss divided by the accumulation
+        lr = _learning_rate(trainer)
+        if loss is None:
+            self.monitor.update(z1, z2, lr=lr)
+        else:
+            self.monitor.update(z1, z2, lr=lr, loss=loss)
+        row = self.monitor.flush(epoch=trainer.current_epoch + 1)
         if row is not None:
             # every rank holds the same row (the views are gathered): no sync_dist needed
             logged = {f"{self.prefix}{key}": float(value) for key, value in row.items()}
             logged.pop(f"{self.prefix}step")  # Lightning logs its own step
             pl_module.log_dict(logged, on_step=True, on_epoch=False)
+
+
+def _learning_rate(trainer: Trainer) -> float | None:
+    """The first optimiser's first parameter group's learning rate, as the step used it."""
+    optimizers = getattr(trainer, "optimizers", None) or []
+    groups = getattr(optimizers[0], "param_groups", None) if optimizers else None
+    return float(groups[0]["lr"]) if groups else None
+
+
+def cadence_problem(log_every: int, log_every_n_steps: int, accumulate: int = 1) -> str | None:
+    """What goes wrong when a callback closing a row every ``log_every`` training batches runs
+    under ``Trainer(log_every_n_steps=N, accumulate_grad_batches=A)``, with the setting that
+    fixes it; None when every row reaches the logger at the step that closed it.
+
+    Lightning hands logged values to its logger at the batches that end an optimiser step whose
+    count is a multiple of N, i.e. every A N batches, and keeps only the latest value of a key
+    in between. So every row reaches the logger, on time, exactly when A N divides
+    ``log_every``; otherwise a row waits for the next such batch (logged at a later step), and
+    when rows close more often than A N batches all but the last of each interval are lost.
+    """
+    every = accumulate * log_every_n_steps
+    callback = f"MonitorCallback(log_every={log_every})"
+    if log_every == 0:
+        return (
+            f"{callback} closes no rows in a Lightning run (0: only when flushed by hand), so "
+            f"nothing is logged; set MonitorCallback(log_every={every or 50})."
+        )
+    if log_every % accumulate == 0:
+        fix = f"set Trainer(log_every_n_steps={log_every // accumulate})"
+    elif log_every_n_steps:
+        fix = f"set MonitorCallback(log_every={every})"
+    else:
+        steps = max(1, round(log_every / accumulate))
+        fix = (
+            f"set MonitorCallback(log_every={steps * accumulate}) and "
+            f"Trainer(log_every_n_steps={steps})"
+        )
+    if log_every_n_steps == 0:
+        return (
+            f"Trainer(log_every_n_steps=0) hands no step values to the logger, so none of "
+            f"{callback}'s rows reach it. To log every row at its step, {fix}."
+        )
+    if log_every % every == 0:
+        return None
+    accumulating = f", accumulate_grad_batches={accumulate}" if accumulate > 1 else ""
+    trainer = f"Trainer(log_every_n_steps={log_every_n_steps}{accumulating})"
+    both = math.lcm(log_every, every)
+    if log_every < every:
+        what = (
+            f"only 1 row in {both // log_every} reaches the logger (the others are replaced "
+            "before Lightning logs)"
+            if both // log_every > 1 and every % log_every == 0
+            else "rows replace each other before Lightning logs, and those that reach the "
+            "logger arrive late"
+        )
+    else:
+        what = "rows reach the logger late, at a later step than the one that closed them"
+    return (
+        f"{callback} closes a row every {log_every} training batches, but {trainer} hands "
+        f"logged values to the logger every {every} batches: {what}. To log every row at its "
+        f"step, {fix}."
+    )
+
+
+def loss_of(outputs: Any) -> torch.Tensor | float | None:
+    """The loss a ``training_step`` returned (a one-number tensor, or a dict's ``"loss"``), or
+    None when it returned none."""
+    loss = outputs.get("loss") if isinstance(outputs, Mapping) else outputs
+    if isinstance(loss, torch.Tensor) and loss.numel() == 1:
+        return loss.detach()
+    if isinstance(loss, (int, float)) and not isinstance(loss, bool):
+        return float(loss)
+    return None
 
 
 def views_of(pl_module: Any, outputs: Any, batch: Any) -> tuple[torch.Tensor, torch.Tensor]:

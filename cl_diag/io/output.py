@@ -12,12 +12,12 @@ when it carries that marker or is empty, so a user's folder of a similar name is
 (:mod:`cl_diag.io.leftovers`).
 
 **Ownership is proven, never trusted.** After each run, :data:`OWNED_FILES` in ``--out`` names
-the kind of output the folder holds (``analysis`` or ``comparison``) and a *seal* of every
-file the tool wrote there: the SHA-256 of ``cl-diag-owned/2``, a NUL byte, the file's name,
-another NUL and its bytes (:func:`seal`). A seal is not what ``sha256sum`` prints, so a listing
-made from hashes of files one already has -- typed by hand, made by another tool, or written
-by cl-diag before version 2 of the listing (plain SHA-256) -- proves nothing. A later run into
-the same folder
+the kind of output the folder holds (``analysis``, ``comparison`` or ``reproduction``) and a
+*seal* of every file the tool wrote there: the SHA-256 of ``cl-diag-owned/2``, a NUL byte, the
+file's name, another NUL and its bytes (:func:`seal`). A seal is not what ``sha256sum`` prints,
+so a listing made from hashes of files one already has -- typed by hand, made by another tool,
+or written by cl-diag before version 2 of the listing (plain SHA-256) -- proves nothing. A later
+run into the same folder
 
 * refuses a folder that holds another kind of output (an analysis into a comparison's folder,
   or the reverse) unless ``overwrite``;
@@ -78,8 +78,8 @@ __all__ = [
 
 #: name of the record of the files the tool wrote in an output folder, with their seals
 OWNED_FILES = ".cl-diag-owned"
-#: the kinds of output folder: what ``analyze`` and what ``compare`` write
-KINDS = ("analysis", "comparison")
+#: the kinds of output folder: what ``analyze``, ``compare`` and ``reproduce`` write
+KINDS = ("analysis", "comparison", "reproduction")
 #: suffixes of the files cl-diag writes into an output folder: no other file is ever removed
 REMOVABLE_SUFFIXES = (".json", ".md", ".html", ".csv", ".svg")
 #: the file in every staging folder that says cl-diag made it
@@ -418,9 +418,9 @@ def _remove_staging_leftovers(folder: Path) -> None:
 
 @contextmanager
 def staged_output(out: Path, *, kind: str, overwrite: bool = False) -> Iterator[Path]:
-    """Yield an empty folder to write ``kind`` outputs (``"analysis"`` or ``"comparison"``)
-    into; on success move its files into ``out`` (see the module docstring for what may be
-    replaced and what is removed).
+    """Yield an empty folder to write ``kind`` outputs (``"analysis"``, ``"comparison"`` or
+    ``"reproduction"``) into; on success move its files into ``out`` (see the module docstring
+    for what may be replaced and what is removed).
 
     ``overwrite``: replace files in ``out`` the tool cannot prove it wrote (the user's own
     ``report.md``, say), or another kind of output, instead of stopping. A folder in the way

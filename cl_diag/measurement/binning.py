@@ -13,6 +13,13 @@ negatives of a diagonal tile, whose diagonal holds the positives) or strictly ab
 (``UPPER``: within-view pairs i < j of a diagonal tile); ``split`` is 0 (same class or
 unlabelled), 1 (different class), or per entry from a boolean same-class matrix.
 
+Without the sums, each row of the tile is read twice while it sits in L1: once to compute e(s)
+(no dependency between entries, so it is vectorised) and once to increment the bins; the exact
+min and max are read off the bins: e(s) is non-decreasing in s, so only a row whose lowest
+(highest) e(s) reaches the bin of the running min (max) can change it, and only such rows, rare
+after the first tiles, are scanned for the value. A running float min/max per entry would chain
+every entry to the previous one and cost as much as the rest of the loop.
+
 The loop is compiled on first use (cached on disk) and releases the GIL, so the tile pass's
 worker threads run it in parallel. Every count is an integer and every extreme exact, so the
 result is the same as the torch operations' (:meth:`pairs._Split.add`, which CUDA runs), bit
@@ -39,17 +46,6 @@ def _index(s, half, t32, offset, top):
 
 
 @njit(inline="always")
-def _segment(row, a, b, half, t32, offset, top, h, lo, hi):
-    """Count row[a:b] into ``h``; the running (lo, hi)."""
-    for j in range(a, b):
-        s = row[j]
-        lo = min(lo, s)
-        hi = max(hi, s)
-        h[_index(s, half, t32, offset, top)] += 1
-    return lo, hi
-
-
-@njit(inline="always")
 def _segment_sums(row, a, b, half, t32, offset, top, h, lo, hi, total, squares):
     """:func:`_segment` with the float64 sum and sum of squares."""
     for j in range(a, b):
@@ -63,15 +59,72 @@ def _segment_sums(row, a, b, half, t32, offset, top, h, lo, hi, total, squares):
     return lo, hi, total, squares
 
 
+@njit(inline="always")
+def _bin_values(values, half, t32, offset, top, h, idx):
+    """Count the 1-D ``values`` into ``h``; (lowest, highest) e(s) among them.
+
+    Two loops: the first computes e(s) into ``idx`` with no dependency from one entry to the
+    next (the compiler vectorises it), the second only increments the bins. A running float
+    min/max in the same loop would chain every entry to the previous one and cost as much as
+    all the rest. (``values`` is a slice starting at 0: with a loop offset, the loop is not
+    vectorised; ``idx`` is unsigned, 0 <= e(s) <= top: a signed index costs a wraparound
+    check per increment, 20 % of the loop.)"""
+    m = values.shape[0]
+    low = top
+    high = np.int64(0)
+    for j in range(m):
+        e = _index(values[j], half, t32, offset, top)
+        low = min(low, e)
+        high = max(high, e)
+        idx[j] = e
+    for j in range(m):
+        h[idx[j]] += 1
+    return low, high
+
+
+@njit(inline="always")
+def _segment(values, half, t32, offset, top, h, idx, lo, hi, lo_e, hi_e):
+    """:func:`_bin_values`, and the running exact (lo, hi) and their bins (lo_e, hi_e): e(s) is
+    non-decreasing in s, so ``values`` whose lowest e(s) lies above lo_e hold nothing below lo
+    and are not scanned for it (hi likewise)."""
+    if values.shape[0] == 0:
+        return lo, hi, lo_e, hi_e
+    low, high = _bin_values(values, half, t32, offset, top, h, idx)
+    if low <= lo_e:
+        for s in values:
+            lo = min(lo, s)
+        lo_e = _index(lo, half, t32, offset, top)
+    if high >= hi_e:
+        for s in values:
+            hi = max(hi, s)
+        hi_e = _index(hi, half, t32, offset, top)
+    return lo, hi, lo_e, hi_e
+
+
+@njit(inline="always")
+def _bound_index(value, half, t32, offset, top, empty):
+    """e(value) of a running extreme; ``empty`` while there is none (+-inf)."""
+    if math.isinf(value):
+        return empty
+    return _index(np.float32(value), half, t32, offset, top)
+
+
 @njit(nogil=True, cache=True, boundscheck=False, error_model="numpy")
 def bin_tile(x, part, split, half, t32, offset, top, hist, extremes, sums, with_sums):
     """Count the pairs of the float32 tile ``x`` (2-D) into ``hist[split]``; update
     ``extremes[split]`` = (min, max) and, ``with_sums``, ``sums[split]`` += (sum, sum of
-    squares, count) in float64 (summed in row-major order)."""
+    squares, count) in float64 (summed in row-major order).
+
+    Without sums the exact extremes come from the bins: e(s) is non-decreasing in s, so a row
+    whose lowest e(s) lies above e(min so far) holds nothing below the min so far and is not
+    scanned for it (the max likewise); only the rare rows that reach the extreme bins are."""
     rows, cols = x.shape
     h = hist[split]
     lo = np.float32(extremes[split, 0])
     hi = np.float32(extremes[split, 1])
+    lo_e = _bound_index(lo, half, t32, offset, top, top + 1)
+    hi_e = _bound_index(hi, half, t32, offset, top, -1)
+    idx = np.empty(cols, dtype=np.uint32)
     total = 0.0
     squares = 0.0
     count = 0
@@ -83,22 +136,64 @@ def bin_tile(x, part, split, half, t32, offset, top, hist, extremes, sums, with_
             a0 = i + 1
         elif part == OFF_DIAGONAL:
             a0, b0, a1, b1 = 0, i, i + 1, cols
-        for a, b in ((a0, b0), (a1, b1)):
-            if a >= b:
-                continue
-            if with_sums:
-                lo, hi, total, squares = _segment_sums(
-                    row, a, b, half, t32, offset, top, h, lo, hi, total, squares
-                )
-                count += b - a
-            else:
-                lo, hi = _segment(row, a, b, half, t32, offset, top, h, lo, hi)
+        if with_sums:
+            for a, b in ((a0, b0), (a1, b1)):
+                if a < b:
+                    lo, hi, total, squares = _segment_sums(
+                        row, a, b, half, t32, offset, top, h, lo, hi, total, squares
+                    )
+                    count += b - a
+            continue
+        lo, hi, lo_e, hi_e = _segment(
+            row[a0:b0], half, t32, offset, top, h, idx, lo, hi, lo_e, hi_e
+        )
+        lo, hi, lo_e, hi_e = _segment(
+            row[a1:b1], half, t32, offset, top, h, idx, lo, hi, lo_e, hi_e
+        )
     extremes[split, 0] = lo
     extremes[split, 1] = hi
     if with_sums:
         sums[split, 0] += total
         sums[split, 1] += squares
         sums[split, 2] += count
+
+
+@njit(inline="always")
+def _segment_masked(values, same, half, t32, offset, top, hist, idx, lo, hi, lo_e, hi_e):
+    """:func:`_segment` with the split per entry (0 where ``same``, else 1) and the running
+    extremes and their bins in 2-arrays."""
+    m = values.shape[0]
+    if m == 0:
+        return
+    for j in range(m):
+        idx[j] = _index(values[j], half, t32, offset, top)
+    h0 = hist[0]
+    h1 = hist[1]
+    low0, high0, low1, high1 = top, np.int64(0), top, np.int64(0)
+    for j in range(m):
+        bin_ = idx[j]
+        e = np.int64(bin_)
+        if same[j]:  # same-class columns form runs (rows in class order): well predicted
+            h0[bin_] += 1
+            low0, high0 = min(low0, e), max(high0, e)
+        else:
+            h1[bin_] += 1
+            low1, high1 = min(low1, e), max(high1, e)
+    for k in range(2):
+        low, high = (low0, high0) if k == 0 else (low1, high1)
+        if low > high:  # no entry of split k here
+            continue
+        member = k == 0
+        if low <= lo_e[k]:
+            for j in range(m):
+                if same[j] == member:
+                    lo[k] = min(lo[k], values[j])
+            lo_e[k] = _index(lo[k], half, t32, offset, top)
+        if high >= hi_e[k]:
+            for j in range(m):
+                if same[j] == member:
+                    hi[k] = max(hi[k], values[j])
+            hi_e[k] = _index(hi[k], half, t32, offset, top)
 
 
 @njit(nogil=True, cache=True, boundscheck=False, error_model="numpy")
@@ -108,6 +203,30 @@ def bin_tile_masked(x, part, same, half, t32, offset, top, hist, extremes, sums,
     rows, cols = x.shape
     lo = np.array([np.float32(extremes[0, 0]), np.float32(extremes[1, 0])])
     hi = np.array([np.float32(extremes[0, 1]), np.float32(extremes[1, 1])])
+    if not with_sums:
+        lo_e = np.empty(2, dtype=np.int64)
+        hi_e = np.empty(2, dtype=np.int64)
+        for k in range(2):
+            lo_e[k] = _bound_index(lo[k], half, t32, offset, top, top + 1)
+            hi_e[k] = _bound_index(hi[k], half, t32, offset, top, -1)
+        idx = np.empty(cols, dtype=np.uint32)
+        for i in range(rows):
+            row, mask = x[i], same[i]
+            a0, b0, a1, b1 = 0, cols, 0, 0
+            if part == UPPER:
+                a0 = i + 1
+            elif part == OFF_DIAGONAL:
+                a0, b0, a1, b1 = 0, i, i + 1, cols
+            _segment_masked(
+                row[a0:b0], mask[a0:b0], half, t32, offset, top, hist, idx, lo, hi, lo_e, hi_e
+            )
+            _segment_masked(
+                row[a1:b1], mask[a1:b1], half, t32, offset, top, hist, idx, lo, hi, lo_e, hi_e
+            )
+        for k in range(2):
+            extremes[k, 0] = lo[k]
+            extremes[k, 1] = hi[k]
+        return
     acc = np.zeros((2, 3))
     for i in range(rows):
         a = i + 1 if part == UPPER else 0

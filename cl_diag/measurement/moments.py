@@ -42,11 +42,15 @@ above.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import math
+import threading
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -58,8 +62,10 @@ __all__ = ["Moments", "error_bounds", "pair_moments", "view_sums"]
 UNIT = 2.0**-53
 #: a bound on the norm of a unit row rounded to float32 (each entry within 2^-24 relative)
 RHO = 1.0 + 2.0**-22
-#: bytes of one chunk of rows in float64 (all views): the working memory besides the Grams
-_CHUNK_BYTES = 8 << 20
+#: bytes of one chunk of rows in float64 (all views): the working memory besides the Grams;
+#: 2 MiB (1,024 rows of two 128-wide views) keeps a chunk and its product in the L2 cache
+#: (8 MiB chunks made the pass twice as slow)
+_CHUNK_BYTES = 2 << 20
 #: fewest rows of a chunk (wide rows: each Gram update stays a real matrix product)
 _MIN_CHUNK_ROWS = 256
 
@@ -130,28 +136,86 @@ class _Sums:
         self.rows += other.rows
 
 
+class _Buffers:
+    """One thread's float64 chunk buffers, reused from chunk to chunk: a fresh multi-MB tensor
+    per chunk is fresh pages from the kernel each time (page faults and zeroing cost more than
+    the products computed in them)."""
+
+    def __init__(self):
+        self.tensors: dict[int, torch.Tensor] = {}
+
+    def get(self, k: int, rows: int, d: int, device) -> torch.Tensor:
+        buf = self.tensors.get(k)
+        if buf is None or buf.numel() < rows * d or buf.device != device:
+            buf = torch.empty(rows * d, dtype=torch.float64, device=device)
+            self.tensors[k] = buf
+        return buf[: rows * d].view(rows, d)
+
+
+class _ThreadBuffers(threading.local):
+    """:class:`_Buffers` per thread (each worker thread its own)."""
+
+    def __init__(self):
+        self.buffers = _Buffers()
+
+
 def _chunk_sums(
-    views: Sequence[torch.Tensor], r0: int, r1: int, order: torch.Tensor | None = None
+    views: Sequence[torch.Tensor],
+    r0: int,
+    r1: int,
+    order: torch.Tensor | None = None,
+    buffers: _Buffers | None = None,
 ) -> _Sums:
     """Sums over rows r0..r1 of every view (rows ``order[r0:r1]`` when given), in float64
-    (one thread)."""
-    if order is None:
-        rows = [z[r0:r1].to(torch.float64) for z in views]
-    else:
-        pick = order[r0:r1].to(views[0].device)
-        rows = [z[pick].to(torch.float64) for z in views]
+    (one thread), in ``buffers`` (a thread's own) or fresh tensors."""
+    buffers = buffers or _Buffers()
+    device, d = views[0].device, views[0].shape[1]
+    pick = None if order is None else order[r0:r1].to(device)
+    rows = []
+    for k, z in enumerate(views):
+        x = buffers.get(k, r1 - r0, d, device)
+        x.copy_(z[r0:r1] if pick is None else z[pick])
+        rows.append(x)
+    product = buffers.get(len(views), r1 - r0, d, device)
     firsts = [x.sum(dim=0) for x in rows]
-    grams = [x.T @ x for x in rows]
+    grams = [_gram(x) for x in rows]
     cross = []
     for i in range(len(rows)):
         for j in range(i + 1, len(rows)):
-            p = (rows[i] * rows[j]).sum(dim=1)
+            p = torch.mul(rows[i], rows[j], out=product).sum(dim=1)
             cross.append((float(p.sum()), float(p.pow(2).sum())))
     within = []
     for x in rows:
-        q = x.pow(2).sum(dim=1)
+        q = torch.mul(x, x, out=product).sum(dim=1)
         within.append((float(q.sum()), float(q.pow(2).sum())))
     return _Sums(firsts, grams, cross, within, r1 - r0)
+
+
+def _gram(x: torch.Tensor) -> torch.Tensor:
+    """X^T X of float64 rows. On CPU through numpy, whose matmul of an array with its own
+    transpose computes one triangle (BLAS syrk) and mirrors it: half the flops of torch's
+    general GEMM, the largest cost of the closed form (one BLAS thread: see
+    :func:`one_blas_thread`)."""
+    if x.device.type != "cpu":
+        return x.T @ x
+    rows = x.numpy()
+    return torch.from_numpy(rows.T @ rows)
+
+
+@functools.cache
+def _blas_controller() -> Any:
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
+
+
+@contextlib.contextmanager
+def one_blas_thread() -> Iterator[None]:
+    """numpy's BLAS single-threaded meanwhile (the callers run one worker per core, each
+    computing its chunks' Grams in one thread); the previous setting is restored. Process-wide,
+    like ``torch.set_num_threads``: enter it once, from the thread that starts the workers."""
+    with _blas_controller().limit(limits=1, user_api="blas"):
+        yield
 
 
 def _terms(sums: _Sums) -> tuple[float, float, float, float]:
@@ -175,7 +239,7 @@ def _terms(sums: _Sums) -> tuple[float, float, float, float]:
 
 
 def _chunks(n: int, d: int, views: int, runs: Sequence[tuple[int, int]]):
-    """(run index, r0, r1): the rows of each class run in chunks of at most ~8 MiB of float64."""
+    """(run index, r0, r1): the rows of each class run in chunks of at most ~2 MiB of float64."""
     size = max(_MIN_CHUNK_ROWS, _CHUNK_BYTES // (8 * d * views))
     return [
         (k, r0, min(r0 + size, end))
@@ -200,11 +264,13 @@ def _in_order(
     """Each chunk's sums, in chunk order, computed by up to ``workers`` single-threaded CPU
     threads with at most 2 ``workers`` chunks in flight (so memory stays O(workers d^2))."""
 
+    local = _ThreadBuffers()
+
     def compute(task) -> _Sums:
         _, r0, r1 = task
         if views[0].device.type == "cpu":
             torch.set_num_threads(1)  # this thread's setting: each chunk's sums in one order
-        return _chunk_sums(views, r0, r1, order)
+        return _chunk_sums(views, r0, r1, order, local.buffers)
 
     if views[0].device.type != "cpu" or workers <= 1 or len(chunks) <= 1:
         threads = torch.get_num_threads()
@@ -229,13 +295,105 @@ def view_sums(views: Sequence[torch.Tensor], *, workers: int = 1) -> _Sums:
     n, d = views[0].shape
     chunks = _chunks(n, d, len(views), [(0, n)])
     total: _Sums | None = None
-    for sums in _in_order(views, chunks, workers):
-        if total is None:
-            total = sums
-        else:
-            total.add(sums)
+    with one_blas_thread():
+        for sums in _in_order(views, chunks, workers):
+            if total is None:
+                total = sums
+            else:
+                total.add(sums)
     assert total is not None
     return total
+
+
+class MomentPass:
+    """:func:`pair_moments` as jobs another worker pool can run (exact pair statistics runs
+    them in its tile workers, so the O(n d^2) pass shares the cores with the tiles instead of
+    running after them): :meth:`jobs` computes each chunk's sums in the calling thread (run
+    them in any threads, in any order, each thread single-threaded), folded in chunk order as
+    they arrive, so the bits are :func:`pair_moments`'; :meth:`result` once all have run."""
+
+    def __init__(
+        self,
+        views: Sequence[torch.Tensor],
+        codes: torch.Tensor | None = None,
+        order: torch.Tensor | None = None,
+    ):
+        self.views, self.codes, self.order = views, codes, order
+        n, d = views[0].shape
+        self.runs = class_runs(codes, n)
+        self.chunks = _chunks(n, d, len(views), self.runs)
+        self._local = _ThreadBuffers()
+        self._lock = threading.Lock()
+        self._arrived: dict[int, _Sums] = {}  # chunks done before an earlier one
+        self._next = 0
+        self._same_terms: list[list[float]] = [[], [], [], []]
+        self._whole: _Sums | None = None
+        self._current: _Sums | None = None
+        self._current_run = -1
+
+    def jobs(self) -> list[Callable[[], None]]:
+        return [functools.partial(self._job, k) for k in range(len(self.chunks))]
+
+    def _job(self, k: int) -> None:
+        _, r0, r1 = self.chunks[k]
+        self.add(k, _chunk_sums(self.views, r0, r1, self.order, self._local.buffers))
+
+    def add(self, k: int, sums: _Sums) -> None:
+        """Chunk ``k``'s sums (from any thread); folded once chunks 0..k-1 are."""
+        with self._lock:
+            self._arrived[k] = sums
+            while self._next in self._arrived:
+                self._fold(self._next, self._arrived.pop(self._next))
+                self._next += 1
+
+    def _fold(self, k: int, sums: _Sums) -> None:
+        run = self.chunks[k][0]
+        if run != self._current_run:
+            if self._current is not None:
+                self._finish(self._current)
+            self._current, self._current_run = sums, run
+        else:
+            assert self._current is not None
+            self._current.add(sums)
+
+    def _finish(self, sums: _Sums) -> None:
+        """The sums of one class run (all rows without codes)."""
+        for k, term in enumerate(_terms(sums)):
+            self._same_terms[k].append(term)
+        if self._whole is None:
+            self._whole = sums
+        else:
+            self._whole.add(sums)
+
+    def result(self) -> dict[str, list[Moments]]:
+        if self._next != len(self.chunks):
+            raise RuntimeError(f"{self._next} of {len(self.chunks)} chunks of the sums were run")
+        assert self._current is not None
+        self._finish(self._current)
+        self._current = None
+        whole, runs, codes = self._whole, self.runs, self.codes
+        assert whole is not None
+        v = len(self.views)
+        n = self.views[0].shape[0]
+        same_terms = self._same_terms
+        pairs_per = v * (v - 1) // 2
+        c1, c2, w1, w2 = _terms(whole)
+        out: dict[str, list[Moments]] = {
+            PairType.CROSS_VIEW_NEGATIVE: [Moments(pairs_per * n * (n - 1), c1, c2, n)],
+            PairType.WITHIN_VIEW_NEGATIVE: [Moments(v * n * (n - 1) // 2, w1, w2, n)],
+        }
+        if codes is not None:
+            sizes = [end - start for start, end in runs]
+            pairs_same = sum(s * (s - 1) for s in sizes)
+            rows_same = max(sizes)
+            sc1, sc2, sw1, sw2 = (math.fsum(t) for t in same_terms)
+            for kind, (t1, t2), count in (
+                (PairType.CROSS_VIEW_NEGATIVE, (sc1, sc2), pairs_per * pairs_same),
+                (PairType.WITHIN_VIEW_NEGATIVE, (sw1, sw2), v * pairs_same // 2),
+            ):
+                same_class = Moments(count, t1, t2, rows_same)
+                out[kind] += [same_class, out[kind][0].minus(same_class)]
+        return out
 
 
 def pair_moments(
@@ -254,50 +412,8 @@ def pair_moments(
     each ``[whole]`` or, with codes, ``[whole, same_class, different_class]`` (see the module
     docstring).
     ``workers``: CPU threads for the chunks (the result does not depend on it)."""
-    v = len(views)
-    n, d = views[0].shape
-    runs = class_runs(codes, n)
-    chunks = _chunks(n, d, v, runs)
-    same_terms: list[list[float]] = [[], [], [], []]
-    whole: _Sums | None = None
-    current: _Sums | None = None
-    current_run = -1
-
-    def finish(sums: _Sums) -> None:
-        nonlocal whole
-        for k, term in enumerate(_terms(sums)):
-            same_terms[k].append(term)
-        if whole is None:
-            whole = sums
-        else:
-            whole.add(sums)
-
-    for (run, _, _), sums in zip(chunks, _in_order(views, chunks, workers, order), strict=True):
-        if run != current_run:
-            if current is not None:
-                finish(current)
-            current, current_run = sums, run
-        else:
-            assert current is not None
-            current.add(sums)
-    assert current is not None
-    finish(current)
-    assert whole is not None
-    pairs_per = v * (v - 1) // 2
-    c1, c2, w1, w2 = _terms(whole)
-    out: dict[str, list[Moments]] = {
-        PairType.CROSS_VIEW_NEGATIVE: [Moments(pairs_per * n * (n - 1), c1, c2, n)],
-        PairType.WITHIN_VIEW_NEGATIVE: [Moments(v * n * (n - 1) // 2, w1, w2, n)],
-    }
-    if codes is not None:
-        sizes = [end - start for start, end in runs]
-        pairs_same = sum(s * (s - 1) for s in sizes)
-        rows_same = max(sizes)
-        sc1, sc2, sw1, sw2 = (math.fsum(t) for t in same_terms)
-        for kind, (t1, t2), count in (
-            (PairType.CROSS_VIEW_NEGATIVE, (sc1, sc2), pairs_per * pairs_same),
-            (PairType.WITHIN_VIEW_NEGATIVE, (sw1, sw2), v * pairs_same // 2),
-        ):
-            same_class = Moments(count, t1, t2, rows_same)
-            out[kind] += [same_class, out[kind][0].minus(same_class)]
-    return out
+    moments = MomentPass(views, codes, order)
+    with one_blas_thread():
+        for k, sums in enumerate(_in_order(views, moments.chunks, workers, order)):
+            moments.add(k, sums)
+    return moments.result()

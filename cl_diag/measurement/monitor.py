@@ -9,8 +9,11 @@ Plain PyTorch::
         mon.update(z1, z2, loss=loss)   # no host sync; detached; AMP- and DDP-safe
         ...
         if (row := mon.flush()) is not None:
-            logger.log(row)             # a dict of numbers every 50 steps
+            print(row)                  # a dict of numbers every 50 steps
     mon.to_csv("metrics.csv")           # the columns of `cl-diag train`'s metrics.csv
+
+With ``logger=`` (:mod:`cl_diag.io.loggers`: ``CsvLogger``, ``TensorBoardLogger``,
+``WandbLogger``, or anything with ``log(row, step)``) every row flushed is also logged there.
 
 ``cl-diag train`` logs through the same class (one implementation), and
 :mod:`cl_diag.integrations.lightning` wraps it as a Lightning callback.
@@ -55,8 +58,6 @@ in-batch ones in rows that had a queue.
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 import time
 from collections.abc import Iterable, Mapping
@@ -66,7 +67,7 @@ from typing import Any
 import torch
 
 from cl_diag.errors import UserError
-from cl_diag.io.atomic import atomic_write_bytes
+from cl_diag.io.loggers import RowLogger, csv_columns, write_rows_csv
 from cl_diag.losses.distributed import is_distributed
 from cl_diag.measurement import theory
 from cl_diag.measurement.pairs import float32_at_least, full_fp32_matmul
@@ -89,7 +90,7 @@ __all__ = [
 ]
 
 #: the columns of ``cl-diag train``'s metrics.csv, in order; :meth:`Monitor.to_csv` writes
-#: these first (empty where a monitor was not given the value, e.g. ``loss``)
+#: these first, those that its rows have (a monitor given no ``loss`` writes no loss column)
 METRIC_COLUMNS = (
     "epoch",
     "step",
@@ -496,7 +497,9 @@ class Monitor:
     variances alone need d x d ones). ``gather``: gather the views of all ranks
     under DDP (default: when torch.distributed runs with more than one rank; pass False
     when the views given are already the global batch). ``step`` and ``history``: where
-    a resumed run starts (the step count and the rows so far).
+    a resumed run starts (the step count and the rows so far). ``logger``: where each row
+    flushed is also logged (a :class:`~cl_diag.io.loggers.RowLogger`: ``log(row, step)``;
+    closing it is the caller's).
 
     See the module docstring for what a row holds; the module
     :mod:`cl_diag.integrations.lightning` for the Lightning callback.
@@ -512,6 +515,7 @@ class Monitor:
         gather: bool | None = None,
         step: int = 0,
         history: Iterable[Mapping[str, Any]] = (),
+        logger: RowLogger | None = None,
     ) -> None:
         if n_ref is not None and delta is not None:
             raise MonitorError("give n_ref or delta, not both (delta = -1/(n_ref - 1))")
@@ -532,6 +536,7 @@ class Monitor:
         self.step = int(step)
         #: every row flushed so far (and those of a resumed run), oldest first
         self.history: list[dict[str, Any]] = [dict(row) for row in history]
+        self.logger = logger
         #: the row just flushed, step by step: ``(step, {name: value})`` of the scalars given
         #: to :meth:`update` (e.g. to find the step where a loss stopped being finite)
         self.row_steps: list[tuple[int, dict[str, float]]] = []
@@ -620,6 +625,8 @@ class Monitor:
             return None
         row = self._close(epoch)
         self.history.append(row)
+        if self.logger is not None:
+            self.logger.log(row, row["step"])
         return row
 
     def _close(self, epoch: int | None) -> dict[str, Any]:
@@ -676,26 +683,15 @@ class Monitor:
 
     @property
     def columns(self) -> list[str]:
-        """The CSV columns: :data:`METRIC_COLUMNS`, the :data:`EXCESSIVE_COLUMNS` when rows
-        have them, then any other key of the rows (scalars of other names) as first seen."""
-        seen = [key for row in self.history for key in row]
-        columns = list(METRIC_COLUMNS) + [key for key in EXCESSIVE_COLUMNS if key in seen]
-        for key in seen:
-            if key not in columns:
-                columns.append(key)
-        return columns
+        """The CSV columns: those of :data:`METRIC_COLUMNS` and then :data:`EXCESSIVE_COLUMNS`
+        that the rows have, then any other key of the rows (scalars of other names) as first
+        seen. A column no row has a value for is left out: no column is empty."""
+        return csv_columns(self.history, METRIC_COLUMNS + EXCESSIVE_COLUMNS)
 
     def to_csv(self, path: str | Path) -> Path:
         """Write :attr:`history` as CSV (atomically): one line per row, the columns of
-        :attr:`columns`, empty cells for values a row does not have."""
-        buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=self.columns, lineterminator="\n", restval="")
-        writer.writeheader()
-        for row in self.history:
-            writer.writerow(row)
-        path = Path(path)
-        atomic_write_bytes(path, buf.getvalue().encode())
-        return path
+        :attr:`columns`; a cell is empty only where a row lacks a value that others have."""
+        return write_rows_csv(path, self.history, METRIC_COLUMNS + EXCESSIVE_COLUMNS)
 
 
 def _check_views(z1: Any, z2: Any) -> None:

@@ -37,7 +37,8 @@ On CPU one fused loop per tile does all of it (:mod:`cl_diag.measurement.binning
 numba); on CUDA the same grid in torch operations. The mean and variance come in
 closed form from O(n d^2) float64 sums of the views' Gram matrices
 (:mod:`cl_diag.measurement.moments`: sum s = (sum u).(sum v) - sum u_i.v_i and
-sum s^2 = <U^T U, V^T V>_F - sum (u_i.v_i)^2, within-view and per class likewise),
+sum s^2 = <U^T U, V^T V>_F - sum (u_i.v_i)^2, within-view and per class likewise; its
+chunks run in the tile pass's workers, ahead of the tiles),
 the moments of the exact similarities of the float32 rows up to float64 rounding:
 they differ from the moments of the float32 similarities by at most
 eps = gamma_d (float32; mean) and 2 eps std + eps^2 (variance), plus the closed
@@ -88,9 +89,10 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, NamedTuple
@@ -106,7 +108,7 @@ from cl_diag.measurement.inputs import (
     label_codes,
     normalise_views,
 )
-from cl_diag.measurement.moments import Moments, pair_moments
+from cl_diag.measurement.moments import MomentPass, Moments, one_blas_thread, pair_moments
 from cl_diag.measurement.tile_parts import ALL, OFF_DIAGONAL, UPPER
 
 # the bounds of hist_bins (s * B/2 exact in float64: 24 + 21 bits < 53), of the seed (what
@@ -813,9 +815,10 @@ def _exact_worker(
     single_thread: bool,
     sides: tuple[bool, bool] = (True, True),
 ):
-    """Process tasks pulled from the shared iterator ``tasks``; returns this worker's (cross,
-    within). ``sides`` says whose within-view pairs the upper tiles add: u's, v's (both by
-    default)."""
+    """Process tasks pulled from the shared iterator ``tasks``: (key, tile), or (None, a
+    callable) for a job of the moments (:class:`cl_diag.measurement.moments.MomentPass`).
+    Returns this worker's (cross, within). ``sides`` says whose within-view pairs the upper
+    tiles add: u's, v's (both by default)."""
     if single_thread:
         torch.set_num_threads(1)
     device = u.device
@@ -825,7 +828,11 @@ def _exact_worker(
     within = _Split(grid, ws, labelled, sums)
     buf = torch.empty(tile * tile, dtype=torch.float32, device=device)
     with torch.inference_mode():  # grad mode is per thread; the caller set full float32 matmuls
-        for key, (r0, r1, c0, c1, upper) in tasks:
+        for key, task in tasks:
+            if key is None:  # a job of the closed-form moments
+                task()
+                continue
+            r0, r1, c0, c1, upper = task
             rows, cols = r1 - r0, c1 - c0
             diagonal = r0 == c0
             same = _class_relation(codes, r0, r1, c0, c1) if labelled else None
@@ -895,6 +902,9 @@ def _exact_views(
     n, d = views[0].shape
     closed = _closed_form(n, d)
     per_pair = len(_tiles(n, tile))
+    # the closed form's chunks run in the tile workers, before the first view pair's tiles:
+    # the O(n d^2) pass shares the cores with the tiles (and their tail) instead of following
+    moments = MomentPass(views, codes) if closed else None
     cross: _Split | None = None
     within: _Split | None = None
     positives = []
@@ -911,19 +921,20 @@ def _exact_views(
             ranks=ranks,
             sides=(p == 0, i == 0),
             key_base=p * per_pair,
+            jobs=moments.jobs() if moments is not None and p == 0 else (),
         )
         cross = c if cross is None else cross.merge(c)
         within = w if within is None else within.merge(w)
         positives.append(pos)
     assert cross is not None and within is not None
-    moments = pair_moments(views, codes, workers=workers) if closed else None
+    closed_form = moments.result() if moments is not None else None
     cross_view, within_view = PairType.CROSS_VIEW_NEGATIVE, PairType.WITHIN_VIEW_NEGATIVE
     return {
         PairType.POSITIVE: _sample_summary(
             torch.cat(positives), t32=t32, hist_bins=hist_bins, negative=False, estimate=False
         ),
-        cross_view: cross.summaries(moments[cross_view] if moments else None),
-        within_view: within.summaries(moments[within_view] if moments else None),
+        cross_view: cross.summaries(closed_form[cross_view] if closed_form else None),
+        within_view: within.summaries(closed_form[within_view] if closed_form else None),
     }
 
 
@@ -939,17 +950,23 @@ def _exact_parts(
     ranks: Ranks = SINGLE,
     sides: tuple[bool, bool] = (True, True),
     key_base: int = 0,
+    jobs: Sequence[Callable[[], None]] = (),
 ) -> tuple[_Split, _Split, torch.Tensor]:
     """(cross, within, positives) of the views u, v (already in class order): the tile pass.
 
     A tile's key is ``key_base`` plus its place in the single-process order, whichever rank
-    computes it; ``sides`` as for :func:`_exact_worker`."""
+    computes it; ``sides`` as for :func:`_exact_worker`. ``jobs`` run in the same workers,
+    before the tiles."""
     n = u.shape[0]
     positives = torch.empty(n, dtype=torch.float32, device=u.device)
     tiles = _tiles(n, tile)
     mine = ranks.share([_tile_cost(task) for task in tiles])
-    tasks = _LockedIter((key_base + key, tiles[key]) for key in mine)
-    workers = max(1, min(workers, len(mine)))
+    tasks = _LockedIter(
+        itertools.chain(
+            ((None, job) for job in jobs), ((key_base + key, tiles[key]) for key in mine)
+        )
+    )
+    workers = max(1, min(workers, len(mine) + len(jobs)))
     single = u.device.type == "cpu"
 
     def work(single_thread: bool) -> tuple[_Split, _Split]:
@@ -1439,7 +1456,8 @@ def _measure(
 
 @contextlib.contextmanager
 def _cpu_workers() -> Iterator[int]:
-    """Yield torch's thread count, with torch itself single-threaded meanwhile (restored after).
+    """Yield torch's thread count, with torch itself (and numpy's BLAS, which computes the
+    moments' Grams) single-threaded meanwhile (restored after).
 
     Exact mode runs that many single-threaded workers on whole tiles instead: no OpenMP
     barrier per small op (which costs milliseconds when other processes share the cores),
@@ -1448,6 +1466,7 @@ def _cpu_workers() -> Iterator[int]:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        yield threads
+        with one_blas_thread():
+            yield threads
     finally:
         torch.set_num_threads(threads)

@@ -9,17 +9,52 @@ difference (pure numpy / scipy; nothing here reads a result).
   interval of the mean of replicate values (e.g. one value per training seed);
   :func:`mean_sd` and :func:`t_half_width`, the parts the comparison's over-seed tables print.
 - :func:`welch_interval`: Welch's interval of the difference of two means (unequal
-  variances), for two conditions whose replicates cannot be paired.
+  variances), for two conditions whose replicates cannot be paired; :func:`welch_se_df`
+  its standard error and Welch-Satterthwaite degrees of freedom.
 - :func:`pair_mean_se`, :func:`pair_var_se`: conservative standard errors of a mean (and
   a variance) taken over all pairs of n sampled instances, from Hoeffding's variance of a
   U-statistic: for a symmetric kernel h of degree 2,
   Var(U) = 4(n-2)/(n(n-1)) zeta_1 + 2/(n(n-1)) zeta_2 with zeta_1 <= zeta_2 / 2, so
   Var(U) <= 2 Var(h) / n. The n(n-1) ordered cross-view pairs (u_i, v_j) average the
   symmetric kernel (u_i.v_j + u_j.v_i)/2, whose variance is at most that of one pair.
-- :func:`trend`: the least-squares slope of y on x with its Student-t interval and a
-  permutation test of "no trend" (:func:`scipy.stats.permutation_test`, pairings).
-- :func:`verdict`: the rule that turns an effect, its interval and a minimum relevant
-  effect into *supported*, *contradicted* or *inconclusive*.
+- :func:`trend`: the least-squares slope of y on x with its standard error, Student-t
+  interval and a permutation test of "no trend" (:func:`scipy.stats.permutation_test`).
+
+The verdict of a claim (issue 21) is made from an effect e (the claim's measured quantity on
+its analysis scale), its standard error se with df degrees of freedom, and the claim's
+minimum relevant effect (its *margin*) m > 0:
+
+- :func:`verdict`: superiority with a margin. For an expected increase, *supported* when the
+  whole interval lies at or beyond +m, *contradicted* when it lies at or beyond -m (on the
+  other side of zero by at least the margin), else *inconclusive*; a decrease mirrors it.
+  For an expected agreement (e = measured - predicted), *supported* when the whole interval
+  lies within [-m, m] (an equivalence test), *contradicted* when it lies entirely beyond
+  +m or -m.
+- :func:`margin_p_values`: the one-sided p-values of the two tests that decide those
+  verdicts (the interval at confidence 1 - 2a clears a bound exactly when its p <= a), for
+  Holm's step-down over the findings of one report (:func:`holm_levels`).
+- :func:`borderline`: whether moving the interval by up to the *replicate prediction error*
+  w = t_{0.975, df} sqrt(2) se (:func:`replicate_error`; the 95 % range of the estimate of a
+  new, independent replicate study of the same design about this one, whose standard error
+  is also se) would change the verdict, i.e. whether an interval end lies within w of a
+  verdict boundary.
+- :func:`power`, :func:`seeds_needed`: the power of the design to detect the margin (the
+  one-sided test of "no effect" at the finding's level when the true effect is m; the same
+  noncentral t gives the power to call a true effect of 2m *supported*), from scipy's
+  noncentral t, and the smallest number of seeds that reaches 80 %.
+
+Whether two estimates of one quantity agree (an original and its reproduction, ``cl-diag
+reproduce``):
+
+- :func:`agreement`, :func:`welch_df`: the replicate prediction interval
+  |e1 - e2| <= t sqrt(se1^2 + se2^2), its two-sided p-value and the Welch-Satterthwaite
+  degrees of freedom of se1^2 + se2^2; :func:`holm_levels` corrects the many quantities a
+  reproduction compares.
+
+A statistic counted on a grid (an accuracy on N test images moves in steps of 1/N, a share of
+pairs in steps of 1/pairs) has at least the spread of its rounding, :func:`rounding_sd` =
+step/sqrt(12), however few seeds landed on one grid point: the findings' replicate spread and a
+reproduction's tolerance both take it as their floor.
 
 Every random draw takes a fixed seed, so a report rendered twice has the same bytes.
 
@@ -33,7 +68,7 @@ Example::
     'supported'
     >>> verdict(-0.01, (-0.02, -0.005), expect="decrease", minimum=0.05)  # consistent, tiny
     'inconclusive'
-    >>> verdict(0.09, (0.06, 0.12), expect="equivalent", minimum=0.05)  # disagrees beyond 0.05
+    >>> verdict(0.09, (0.06, 0.12), expect="agree", minimum=0.05)  # disagrees beyond 0.05
     'contradicted'
 """
 
@@ -49,18 +84,33 @@ from scipy import stats
 __all__ = [
     "CONFIDENCE",
     "EXPECTATIONS",
+    "POWER",
     "VERDICTS",
+    "Agreement",
+    "HolmLevel",
     "Summary",
     "Trend",
+    "agreement",
+    "borderline",
+    "holm_levels",
+    "interval_at",
+    "margin_p_values",
     "mean_sd",
     "newcombe_interval",
     "pair_mean_se",
     "pair_var_se",
+    "power",
+    "replicate_error",
+    "rounding_sd",
+    "seeds_needed",
     "summarize",
     "t_half_width",
+    "t_quantile",
     "trend",
     "verdict",
+    "welch_df",
     "welch_interval",
+    "welch_se_df",
     "wilson_interval",
     "z_value",
 ]
@@ -70,7 +120,11 @@ CONFIDENCE = 0.95
 #: the three verdicts a finding can have
 VERDICTS = ("supported", "contradicted", "inconclusive")
 #: what a claim expects of its effect (see :func:`verdict`)
-EXPECTATIONS = ("increase", "decrease", "not_below", "within", "equivalent")
+EXPECTATIONS = ("increase", "decrease", "agree")
+#: the power a study should have to detect a claim's minimum relevant effect
+POWER = 0.8
+#: the most seeds :func:`seeds_needed` searches
+MAX_SEEDS = 10_000
 #: permutations of the trend test: enough for a p-value to +-0.005 near 0.05
 PERMUTATIONS = 9999
 
@@ -189,14 +243,22 @@ def pair_var_se(mean: float, var: float, largest: float, n: int) -> float:
 
 @dataclass(frozen=True)
 class Trend:
-    """The least-squares slope of y on x, its Student-t interval (df = points - 2) and the
-    two-sided permutation p-value of "y does not depend on x"."""
+    """The least-squares slope of y on x, its standard error ``se`` and Student-t interval
+    (df = points - 2), the two-sided permutation p-value of "y does not depend on x", and the
+    residual standard deviation ``resid_sd`` (sqrt(SSR / (points - 2)), the spread a power
+    calculation for more points takes)."""
 
     slope: float
     interval: tuple[float, float] | None
     p_value: float | None
     points: int
     levels: int
+    se: float | None = None
+    resid_sd: float | None = None
+
+    @property
+    def df(self) -> int:
+        return self.points - 2
 
 
 def _slope(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -206,14 +268,21 @@ def _slope(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
     return (a * b).sum(axis=axis) / (a * a).sum(axis=axis)
 
 
-def trend(x: Sequence[float], y: Sequence[float], confidence: float = CONFIDENCE) -> Trend:
+def trend(
+    x: Sequence[float],
+    y: Sequence[float],
+    confidence: float = CONFIDENCE,
+    *,
+    permutations: bool = True,
+) -> Trend:
     """Slope of y on x over every replicate (e.g. ln variance on log2 batch size, one point per
     run, seeds included), with
 
-    * the interval slope +- t_{N-2} SE from :func:`scipy.stats.linregress` (N points, at
-      least three, at least two distinct x), and
-    * the permutation p-value: y re-paired with x at random (:data:`PERMUTATIONS` times, a
-      fixed seed) and the share of |slope| at least the observed one.
+    * its standard error and the interval slope +- t_{N-2} SE from
+      :func:`scipy.stats.linregress` (N points, at least three, at least two distinct x), and
+    * the permutation p-value (``permutations``): y re-paired with x at random
+      (:data:`PERMUTATIONS` times, a fixed seed) and the share of |slope| at least the
+      observed one.
 
     With fewer than three points or one distinct x there is no interval (and no p-value)."""
     xs = np.asarray(x, dtype=np.float64)
@@ -227,17 +296,69 @@ def trend(x: Sequence[float], y: Sequence[float], confidence: float = CONFIDENCE
     slope = float(fit.slope)
     if xs.size < 3:
         return Trend(slope, None, None, int(xs.size), levels)
-    half = float(stats.t.ppf(0.5 + confidence / 2, xs.size - 2)) * float(fit.stderr)
-    result = stats.permutation_test(
-        (xs, ys),
-        _slope,
-        vectorized=True,
-        permutation_type="pairings",
-        n_resamples=PERMUTATIONS,
-        alternative="two-sided",
-        random_state=np.random.default_rng(0),
+    se = float(fit.stderr)
+    half = float(stats.t.ppf(0.5 + confidence / 2, xs.size - 2)) * se
+    resid_sd = se * math.sqrt(float(((xs - xs.mean()) ** 2).sum()))
+    p_value = None
+    if permutations:
+        result = stats.permutation_test(
+            (xs, ys),
+            _slope,
+            vectorized=True,
+            permutation_type="pairings",
+            n_resamples=PERMUTATIONS,
+            alternative="two-sided",
+            random_state=np.random.default_rng(0),
+        )
+        p_value = float(result.pvalue)
+    return Trend(slope, (slope - half, slope + half), p_value, int(xs.size), levels, se, resid_sd)
+
+
+# ---- verdicts with a margin ------------------------------------------------------------------
+
+
+def t_quantile(df: float, confidence: float = CONFIDENCE) -> float:
+    """The two-sided quantile t_{(1 + confidence)/2, df}; the normal one for df = inf."""
+    if not math.isfinite(df):
+        return z_value(confidence)
+    return float(stats.t.ppf(0.5 + confidence / 2, df))
+
+
+def interval_at(
+    effect: float, se: float, df: float, confidence: float = CONFIDENCE
+) -> tuple[float, float]:
+    """effect +- t_{(1 + confidence)/2, df} se."""
+    half = t_quantile(df, confidence) * se
+    return effect - half, effect + half
+
+
+def welch_se_df(
+    y: Sequence[float] | np.ndarray, x: Sequence[float] | np.ndarray
+) -> tuple[float, float]:
+    """Standard error sqrt(s_y^2/n_y + s_x^2/n_x) of mean(y) - mean(x) and its
+    Welch-Satterthwaite degrees of freedom (two or more values each); the pieces of
+    :func:`welch_interval`."""
+    a, b = np.asarray(y, dtype=np.float64), np.asarray(x, dtype=np.float64)
+    va, vb = float(a.var(ddof=1)) / a.size, float(b.var(ddof=1)) / b.size
+    se = math.sqrt(va + vb)
+    if va + vb == 0:
+        return 0.0, float(a.size + b.size - 2)
+    return se, welch_df(math.sqrt(va), a.size - 1, math.sqrt(vb), b.size - 1)
+
+
+def welch_df(se1: float, df1: float, se2: float, df2: float) -> float:
+    """Welch-Satterthwaite degrees of freedom of se1^2 + se2^2, where se_i^2 is an estimate
+    with df_i degrees of freedom (inf: known, e.g. a normal-approximation sampling error):
+
+        df = (se1^2 + se2^2)^2 / (se1^4 / df1 + se2^4 / df2).
+    """
+    a, b = se1 * se1, se2 * se2
+    if a + b == 0:
+        return math.inf
+    denominator = (a * a / df1 if math.isfinite(df1) else 0.0) + (
+        b * b / df2 if math.isfinite(df2) else 0.0
     )
-    return Trend(slope, (slope - half, slope + half), float(result.pvalue), int(xs.size), levels)
+    return math.inf if denominator == 0 else (a + b) ** 2 / denominator
 
 
 def verdict(
@@ -247,23 +368,16 @@ def verdict(
     expect: str,
     minimum: float,
 ) -> str:
-    """*supported*, *contradicted* or *inconclusive* for a measured ``effect`` with its
-    ``interval`` and the claim's ``minimum`` relevant effect (same units, >= 0).
+    """*supported*, *contradicted* or *inconclusive* for an ``effect`` with its ``interval``
+    and the claim's ``minimum`` relevant effect m >= 0 (same scale):
 
-    * ``"increase"`` / ``"decrease"``: supported when the interval lies entirely on the
-      expected side of 0 and |effect| >= minimum; contradicted when it lies entirely on the
-      other side and |effect| >= minimum; otherwise inconclusive -- the interval crosses 0,
-      or the difference is consistent but smaller than the minimum relevant size.
-    * ``"not_below"`` (no relevant loss, e.g. no alignment cost; or a bound that must hold,
-      effect = its slack): supported when the interval excludes a drop of ``minimum`` (lower
-      end > -minimum); contradicted when the interval lies below 0 and effect <= -minimum.
-    * ``"within"`` (effect = relative distance outside a predicted band, 0 inside):
-      supported when the interval is [0, 0] (entirely inside); contradicted when the interval
-      excludes 0 and |effect| >= minimum.
-    * ``"equivalent"`` (effect = measured - predicted; the claim is that they agree within
-      ``minimum``): supported when the interval lies inside [-minimum, minimum] (an
-      equivalence test, as two one-sided tests at the 2.5 % level each); contradicted when it
-      lies entirely outside it, on one side (|measured - predicted| > minimum beyond error).
+    * ``"increase"``: supported when the whole interval lies at or above +m (superiority
+      with a margin); contradicted when it lies at or below -m (on the other side of zero by
+      at least the margin); otherwise inconclusive.
+    * ``"decrease"``: the mirror image (supported at or below -m, contradicted at or above +m).
+    * ``"agree"`` (effect = measured - predicted; the claim is that they agree within m):
+      supported when the interval lies inside [-m, m] (two one-sided tests); contradicted
+      when it lies entirely above +m or entirely below -m; otherwise inconclusive.
 
     No interval (a single run where replicates are needed) is always inconclusive.
     """
@@ -272,29 +386,265 @@ def verdict(
     if effect is None or interval is None or not all(map(math.isfinite, (effect, *interval))):
         return "inconclusive"
     lo, hi = interval
-    relevant = abs(effect) >= minimum
-    if expect in ("increase", "decrease"):
-        sign = 1.0 if expect == "increase" else -1.0
-        if relevant and sign * lo > 0 and sign * hi > 0:
-            return "supported"
-        if relevant and sign * lo < 0 and sign * hi < 0:
-            return "contradicted"
-        return "inconclusive"
-    if expect == "not_below":
-        if lo > -minimum:
-            return "supported"
-        if hi < 0 and effect <= -minimum:
-            return "contradicted"
-        return "inconclusive"
-    if expect == "equivalent":
+    if expect == "agree":
         if -minimum <= lo and hi <= minimum:
             return "supported"
         if lo > minimum or hi < -minimum:
             return "contradicted"
         return "inconclusive"
-    # within a band
-    if lo == 0.0 and hi == 0.0:
+    if expect == "decrease":
+        lo, hi = -hi, -lo
+    if lo >= minimum:
         return "supported"
-    if relevant and (lo > 0 or hi < 0):
+    if hi <= -minimum:
         return "contradicted"
     return "inconclusive"
+
+
+def _sf(x: float, df: float) -> float:
+    """P(T_df >= x) (normal for df = inf)."""
+    return float(stats.norm.sf(x) if not math.isfinite(df) else stats.t.sf(x, df))
+
+
+def margin_p_values(
+    effect: float, se: float, df: float, *, expect: str, minimum: float
+) -> tuple[float, float]:
+    """(p_supported, p_contradicted): the one-sided p-values of the tests behind the two
+    decided verdicts of :func:`verdict`, so that the interval at confidence 1 - 2a is
+    supported (contradicted) exactly when p_supported (p_contradicted) <= a.
+
+    For an expected increase, p_supported tests H0: effect <= +m and p_contradicted tests
+    H0: effect >= -m; a decrease mirrors them. For an agreement, p_supported is the larger of
+    the two one-sided p-values of H0: effect <= -m and H0: effect >= +m (TOST), and
+    p_contradicted the smaller of those of H0: effect <= +m and H0: effect >= -m. With se = 0
+    each p is 0 when its bound is cleared and 1 otherwise."""
+    if expect not in EXPECTATIONS:
+        raise ValueError(f"expect must be one of {EXPECTATIONS}, got {expect!r}")
+    m = minimum
+
+    def above(bound: float) -> float:  # H0: effect <= bound
+        if se <= 0:
+            return 0.0 if effect >= bound else 1.0
+        return _sf((effect - bound) / se, df)
+
+    def below(bound: float) -> float:  # H0: effect >= bound
+        if se <= 0:
+            return 0.0 if effect <= bound else 1.0
+        return _sf((bound - effect) / se, df)
+
+    if expect == "increase":
+        return above(m), below(-m)
+    if expect == "decrease":
+        return below(-m), above(m)
+    return max(above(-m), below(m)), min(above(m), below(-m))
+
+
+@dataclass(frozen=True)
+class HolmLevel:
+    """One hypothesis of a Holm family: its ``rank`` (1 = smallest p), the one-sided
+    ``level`` a it is judged at (its interval is printed at confidence 1 - 2a), whether it
+    is ``rejected`` and its Holm-adjusted p-value."""
+
+    rank: int
+    level: float
+    rejected: bool
+    adjusted: float
+
+
+def holm_levels(p_values: Sequence[float], alpha: float = (1 - CONFIDENCE) / 2) -> list[HolmLevel]:
+    """Holm's (1979) step-down over K one-sided p-values at family-wise level ``alpha``
+    (2.5 % one-sided: each verdict's two-sided interval is at 95 % when K = 1).
+
+    The i-th smallest p is judged at a_i = alpha / (K - i + 1) while every smaller one was
+    rejected; from the first that is not, every later hypothesis is judged at that first
+    level a* (so its interval, printed at 1 - 2a*, does not clear its bound either: the
+    printed intervals and the decisions agree). Adjusted p-values:
+    max_{j <= i} min(1, (K - j + 1) p_(j)). Returns the levels in the given order."""
+    k = len(p_values)
+    order = sorted(range(k), key=lambda i: (p_values[i], i))
+    out: list[HolmLevel | None] = [None] * k
+    stopped: float | None = None
+    running = 0.0
+    for rank, i in enumerate(order, start=1):
+        level = alpha / (k - rank + 1)
+        running = max(running, min(1.0, (k - rank + 1) * p_values[i]))
+        if stopped is None and p_values[i] > level:
+            stopped = level
+        judged = level if stopped is None else stopped
+        out[i] = HolmLevel(rank, judged, stopped is None, running)
+    return [h for h in out if h is not None]
+
+
+def rounding_sd(step: float) -> float:
+    """step / sqrt(12): the standard deviation of a continuous quantity's rounding to a grid of
+    ``step`` (uniform over one step), the smallest spread a statistic counted on that grid can
+    show (an accuracy on N images: step 1/N). 0 for a continuous statistic (step 0)."""
+    return step / math.sqrt(12.0)
+
+
+def replicate_error(se: float, df: float, confidence: float = CONFIDENCE) -> float:
+    """The replicate prediction error w = t_{(1 + confidence)/2, df} sqrt(2) se: the half-width
+    of the range in which the estimate of a new, independent replicate study of the same
+    design (same seeds' count, same spread, standard error se) falls about this one with
+    probability ``confidence`` (the difference of two such estimates has sd sqrt(2) se)."""
+    return t_quantile(df, confidence) * math.sqrt(2.0) * se
+
+
+def borderline(
+    interval: tuple[float, float] | None, *, expect: str, minimum: float, reach: float
+) -> bool:
+    """Whether moving ``interval`` by some amount within +-``reach`` (the replicate prediction
+    error, :func:`replicate_error`) changes :func:`verdict`.
+
+    In terms of the shift s of the interval [lo + s, hi + s], each verdict holds on a set of
+    s: for an expected increase, supported on s >= m - lo and contradicted on s <= -m - hi
+    (mirrored for a decrease); for an agreement, supported on [-m - lo, m - hi] (empty when
+    the interval is wider than 2m) and contradicted on s > m - lo or s < -m - hi; inconclusive
+    on the rest. A decided verdict is borderline when [-reach, reach] leaves its set, an
+    inconclusive one when [-reach, reach] meets the set of a decided verdict. No interval:
+    not borderline (inconclusive whatever a replicate gives)."""
+    if interval is None or not all(map(math.isfinite, interval)):
+        return False
+    lo, hi = interval
+    m, inf = minimum, math.inf
+    up, down = (m - lo, inf), (-inf, -m - hi)
+    if expect == "agree":
+        supported, contradicted = [(-m - lo, m - hi)], [up, down]
+    elif expect == "increase":
+        supported, contradicted = [up], [down]
+    elif expect == "decrease":
+        supported, contradicted = [down], [up]
+    else:
+        raise ValueError(f"expect must be one of {EXPECTATIONS}, got {expect!r}")
+
+    def inside(spans: list[tuple[float, float]]) -> bool:
+        return any(a <= -reach and reach <= b for a, b in spans)
+
+    def meets(spans: list[tuple[float, float]]) -> bool:
+        return any(a <= b and a <= reach and b >= -reach for a, b in spans)
+
+    current = verdict(0.0, interval, expect=expect, minimum=minimum)
+    if current == "supported":
+        return not inside(supported)
+    if current == "contradicted":
+        return not inside(contradicted)
+    return meets(supported) or meets(contradicted)
+
+
+def power(
+    design: str,
+    n: int,
+    *,
+    margin: float,
+    sd: float,
+    alpha: float = (1 - CONFIDENCE) / 2,
+    levels: Sequence[float] = (),
+    agree: bool = False,
+) -> float:
+    """Power of the one-sided t test at level ``alpha`` of "no effect" against a true effect of
+    ``margin`` with replicate spread ``sd``, for ``n`` seeds (scipy's noncentral t):
+
+    * ``"one_sample"`` (one value or one paired difference per seed): df = n - 1,
+      noncentrality m sqrt(n) / sd;
+    * ``"two_sample"`` (n seeds per condition, unpaired, sd pooled): df = 2n - 2,
+      noncentrality m / (sd sqrt(2 / n));
+    * ``"slope"`` (n seeds at each of the x ``levels``, sd the residual sd): df = nk - 2,
+      noncentrality m sqrt(n Sxx) / sd with Sxx = sum (x_l - mean x)^2 over the k levels.
+
+    power = P(T'_{df, ncp} > t_{1 - alpha, df}). The same number is the power to call a true
+    effect of 2m *supported* (interval beyond m). With ``agree`` (an agreement claim whose
+    true deviation is 0), 2 power - 1, floored at 0: a lower bound on the power of the two
+    one-sided tests together."""
+    if design == "one_sample":
+        df, ncp = n - 1, margin * math.sqrt(n) / sd
+    elif design == "two_sample":
+        df, ncp = 2 * n - 2, margin / (sd * math.sqrt(2.0 / n))
+    elif design == "slope":
+        xs = np.asarray(levels, dtype=np.float64)
+        sxx = float(((xs - xs.mean()) ** 2).sum())
+        df, ncp = n * xs.size - 2, margin * math.sqrt(n * sxx) / sd
+    else:
+        raise ValueError(f"unknown design {design!r}")
+    if df < 1:
+        return 0.0
+    critical = float(stats.t.ppf(1 - alpha, df))
+    p = float(stats.nct.sf(critical, df, ncp))
+    return max(0.0, 2 * p - 1) if agree else p
+
+
+def seeds_needed(
+    design: str,
+    *,
+    margin: float,
+    sd: float,
+    alpha: float = (1 - CONFIDENCE) / 2,
+    levels: Sequence[float] = (),
+    agree: bool = False,
+    target: float = POWER,
+) -> int | None:
+    """The smallest number of seeds (per condition, or per level of a slope) whose
+    :func:`power` reaches ``target`` (80 %) at the observed ``sd``; 2 when sd is 0 (the
+    fewest that give a spread), None beyond :data:`MAX_SEEDS`."""
+    if not (margin > 0 and math.isfinite(sd) and sd >= 0):
+        return None
+    low = 2 if design != "slope" or len(levels) < 3 else 1
+    if sd == 0:
+        return low
+
+    def enough(n: int) -> bool:
+        return (
+            power(design, n, margin=margin, sd=sd, alpha=alpha, levels=levels, agree=agree)
+            >= target
+        )
+
+    if not enough(MAX_SEEDS):
+        return None
+    # power grows with n: bisect between the fewest seeds and the cap
+    lo, hi = low, MAX_SEEDS
+    if enough(lo):
+        return lo
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if enough(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+# ---- agreement of an original and its reproduction ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """|e1 - e2| against its standard error ``se`` = sqrt(se1^2 + se2^2) with ``df`` degrees
+    of freedom: the half-width ``tolerance`` of the 95 % replicate prediction interval
+    t_{0.975, df} se, and the two-sided ``p_value`` of "both estimate the same quantity"."""
+
+    difference: float
+    se: float
+    df: float
+    tolerance: float
+    p_value: float
+
+    @property
+    def within(self) -> bool:
+        """Inside the (unadjusted) 95 % prediction interval."""
+        return abs(self.difference) <= self.tolerance
+
+
+def agreement(
+    e1: float, e2: float, se: float, df: float = math.inf, confidence: float = CONFIDENCE
+) -> Agreement:
+    """Whether two estimates of one quantity agree: the prediction interval
+    |e1 - e2| <= t_{(1+confidence)/2, df} se (:func:`t_quantile`) and the p-value
+    2 P(T_df > |e1 - e2| / se). ``se`` = sqrt(s1^2/n1 + s2^2/n2) for two means of n1 and n2
+    replicates with sample sds s1, s2; sqrt(2) s for one new replicate against one old (the
+    :func:`replicate_error` of s); 0 makes any difference significant (p = 0) and equality
+    p = 1."""
+    difference = float(e2 - e1)
+    if se <= 0:
+        p = 1.0 if difference == 0 else 0.0
+        return Agreement(difference, 0.0, df, 0.0, p)
+    p = 2 * _sf(abs(difference) / se, df)
+    return Agreement(difference, float(se), float(df), t_quantile(df, confidence) * se, p)

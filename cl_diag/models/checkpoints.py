@@ -35,7 +35,7 @@ import torch
 
 from cl_diag.errors import UserError
 from cl_diag.io.checkpoints import TorchFileError, check_input_file, safe_torch_load, sniff
-from cl_diag.models.foreign import SUPPORTED_LAYOUTS, layout_of, recognise_layout
+from cl_diag.models.foreign import SUPPORTED_LAYOUTS, guess_arch, layout_of, recognise_layout
 from cl_diag.models.keymap import (
     MAPPING_OPTIONS,
     KeyMapping,
@@ -267,9 +267,10 @@ def unknown_layout_message(path: Path, payload: Any, mapping: KeyMapping | None 
             for prefix, count in prefixes[:10]
         )
         after = " after --rename" if mapping.renames else ""
+        example = mapping_example(prefixes, arch=guess_arch(weights, prefixes))
         text += (
             f" Its tensors{after} are under: {shown}. Map them onto an architecture with "
-            f"--arch and {MAPPING_OPTIONS}; e.g. {mapping_example(prefixes)}."
+            f"--arch and {MAPPING_OPTIONS}; e.g. {example}."
         )
     return f"{text} {SUPPORTED_LAYOUTS}"
 

@@ -63,7 +63,12 @@ from torch import nn
 from cl_diag.errors import UserError
 from cl_diag.io.jsonfile import parse_json
 from cl_diag.models.build import build_backbone, fresh_like, seeded
-from cl_diag.models.keymap import KeyMapping, raw_weights, state_dict_of
+from cl_diag.models.keymap import (
+    KeyMapping,
+    example_backbone_prefix,
+    raw_weights,
+    state_dict_of,
+)
 from cl_diag.models.registry import FOREIGN_ARCHS, BackboneOptions, get_arch
 
 __all__ = [
@@ -74,6 +79,7 @@ __all__ = [
     "ForeignLayout",
     "LayoutParts",
     "foreign_weights",
+    "guess_arch",
     "infer_resnet_arch",
     "layout_of",
     "lightning_metadata",
@@ -82,6 +88,7 @@ __all__ = [
     "read_solo_args",
     "rebuild_projector",
     "recognise_layout",
+    "recorded_crop_side",
     "resolve_cifar_stem_padding",
     "solo_training_config",
 ]
@@ -249,6 +256,70 @@ def _state_dict_split(
     )
 
 
+#: Keys under which a training config states its crop side: a side or one side per crop
+#: group (solo-learn's ``crop_size``, DINOv2's ``global_crops_size``: the first is the global
+#: crop) or an image shape (a Lightning module's ``input_size``, timm's ``img_size``: an int,
+#: ``(H, W)`` or ``(C, H, W)``, square).
+_CROP_KEYS = ("crop_size", "global_crops_size")
+_SHAPE_KEYS = ("image_size", "input_size", "img_size")
+
+
+def _side(value: Any) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    return None
+
+
+def _crop_side(value: Any) -> int | None:
+    """A crop side, or the first of per-crop sides."""
+    if isinstance(value, (list, tuple)):
+        return _side(value[0]) if value else None
+    return _side(value)
+
+
+def _shape_side(value: Any) -> int | None:
+    """The side of a square image shape: ``S``, ``(S, S)`` or ``(C, S, S)``."""
+    if isinstance(value, (list, tuple)):
+        sides = [_side(v) for v in value]
+        if None in sides or len(sides) not in (2, 3):
+            return None
+        height, width = sides[-2:]
+        return height if height == width else None
+    return _side(value)
+
+
+def recorded_crop_side(config: Any) -> int | None:
+    """The training crop side a foreign config states (:data:`_CROP_KEYS`, :data:`_SHAPE_KEYS`;
+    at the top level, under ``crops``/``data``, or in the first of solo-learn's
+    ``augmentations``), or None."""
+    if isinstance(config, argparse.Namespace):
+        config = vars(config)
+    if not isinstance(config, dict):
+        return None
+    places: list[Any] = [config, config.get("crops"), config.get("data")]
+    augmentations = config.get("augmentations")
+    if isinstance(augmentations, list) and augmentations:
+        places.append(augmentations[0])
+    for place in places:
+        if isinstance(place, dict):
+            for name in (*_CROP_KEYS, *_SHAPE_KEYS):
+                read = _crop_side if name in _CROP_KEYS else _shape_side
+                side = read(place.get(name))
+                if side is not None:
+                    return side
+    return None
+
+
+def _lightning_recorded(payload: Any) -> tuple[dict, str]:
+    """The crop side a Lightning checkpoint's ``hyper_parameters`` state (lightly's modules
+    save theirs with ``self.save_hyperparameters()``)."""
+    hparams = payload.get("hyper_parameters") if isinstance(payload, dict) else None
+    side = recorded_crop_side(hparams)
+    if side is None:
+        return {}, ""
+    return {"image_size": side}, "the Lightning checkpoint's hyper_parameters"
+
+
 def _solo_fingerprinted(payload: Any) -> Any:
     return payload.get("state_dict", payload)
 
@@ -281,9 +352,24 @@ def _resnet_children(state: dict[str, torch.Tensor]) -> bool:
 def _lightly_prefix(weights: dict[str, torch.Tensor]) -> str | None:
     if _resnet_children(_strip(weights, "backbone.")):
         return "backbone."
-    if all(k.split(".", 1)[0].isdigit() for k in weights) and _resnet_children(weights):
+    if _is_children_list(weights):
         return ""  # backbone.state_dict() alone
     return None
+
+
+def _is_children_list(state: dict[str, torch.Tensor]) -> bool:
+    """Keys of an ``nn.Sequential`` of a ResNet's children alone (``0.weight``, ``4.0.*``)."""
+    return all(k.split(".", 1)[0].isdigit() for k in state) and _resnet_children(state)
+
+
+def _children_to_resnet(children: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The children's positions mapped back onto torchvision's names (0 -> conv1, ...)."""
+    backbone = {}
+    for key, value in children.items():
+        position, _, rest = key.partition(".")
+        # a position that holds no weights in a ResNet stays as it is: the strict check lists it
+        backbone[f"{_RESNET_CHILDREN.get(position, position)}.{rest}"] = value
+    return backbone
 
 
 def _lightly_recognise(payload: Any, weights: dict[str, torch.Tensor]) -> bool:
@@ -295,11 +381,7 @@ def _lightly_split(
 ) -> LayoutParts:
     prefix = _lightly_prefix(weights) or ""
     children = _strip(weights, prefix) if prefix else dict(weights)
-    backbone = {}
-    for key, value in children.items():
-        position, _, rest = key.partition(".")
-        # a position that holds no weights in a ResNet stays as it is: the strict check lists it
-        backbone[f"{_RESNET_CHILDREN.get(position, position)}.{rest}"] = value
+    backbone = _children_to_resnet(children)
     ignored = _drop_fc(backbone, prefix)
     # lightly's heads keep their nn.Sequential in `.layers` (SimCLR, MoCo, BYOL, ...)
     projector = _strip(weights, "projection_head.layers.")
@@ -450,6 +532,7 @@ def _dino_recorded(payload: Any) -> tuple[dict, str]:
         "out_dim": args.get("out_dim"),
         "teacher_temp": args.get("teacher_temp"),
         "momentum_teacher": args.get("momentum_teacher"),
+        "image_size": recorded_crop_side(args),
     }
     plain = (str, int, float, bool)
     return {k: v for k, v in config.items() if isinstance(v, plain)}, "the checkpoint's 'args'"
@@ -479,6 +562,12 @@ def _mapped_split(
             f"--backbone-prefix {mapping.backbone_prefix!r} selects no keys; the file's "
             f"keys{after} are under: {shown}."
         )
+    key_map = None
+    if _is_children_list(backbone):
+        # lightly's tutorials save nn.Sequential(*resnet.children()[:-1]) under a name of
+        # their own ({"resnet18_parameters": backbone.state_dict()}): the same mapping applies
+        backbone, key_map = _children_to_resnet(backbone), _CHILDREN_MAP
+        ignored = ignored + _drop_fc(backbone, mapping.backbone_prefix or "")
     return LayoutParts(
         backbone,
         _indexed(projector),
@@ -486,6 +575,7 @@ def _mapped_split(
         ignored,
         backbone_prefix=mapping.backbone_prefix or "",
         projector_prefix=mapping.projector_prefix if projector else None,
+        key_map=key_map,
     )
 
 
@@ -497,7 +587,11 @@ def _state_dict_fingerprinted(payload: Any) -> Any:
 #: 'backbone.*' under 'state_dict', so it goes before solo-learn.
 FOREIGN_LAYOUTS: tuple[ForeignLayout, ...] = (
     ForeignLayout(
-        "lightly", _lightly_recognise, _lightly_split, fingerprinted=_state_dict_fingerprinted
+        "lightly",
+        _lightly_recognise,
+        _lightly_split,
+        recorded=_lightning_recorded,
+        fingerprinted=_state_dict_fingerprinted,
     ),
     ForeignLayout(
         "moco",
@@ -572,6 +666,18 @@ def infer_resnet_arch(backbone: dict[str, torch.Tensor]) -> str | None:
     if base is None:
         return None
     return base + ("-cifar" if conv1.shape[-1] == 3 else "")
+
+
+def guess_arch(weights: dict[str, torch.Tensor], prefixes: list[tuple[str, int]]) -> str | None:
+    """The ResNet the keys under the example backbone prefix of ``prefixes`` look like
+    (:func:`~cl_diag.models.keymap.example_backbone_prefix`; a list of ResNet children, as
+    lightly's tutorials save it, read through the same mapping ``--backbone-prefix`` applies),
+    or None: what the unknown-layout message offers as ``--arch``."""
+    prefix = example_backbone_prefix(prefixes)
+    part = _strip(weights, prefix)
+    if _is_children_list(part):
+        part = _children_to_resnet(part)
+    return infer_resnet_arch(part)
 
 
 def load_strict(module: nn.Module, state: dict[str, torch.Tensor], what: str, hint: str) -> None:
@@ -752,6 +858,7 @@ def solo_training_config(args: dict) -> dict:
         ),
         "proj_hidden_dim": _first(args, "method_kwargs.proj_hidden_dim", "proj_hidden_dim"),
         "proj_output_dim": _first(args, "method_kwargs.proj_output_dim", "proj_output_dim"),
+        "image_size": recorded_crop_side(args),
         "precision": _first(args, "precision"),
         "name": _first(args, "name"),
     }
@@ -908,7 +1015,7 @@ def load_foreign_encoder(
         config, recorded_in = layout.recorded(file.payload)
 
     guess = infer_resnet_arch(parts.backbone)
-    looks = f" These weights look like {guess}." if guess else ""
+    looks = f" These weights look like {guess}: pass --arch {guess}." if guess else ""
     if arch is not None:
         provenance["arch"] = "--arch"
     elif config.get("arch"):
@@ -926,6 +1033,8 @@ def load_foreign_encoder(
     if not spec.foreign:
         raise _arch_error(arch, provenance["arch"], None, looks)
 
+    if config.get("image_size") is not None:
+        provenance["image_size"] = recorded_in
     if dataset is not None:
         provenance["dataset"] = "--dataset"
     elif config.get("dataset"):

@@ -30,6 +30,7 @@ from cl_diag.errors import UserError
 __all__ = [
     "MAPPING_OPTIONS",
     "KeyMapping",
+    "example_backbone_prefix",
     "is_tensor_dict",
     "key_prefixes",
     "mapping_example",
@@ -118,18 +119,26 @@ def key_prefixes(keys: Iterable[str], *, most: int = 10) -> list[tuple[str, int]
     return sorted(chosen.items(), key=lambda item: (-item[1], item[0]))
 
 
-def mapping_example(prefixes: list[tuple[str, int]]) -> str:
-    """An example command line for ``prefixes``: the biggest group as the backbone, a group
-    named like a head (head, proj, fc, mlp) as the projector."""
+def example_backbone_prefix(prefixes: list[tuple[str, int]]) -> str:
+    """The group :func:`mapping_example` offers as the backbone: the biggest one."""
     groups = [p for p, _ in prefixes if p.endswith(".")]
-    backbone = groups[0] if groups else "encoder."
+    return groups[0] if groups else "encoder."
+
+
+def mapping_example(prefixes: list[tuple[str, int]], arch: str | None = None) -> str:
+    """An example command line for ``prefixes``: the biggest group as the backbone
+    (:func:`example_backbone_prefix`), a group named like a head (head, proj, fc, mlp) as the
+    projector, and ``--arch`` the architecture its weights look like (``ARCH``: not known).
+    What it offers runs as it is when ``arch`` is known (tests/test_suggestions.py)."""
+    groups = [p for p, _ in prefixes if p.endswith(".")]
+    backbone = example_backbone_prefix(prefixes)
     heads = [
         p
         for p in groups
         if p != backbone and re.search(r"head|proj|fc|mlp", p.rsplit(".", 2)[-2], re.I)
     ]
     projector = f" --projector-prefix '{heads[0]}'" if heads else ""
-    return f"--arch ARCH --backbone-prefix '{backbone}'{projector} --rename '^module\\.='"
+    return f"--arch {arch or 'ARCH'} --backbone-prefix '{backbone}'{projector}"
 
 
 # --------------------------------------------------------------------------- the mapping

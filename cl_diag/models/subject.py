@@ -41,6 +41,7 @@ from cl_diag.models.keymap import KeyMapping
 from cl_diag.models.registry import get_arch
 
 __all__ = [
+    "FOREIGN_CHANNELS",
     "FOREIGN_DATASETS",
     "MODULE_DATASETS",
     "DataSpec",
@@ -50,22 +51,38 @@ __all__ = [
     "rebuild_subject",
 ]
 
-#: Datasets a foreign checkpoint can be measured on.
-FOREIGN_DATASETS = ("cifar10", "cifar100", "imagefolder")
+#: Datasets a foreign checkpoint can be measured on (digits: grey 8x8 images, resized to the
+#: analysis side and repeated to the model's 3 channels).
+FOREIGN_DATASETS = ("digits", "cifar10", "cifar100", "imagefolder")
+#: Input channels of every foreign backbone (torchvision's and timm's ImageNet stems).
+FOREIGN_CHANNELS = 3
 #: Datasets a module passed from Python can be measured on (the image datasets).
 MODULE_DATASETS = ("digits", "cifar10", "cifar100", "imagefolder")
 
 
 @dataclass(frozen=True)
 class DataSpec:
-    """The data a subject was trained on, as its checkpoint and the user's options name it."""
+    """The data a subject was trained on, as its checkpoint and the user's options name it.
+
+    The side the images are encoded at is decided a layer up
+    (:func:`cl_diag.orchestration.subject.resolve_image_size`, which knows the datasets'
+    own sizes) from what is known here: ``image_size`` (a side the model asks for, with
+    ``image_size_from`` saying why; ``fixed_size``: the only side it takes) and
+    ``trained_size`` (the training side the checkpoint's config records, ``trained_size_from``
+    where; a ``trained_size_from`` with no ``trained_size``: trained at the dataset's own
+    size, as ``cl-diag train`` does without ``--image-size``)."""
 
     dataset: str  # digits, cifar10, cifar100 or imagefolder
     data_root: str | None
     val_root: str | None
-    image_size: int | None  # None: the dataset's own size
+    image_size: int | None  # None: resolved from trained_size or the dataset's own size
     num_samples: int | None  # the run trained on the first N images only
     split: dict[str, Any] | None = None  # the train/test split the checkpoint recorded
+    image_size_from: str | None = None
+    fixed_size: bool = False
+    trained_size: int | None = None
+    trained_size_from: str | None = None
+    channels: int | None = None  # the model's input channels (None: the data's own)
 
 
 @dataclass
@@ -87,6 +104,26 @@ class Subject:
     data_spec: DataSpec | None = None  # the data to attach (None for toy runs)
     # toy with --num-classes: the classes of the learned vectors (None: each its own class)
     embedding_labels: torch.Tensor | None = None
+    # a cl-diag checkpoint: every training option as its run recorded them (result.json's
+    # commands.train, what `cl-diag reproduce` trains again); None for any other file
+    training_command: dict | None = None
+
+
+def _plain_record(value: Any) -> dict | None:
+    """``value`` if it is a record of plain JSON values (nested dicts of text keys, numbers,
+    text, booleans, None and lists of those), else None: a file's fingerprint is shown and
+    written back into result.json, never trusted to hold anything else."""
+
+    def plain(v: Any) -> bool:
+        if v is None or isinstance(v, (str, bool, int, float)):
+            return True
+        if isinstance(v, list):
+            return all(plain(x) for x in v)
+        if isinstance(v, dict):
+            return all(isinstance(k, str) and plain(x) for k, x in v.items())
+        return False
+
+    return value if isinstance(value, dict) and plain(value) else None
 
 
 def rebuild_subject(
@@ -182,6 +219,7 @@ def _cl_diag_subject(
             )
     ck = check_checkpoint(file.payload, file.path)  # already read once: validate, do not reload
     cfg = dict(ck.get("config") or {})
+    recorded = dict(cfg)
     recorded_roots = {"data_root": cfg.get("data_root"), "val_root": cfg.get("val_root")}
     # Where and how the run ran (paths, device, workers) is not what it computed; leaving it
     # out keeps compare's run labels to the options that matter.
@@ -202,9 +240,15 @@ def _cl_diag_subject(
         "step": ck.get("step"),
         "complete": ck.get("complete"),
         "versions": ck.get("versions"),
+        # where it was trained: the fingerprint last.pt records (None before cl-diag wrote one)
+        "environment": _plain_record(ck.get("environment")),
     }
     subject = Subject(
-        source=source, training_config=cfg, n_train=ck.get("n_train"), dataset=trained_on
+        source=source,
+        training_config=cfg,
+        n_train=ck.get("n_train"),
+        dataset=trained_on,
+        training_command=recorded,
     )
     if trained_on == "toy":
         emb = ck.get("embeddings")
@@ -240,9 +284,15 @@ def _cl_diag_subject(
         trained_on,
         data_root=_as_str(data_root, recorded_roots["data_root"]),
         val_root=_as_str(val_root, recorded_roots["val_root"]),
-        image_size=cfg.get("image_size"),
+        image_size=None,
         num_samples=cfg.get("num_samples"),
         split=ck.get("split"),
+        trained_size=cfg.get("image_size"),
+        trained_size_from=(
+            "the checkpoint's config.image_size"
+            if cfg.get("image_size") is not None
+            else f"cl-diag train's default for {trained_on}"
+        ),
     )
     return subject
 
@@ -271,7 +321,8 @@ def _foreign_subject(
     if trained_on is None:
         raise UserError(
             f"{file.path} does not record its dataset (no args.json beside it): give --dataset "
-            f"({', '.join(FOREIGN_DATASETS)}) and --data-root."
+            f"({', '.join(FOREIGN_DATASETS)}), and --data-root for all but digits (the embedded "
+            "8x8 digits, e.g. --dataset digits to try a model at once)."
         )
     note = None
     if trained_on not in FOREIGN_DATASETS:
@@ -319,20 +370,25 @@ def _foreign_subject(
         random_projector=random_projector,
     )
     spec = get_arch(encoder.arch)
-    size = None
+    size = why = None
     if spec.input_size is not None:
         # a ViT's position embeddings are laid out for one image side: crop to it
-        size = spec.input_size
-        source["image_size"] = {"value": size, "from": f"the fixed input size of {spec.name}"}
+        size, why = spec.input_size, f"the fixed input size of {spec.name}"
     elif spec.cifar_stem and trained_on == "imagefolder":
         # A CIFAR-stem network measured on an image folder sees the images at CIFAR's size.
-        size = 32
+        size, why = 32, f"CIFAR's side, for the CIFAR stem of {spec.name}"
+    trained = encoder.training_config.get("image_size")
     subject.data_spec = DataSpec(
         trained_on,
         data_root=_as_str(data_root, None),
         val_root=_as_str(val_root, None),
         image_size=size,
         num_samples=None,
+        image_size_from=why,
+        fixed_size=spec.input_size is not None,
+        trained_size=trained if isinstance(trained, int) else None,
+        trained_size_from=encoder.provenance.get("image_size") if trained else None,
+        channels=FOREIGN_CHANNELS,
     )
     return subject
 
@@ -416,7 +472,6 @@ def module_subject(
     dataset: str,
     data_root: Path | None = None,
     val_root: Path | None = None,
-    image_size: int | None = None,
     training_config: Mapping[str, Any] | None = None,
     seed: int = 0,
     baselines: bool = True,
@@ -446,8 +501,6 @@ def module_subject(
             f"dataset {dataset!r} is not one of {', '.join(MODULE_DATASETS)}; give the name of "
             "the images to measure on (and data_root for cifar10, cifar100 and imagefolder)."
         )
-    if image_size is not None and image_size < 1:
-        raise UserError(f"image_size must be at least 1 (got {image_size}).")
     if output_key is not None and not isinstance(output_key, str):
         raise UserError(f"output_key must be a string (got {type(output_key).__name__}).")
     for name, module in (("encoder", backbone), ("projector", projector)):
@@ -481,14 +534,16 @@ def module_subject(
             assert twin is not None
             subject.random_backbone = _read_features(twin, output_key)
             subject.random_projector = _read_projection(twin_projector)
-    if image_size is not None:
-        source["image_size"] = {"value": int(image_size), "from": "image_size"}
-    # the data is opened above models (cl_diag.orchestration.subject.open_module_subject)
+    # the data is opened above models (cl_diag.orchestration.subject.open_module_subject),
+    # which also decides the side (image_size, else the config's, else the dataset's own)
+    trained = (training_config or {}).get("image_size")
     subject.data_spec = DataSpec(
         dataset,
         data_root=_as_str(data_root, None),
         val_root=_as_str(val_root, None),
-        image_size=image_size,
+        image_size=None,  # cl_diag.analyze's image_size is resolved with the rest, a layer up
         num_samples=None,
+        trained_size=trained if isinstance(trained, int) else None,
+        trained_size_from="training_config['image_size']" if isinstance(trained, int) else None,
     )
     return subject

@@ -10,6 +10,7 @@ against the relations between options. :mod:`cl_diag.orchestration.analyze` meas
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ __all__ = [
     "AnalyzeConfig",
     "PairOptions",
     "check_analysis",
+    "option_names",
 ]
 
 _FIXED_OUTPUTS = (RESULT_NAME, "report.md", "report.html")
@@ -46,11 +48,18 @@ FILE_FIELDS = (
     "backbone_prefix",
     "projector_prefix",
     "renames",
+    "image_size",
 )
 
 #: AnalyzeConfig fields that describe an embeddings file: its two views' arrays (``--keys``)
 #: and whether they come from two encoders (``--cross-modal``); refused for a checkpoint.
 EMBEDDINGS_FIELDS = ("keys", "cross_modal")
+
+
+#: options of ``analyze`` recorded (``commands.analyze``) under an earlier name -> their name
+#: now: the encoding batch was ``batch_size`` until ``--batch-size`` came to mean the training
+#: batch in every command (issue 20); the value means the same
+_RENAMED = {"batch_size": "encode_batch_size"}
 
 
 @dataclass(frozen=True)
@@ -117,6 +126,54 @@ class AnalyzeConfig:
     overwrite: bool = False
     # augmented views per image of a checkpoint (V > 2: pairs over every view pair)
     views: int = 2
+    # the side of the images encoded (None: the training side the checkpoint records, else
+    # the dataset's own; cl_diag.orchestration.subject.resolve_image_size)
+    image_size: int | None = None
+
+    def record(self) -> dict[str, Any]:
+        """Every option that made the result, as JSON values (paths as text, tuples as lists):
+        result.json's ``commands.analyze``, what ``cl-diag reproduce`` runs again
+        (:meth:`from_record`). Where the files go (``out``, ``overwrite``) is left out: the
+        same analysis written to two folders is the same bytes."""
+        out: dict[str, Any] = {}
+        for f in fields(AnalyzeConfig):
+            if f.name in ("out", "overwrite"):
+                continue
+            value = getattr(self, f.name)
+            if isinstance(value, Path):
+                value = str(value)
+            elif isinstance(value, tuple):
+                value = list(value)
+            out[f.name] = value
+        return out
+
+    @classmethod
+    def from_record(cls, values: Mapping[str, Any]) -> AnalyzeConfig:
+        """The config :meth:`record` wrote (JSON's lists and strings back into tuples and
+        paths; ``out`` "." unless given; an option recorded under its earlier name, in
+        :data:`_RENAMED`, read under its name now); a key this version does not know is a
+        :class:`UserError`."""
+        import typing
+
+        hints = typing.get_type_hints(AnalyzeConfig)
+        known = {f.name for f in fields(AnalyzeConfig)}
+        values = {_RENAMED.get(k, k): v for k, v in values.items()}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise UserError(
+                f"The recorded analysis options name {', '.join(unknown)}, which this cl-diag "
+                "does not know; reproduce it with the cl-diag version that wrote it."
+            )
+        out = {"out": Path("."), **values}
+        for f in fields(AnalyzeConfig):
+            if out.get(f.name) is None:
+                continue
+            hint = hints[f.name]
+            if Path in (hint, *typing.get_args(hint)):
+                out[f.name] = Path(out[f.name])
+            elif typing.get_origin(hint) is tuple:
+                out[f.name] = tuple(out[f.name])
+        return cls(**out)
 
     @property
     def view_keys(self) -> tuple[str, str] | None:
@@ -138,6 +195,46 @@ class AnalyzeConfig:
             block_size=self.block_size,
             hist_bins=self.hist_bins,
         )
+
+
+def option_names(
+    value: object,
+    allowed: tuple[str, ...],
+    option: str,
+    *,
+    none: bool = True,
+    spelling: Spelling = CLI,
+) -> tuple[str, ...]:
+    """The names an option such as ``--probes`` or ``--layers`` gives, in the command line's
+    words for the command line and Python alike: ``"all"`` (every name of ``allowed``),
+    ``"none"`` (no name; only where ``none``) or a comma-separated subset of ``allowed``
+    (case and spaces ignored); from Python also a list or tuple of names. ``option`` is the
+    field name; a bad value is a :class:`UserError` that shows it as given (``--probes 'x'``
+    on the command line, ``probes='x'`` in Python: ``spelling``) and offers the valid
+    choices."""
+    cli = spelling.style == "cli"
+    names: tuple[str, ...] | None = None
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text == "all":
+            return allowed
+        if text == "none" and none:
+            return ()
+        names = tuple(part.strip() for part in text.split(",") if part.strip())
+    elif not cli and isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        names = tuple(v.strip().lower() for v in value)
+        if not names and none:
+            return ()
+    if not names or any(name not in allowed for name in names):
+        offer = "'all', 'none'" if none else "'all'"
+        listed = "" if cli else " (as a string, or a list of names)"
+        raise UserError(
+            spelling.message(
+                f"{spelling.given(option, value)}: give {offer} or a comma-separated subset "
+                f"of {', '.join(allowed)}{listed}."
+            )
+        )
+    return names
 
 
 def check_analysis(config: AnalyzeConfig, *, spelling: Spelling = CLI) -> AnalyzeConfig:

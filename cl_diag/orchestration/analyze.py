@@ -69,6 +69,7 @@ from cl_diag.orchestration.analysis_config import (
     AnalyzeConfig,
     PairOptions,
     check_analysis,
+    option_names,
 )
 from cl_diag.orchestration.subject import open_module_subject, open_subject
 from cl_diag.result import (
@@ -78,6 +79,8 @@ from cl_diag.result import (
     RESULT_NAME,
     RETRIEVAL_KS,
     SCHEMA,
+    Commands,
+    Environment,
     Layer,
     Probes,
     ProbeSet,
@@ -125,6 +128,8 @@ __all__ = [
 
 #: the probes that fit or score on the labelled train/test splits
 _CLASSIFICATION_PROBES = ("linear", "knn", "clustering")
+
+
 #: Neighbour counts and temperature of the kNN probe (solo-learn / InstDisc defaults).
 KNN_KS = (20, 200)
 KNN_TEMPERATURE = 0.07
@@ -141,6 +146,21 @@ class AnalyzeResult:
     #: False on the ranks > 0 of a torchrun job: they wrote nothing, and their ``result``
     #: holds the pairs and geometry but no probes (rank 0 fits those)
     is_main: bool = True
+
+    def _written(self) -> str:
+        if not self.is_main:
+            return "written by rank 0 (this rank wrote nothing)"
+        return f"written to {self.out} ({len(self.files)} files): open {self.out / 'report.html'}"
+
+    def __repr__(self) -> str:
+        """The result's short form (what was measured, the headline numbers) and its folder."""
+        return f"{self.result!r}\n{self._written()}"
+
+    def _repr_html_(self) -> str:
+        """The result's headline table and its folder (IPython/Jupyter display protocol)."""
+        from html import escape
+
+        return f"{self.result._repr_html_()}\n<p>{escape(self._written())}</p>"
 
 
 # --------------------------------------------------------------------------- measuring
@@ -248,8 +268,17 @@ def build_result(
     training_config: dict | None = None,
     probes: Probes | None = None,
     theory: Theory | None = None,
+    commands: Commands | None = None,
+    device: torch.device | str = "cpu",
+    workers: int | None = None,
+    ranks: Ranks = SINGLE,
 ) -> Result:
-    """Assemble the typed result from the measured layers and the probe and theory blocks."""
+    """Assemble the typed result from the measured layers and the probe and theory blocks,
+    with the ``commands`` that made it and the fingerprint of this process's environment
+    (``device``, ``workers`` and ``ranks`` as the measuring used them)."""
+    from cl_diag.environment import fingerprint
+
+    environment = fingerprint(device=device, workers=workers, processes=ranks.world)
     return Result(
         schema=SCHEMA,
         tool=Tool(name="cl-diag", version=cl_diag.__version__),
@@ -264,6 +293,8 @@ def build_result(
         layers=layers,
         probes=probes,
         theory=theory,
+        commands=commands,
+        environment=Environment.from_dict(environment),
     )
 
 
@@ -320,14 +351,18 @@ def analyze(config: AnalyzeConfig, *, progress: ProgressFactory | None = None) -
     joined = dist.is_available() and dist.is_initialized()
     run = Runtime.start(device.type)
     try:
+        shown = (progress or _no_progress) if run.is_main else _no_progress
         if file.kind == "embeddings":
-            result = _analyze_embeddings(config, file.payload, run)
+            result = _analyze_embeddings(config, file.payload, run, shown)
         else:
-            shown = (progress or _no_progress) if run.is_main else _no_progress
             result = _analyze_checkpoint(config, file, mapping, shown, run)
-    finally:
+    except BaseException:
         if not joined:
-            run.close()
+            run.close(wait=False)  # the other ranks may never reach a barrier
+        raise
+    else:
+        if not joined:
+            run.close(wait=True)
     if not run.is_main:
         return AnalyzeResult(out=Path(config.out), result=result, is_main=False)
     return _write(config, result)
@@ -404,7 +439,9 @@ def analyze_module(
     ``projector`` (optional) maps those on to the embedding the loss saw (the ``projector``
     layer). The protocol is ``cl-diag analyze``'s for a checkpoint (Lee et al., ICML 2025,
     Sec. 6.1): ``num_images`` training images of ``dataset`` (digits, cifar10, cifar100 or
-    imagefolder, read from ``data_root``/``val_root``; ``image_size`` crops) augmented twice,
+    imagefolder, read from ``data_root``/``val_root``; ``image_size`` is the side of the
+    images, by default ``training_config["image_size"]`` or the dataset's own, as
+    :func:`~cl_diag.orchestration.subject.resolve_image_size` decides) augmented twice,
     encoded in eval mode, pair statistics and geometry of both layers, the probes on the
     un-augmented splits, the raw-pixel baseline, the random-init baseline when every
     parameter's module has ``reset_parameters()`` (else ``source.random_init`` says why not),
@@ -439,11 +476,12 @@ def analyze_module(
             f"training_config it "
             f"takes {', '.join(allowed)}."
         )
-    for name in ("layers", "probes"):
-        if isinstance(options.get(name), str):  # "backbone" as well as ("backbone",)
-            options[name] = (options[name],)
-        elif name in options:
-            options[name] = tuple(options[name])
+    # the command line's words: "all", "none", "linear,knn", as well as ("linear", "knn")
+    for name, names in (("layers", LAYERS), ("probes", PROBES)):
+        if name in options:
+            options[name] = option_names(
+                options[name], names, name, none=name == "probes", spelling=PYTHON
+            )
     if is_dataclass(training_config) and not isinstance(training_config, type):
         training_config = asdict(training_config)
     if training_config is not None and not isinstance(training_config, Mapping):
@@ -488,7 +526,9 @@ def analyze_module(
     return _write(config, result)
 
 
-def _analyze_embeddings(config: AnalyzeConfig, payload: dict | None, run: Runtime) -> Result:
+def _analyze_embeddings(
+    config: AnalyzeConfig, payload: dict | None, run: Runtime, progress: ProgressFactory
+) -> Result:
     if config.views > 2:
         raise UserError(
             f"--views {config.views} makes views of a checkpoint's training images; "
@@ -502,7 +542,9 @@ def _analyze_embeddings(config: AnalyzeConfig, payload: dict | None, run: Runtim
         sha256=embeddings.sha256,
         views=embeddings_views(keys, config.two_encoders),
     )
-    return measure_embeddings(
+    # one step, said when it starts and ends (an exact pass at large n takes minutes)
+    advance = progress(f"measuring the pairs and geometry of {embeddings.n:,} instances", None)
+    result = measure_embeddings(
         embeddings,
         n_ref=config.n_ref,
         options=config.pair_options,
@@ -511,7 +553,10 @@ def _analyze_embeddings(config: AnalyzeConfig, payload: dict | None, run: Runtim
         ranks=run.ranks,
         probes=config.probes,
         cross_modal=config.two_encoders,
+        commands=Commands(analyze=config.record()),
     )
+    advance(1)
+    return result
 
 
 def embeddings_views(keys: tuple[str, str] | None, cross_modal: bool) -> dict[str, Any] | None:
@@ -577,6 +622,7 @@ def measure_embeddings(
     ranks: Ranks = SINGLE,
     probes: Sequence[str] = (),
     cross_modal: bool = False,
+    commands: Commands | None = None,
 ) -> Result:
     """The result of two views' embeddings (the layer ``embedding``): pair statistics (the
     within-view negatives also by view) and geometry against the threshold of ``n_ref``
@@ -605,6 +651,9 @@ def measure_embeddings(
         options=options,
         layers={EMBEDDING_LAYER: layer},
         probes=embeddings_probes(embeddings, probes, options.pairs, is_main=ranks.is_main),
+        commands=commands,
+        device=device if device is not None else z1.device,
+        ranks=ranks,
     )
 
 
@@ -636,6 +685,7 @@ def _analyze_checkpoint(
         run_record_fields=RESUME_FREE_FIELDS,
         encoder=config.encoder,
         mapping=mapping,
+        image_size=config.image_size,
     )
     return _measure_subject(config, subject, str(file.path), progress, run)
 
@@ -678,7 +728,7 @@ def _measure_subject(
         probes = None
         if "retrieval" in config.probes and run.ranks.is_main:
             probes = Probes(layer=EMBEDDING_LAYER, retrieval={EMBEDDING_LAYER: _retrieval(z1, z2)})
-        return _checkpoint_result(config, subject, n_ref, layers, probes)
+        return _checkpoint_result(config, subject, n_ref, layers, probes, run)
 
     layers_wanted = [layer for layer in LAYERS if layer in config.layers]
     if subject.projector is None and "projector" in layers_wanted:
@@ -762,6 +812,7 @@ def _measure_subject(
     for layer in layers_wanted:
         z1, z2, *more = views["trained"][layer]
         where = f"the {layer} outputs of {name}"
+        advance = progress(f"measuring the pairs and geometry of the {layer} layer", None)
         layers[layer] = measure_layer(
             z1,
             z2,
@@ -773,6 +824,7 @@ def _measure_subject(
             ranks=run.ranks,
             more_views=more,
         )
+        advance(1)
 
     probes = None
     if config.probes:
@@ -782,7 +834,18 @@ def _measure_subject(
         )
         if skipped and probes is not None:  # None on ranks > 0, which write no result
             probes = replace(probes, skipped=skipped)
-    return _checkpoint_result(config, subject, n_ref, layers, probes)
+    return _checkpoint_result(config, subject, n_ref, layers, probes, run)
+
+
+def _training_command(subject: Subject) -> dict | None:
+    """The training options a cl-diag checkpoint recorded, but for those of one invocation
+    (``--resume``, ``--overwrite``, ``--quiet``): the command that trains the run again."""
+    from cl_diag.orchestration.train import SESSION_FIELDS
+
+    recorded = subject.training_command
+    if recorded is None:
+        return None
+    return {k: v for k, v in recorded.items() if k not in SESSION_FIELDS}
 
 
 def _check_encoding_batch(
@@ -798,14 +861,14 @@ def _check_encoding_batch(
     if spec is None:
         return
     side = spec.image_size if spec.image_size is not None else default_image_size(spec.dataset)
-    # image_size is an option of cl_diag.analyze; otherwise the checkpoint or dataset sets it
-    option = spelling.style == "python" and spec.image_size is not None
-    label = None if option else f"the image side {side} of {name}"
+    # the option's name when the user gave the side; else the checkpoint or dataset set it
+    record = subject.source.get("image_size") or {}
+    option = record.get("from") == spelling.name("image_size")
     check_products(
         {"encode_batch_size": config.encode_batch_size, "image_size": int(side)},
         ANALYZE,
         spelling=spelling,
-        labels=None if label is None else {"image_size": label},
+        labels=None if option else {"image_size": f"the image side {side} of {name}"},
     )
 
 
@@ -815,9 +878,11 @@ def _checkpoint_result(
     n_ref: int,
     layers: dict[str, Layer],
     probes: Probes | None,
+    run: Runtime,
 ) -> Result:
     """A checkpoint's result: its measured layers and probes beside the theory panel of its
-    training config."""
+    training config, with the commands that made it (this analysis, and the training a
+    cl-diag checkpoint records)."""
     return build_result(
         source=Source.from_dict(subject.source),
         n_ref=n_ref,
@@ -828,6 +893,10 @@ def _checkpoint_result(
         theory=theory_panel(
             parse_run_config(subject.training_config, n_train=subject.n_train), n_ref, layers
         ),
+        commands=Commands(analyze=config.record(), train=_training_command(subject)),
+        device=run.device,
+        workers=config.workers,
+        ranks=run.ranks,
     )
 
 

@@ -3,7 +3,8 @@
 (:mod:`cl_diag.cli.compare` is its command line: the same concept one layer up.)
 
 Reads the result files (or folders holding one) with :func:`cl_diag.result.load`,
-which checks each is a result of the schema this version reads, builds the one
+which checks each is a result of the schema this version reads (results already in memory,
+given from Python, are taken as they are), builds the one
 comparison frame (:class:`cl_diag.report.Comparison`) and renders report.md,
 report.html, comparison.csv and the figures from it into a staging folder on
 ``--out``'s file system that is moved into place only when complete.
@@ -12,27 +13,73 @@ report.html, comparison.csv and the figures from it into a staging folder on
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 import pandas as pd
 
 from cl_diag.errors import UserError
-from cl_diag.io.output import OWNED_FILES, check_targets, ensure_writable_parent, staged_output
-from cl_diag.report import Comparison, comparison_warnings, render_comparison
+from cl_diag.io.output import (
+    OWNED_FILES,
+    check_targets,
+    dumps_json,
+    ensure_writable_parent,
+    staged_output,
+)
+from cl_diag.report import Comparison, comparison_warnings, render_comparison, write_files
+from cl_diag.report.document import Table
+from cl_diag.report.headline import comparison_html, comparison_table, comparison_text
 from cl_diag.result import RESULT_NAME, Result, load
 
 
 @dataclass
 class CompareConfig:
-    inputs: list[Path]
-    """result.json files, or folders holding one (``cl-diag analyze --out`` folders)."""
+    inputs: Sequence[Path | Result]
+    """result.json files, or folders holding one (``cl-diag analyze --out`` folders); from
+    Python also results in memory, each named ``runs[i]`` by its place among the inputs."""
     out: Path
-    baseline: Path | None = None
-    """One run (file or folder) the others are differenced against; added if not among
-    ``inputs``."""
+    baseline: Path | Result | None = None
+    """One run (file, folder or result) the others are differenced against; added if not among
+    ``inputs`` (a result in memory so added is named ``baseline``)."""
     overwrite: bool = False
     """Replace files in ``out`` that cl-diag cannot prove it wrote (see cl_diag.io.output)."""
+    sweep: dict[str, Any] | None = None
+    """The sweep that made the runs (:meth:`~cl_diag.orchestration.sweep.SweepConfig.record`),
+    recorded in provenance.json beside the inputs."""
+
+
+#: the comparison's record of what made it (schema ``PROVENANCE_SCHEMA``): the inputs, relative to
+#: the comparison's folder, and the sweep that made them; ``cl-diag reproduce`` starts from it
+PROVENANCE_NAME = "provenance.json"
+PROVENANCE_SCHEMA = "cl-diag/provenance/1"
+
+
+def provenance(
+    config: CompareConfig, runs: list[tuple[str, Path]], baseline: str | None
+) -> dict[str, Any]:
+    """provenance.json's content: each run's folder (or result file, when not called
+    result.json) in the report's order, ``baseline`` the baseline run's name, and the sweep
+    record. A run named by a relative path is recorded relative to the comparison's folder
+    (the record stays true when the folders move together), one named by an absolute path
+    as that path, as the report links them. Each run's result.json records the commands that
+    made it."""
+    out = Path(config.out)
+
+    def where(name: str, path: Path) -> str:
+        target = path.parent if path.name == RESULT_NAME else path
+        if Path(name).is_absolute():
+            return target.as_posix()
+        return Path(os.path.relpath(target, out.resolve())).as_posix()
+
+    places = {name: where(name, path) for name, path in runs}
+    return {
+        "schema": PROVENANCE_SCHEMA,
+        "inputs": list(places.values()),
+        "baseline": None if baseline is None else places[baseline],
+        "sweep": config.sweep,
+    }
 
 
 @dataclass
@@ -47,13 +94,40 @@ class CompareResult:
     warnings: list[str] = field(default_factory=list)
     frame: pd.DataFrame | None = field(default=None, repr=False)
     """one row per run (display order): label, config facts and every compared metric"""
+    headline: Table | None = field(default=None, repr=False)
+    """the runs' headline numbers (:func:`cl_diag.report.headline.comparison_table`)"""
+
+    def _title(self) -> str:
+        runs = len(self.labels)
+        warned = f"; {len(self.warnings)} warning(s) in .warnings" if self.warnings else ""
+        return f"cl-diag comparison of {runs} run(s): {self.report_html}{warned}"
+
+    def __repr__(self) -> str:
+        """A few lines: the runs, the report's path and the runs' headline numbers."""
+        if self.headline is None:
+            return self._title()
+        return comparison_text(self.headline, self._title())
+
+    def _repr_html_(self) -> str:
+        """The runs' headline numbers as an HTML table (IPython/Jupyter display protocol)."""
+        from html import escape
+
+        if self.headline is None:
+            return f"<p>{escape(self._title())}</p>"
+        return comparison_html(self.headline, self._title())
 
 
 @dataclass(frozen=True)
 class _Run:
     name: str
-    path: Path
+    #: the result file; None for a result given in memory (no file, no report to link)
+    path: Path | None
     result: Result = field(repr=False)
+
+    @property
+    def key(self) -> object:
+        """What makes two inputs one run: the same file, or the same object in memory."""
+        return self.path if self.path is not None else id(self.result)
 
 
 def _result_path(given: Path) -> Path:
@@ -88,7 +162,10 @@ def _run_name(given: Path, result_path: Path) -> str:
     return name
 
 
-def _load(given: Path) -> _Run:
+def _load(given: Path | Result, name: str) -> _Run:
+    """The run ``given``: a file or folder is named by its path, a result in memory ``name``."""
+    if isinstance(given, Result):
+        return _Run(name=name, path=None, result=given)
     path = _result_path(given)
     return _Run(name=_run_name(given, path), path=path.resolve(), result=load(path))
 
@@ -96,7 +173,7 @@ def _load(given: Path) -> _Run:
 def _check_out(out: Path, runs: list[_Run]) -> None:
     target = Path(out).resolve()
     for run in runs:
-        if run.path.parent == target:
+        if run.path is not None and run.path.parent == target:
             raise UserError(
                 f"--out {out} is the folder of the run {run.name}; writing there would replace "
                 "that run's own reports. Choose another folder for the comparison."
@@ -115,7 +192,7 @@ def _report_links(runs: list[_Run], out: Path) -> dict[str, str]:
     that the same inputs give the same bytes wherever the comparison is written."""
     links = {}
     for run in runs:
-        if not (run.path.parent / "report.html").is_file():
+        if run.path is None or not (run.path.parent / "report.html").is_file():
             continue
         named = PurePosixPath(Path(run.name).as_posix())
         # the name is the run's folder, or (a result file not called result.json) the file
@@ -137,32 +214,37 @@ def compare(config: CompareConfig) -> CompareResult:
         )
     ensure_writable_parent(Path(config.out))  # a bad --out is named before the inputs are read
     runs: list[_Run] = []
-    seen: set[Path] = set()
-    for given in config.inputs:
-        run = _load(given)
-        if run.path not in seen:  # a file named twice (e.g. by overlapping globs) is one run
-            seen.add(run.path)
+    seen: set[object] = set()
+    for index, given in enumerate(config.inputs):
+        run = _load(given, f"runs[{index}]")
+        if run.key not in seen:  # a file named twice (e.g. by overlapping globs) is one run
+            seen.add(run.key)
             runs.append(run)
-    baseline_name = None
+    baseline: _Run | None = None
     if config.baseline is not None:
-        base_path = _result_path(config.baseline).resolve()
-        match = [r for r in runs if r.path == base_path]
-        if match:
-            baseline_name = match[0].name
-        else:
-            base = _load(config.baseline)
+        base = _load(config.baseline, "baseline")
+        match = [r for r in runs if r.key == base.key]
+        baseline = match[0] if match else base
+        if not match:
             runs.insert(0, base)
-            baseline_name = base.name
     names = [r.name for r in runs]
     if len(set(names)) != len(names):
         # distinct files whose given names coincide (e.g. "x.json" in two folders named alike):
-        # fall back to the resolved paths, which are distinct
-        runs = [_Run(name=r.path.as_posix(), path=r.path, result=r.result) for r in runs]
-        if baseline_name is not None:
-            baseline_name = next(r.name for r in runs if r.path == base_path)
+        # fall back to the resolved paths, which are distinct (a result in memory keeps its
+        # place, runs[i], which no path is)
+        runs = [
+            r if r.path is None else _Run(name=r.path.as_posix(), path=r.path, result=r.result)
+            for r in runs
+        ]
+    baseline_name = (
+        None if baseline is None else next(r.name for r in runs if r.key == baseline.key)
+    )
     _check_out(config.out, runs)
     check_targets(
-        config.out, ["report.md", "report.html"], overwrite=config.overwrite, kind="comparison"
+        config.out,
+        ["report.md", "report.html", PROVENANCE_NAME],
+        overwrite=config.overwrite,
+        kind="comparison",
     )
 
     pairs = [(r.name, r.result) for r in runs]
@@ -172,9 +254,23 @@ def compare(config: CompareConfig) -> CompareResult:
         pairs, baseline=baseline_name, reports=_report_links(runs, Path(config.out))
     )
     label_of = dict(zip(comparison.names, comparison.labels, strict=True))
+    result_of = {r.name: r.result for r in runs}
+    headline = comparison_table(
+        [(label_of[name], result_of[name]) for name in comparison.names]  # display order
+    )
     out = Path(config.out)
+    path_of = {r.name: r.path for r in runs}
+    files_only = [(name, path_of[name]) for name in comparison.names if path_of[name] is not None]
+    # provenance.json names each run's folder for `cl-diag reproduce`: a result given in memory
+    # (from Python) has none, so a comparison holding one records no provenance
+    record = None
+    if len(files_only) == len(runs):
+        record = provenance(config, [(n, p) for n, p in files_only if p is not None], baseline_name)
     with staged_output(out, kind="comparison", overwrite=config.overwrite) as staging:
         written = render_comparison(comparison, staging)
+        if record is not None:
+            provenance_bytes = dumps_json(record).encode("utf-8")
+            written += write_files([(PROVENANCE_NAME, provenance_bytes)], staging)
         files = [out / p.relative_to(staging) for p in written] + [out / OWNED_FILES]
     return CompareResult(
         out=out,
@@ -185,4 +281,5 @@ def compare(config: CompareConfig) -> CompareResult:
         labels={r.name: label_of[r.name] for r in runs},
         warnings=warnings,
         frame=comparison.frame,
+        headline=headline,
     )

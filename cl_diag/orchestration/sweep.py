@@ -37,7 +37,6 @@ import stat
 import subprocess
 import sys
 import threading
-import typing
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
@@ -115,6 +114,69 @@ class SweepConfig:
     equal_steps: int | None = None
     """Equal-steps mode: every cell trains this many optimiser steps, whatever its batch size,
     and warms up over the same steps (:func:`equal_steps_layer`); None holds the epochs."""
+    probe: str | Path | None = None
+    """The probe suite ``analysis`` was read from (``--probe``), recorded with its text in the
+    comparison's provenance.json; the fields themselves are ``analysis``."""
+
+    def record(self) -> dict[str, Any]:
+        """The sweep as run, for the comparison's provenance.json: the command line, the recipe
+        and probe suite with their text (a recipe file may change later; its contents made the
+        runs), the grid, the overrides, the analysis fields and equal-steps mode."""
+        return {
+            "command": self.command_line(),
+            "recipe": None if self.recipe is None else str(self.recipe),
+            "recipe_text": _file_text(self.recipe, "recipe"),
+            "probe": None if self.probe is None else str(self.probe),
+            "probe_text": _file_text(self.probe, "probe suite"),
+            "grid": list(self.grid),
+            "overrides": {k: _plain(v) for k, v in self.overrides.items()},
+            "analysis": {k: _plain(v) for k, v in self.analysis.items()},
+            "equal_steps": self.equal_steps,
+            "parallel": self.parallel,
+            "out": str(self.out),
+        }
+
+    def command_line(self) -> str:
+        """The ``cl-diag sweep`` command that runs this sweep (the options in a fixed order)."""
+        import shlex
+
+        words = ["cl-diag", "sweep"]
+        if self.recipe is not None:
+            words.append(str(self.recipe))
+        for spec in self.grid:
+            words += ["--grid", spec]
+        if self.equal_steps is not None:
+            words += ["--equal-steps", str(self.equal_steps)]
+        if self.probe is not None:
+            words += ["--probe", str(self.probe)]
+        if self.parallel != 1:
+            words += ["--parallel", str(self.parallel)]
+        for key, value in self.overrides.items():
+            flag = "--" + key.replace("_", "-")
+            if isinstance(value, bool):
+                words.append(flag if value else "--no-" + key.replace("_", "-"))
+            elif value is not None:
+                words += [flag, str(value)]
+        words += ["--out", str(self.out)]
+        return shlex.join(words)
+
+
+def _plain(value: Any) -> Any:
+    """A config value as JSON: paths as text, tuples as lists."""
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _file_text(value: str | Path | None, kind: str) -> str | None:
+    """The text of the recipe (or probe suite) ``value`` names, a path or a bundled name."""
+    from cl_diag.recipes import locate
+
+    if value is None:
+        return None
+    return locate(value, kind).read_text(encoding="utf-8")
 
 
 @dataclass
@@ -322,17 +384,8 @@ def _analysis_from_json(values: Mapping[str, Any]) -> dict[str, Any]:
     """JSON's lists and strings back into AnalyzeConfig's tuples and paths."""
     from cl_diag.orchestration.analyze import AnalyzeConfig
 
-    hints = typing.get_type_hints(AnalyzeConfig)
-    out = dict(values)
-    for f in fields(AnalyzeConfig):
-        if out.get(f.name) is None:
-            continue
-        hint = hints[f.name]
-        if Path in (hint, *typing.get_args(hint)):
-            out[f.name] = Path(out[f.name])
-        elif typing.get_origin(hint) is tuple:
-            out[f.name] = tuple(out[f.name])
-    return out
+    config = AnalyzeConfig.from_record({"input": "", "out": "", **values})
+    return {f.name: getattr(config, f.name) for f in fields(AnalyzeConfig) if f.name in values}
 
 
 class _Children:
@@ -519,7 +572,9 @@ def sweep(
             pool.shutdown(wait=True, cancel_futures=True)
 
     inputs = [plan.folder / "analysis" for plan in plans]
-    comparison = compare(CompareConfig(inputs=inputs, out=out / "comparison"))
+    comparison = compare(
+        CompareConfig(inputs=inputs, out=out / "comparison", sweep=config.record())
+    )
     return SweepResult(out=out, cells=cells, skipped=skipped, comparison=comparison.report_html)
 
 

@@ -37,6 +37,7 @@ from cl_diag import options as _options
 from cl_diag.errors import UserError
 from cl_diag.io.atomic import storage_error
 from cl_diag.io.leftovers import log, remove_leftovers, temp_files
+from cl_diag.io.loggers import RowLogger, open_logger, require_logger
 from cl_diag.options import (
     CLI,
     MULTI_VIEW_LOSSES,
@@ -57,6 +58,7 @@ __all__ = [
     "MAX_WORKERS",
     "OPTIMIZERS",
     "RESUME_FREE_FIELDS",
+    "SESSION_FIELDS",
     "TRAINING_LOSSES",
     "TRAIN_RULES",
     "ResolvedTrainConfig",
@@ -102,8 +104,17 @@ RESUME_FREE_FIELDS = frozenset(
         "download",
         "save_every",
         "log_every",
+        # how the bits are made, not what is computed: a resumed run may turn it on or off
+        "deterministic",
+        "logger",
     }
 )
+
+
+#: Options that say how one invocation behaves, not what the run computes: left out of the
+#: training command a result records (``commands.train``), so that a run resumed after an
+#: interrupt records the command of the same run as one that was not.
+SESSION_FIELDS = frozenset({"resume", "overwrite", "quiet"})
 
 
 @dataclass(frozen=True)
@@ -161,10 +172,12 @@ class TrainConfig:
     compile: bool = False
     workers: int | None = None
     sync_bn: bool = False
+    deterministic: bool = False
     # records
     out: str | None = None
     save_every: int = 0
     log_every: int = 0
+    logger: str = "csv"
     resume: str | None = None
     overwrite: bool = False
     quiet: bool = False
@@ -373,6 +386,7 @@ def check_train_options(c: TrainConfig, spelling: Spelling = CLI) -> TrainConfig
     c = TrainConfig(**check_values(c.options(), TRAIN, spelling=spelling, products=False))
     for rule in TRAIN_RULES:
         rule.check(c)
+    require_logger(c.logger)  # an extra that is not installed: said before anything loads
     return c
 
 
@@ -764,21 +778,36 @@ def train(options: TrainConfig, *, progress: FitProgress | None = None) -> Train
     assert c.out is not None  # resolve_config resolved --out
     out = Path(c.out)
     created: list[Path] = []
+    logger: RowLogger | None = None
     try:
-        if env.is_main:
-            created = _prepare_out(
-                out,
-                resume_dir=Path(c.resume).expanduser().parent if c.resume else None,
-                overwrite=c.overwrite,
+        try:
+            if env.is_main:
+                created = _prepare_out(
+                    out,
+                    resume_dir=Path(c.resume).expanduser().parent if c.resume else None,
+                    overwrite=c.overwrite,
+                )
+                _clean_run_folder(out, replacing=c.overwrite and not c.resume)
+            model = build_model(c, seed=c.seed)
+            if env.is_main:  # --logger: the rows also go there as they are made
+                start = int(checkpoint["step"]) if checkpoint is not None else 0
+                logger = open_logger(
+                    c.logger, out, start_step=start, name=out.name, config=c.record()
+                )
+            shown = progress if env.is_main else None
+            result = fit(
+                c, model, data, out, env=env, resume=checkpoint, progress=shown, logger=logger
             )
-            _clean_run_folder(out, replacing=c.overwrite and not c.resume)
-        model = build_model(c, seed=c.seed)
-        shown = progress if env.is_main else None
-        result = fit(c, model, data, out, env=env, resume=checkpoint, progress=shown)
-    finally:
-        # a run stopped before its first epoch end leaves no empty folder behind
-        _remove_empty(created)
-        env.close()
+        finally:
+            if logger is not None:
+                logger.close()
+            # a run stopped before its first epoch end leaves no empty folder behind
+            _remove_empty(created)
+    except BaseException:
+        env.close(wait=False)  # the other ranks may never reach a barrier
+        raise
+    else:
+        env.close(wait=True)
     return TrainResult(
         out_dir=out if env.is_main else None,
         checkpoint=result.checkpoint,

@@ -16,8 +16,9 @@ same folder removes its own stale figures and nothing else.
 Nothing is measured here: every number comes from the typed results (schema in
 docs/result-schema.md), so the same results give the same bytes. The content is built once
 as a list of blocks (``analysis.py`` with its ``probe_section.py`` and ``theory_section.py``,
-``comparison.py``; both open with ``findings.py``; ``runs.py`` labels, orders and groups the
-runs) and rendered by ``markdown.py`` and ``html.py``; ``figures.py`` draws the SVGs.
+``comparison.py``; both open with ``findings.py``, the one evaluator of the claims registry
+``claims.py``; ``runs.py`` labels, orders and groups the runs) and rendered by
+``markdown.py`` and ``html.py``; ``figures.py`` draws the SVGs.
 
 Example::
 

@@ -25,16 +25,11 @@ from cl_diag.report.document import (
     fmt,
     fmt_setting,
 )
-from cl_diag.report.findings import (
-    Finding,
-    RunData,
-    findings_blocks,
-    not_applicable,
-    run_findings,
-)
+from cl_diag.report.environment import analysis_environment
+from cl_diag.report.findings import Finding, RunData, findings_blocks, run_findings
 from cl_diag.report.probe_section import probe_blocks
 from cl_diag.report.theory_section import theory_blocks
-from cl_diag.result import QUANTILES, Collapse, Layer, PairStats, Result, Source
+from cl_diag.result import QUANTILES, Collapse, ImageSize, Layer, PairStats, Result, Source
 from cl_diag.runconfig import RunConfig
 from cl_diag.vocabulary import NEGATIVE_TYPES, PAIR_TYPES, PairType
 
@@ -473,6 +468,18 @@ def _views_text(views: dict) -> str:
     return "; ".join(parts)
 
 
+def image_size_text(size: ImageSize) -> str:
+    """``32 px (--image-size; trained at 32 px)``: the side encoded, why, and the training
+    side when the checkpoint records one (flagged when they differ)."""
+    notes = [size.source]
+    if size.trained is not None:
+        differs = "" if size.trained == size.value else ", NOT the size analysed"
+        notes.append(f"trained at {size.trained} px{differs}")
+    if size.channels is not None:
+        notes.append(f"grey repeated to {size.channels} channels")
+    return f"{size.value} px ({'; '.join(notes)})"
+
+
 def source_rows(source: Source) -> list[list[str]]:
     """What was analysed and how its two views were made: the header rows from ``source``."""
     provenance = source.provenance if isinstance(source.provenance, dict) else {}
@@ -490,6 +497,8 @@ def source_rows(source: Source) -> list[list[str]]:
     if source.dataset is not None:
         n_train = f", {fmt(source.n_train)} training images" if source.n_train is not None else ""
         rows.append(["dataset", with_origin("dataset", source.dataset) + n_train])
+    if source.image_size is not None:
+        rows.append(["image size", image_size_text(source.image_size)])
     step = source.step if source.step is not None else source.global_step
     if source.epoch is not None or step is not None:
         trained = f"epoch {fmt(source.epoch)}, step {fmt(step)}"
@@ -561,10 +570,7 @@ def build_analysis(result: Result) -> Document:
         ["schema / tool", f"{fmt(result.schema)} / {tool.name} {tool.version}".rstrip()],
     ]
     blocks: list = [Heading(1, "cl-diag analysis")]
-    data = RunData.of(result, config=config)
-    blocks += findings_blocks(
-        analysis_findings(result, config), skipped=not_applicable([data]) if data else ()
-    )
+    blocks += findings_blocks(analysis_findings(result, config))
     blocks += [
         Heading(2, "Run"),
         Table(columns=["item", "value"], rows=header_rows, caption="Run."),
@@ -582,4 +588,5 @@ def build_analysis(result: Result) -> Document:
     blocks += probe_blocks(result)
     blocks += theory_blocks(result, config)
     blocks += config_blocks(result)
+    blocks += analysis_environment(result)
     return Document(title=f"cl-diag analysis: {source.path or ''}".rstrip(": "), blocks=blocks)

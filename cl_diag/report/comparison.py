@@ -50,6 +50,7 @@ from cl_diag.report.document import (
     pct,
     pct_interval,
 )
+from cl_diag.report.environment import comparison_environment
 from cl_diag.report.findings import Finding, RunData, findings_blocks, run_findings
 from cl_diag.report.metrics import (
     COLLAPSE_METRICS,
@@ -1042,4 +1043,5 @@ def build_comparison(
                 blocks.append(diff)
     blocks += study
     blocks += option_study
+    blocks += comparison_environment(cmp.results)
     return Document(title="cl-diag comparison: " + ", ".join(labels), blocks=blocks)

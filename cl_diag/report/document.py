@@ -65,7 +65,18 @@ class Figure:
     alt: str
 
 
-Block = Heading | Paragraph | Note | Table | Figure
+@dataclass(frozen=True)
+class Details:
+    """A section a reader opens when needed (the environment fingerprint): a collapsed
+    ``<details>`` in HTML whose ``summary`` is its title; in Markdown, which has no collapsing,
+    a level-``level`` heading followed by the blocks."""
+
+    summary: str
+    blocks: tuple[Heading | Paragraph | Note | Table, ...]
+    level: int = 2
+
+
+Block = Heading | Paragraph | Note | Table | Figure | Details
 
 
 @dataclass(frozen=True)

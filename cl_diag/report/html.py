@@ -10,10 +10,22 @@ from __future__ import annotations
 
 import base64
 import re
+from collections.abc import Sequence
 from html import escape
 from urllib.parse import quote
 
-from cl_diag.report.document import Cell, Document, Figure, Heading, Link, Note, Paragraph, Table
+from cl_diag.report.document import (
+    Block,
+    Cell,
+    Details,
+    Document,
+    Figure,
+    Heading,
+    Link,
+    Note,
+    Paragraph,
+    Table,
+)
 
 # A backslash at a line's end joins it to the next: each rule stays one line of the page.
 _CSS = """
@@ -40,6 +52,8 @@ figcaption { font-size: .85rem; color: #444; margin-top: .35rem; }
 margin: .8rem 0; }
 td.supported { background: #e6f4ea; } td.contradicted { background: #fce8e6; }
 td.inconclusive { background: #f1f3f4; }
+details { margin: 2.2rem 0 1rem; } details > summary { cursor: pointer; font-weight: 600; \
+font-size: 1.15rem; border-bottom: 1px solid #d0d7de; padding-bottom: .2rem; }
 """.strip()
 
 
@@ -105,24 +119,32 @@ def _figure(figure: Figure) -> str:
     )
 
 
+def _block(block: Block) -> str:
+    if isinstance(block, Heading):
+        return f"<h{block.level}>{escape(block.text)}</h{block.level}>"
+    if isinstance(block, Paragraph):
+        return f"<p>{escape(block.text)}</p>"
+    if isinstance(block, Note):
+        return f'<div class="note" role="note"><strong>Note.</strong> {escape(block.text)}</div>'
+    if isinstance(block, Table):
+        return _table(block)
+    if isinstance(block, Figure):
+        return _figure(block)
+    if isinstance(block, Details):  # collapsed until the reader opens it
+        inner = "\n".join(_block(b) for b in block.blocks)
+        return f"<details>\n<summary>{escape(block.summary)}</summary>\n{inner}\n</details>"
+    raise TypeError(f"unknown report block {type(block).__name__}")  # pragma: no cover
+
+
+def render_fragment(blocks: Sequence[Block]) -> str:
+    """``blocks`` as HTML to embed in a page that is not ours (a notebook's output cell):
+    no document, no style, no script; every text escaped."""
+    return "\n".join(_block(block) for block in blocks)
+
+
 def render_html(doc: Document) -> str:
     """The page as text ending in one newline; deterministic for a given document."""
-    body = []
-    for block in doc.blocks:
-        if isinstance(block, Heading):
-            body.append(f"<h{block.level}>{escape(block.text)}</h{block.level}>")
-        elif isinstance(block, Paragraph):
-            body.append(f"<p>{escape(block.text)}</p>")
-        elif isinstance(block, Note):
-            body.append(
-                f'<div class="note" role="note"><strong>Note.</strong> {escape(block.text)}</div>'
-            )
-        elif isinstance(block, Table):
-            body.append(_table(block))
-        elif isinstance(block, Figure):
-            body.append(_figure(block))
-        else:  # pragma: no cover - the Block union is closed
-            raise TypeError(f"unknown report block {type(block).__name__}")
+    body = [_block(block) for block in doc.blocks]
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en">\n<head>\n<meta charset="utf-8">\n'

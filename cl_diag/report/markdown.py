@@ -8,7 +8,18 @@ from __future__ import annotations
 import re
 from urllib.parse import quote
 
-from cl_diag.report.document import Cell, Document, Figure, Heading, Link, Note, Paragraph, Table
+from cl_diag.report.document import (
+    Block,
+    Cell,
+    Details,
+    Document,
+    Figure,
+    Heading,
+    Link,
+    Note,
+    Paragraph,
+    Table,
+)
 
 #: Where Markdown (CommonMark / GFM) would read raw HTML or an autolink: a '<' that starts a
 #: tag, a closing tag, a comment, declaration or processing instruction, or an autolink.
@@ -52,21 +63,25 @@ def _table(table: Table) -> list[str]:
     return lines
 
 
+def _block(block: Block) -> list[list[str]]:
+    if isinstance(block, Heading):
+        return [["#" * block.level + " " + _text(block.text)]]
+    if isinstance(block, Paragraph):
+        return [[_text(block.text)]]
+    if isinstance(block, Note):
+        return [[f"> **Note.** {_text(block.text)}"]]
+    if isinstance(block, Table):
+        return [_table(block)]
+    if isinstance(block, Figure):
+        caption = _text(block.caption)
+        return [[f"![{_cell(block.alt)}]({block.filename})", "", f"*{caption}*"]]
+    if isinstance(block, Details):  # Markdown cannot collapse: a section of its own
+        heading = [["#" * block.level + " " + _text(block.summary)]]
+        return heading + [part for inner in block.blocks for part in _block(inner)]
+    raise TypeError(f"unknown report block {type(block).__name__}")  # pragma: no cover
+
+
 def render_markdown(doc: Document) -> str:
     """Markdown text ending in one newline; deterministic for a given document."""
-    parts: list[list[str]] = []
-    for block in doc.blocks:
-        if isinstance(block, Heading):
-            parts.append(["#" * block.level + " " + _text(block.text)])
-        elif isinstance(block, Paragraph):
-            parts.append([_text(block.text)])
-        elif isinstance(block, Note):
-            parts.append([f"> **Note.** {_text(block.text)}"])
-        elif isinstance(block, Table):
-            parts.append(_table(block))
-        elif isinstance(block, Figure):
-            caption = _text(block.caption)
-            parts.append([f"![{_cell(block.alt)}]({block.filename})", "", f"*{caption}*"])
-        else:  # pragma: no cover - the Block union is closed
-            raise TypeError(f"unknown report block {type(block).__name__}")
+    parts = [part for block in doc.blocks for part in _block(block)]
     return "\n\n".join("\n".join(p) for p in parts) + "\n"

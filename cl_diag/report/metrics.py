@@ -19,9 +19,14 @@ from cl_diag.vocabulary import NEGATIVE_TYPES, PairType
 __all__ = [
     "COLLAPSE_METRICS",
     "GEOMETRY_METRICS",
+    "HEADLINE_LAYER_METRICS",
+    "HEADLINE_PAIR_METRICS",
+    "HEADLINE_PROBE_METRICS",
+    "MODALITY_GAP_METRICS",
     "PAIR_METRICS",
     "PROBE_METRICS",
     "Metric",
+    "headline_retrieval_metrics",
     "probe_report_metrics",
     "retrieval_metric",
     "reverse_retrieval_metric",
@@ -147,6 +152,50 @@ PROBE_METRICS = (
     _probe("clustering_nmi", "k-means NMI", "clustering", lambda b: b.nmi, "score", "k-means NMI"),
     _probe("clustering_ari", "k-means ARI", "clustering", lambda b: b.ari, "score", "k-means ARI"),
 )
+
+
+#: per layer: the headline of a result, what its short form (``repr`` and the HTML table in a
+#: notebook, :mod:`cl_diag.report.headline`) shows: the positive mean and, for each negative
+#: type, the mean, the variance and the excessive ratio (the share of its similarities below
+#: delta), the numbers Lee et al. (ICML 2025) read a run by
+HEADLINE_PAIR_METRICS = tuple(
+    m for m in PAIR_METRICS if m.key.endswith(("_mean", "_var", "_excessive_ratio"))
+)
+
+#: of the trained representation's probes: the headline accuracies, when they were measured
+HEADLINE_PROBE_METRICS = tuple(
+    m for m in PROBE_METRICS if m.key in ("linear_top1", "knn_k20_top1", "knn_k200_top1")
+)
+
+
+def _gap(name: str, title: str) -> Metric:
+    def read(layer: Layer) -> Any:
+        return None if layer.modality_gap is None else getattr(layer.modality_gap, name)
+
+    return Metric(f"modality_gap_{name}", title, read)
+
+
+#: per layer whose views come from two encoders: the modality gap (Liang et al., NeurIPS
+#: 2022), the distance between the two views' centroids and its share of the variance
+MODALITY_GAP_METRICS = (
+    _gap("centroid_distance", "modality gap ‖μ₁ − μ₂‖"),
+    _gap("variance_share", "modality gap's var share"),
+)
+
+#: per layer: every headline number of a layer, the pair statistics' and, for two encoders'
+#: views, the modality gap's (no row where no run measured it)
+HEADLINE_LAYER_METRICS = HEADLINE_PAIR_METRICS + MODALITY_GAP_METRICS
+
+
+def headline_retrieval_metrics(probes: ProbeSet, layer: str) -> tuple[Metric, ...]:
+    """The retrieval headline of ``layer``: Recall@1 in both directions when both were
+    measured (embeddings, where no labelled probe runs and retrieval is what a cross-modal
+    user reads first); none for a checkpoint's one-way retrieval, whose headline is its
+    classification probes."""
+    block = (probes.retrieval or {}).get(layer)
+    if block is None or block.reverse is None:
+        return ()
+    return retrieval_metric(layer, 1), reverse_retrieval_metric(layer, 1)
 
 
 def reverse_retrieval_metric(layer: str, k: int) -> Metric:

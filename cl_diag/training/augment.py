@@ -10,6 +10,10 @@
   15 %, zoom 0.8-1.2, rotation up to 12 degrees, shear up to 8 degrees), a random
   contrast scale, and pixel noise.
 
+A model that takes 3 channels (a foreign checkpoint: torchvision, timm, lightly) sees a digit
+resized to the analysis side (bilinear, antialiased) and its grey channel repeated three
+times after normalisation (``channels=3``): the digit is the same image in every channel.
+
 Every transform maps the dataset's raw item (a PIL image, or a ``(1, 8, 8)`` tensor for
 digits) to a normalised float tensor. Randomness comes from the global torch RNG, which
 :class:`cl_diag.training.data.TwoViews` seeds per sample.
@@ -21,6 +25,7 @@ import torch
 from torchvision.transforms import v2
 
 __all__ = [
+    "DATA_CHANNELS",
     "NORMALISATION",
     "default_image_size",
     "digits_transform",
@@ -38,6 +43,8 @@ NORMALISATION: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {
 }
 
 _IMAGE_SIZE = {"digits": 8, "cifar10": 32, "cifar100": 32, "imagefolder": 224}
+#: Channels of each dataset's images (digits are grey).
+DATA_CHANNELS = {"digits": 1, "cifar10": 3, "cifar100": 3, "imagefolder": 3}
 
 
 def default_image_size(dataset: str) -> int:
@@ -46,6 +53,28 @@ def default_image_size(dataset: str) -> int:
         return _IMAGE_SIZE[dataset]
     except KeyError:
         raise ValueError(f"no image size for dataset {dataset!r}") from None
+
+
+class _RepeatChannels(torch.nn.Module):
+    """A grey image ``(1, H, W)`` as ``channels`` identical channels (a 3-channel model on
+    digits)."""
+
+    def __init__(self, channels: int):
+        super().__init__()
+        self.channels = channels
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.expand(self.channels, *x.shape[1:]).contiguous()
+
+
+def _channel_steps(dataset: str, channels: int | None) -> list:
+    """What feeds a model of ``channels`` input channels (None: the data's own)."""
+    own = DATA_CHANNELS[dataset]
+    if channels is None or channels == own:
+        return []
+    if own == 1:
+        return [_RepeatChannels(channels)]
+    raise ValueError(f"{dataset} images have {own} channels; cannot feed {channels}")
 
 
 def _to_float(mean, std) -> list:
@@ -93,8 +122,9 @@ class _ContrastScale(torch.nn.Module):
         return x * (self.low + (self.high - self.low) * torch.rand(()))
 
 
-def digits_transform(size: int = 8) -> v2.Compose:
-    """A view of an 8x8 grey digit (input: float tensor ``(1, 8, 8)`` in [0, 1])."""
+def digits_transform(size: int = 8, channels: int = 1) -> v2.Compose:
+    """A view of an 8x8 grey digit (input: float tensor ``(1, 8, 8)`` in [0, 1]), resized to
+    ``size`` and repeated to ``channels``."""
     mean, std = NORMALISATION["digits"]
     return v2.Compose(
         [
@@ -105,15 +135,19 @@ def digits_transform(size: int = 8) -> v2.Compose:
             _ContrastScale(0.6, 1.2),
             v2.GaussianNoise(mean=0.0, sigma=0.1, clip=True),
             v2.Normalize(mean, std),
+            *_channel_steps("digits", channels),
         ]
     )
 
 
-def train_transform(dataset: str, image_size: int | None = None) -> v2.Compose:
-    """The training augmentation of ``dataset`` (one view; apply twice for two views)."""
+def train_transform(
+    dataset: str, image_size: int | None = None, *, channels: int | None = None
+) -> v2.Compose:
+    """The training augmentation of ``dataset`` (one view; apply twice for two views);
+    ``channels``: what the model takes (None: the data's own)."""
     size = image_size or default_image_size(dataset)
     if dataset == "digits":
-        return digits_transform(size)
+        return digits_transform(size, channels or 1)
     mean, std = NORMALISATION[dataset]
     if dataset == "imagefolder" and size > 64:
         # SimCLR's ImageNet strength (paper-notes 7.1).
@@ -121,14 +155,17 @@ def train_transform(dataset: str, image_size: int | None = None) -> v2.Compose:
     return simclr_transform(size, mean, std)
 
 
-def eval_transform(dataset: str, image_size: int | None = None) -> v2.Compose:
+def eval_transform(
+    dataset: str, image_size: int | None = None, *, channels: int | None = None
+) -> v2.Compose:
     """The un-augmented view used for features: normalise (and, for large images,
-    resize the short side to 8/7 of the crop and centre-crop, the ImageNet convention)."""
+    resize the short side to 8/7 of the crop and centre-crop, the ImageNet convention);
+    ``channels``: what the model takes (None: the data's own)."""
     size = image_size or default_image_size(dataset)
     mean, std = NORMALISATION[dataset]
     if dataset == "digits":
         steps = [] if size == 8 else [v2.Resize(size, antialias=True)]
-        return v2.Compose([*steps, v2.Normalize(mean, std)])
+        return v2.Compose([*steps, v2.Normalize(mean, std), *_channel_steps(dataset, channels)])
     if dataset == "imagefolder":
         resize = [v2.Resize(round(size * 8 / 7), antialias=True), v2.CenterCrop(size)]
     elif size != 32:

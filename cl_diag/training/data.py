@@ -489,11 +489,13 @@ def training_data(
     image_size: int | None = None,
     num_classes: int | None = None,
     views: int = 2,
+    channels: int | None = None,
 ) -> TrainingData:
     """The training set of ``dataset`` wrapped in two-view augmentation (``views`` V > 2: V views).
 
     ``num_samples`` keeps only the first N training images (the toy dataset: N instances,
-    in ``num_classes`` classes: :func:`toy_labels`; two views always).
+    in ``num_classes`` classes: :func:`toy_labels`; two views always). ``channels``: what the
+    model takes, when it differs from the images' own (a 3-channel model on digits).
     The returned ``split`` says which images are the train and test sets.
     """
     from cl_diag.training.augment import train_transform
@@ -529,5 +531,6 @@ def training_data(
         labels = labels[: int(num_samples)]
         split["num_samples"] = int(num_samples)
     num_classes = int(labels.max()) + 1 if len(labels) else 0
-    drawn = TwoViews(base, train_transform(dataset, image_size), seed, views=views)
+    transform = train_transform(dataset, image_size, channels=channels)
+    drawn = TwoViews(base, transform, seed, views=views)
     return TrainingData(dataset, drawn, labels, _size(base), num_classes, split)

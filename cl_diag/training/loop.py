@@ -38,6 +38,7 @@ gradients (see its docstring for why no rescaling by world size is needed).
 from __future__ import annotations
 
 import math
+import os
 import random
 import time
 from collections import deque
@@ -52,7 +53,9 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Sampler
 
+from cl_diag.environment import fingerprint
 from cl_diag.errors import UserError
+from cl_diag.io.loggers import RowLogger
 from cl_diag.losses import LOSSES, RegularisedLoss, build_loss
 from cl_diag.losses.distributed import gather_batch, gather_with_grad
 from cl_diag.measurement.monitor import METRIC_COLUMNS, Monitor
@@ -76,6 +79,7 @@ __all__ = [
     "EpochBatchSampler",
     "FitProgress",
     "FitResult",
+    "deterministic_mode",
     "fit",
     "lr_at",
     "make_optimizer",
@@ -320,6 +324,8 @@ class LoopConfig(Protocol):
     @property
     def sync_bn(self) -> bool: ...
     @property
+    def deterministic(self) -> bool: ...
+    @property
     def resume(self) -> str | None: ...
     @property
     def save_every(self) -> int: ...
@@ -400,6 +406,45 @@ class _Parts:
     key_encoder: MomentumEncoder | None = None
 
 
+#: cuBLAS's deterministic workspace setting (docs: "Reproducibility", CUDA >= 10.2)
+CUBLAS_DETERMINISTIC = ":4096:8"
+
+
+@contextmanager
+def deterministic_mode(enabled: bool) -> Iterator[None]:
+    """``--deterministic``: while the run trains, torch's deterministic algorithms (an operation
+    without one stops the run with torch's error), one intra-op thread (a parallel reduction
+    sums in an order that depends on the thread count), cuDNN deterministic with its benchmark
+    off, and ``CUBLAS_WORKSPACE_CONFIG`` at :data:`CUBLAS_DETERMINISTIC` unless set. Everything
+    is restored afterwards. Disabled: nothing changes."""
+    if not enabled:
+        yield
+        return
+    cudnn = torch.backends.cudnn
+    saved = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+        torch.get_num_threads(),
+        cudnn.deterministic,
+        cudnn.benchmark,
+        os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
+    )
+    torch.use_deterministic_algorithms(True)
+    torch.set_num_threads(1)
+    cudnn.deterministic, cudnn.benchmark = True, False
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_DETERMINISTIC)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(saved[0], warn_only=saved[1])
+        torch.set_num_threads(saved[2])
+        cudnn.deterministic, cudnn.benchmark = saved[3], saved[4]
+        if saved[5] is None:
+            os.environ.pop("CUBLAS_WORKSPACE_CONFIG", None)
+        else:
+            os.environ["CUBLAS_WORKSPACE_CONFIG"] = saved[5]
+
+
 @contextmanager
 def _restoring(what: str, config: LoopConfig) -> Iterator[None]:
     """A resumed checkpoint whose ``what`` passed the schema check but does not fit this run
@@ -472,7 +517,7 @@ def _build(
     if config.compile:
         # torch.compile of a module returns a module (OptimizedModule); its stub says Callable
         net = cast(nn.Module, torch.compile(net))
-    if device.type == "cuda":
+    if device.type == "cuda" and not config.deterministic:
         torch.backends.cudnn.benchmark = True  # fixed input shapes; bit-exactness is a CPU promise
 
     optimizer = make_optimizer(
@@ -561,6 +606,7 @@ def _save(
     epoch: int,
     step: int,
     monitor: Monitor,
+    env: Runtime,
 ) -> None:
     """``last.pt`` (and ``epoch_NNNN.pt`` every ``save_every`` epochs) and ``metrics.csv``."""
     model = parts.model
@@ -588,6 +634,8 @@ def _save(
         "rng": capture_rng_state(parts.loader_gen),
         "metrics": monitor.history,
         "versions": library_versions(),
+        # what its bits depend on besides the config (docs/reproducibility.md)
+        "environment": fingerprint(device=env.device, workers=config.workers, processes=env.world),
     }
     if isinstance(model.backbone, FreeEmbeddings):
         z1, z2 = model.backbone.views()
@@ -611,6 +659,7 @@ def fit(
     env: Runtime,
     resume: dict[str, Any] | None = None,
     progress: FitProgress | None = None,
+    logger: RowLogger | None = None,
 ) -> FitResult:
     """Train ``model`` on ``data`` as ``config`` says.
 
@@ -619,8 +668,27 @@ def fit(
     ``warmup_steps``, ``total_steps``, ``run_epochs``, ``autocast`` and ``record()``, the dict
     stored as the checkpoint's ``config``). ``out_dir`` receives
     ``last.pt`` and ``metrics.csv`` (rank 0 only; None writes nothing). ``resume`` is a loaded
-    checkpoint to continue from; ``progress`` is told about steps and rows.
+    checkpoint to continue from; ``progress`` is told about steps and rows; ``logger``
+    (``--logger``, :mod:`cl_diag.io.loggers`) is given each row as it is made. With
+    ``config.deterministic`` the run trains under :func:`deterministic_mode`.
     """
+    with deterministic_mode(config.deterministic):
+        return _fit(
+            config, model, data, out_dir, env=env, resume=resume, progress=progress, logger=logger
+        )
+
+
+def _fit(
+    config: LoopConfig,
+    model: ContrastiveModel,
+    data: TrainingData,
+    out_dir: Path | None,
+    *,
+    env: Runtime,
+    resume: dict[str, Any] | None,
+    progress: FitProgress | None,
+    logger: RowLogger | None,
+) -> FitResult:
     device = env.device
     parts = _build(config, model, data, env, resume)
     optimizer, sampler = parts.optimizer, parts.sampler
@@ -654,6 +722,7 @@ def fit(
         gather=False,
         step=step,
         history=history,
+        logger=logger,
     )
 
     shown = progress if progress is not None else _Silent()
@@ -741,7 +810,7 @@ def fit(
         epoch += 1
         if save_dir is not None:
             t1 = time.perf_counter()
-            _save(config, data, parts, save_dir, epoch, step, monitor)
+            _save(config, data, parts, save_dir, epoch, step, monitor, env)
             ckpt_seconds += time.perf_counter() - t1
     return FitResult(
         epochs=epoch,

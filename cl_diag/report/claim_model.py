@@ -1,0 +1,1019 @@
+"""What a claim is made of (issue 21): the facts of a run the claims read (:class:`RunData`),
+the parts of a registry entry (:class:`Source`, :class:`Condition`, :class:`Metric`, the
+designs, :class:`Precondition`) and the entries themselves (:class:`Claim` for a prediction
+or a description, :class:`Identity` for a consistency check).
+
+The registry (:mod:`cl_diag.report.claims`) is a list of such entries, data only; the one
+evaluator (:func:`cl_diag.report.findings.run_findings`) forms each entry's tests from the
+runs with its design and turns them into findings.
+
+Designs (each forms *units* -- the groups of runs one test is about, named by the runs'
+config labels -- and estimates the claim's effect on a unit):
+
+* :class:`Paired` -- two arms that differ in one option (VRN off/on, cross-view/within-view
+  negatives), configs otherwise equal (:func:`cl_diag.report.runs.replicate_key`); the effect
+  is treatment − control of the metric, paired by seed (the t interval of the per-seed
+  differences) when both arms have the same seeds, else Welch's interval;
+* :class:`Trend` -- the least-squares slope of the metric over a swept option (log2 m, α),
+  every run a point (seeds included), its t interval (df = points − 2);
+* :class:`PairedTrend` -- the slope over a swept option of the per-seed paired differences
+  (e.g. the VRN gain against log2 m);
+* :class:`OneSample` -- the metric against a reference value (δ, 0.5, 1 − β*): over seeds the
+  t interval of the per-seed deviations; for one run, where the claim is about one trained
+  model, the sampling error of its analysed images (df = ∞).
+
+Every effect is on the claim's *analysis scale* (ln for a variance or a spread, so a ratio
+becomes a difference); :attr:`Claim.shows` says how it is printed (a relative change, a
+factor, percentage points or a number).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from cl_diag.measurement.stats import rounding_sd, summarize, trend, welch_df, welch_se_df
+from cl_diag.report.document import MISSING, fmt
+from cl_diag.report.runs import SEED_KEY, loss_layer, replicate_key
+from cl_diag.result import Collapse, PairStats, Result, Ssem
+from cl_diag.runconfig import RunConfig
+from cl_diag.vocabulary import PairType
+
+__all__ = [
+    "WORKS",
+    "Claim",
+    "Condition",
+    "Estimate",
+    "Identity",
+    "LayerPairs",
+    "Metric",
+    "OneSample",
+    "Paired",
+    "PairedTrend",
+    "Precondition",
+    "RunData",
+    "Source",
+    "Trend",
+    "Unit",
+]
+
+
+# ---- what the claims read of a run ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PairMoments:
+    """One pair type's mean, population variance and count, and whether they are estimates
+    (sampled mode) rather than exact over every pair."""
+
+    mean: float
+    var: float
+    count: int
+    estimate: bool
+
+    @classmethod
+    def of(cls, stats: PairStats | None) -> PairMoments | None:
+        if stats is None or stats.mean is None:
+            return None
+        return cls(stats.mean, stats.var or 0.0, stats.count, stats.estimate)
+
+
+@dataclass(frozen=True)
+class LayerPairs:
+    """One layer's pair moments over its ``n`` analysed instances: what the identities of the
+    consistency checks relate."""
+
+    name: str
+    n: int
+    positive: PairMoments | None
+    cross: PairMoments | None
+    within: PairMoments | None
+
+
+@dataclass(frozen=True)
+class RunData:
+    """What the claims read of one run: its training ``config`` (the
+    :class:`~cl_diag.runconfig.RunConfig`, parsed once), the statistics of the layer its loss
+    sees (``layer``, :func:`cl_diag.report.runs.loss_layer`), its probes, theory panel facts,
+    and every layer's pair moments (``layers``, for the consistency checks).
+
+    ``delta`` is δ = −1/(n_ref − 1); ``free_embeddings`` says the run trained free vectors (no
+    encoder: the rebuttal's toy); ``eq10_full`` is Example 5.4's Eq. 10 at N = n_ref, the full
+    batch (None when the theory panel has no sigmoid block)."""
+
+    label: str = ""
+    config: RunConfig = field(default_factory=RunConfig)
+    n_ref: int = 0
+    delta: float = math.nan
+    mode: str = "exact"
+    layer: str = ""
+    n: int = 0
+    d: int | None = None
+    free_embeddings: bool = False
+    loss_family: str | None = None
+    pos_mean: float | None = None
+    pos_var: float | None = None
+    neg_mean: float | None = None
+    neg_var: float | None = None
+    neg_largest: float | None = None  # max |s| over cross-view negatives
+    neg_ratio: float | None = None  # share of cross-view negatives below δ
+    top1: float | None = None
+    n_test: int | None = None
+    band: tuple[float, float] | None = None
+    eq10_full: bool | None = None
+    collapse: Collapse | None = None
+    ssem: Ssem | None = None
+    layers: tuple[LayerPairs, ...] = ()
+
+    # -- the config's facts, typed
+
+    @property
+    def recorded(self) -> bool:
+        """Whether the run records a training config (an embeddings file does not)."""
+        return self.config.recorded
+
+    @property
+    def vrn(self) -> float | None:
+        """The VRN weight λ: 0 without VRN, None when on with no weight recorded."""
+        return self.config.vrn.weight
+
+    @property
+    def seed(self) -> object:
+        return self.config.seed
+
+    @property
+    def batch_size(self) -> float | None:
+        m = self.config.batch_size
+        return None if m is None else float(m)
+
+    @property
+    def log2_batch(self) -> float | None:
+        m = self.config.batch_size
+        return None if m is None or m <= 0 else math.log2(m)
+
+    @property
+    def alpha(self) -> float | None:
+        """The self-supervised share α of a supcl run (the SSEM's, else the config's)."""
+        if self.ssem is not None and self.ssem.alpha is not None:
+            return self.ssem.alpha
+        alpha = self.config.alpha
+        return None if alpha is None else float(alpha)
+
+    @property
+    def within_view(self) -> bool:
+        """Whether the loss also pushes within-view negatives (c2 = 1, e.g. sigmoid's option)."""
+        return self.config.within_view is True
+
+    # -- measured facts
+
+    @property
+    def neg_std(self) -> float | None:
+        return None if self.neg_var is None else math.sqrt(max(self.neg_var, 0.0))
+
+    @property
+    def within_class_variance(self) -> float | None:
+        return None if self.collapse is None else self.collapse.within_class_variance
+
+    @property
+    def view_floor(self) -> float | None:
+        """(1 − mean positive similarity) / 2: the part of the within-class variance of the view
+        embeddings that is the spread of each instance's views about their mean (the
+        within-class variance is this plus the within-class variance of the instance means)."""
+        return None if self.pos_mean is None else (1.0 - self.pos_mean) / 2.0
+
+    @property
+    def ssem_prediction(self) -> float | None:
+        """The SSEM's within-class variance 1 − β* for this run (None without the panel)."""
+        return None if self.ssem is None else self.ssem.predicted.within_class_variance
+
+    @classmethod
+    def of(
+        cls,
+        result: Result,
+        *,
+        label: str = "",
+        config: RunConfig | None = None,
+        layer: str | None = None,
+    ) -> RunData | None:
+        """The run's facts on its loss layer (:func:`cl_diag.report.runs.loss_layer`) with
+        ``config`` (default: parsed from the result); None when that layer lacks positive or
+        cross-view negative statistics."""
+        if config is None:
+            config = RunConfig.of(result)
+        theory = result.theory
+        if layer is None:
+            layer = loss_layer(result)
+        measured = result.layers.get(layer)
+        if measured is None:
+            return None
+        pos = measured.pairs.get(PairType.POSITIVE)
+        neg = measured.pairs.get(PairType.CROSS_VIEW_NEGATIVE)
+        if pos is None or neg is None:
+            return None
+        largest = None
+        if neg.min is not None and neg.max is not None:
+            largest = max(abs(neg.min), abs(neg.max))
+        top1 = n_test = None
+        probes = result.probes
+        if probes is not None and probes.linear is not None:
+            top1 = probes.linear.top1
+            test = (probes.splits or {}).get("test")
+            n_test = test.images if test is not None else None
+        band = eq10 = None
+        family = None
+        if theory is not None:
+            family = theory.loss.family
+            vb = theory.variance_band
+            if vb is not None and vb.lo is not None and vb.hi is not None:
+                band = (vb.lo, vb.hi)
+            eq10 = _eq10_full_batch(result)
+        layers = tuple(
+            LayerPairs(
+                name=name,
+                n=m.n,
+                positive=PairMoments.of(m.pairs.get(PairType.POSITIVE)),
+                cross=PairMoments.of(m.pairs.get(PairType.CROSS_VIEW_NEGATIVE)),
+                within=PairMoments.of(m.pairs.get(PairType.WITHIN_VIEW_NEGATIVE)),
+            )
+            for name, m in result.layers.items()
+        )
+        return cls(
+            label=label,
+            config=config,
+            n_ref=result.n_ref,
+            delta=result.delta,
+            mode=result.mode,
+            layer=layer,
+            n=measured.n,
+            d=measured.d,
+            free_embeddings=result.source.arch == "embedding",
+            loss_family=family,
+            pos_mean=pos.mean,
+            pos_var=pos.var,
+            neg_mean=neg.mean,
+            neg_var=neg.var,
+            neg_largest=largest,
+            neg_ratio=neg.excessive_ratio,
+            top1=top1,
+            n_test=n_test,
+            band=band,
+            eq10_full=eq10,
+            collapse=measured.collapse,
+            ssem=theory.ssem if theory is not None else None,
+            layers=layers,
+        )
+
+
+def _eq10_full_batch(result: Result) -> bool | None:
+    """Example 5.4's Eq. 10 at N = n_ref: the theory panel's ``full_batch`` block, or its
+    top-level sigmoid block when that one already is at N = n_ref."""
+    theory = result.theory
+    if theory is None:
+        return None
+    if theory.full_batch is not None and theory.full_batch.eq10 is not None:
+        return theory.full_batch.eq10.holds
+    if theory.sigmoid is not None and result.n_ref == theory.sigmoid.eq10.N:
+        return theory.sigmoid.eq10.holds
+    return None
+
+
+# ---- the parts of an entry ------------------------------------------------------------------
+
+#: the works a claim can come from, as a finding cites them
+WORKS = {
+    "paper": "Lee, Lim, Lee, Sohn (ICML 2025)",
+    "rebuttal": "the authors' OpenReview rebuttal of Lee et al. (ICML 2025)",
+    "SSEM": "the SSEM paper on supervised-contrastive class collapse (Lee, Oh, Lee et al.)",
+    "identity": "an identity for any unit vectors, from Lee et al. (ICML 2025)",
+    "none": "no source predicts it for these runs",
+}
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a claim is made: the ``work`` (a key of :data:`WORKS`) and the place in it."""
+
+    work: str
+    where: str
+
+    def __post_init__(self) -> None:
+        if self.work not in WORKS:
+            raise ValueError(f"unknown work {self.work!r}; one of {sorted(WORKS)}")
+
+    @property
+    def short(self) -> str:
+        """How a finding cites it: "paper, Table 1", "rebuttal, Table 2", "SSEM, α_c"."""
+        return f"{self.work}, {self.where}" if self.where else self.work
+
+    @property
+    def full(self) -> str:
+        return f"{WORKS[self.work]}, {self.where}" if self.where else WORKS[self.work]
+
+
+#: which runs of a unit a condition is checked on
+ARMS = ("all", "control", "treatment")
+
+
+@dataclass(frozen=True)
+class Condition:
+    """A requirement on runs: ``requires`` says it in words (the docs table, the reason of a
+    *not applicable* finding), ``holds`` tests one run, ``found`` says what a run that fails
+    it has instead ("loss dcl"); ``arm`` which runs of a paired unit it is checked on."""
+
+    requires: str
+    holds: Callable[[RunData], bool] = field(repr=False, compare=False)
+    found: Callable[[RunData], str] | None = field(default=None, repr=False, compare=False)
+    arm: str = "all"
+
+    def __post_init__(self) -> None:
+        if self.arm not in ARMS:
+            raise ValueError(f"arm must be one of {ARMS}, got {self.arm!r}")
+
+    def failing(self, unit: Unit) -> list[RunData]:
+        """The runs of ``unit`` (its arm) that fail the condition."""
+        return [r for r in unit.arm(self.arm) if not self.holds(r)]
+
+    def unmet(self, unit: Unit) -> str | None:
+        """None when every run of the arm meets it, else the reason, e.g. "needs the loss
+        SimCLR (these runs: loss dcl)"."""
+        failing = self.failing(unit)
+        if not failing:
+            return None
+        found = sorted({self.found(r) for r in failing}) if self.found is not None else []
+        return f"needs {self.requires}" + (f" (here: {', '.join(found)})" if found else "")
+
+
+@dataclass(frozen=True)
+class Metric:
+    """What a claim measures on each run: ``read`` gives the value (None: not measured);
+    ``log`` analyses it as ln(value) (a variance, a spread); ``unit`` says how raw values print
+    ("share" and "accuracy" as percentages); ``run_se`` is the sampling error of one run's
+    value on the analysis scale (from its analysed images), for claims about one trained
+    model, and ``run_se_text`` how it is made. ``step`` is the grid a run's value is counted
+    on (1/N for an accuracy on N test images, 1/pairs for a share of pairs; None: continuous):
+    its rounding is the floor of any spread over seeds (:meth:`floor`)."""
+
+    name: str
+    read: Callable[[RunData], float | None] = field(repr=False, compare=False)
+    log: bool = False
+    unit: str = "value"
+    run_se: Callable[[RunData], float] | None = field(default=None, repr=False, compare=False)
+    run_se_text: str = ""
+    step: Callable[[RunData], float | None] | None = field(default=None, repr=False, compare=False)
+
+    def floor(self, runs: Sequence[RunData]) -> float:
+        """The smallest standard deviation these runs' values can show over seeds: the
+        rounding of the coarsest grid among them, step/√12
+        (:func:`cl_diag.measurement.stats.rounding_sd`); 0 for a continuous statistic (or one
+        analysed on a log scale). The same floor ``cl-diag reproduce`` gives a grid statistic."""
+        if self.step is None or self.log:
+            return 0.0
+        steps = [x for r in runs if (x := self.step(r)) is not None and math.isfinite(x)]
+        return rounding_sd(max(steps, default=0.0))
+
+    def value(self, run: RunData) -> float | None:
+        """The run's value on the analysis scale (None when absent, or not positive on a log
+        scale)."""
+        x = self.read(run)
+        if x is None or not math.isfinite(x):
+            return None
+        if self.log:
+            return math.log(x) if x > 0 else None
+        return float(x)
+
+    def show(self, x: float | None) -> str:
+        """A raw value as a report prints it."""
+        if x is None:
+            return MISSING
+        if self.unit in ("share", "accuracy"):
+            return f"{100.0 * x:.4g} %"
+        return fmt(float(x))
+
+    def show_difference(self, d: float) -> str:
+        """A difference of two runs' values on the analysis scale as text: a relative change
+        for a log metric, percentage points for a share or an accuracy, else a number."""
+        if self.log:
+            return f"{100.0 * math.expm1(d):+.3g} %" if d < 709.0 else "+∞ %"
+        if self.unit in ("share", "accuracy"):
+            return f"{100.0 * d:+.3g} pp"
+        return f"{d:+.3g}"
+
+    def spread(self, runs: Sequence[RunData]) -> str:
+        """'mean ± sd' of the runs' raw values, or the one value."""
+        values = [float(v) for r in runs if (v := self.read(r)) is not None]
+        if not values:
+            return MISSING
+        s = summarize(values)
+        if s.sd is None:
+            return self.show(s.mean)
+        if self.unit in ("share", "accuracy"):
+            return f"{100.0 * s.mean:.4g} % ± {100.0 * s.sd:.2g}"
+        return f"{fmt(s.mean)} ± {fmt(s.sd, 2)}"
+
+
+@dataclass(frozen=True)
+class Unit:
+    """The runs one test is about: ``subject`` names them (config labels); ``runs`` are all of
+    them; a paired design's ``control`` and ``treatment`` arms; a paired trend's ``levels``
+    (x, control, treatment)."""
+
+    subject: str
+    runs: tuple[RunData, ...]
+    control: tuple[RunData, ...] = ()
+    treatment: tuple[RunData, ...] = ()
+    levels: tuple[tuple[float, tuple[RunData, ...], tuple[RunData, ...]], ...] = ()
+
+    def arm(self, which: str) -> tuple[RunData, ...]:
+        if which == "control":
+            return self.control or self.runs
+        if which == "treatment":
+            return self.treatment or self.runs
+        return self.runs
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A claim's effect on a unit, on the analysis scale: ``effect`` with its standard error
+    ``se`` and ``df`` degrees of freedom (se None: no interval, ``why_no_interval`` says why),
+    the ``n`` replicates behind it (``replicate`` says of what), how it was made (``method``),
+    what was measured (``measured``, ``data``), and for the power figure the design
+    (``power_design``: "one_sample", "two_sample", "slope"), the replicate spread ``sd``, the
+    x ``levels`` of a slope and the ``seeds`` per condition (or level) now."""
+
+    effect: float | None
+    se: float | None
+    df: float
+    n: int
+    replicate: str
+    method: str
+    measured: str
+    data: tuple[tuple[str, float | None], ...] = ()
+    power_design: str | None = None
+    sd: float | None = None
+    levels: tuple[float, ...] = ()
+    seeds: int | None = None
+    why_no_interval: str = ""
+
+
+def _groups(runs: Sequence[RunData], without: Sequence[str]) -> list[tuple[RunData, ...]]:
+    """The runs grouped by the one rule of replicates with the options ``without`` left out
+    (:func:`cl_diag.report.runs.replicate_key`), in the order of their first run."""
+    out: dict[str, list[RunData]] = {}
+    for run in runs:
+        key = replicate_key(
+            run.config, n_ref=run.n_ref, mode=run.mode, layer=run.layer, without=without
+        )
+        out.setdefault(key, []).append(run)
+    return [tuple(g) for g in out.values()]
+
+
+#: names a group of runs by its config without the given options (the comparison's labels)
+Namer = Callable[[Sequence[RunData], tuple[str, ...]], str]
+
+
+def _values(metric: Metric, runs: Sequence[RunData]) -> list[float] | None:
+    """The metric of every run on the analysis scale; None when any is missing."""
+    values = [metric.value(r) for r in runs]
+    if any(v is None for v in values):
+        return None
+    return [float(v) for v in values if v is not None]
+
+
+def _known(metric: Metric, run: RunData) -> float:
+    """The metric of a run already checked to have one (:func:`_values`)."""
+    value = metric.value(run)
+    assert value is not None
+    return value
+
+
+def _by_seed(runs: Sequence[RunData]) -> dict[str, RunData] | None:
+    """The runs keyed by seed, when every run has a distinct recorded seed."""
+    keyed = {repr(r.seed): r for r in runs}
+    if len(keyed) != len(runs) or any(r.seed is None for r in runs):
+        return None
+    return keyed
+
+
+def _sd(values: Sequence[float]) -> float:
+    return float(np.std(values, ddof=1)) if len(values) >= 2 else math.nan
+
+
+#: how a method says that the spread is the rounding floor (:meth:`Metric.floor`)
+_AT_FLOOR = "; the spread at least the rounding of its grid (step/√12)"
+
+
+@dataclass(frozen=True)
+class Paired:
+    """Two arms that differ in ``options`` (left out of the replicate key), configs otherwise
+    equal: ``control`` and ``treatment`` say which runs are which arm, ``label`` names an arm
+    in a subject ("VRN 30", "none"); ``prefer``: when some treatment group of a bucket meets it
+    (a tuned λ among a λ grid), only those groups form units."""
+
+    options: tuple[str, ...]
+    control: Condition
+    treatment: Condition
+    label: Callable[[RunData], str] = field(repr=False, compare=False)
+    prefer: Condition | None = None
+
+    @property
+    def text(self) -> str:
+        return (
+            f"paired by seed: {self.treatment.requires} − {self.control.requires}, the t "
+            "interval of the per-seed differences (Welch's interval when the arms' seeds "
+            "differ)"
+        )
+
+    def _arms(
+        self, bucket: Sequence[RunData]
+    ) -> tuple[tuple[RunData, ...] | None, list[tuple[RunData, ...]]]:
+        """The one control group of a bucket (None when not exactly one) and its treatment
+        groups."""
+        configs = _groups(bucket, (SEED_KEY,))
+        controls = [g for g in configs if all(self.control.holds(r) for r in g)]
+        treatments = [g for g in configs if all(self.treatment.holds(r) for r in g)]
+        if self.prefer is not None:
+            preferred = [g for g in treatments if all(self.prefer.holds(r) for r in g)]
+            treatments = preferred or treatments
+        return (controls[0] if len(controls) == 1 else None), treatments
+
+    def units(self, runs: Sequence[RunData], name: Namer) -> list[Unit]:
+        out = []
+        for bucket in _groups(runs, (SEED_KEY, *self.options)):
+            control, treatments = self._arms(bucket)
+            if control is None:
+                continue
+            group = name(control, (SEED_KEY, *self.options))
+            for treatment in treatments:
+                subject = f"{group}: {self.label(treatment[0])} vs {self.label(control[0])}"
+                out.append(Unit(subject, (*control, *treatment), control, treatment))
+        return out
+
+    def estimate(self, unit: Unit, metric: Metric) -> Estimate | None:
+        return _paired_estimate(unit.control, unit.treatment, metric, self.label)
+
+
+def _paired_estimate(
+    control: Sequence[RunData],
+    treatment: Sequence[RunData],
+    metric: Metric,
+    label: Callable[[RunData], str],
+) -> Estimate | None:
+    xs, ys = _values(metric, control), _values(metric, treatment)
+    if xs is None or ys is None:
+        return None
+    a, b = _by_seed(control), _by_seed(treatment)
+    measured = (
+        f"{label(control[0])} {metric.spread(control)} → {label(treatment[0])} "
+        f"{metric.spread(treatment)}"
+    )
+    data = tuple((r.label, metric.read(r)) for r in (*control, *treatment))
+    if a is not None and b is not None and set(a) == set(b) and len(a) >= 2:
+        seeds = sorted(a)
+        diffs = [_known(metric, b[k]) - _known(metric, a[k]) for k in seeds]
+        if len(diffs) <= 10:
+            measured += "; per seed: " + ", ".join(metric.show_difference(d) for d in diffs)
+        s = summarize(diffs)
+        # a difference of two values on grids: at least both roundings
+        floor = math.hypot(metric.floor(control), metric.floor(treatment))
+        sd = max(s.sd or 0.0, floor)
+        return Estimate(
+            effect=s.mean,
+            se=sd / math.sqrt(len(diffs)),
+            df=len(diffs) - 1,
+            n=len(diffs),
+            replicate="seeds",
+            method="paired by seed, t interval of the per-seed differences"
+            + (_AT_FLOOR if sd == floor > 0 else ""),
+            measured=measured,
+            data=data,
+            power_design="one_sample",
+            sd=sd,
+            seeds=len(diffs),
+        )
+    effect = float(np.mean(ys) - np.mean(xs))
+    if len(xs) >= 2 and len(ys) >= 2:
+        se, df = welch_se_df(ys, xs)
+        sx = max(_sd(xs), metric.floor(control))
+        sy = max(_sd(ys), metric.floor(treatment))
+        floored = sx > _sd(xs) or sy > _sd(ys)
+        if floored:  # an arm's spread below its grid's rounding: the rounding instead
+            se_x, se_y = sx / math.sqrt(len(xs)), sy / math.sqrt(len(ys))
+            se, df = math.hypot(se_x, se_y), welch_df(se_x, len(xs) - 1, se_y, len(ys) - 1)
+        return Estimate(
+            effect=effect,
+            se=se,
+            df=df,
+            n=min(len(xs), len(ys)),
+            replicate="seeds",
+            method="unpaired (the arms' seeds differ), Welch's interval"
+            + (_AT_FLOOR if floored else ""),
+            measured=measured,
+            data=data,
+            power_design="two_sample",
+            sd=math.sqrt((sx**2 + sy**2) / 2),
+            seeds=min(len(xs), len(ys)),
+        )
+    return Estimate(
+        effect=effect,
+        se=None,
+        df=math.nan,
+        n=min(len(xs), len(ys)),
+        replicate="seeds",
+        method="one run per condition",
+        measured=measured,
+        data=data,
+        why_no_interval=(
+            "one run per condition: the spread over training seeds is unknown, so there is no "
+            "interval; run at least 2 seeds per condition"
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class Trend:
+    """The slope of the metric on ``x`` (a function of the swept ``option``, e.g. log2 m) over
+    runs whose configs differ only in that option and the seed; ``x_text`` names x and
+    ``levels_name`` its values in a finding's method ("log2 m", "batch sizes")."""
+
+    option: str
+    x: Callable[[RunData], float | None] = field(repr=False, compare=False)
+    x_text: str = ""
+    levels_name: str = "levels"
+
+    @property
+    def text(self) -> str:
+        return (
+            f"trend: least-squares slope on {self.x_text} over every run (seeds included), "
+            "t interval with points − 2 degrees of freedom"
+        )
+
+    def units(self, runs: Sequence[RunData], name: Namer) -> list[Unit]:
+        out = []
+        for series in _groups(runs, (SEED_KEY, self.option)):
+            levels = {x for r in series if (x := self.x(r)) is not None}
+            if len(levels) >= 2:
+                out.append(Unit(name(series, (SEED_KEY, self.option)), series))
+        return out
+
+    def estimate(self, unit: Unit, metric: Metric) -> Estimate | None:
+        points = [(self.x(r), metric.value(r)) for r in unit.runs]
+        if any(x is None or y is None for x, y in points):
+            return None
+        xs = [float(x) for x, _ in points if x is not None]
+        ys = [float(y) for _, y in points if y is not None]
+        return _slope_estimate(
+            xs,
+            ys,
+            f"slope on {self.x_text} over {len(xs)} runs at {len(set(xs))} {self.levels_name}",
+            measured=_by_level(unit.runs, self.x, metric),
+            data=tuple((r.label, metric.read(r)) for r in unit.runs),
+            floor=metric.floor(unit.runs),
+        )
+
+
+def _slope_estimate(
+    xs: Sequence[float],
+    ys: Sequence[float],
+    x_text: str,
+    *,
+    measured: str,
+    data: tuple[tuple[str, float | None], ...],
+    floor: float = 0.0,
+) -> Estimate:
+    """The slope of ys on xs (one point per run or per seed's difference) as an Estimate;
+    ``x_text`` says what the slope is ("slope on log2 m over 9 runs at 3 batch sizes");
+    ``floor`` the smallest residual sd the points can show (:meth:`Metric.floor`): below it,
+    se = floor / √Sxx."""
+    t = trend(xs, ys)
+    se, resid_sd, floored = t.se, t.resid_sd, False
+    if se is not None and resid_sd is not None and resid_sd < floor:
+        x = np.asarray(xs, dtype=np.float64)
+        resid_sd, floored = floor, True
+        se = floor / math.sqrt(float(((x - x.mean()) ** 2).sum()))
+    levels = tuple(sorted(set(xs)))
+    per_level = min(sum(1 for x in xs if x == level) for level in levels)
+    method = (
+        f"{x_text}, t interval"
+        + (f"; permutation p (no trend) = {t.p_value:.3g}" if t.p_value is not None else "")
+        + (_AT_FLOOR if floored else "")
+    )
+    return Estimate(
+        effect=t.slope,
+        se=se,
+        df=t.df if t.se is not None else math.nan,
+        n=t.points,
+        replicate="runs",
+        method=method,
+        measured=measured,
+        data=data,
+        power_design="slope" if t.se is not None else None,
+        sd=resid_sd,
+        levels=levels,
+        seeds=per_level,
+        why_no_interval="" if t.se is not None else "fewer than 3 points: no interval for a slope",
+    )
+
+
+def _by_level(runs: Sequence[RunData], x: Callable[[RunData], float | None], metric: Metric) -> str:
+    """'16: 0.18, 32: 0.157 (means of 3 seeds)': the mean raw value at each level, the level
+    printed as the option's value (2^x for log2 m)."""
+    levels = sorted({v for r in runs if (v := x(r)) is not None})
+    parts = []
+    for level in levels:
+        values = [float(v) for r in runs if x(r) == level and (v := metric.read(r)) is not None]
+        if values:
+            parts.append(f"{_level_text(runs, x, level)}: {metric.show(float(np.mean(values)))}")
+    reps = max((sum(1 for r in runs if x(r) == level) for level in levels), default=0)
+    return ", ".join(parts) + (f" (means of {reps} seeds)" if reps > 1 else "")
+
+
+def _level_text(runs: Sequence[RunData], x: Callable[[RunData], float | None], level: float) -> str:
+    """The option value behind a level: "m 16" for log2 m, "α 0.1" for α, else the level."""
+    for r in runs:
+        if x(r) != level:
+            continue
+        if r.batch_size is not None and level == r.log2_batch:
+            return f"m {fmt(r.batch_size)}"
+        if level == r.alpha:
+            return f"α {fmt(level)}"
+    return fmt(level)
+
+
+@dataclass(frozen=True)
+class PairedTrend:
+    """The slope on ``x`` (a function of the swept ``option``) of the per-seed differences of a
+    :class:`Paired` design at each level: e.g. the VRN gain against log2 m. Each level needs
+    one control and one treatment group (after the pair's ``prefer``) with the same seeds."""
+
+    pair: Paired
+    option: str
+    x: Callable[[RunData], float | None] = field(repr=False, compare=False)
+    x_text: str = ""
+    levels_name: str = "levels"
+
+    @property
+    def text(self) -> str:
+        return (
+            f"trend of paired differences: at each {self.x_text}, {self.pair.treatment.requires}"
+            f" − {self.pair.control.requires} per seed; the least-squares slope of those "
+            "differences, t interval"
+        )
+
+    def units(self, runs: Sequence[RunData], name: Namer) -> list[Unit]:
+        out = []
+        for series in _groups(runs, (SEED_KEY, self.option, *self.pair.options)):
+            levels = []
+            for bucket in _groups(series, (SEED_KEY, *self.pair.options)):
+                control, treatments = self.pair._arms(bucket)
+                x = self.x(bucket[0])
+                if control is None or len(treatments) != 1 or x is None:
+                    continue
+                levels.append((x, control, treatments[0]))
+            if len({lv[0] for lv in levels}) >= 2 and len(levels) == len({lv[0] for lv in levels}):
+                levels.sort(key=lambda lv: lv[0])
+                runs_ = tuple(r for _, c, t in levels for r in (*c, *t))
+                out.append(
+                    Unit(
+                        name(series, (SEED_KEY, self.option, *self.pair.options)),
+                        runs_,
+                        tuple(r for _, c, _t in levels for r in c),
+                        tuple(r for _, _c, t in levels for r in t),
+                        tuple(levels),
+                    )
+                )
+        return out
+
+    def estimate(self, unit: Unit, metric: Metric) -> Estimate | None:
+        xs: list[float] = []
+        ys: list[float] = []
+        parts = []
+        for x, control, treatment in unit.levels:
+            a, b = _by_seed(control), _by_seed(treatment)
+            if a is None or b is None or set(a) != set(b):
+                return None
+            diffs = []
+            for k in sorted(a):
+                va, vb = metric.value(a[k]), metric.value(b[k])
+                if va is None or vb is None:
+                    return None
+                diffs.append(vb - va)
+            xs += [x] * len(diffs)
+            ys += diffs
+            level = _level_text(control, self.x, x)
+            parts.append(f"{level}: {metric.show_difference(float(np.mean(diffs)))}")
+        measured = (
+            f"{self.pair.treatment.requires} − {self.pair.control.requires} by level: "
+            + ", ".join(parts)
+        )
+        data = tuple((r.label, metric.read(r)) for r in unit.runs)
+        over = (
+            f"slope of the paired differences on {self.x_text} over {len(xs)} seed pairs at "
+            f"{len(set(xs))} {self.levels_name}"
+        )
+        floor = math.hypot(metric.floor(unit.control), metric.floor(unit.treatment))
+        return _slope_estimate(xs, ys, over, measured=measured, data=data, floor=floor)
+
+
+@dataclass(frozen=True)
+class OneSample:
+    """The metric against a ``reference`` value (on the analysis scale; a function of a run:
+    δ, 0.5, 1 − β*): over the seeds of one config the t interval of the per-seed deviations;
+    with ``per_run``, one run's deviation with its image-sampling error (``Metric.run_se``)."""
+
+    reference: Callable[[RunData], float | None] = field(repr=False, compare=False)
+    reference_text: str = ""
+    per_run: bool = False
+
+    @property
+    def text(self) -> str:
+        return (
+            f"one sample against {self.reference_text}: the t interval of the per-seed "
+            "deviations over the seeds of one config"
+            + (
+                "; one run: its deviation with the sampling error of its analysed images"
+                if self.per_run
+                else "; one run: no interval (the seeds are the replicates)"
+            )
+        )
+
+    def units(self, runs: Sequence[RunData], name: Namer) -> list[Unit]:
+        return [Unit(name(g, (SEED_KEY,)), g) for g in _groups(runs, (SEED_KEY,))]
+
+    def estimate(self, unit: Unit, metric: Metric) -> Estimate | None:
+        runs = unit.runs
+        deviations = []
+        for r in runs:
+            value, ref = metric.value(r), self.reference(r)
+            if value is None or ref is None:
+                return None
+            deviations.append(value - ref)
+        data = tuple((r.label, metric.read(r)) for r in runs)
+        measured = f"{metric.spread(runs)}"
+        if len(runs) >= 2:
+            per_seed = ", ".join(metric.show(metric.read(r)) for r in runs)
+            s = summarize(deviations)
+            floor = metric.floor(runs)
+            sd = max(s.sd or 0.0, floor)
+            return Estimate(
+                effect=s.mean,
+                se=sd / math.sqrt(len(deviations)),
+                df=len(deviations) - 1,
+                n=len(deviations),
+                replicate="seeds",
+                method="t interval over seeds" + (_AT_FLOOR if sd == floor > 0 else ""),
+                measured=f"{measured} (per seed: {per_seed})" if len(runs) <= 10 else measured,
+                data=data,
+                power_design="one_sample",
+                sd=sd,
+                seeds=len(deviations),
+            )
+        run = runs[0]
+        if self.per_run and metric.run_se is not None:
+            se = metric.run_se(run)
+            if math.isfinite(se):
+                return Estimate(
+                    effect=deviations[0],
+                    se=se,
+                    df=math.inf,
+                    n=run.n,
+                    replicate="images",
+                    method=f"one run: {metric.run_se_text}",
+                    measured=measured,
+                    data=data,
+                )
+        return Estimate(
+            effect=deviations[0],
+            se=None,
+            df=math.nan,
+            n=1,
+            replicate="seeds",
+            method="one run",
+            measured=measured,
+            data=data,
+            why_no_interval=(
+                "one run: the claim is about what training gives, so the seeds are the "
+                "replicates; run at least 2 seeds"
+            ),
+        )
+
+
+Design = Paired | Trend | PairedTrend | OneSample
+
+
+@dataclass(frozen=True)
+class Precondition:
+    """A requirement on the data of a unit for the claim to be testable there: ``requires``
+    in words (the docs), ``unmet`` the reason the unit fails it (None: met); a unit that fails
+    it is *not applicable here*, never contradicted."""
+
+    requires: str
+    unmet: Callable[[Unit, Estimate], str | None] = field(repr=False, compare=False)
+
+
+#: how a claim's effect is printed: exp(x) − 1 as a percentage, exp(x) as a factor, x as
+#: percentage points, x as a number
+SHOWS = ("relative", "factor", "pp", "number")
+KINDS = ("prediction", "description")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim of the registry. A *prediction* gets a verdict; a *description* (a quantity
+    no source predicts for these runs) only its estimate and interval.
+
+    ``statement`` says the claim; ``source`` where it is made; ``domain`` which runs it is
+    about at all (units whose runs fail it are left out silently: the claim does not speak of
+    them); ``scope`` the source's scope (a unit failing it is *not applicable*, with the
+    reason), ``at_scope`` what that scope, "tuned" and the like mean operationally; ``metric``
+    and ``design`` what is measured and how the runs are compared; ``expect`` the expected
+    direction ("increase", "decrease", "agree"); ``margin`` the minimum relevant effect on
+    the analysis scale, ``margin_text`` it as printed and ``margin_why`` its one-line
+    justification; ``effect`` says what the effect is, ``shows`` how it prints;
+    ``precondition`` a requirement on the data (*not applicable here* when unmet);
+    ``figure`` the key of the figure that carries it."""
+
+    key: str
+    statement: str
+    source: Source
+    kind: str
+    metric: Metric
+    design: Design
+    effect: str
+    shows: str
+    expect: str | None = None
+    margin: float | None = None
+    margin_text: str = ""
+    margin_why: str = ""
+    domain: tuple[Condition, ...] = ()
+    scope: tuple[Condition, ...] = ()
+    at_scope: str = ""
+    precondition: Precondition | None = None
+    figure: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"{self.key}: kind must be one of {KINDS}")
+        if self.shows not in SHOWS:
+            raise ValueError(f"{self.key}: shows must be one of {SHOWS}")
+        if self.kind == "prediction" and (
+            self.expect is None or self.margin is None or not self.margin > 0
+        ):
+            raise ValueError(f"{self.key}: a prediction needs an expectation and a margin > 0")
+
+    @property
+    def title(self) -> str:
+        return self.statement
+
+    @property
+    def minimum(self) -> float | None:
+        """The minimum relevant effect on the analysis scale (the margin)."""
+        return self.margin
+
+    def display(self, x: float | None) -> float | None:
+        """An effect (or interval end) on the analysis scale as it is printed."""
+        if x is None or not math.isfinite(x):
+            return x
+        if self.shows in ("relative", "factor"):
+            # a ratio beyond float range (an interval from a near-zero variance) is infinite
+            grown = math.exp(x) if x < 709.0 else math.inf
+            return grown - 1.0 if self.shows == "relative" and x < 709.0 else grown
+        return x
+
+    def show(self, x: float | None, *, sign: bool = True) -> str:
+        """An effect on the analysis scale as text ("-63.2 %", "2.7×", "+1.2 pp", "0.031")."""
+        value = self.display(x)
+        if value is None or math.isnan(value):
+            return MISSING
+        if math.isinf(value):
+            return "∞" if value > 0 else "−∞"
+        spec = "+.4g" if sign else ".4g"
+        if self.shows == "relative":
+            return f"{100.0 * value:{spec}} %"
+        if self.shows == "factor":
+            return f"{value:.4g}×"
+        if self.shows == "pp":
+            return f"{100.0 * value:{spec}} pp"
+        return f"{value:{spec}}"
+
+
+@dataclass(frozen=True)
+class Identity:
+    """A consistency check: an inequality that holds for any unit vectors (``formula``), so
+    a measurement that breaks it beyond ``error`` (float rounding in exact mode, the sampling
+    error of sampled pairs) has a bug. ``slack`` is its left side minus its right side on one
+    layer's pair moments (>= 0), None when the layer lacks what it needs."""
+
+    key: str
+    statement: str
+    source: Source
+    formula: str
+    slack: Callable[[LayerPairs], float | None] = field(repr=False, compare=False)
+    error: Callable[[LayerPairs], float] = field(repr=False, compare=False)
+    kind: str = "consistency"
+
+    @property
+    def title(self) -> str:
+        return self.statement

@@ -1,0 +1,824 @@
+"""The claims registry against result sets where the truth is known (issue 21).
+
+Every prediction of the registry has a case here: a builder of hand-made runs whose per-seed
+effect on the claim's analysis scale is exactly ``shift + scale * NOISE[seed]`` (a paired
+difference, a deviation from the claim's reference, or a slope with the same noise at every
+level), and a way to put the same runs outside the source's scope. The generic tests check,
+for each: a large true effect is supported, a null effect inconclusive, a reversed effect
+contradicted, an effect whose interval ends at the margin borderline, out-of-scope runs not
+applicable, and the seeds-needed figure equal to a direct noncentral-t power computation.
+For an agreement claim (effect = measured − predicted) the "large true effect" is exact
+agreement measured precisely, "reversed" a deviation of ten margins, and "null" agreement
+measured too noisily to show it.
+
+Adding a claim to the registry: one entry in cl_diag/report/claims.py and one CASES entry.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from cl_diag.measurement.stats import CONFIDENCE
+from cl_diag.report.claim_model import Claim, Identity, LayerPairs, PairMoments, RunData
+from cl_diag.report.claims import CLAIMS, claims_markdown
+from cl_diag.report.document import Paragraph
+from cl_diag.report.findings import (
+    NOT_APPLICABLE,
+    Finding,
+    findings_blocks,
+    run_findings,
+    summary_lines,
+)
+from cl_diag.result import Collapse, Ssem
+from cl_diag.runconfig import parse_run_config
+
+REPO = Path(__file__).resolve().parents[1]
+SEEDS = (1, 2, 3, 4, 5)
+#: the per-seed noise pattern: mean exactly 0, sample sd 1.127
+NOISE = np.array([0.9, -1.3, 0.4, 1.1, -1.1])
+#: a per-seed baseline that the paired designs cancel
+BASELINE = np.array([0.3, -0.2, 0.1, -0.4, 0.2])
+N_REF = 1000
+DELTA = -1.0 / (N_REF - 1)
+#: batch sizes of the trend cases (log2 m = 4, 5, 6) and the α of the SSEM trend
+SIZES = (16, 32, 64)
+ALPHAS = (0.0, 0.5, 1.0)
+
+PREDICTIONS = [k for k, c in CLAIMS.items() if isinstance(c, Claim) and c.kind == "prediction"]
+DESCRIPTIONS = [k for k, c in CLAIMS.items() if isinstance(c, Claim) and c.kind == "description"]
+IDENTITIES = [k for k, c in CLAIMS.items() if isinstance(c, Identity)]
+
+
+def run(label: str, config: dict, **facts) -> RunData:
+    """A run with plausible defaults for every fact a claim reads, ``facts`` replacing them."""
+    n_train = facts.pop("n_train", None)
+    base: dict = {
+        "n_ref": N_REF,
+        "delta": DELTA,
+        "layer": "projector",
+        "n": 500,
+        "d": 128,
+        "loss_family": "info_nce",
+        "pos_mean": 0.8,
+        "pos_var": 0.01,
+        "neg_mean": 0.0,
+        "neg_var": 0.1,
+        "neg_largest": 0.9,
+        "neg_ratio": 0.5,
+        "top1": 0.9,
+        "n_test": 450,
+    }
+    base.update(facts)
+    return RunData(label=label, config=parse_run_config(config, n_train=n_train), **base)
+
+
+TUNING = {"grid": [1, 3, 10, 30], "selected": 3, "split": "validation", "criterion": "top-1"}
+
+
+def _vrn(weight: float, tuned: bool) -> dict:
+    return (
+        {"vrn": weight, "vrn_tuning": {**TUNING, "selected": weight}} if tuned else {"vrn": weight}
+    )
+
+
+# ---- builders: the per-seed effect is shift + scale * NOISE[k] on the analysis scale ----------
+
+
+def paired(
+    control: dict,
+    treatment: dict,
+    facts: Callable[[float], dict],
+    base: float,
+    shift: float,
+    scale: float,
+    common: dict | None = None,
+    control_facts: dict | None = None,
+) -> list[RunData]:
+    """Control and treatment runs per seed: the metric (analysis scale) is base + a seed's
+    baseline in the control arm, plus shift + scale * NOISE[k] in the treatment arm."""
+    common = common or {}
+    runs = []
+    for k, seed in enumerate(SEEDS):
+        b = base + 0.1 * BASELINE[k]
+        runs.append(
+            run(
+                f"c{seed}",
+                {**control, "seed": seed},
+                **{**common, **(control_facts or {}), **facts(b)},
+            )
+        )
+        runs.append(
+            run(
+                f"t{seed}",
+                {**treatment, "seed": seed},
+                **{**common, **facts(b + shift + scale * NOISE[k])},
+            )
+        )
+    return runs
+
+
+def one_sample(
+    config: dict, facts: Callable[[float], dict], ref: float, shift: float, scale: float, **common
+) -> list[RunData]:
+    """One config, a run per seed: the metric is ref + shift + scale * NOISE[k]."""
+    return [
+        run(f"s{seed}", {**config, "seed": seed}, **{**common, **facts(ref + shift + scale * n)})
+        for seed, n in zip(SEEDS, NOISE, strict=True)
+    ]
+
+
+def trend_runs(
+    config: dict,
+    option: str,
+    values: tuple[float, ...],
+    x: Callable[[float], float],
+    facts: Callable[[float, float], dict],
+    shift: float,
+    scale: float,
+    **common,
+) -> list[RunData]:
+    """Runs at each value of ``option`` and seed: the metric is 0.3 + shift * x + scale *
+    NOISE[k] (the same noise at each level, so the fitted slope is shift exactly)."""
+    return [
+        run(
+            f"{option}{v} s{seed}",
+            {**config, option: v, "seed": seed},
+            **{**common, **facts(v, 0.3 + shift * x(v) + scale * n)},
+        )
+        for v in values
+        for seed, n in zip(SEEDS, NOISE, strict=True)
+    ]
+
+
+def _collapse(variance: float) -> Collapse:
+    return Collapse.from_dict({"classes": 10, "instances": 50, "within_class_variance": variance})
+
+
+def _ssem(alpha: float, predicted: float, *, regime: str | None = None) -> Ssem:
+    return Ssem.from_dict(
+        {
+            "alpha": alpha,
+            "tau": 0.3,
+            "m": 10,
+            "n": 10,
+            "p": 2,
+            "variant": "B",
+            "alpha_c": 0.25,
+            "beta_star": 1.0 - predicted,
+            "regime": regime or ("collapse" if predicted == 0 else "interior"),
+            "predicted": {"s_w": None, "s_b": None, "within_class_variance": predicted},
+            "d_below_mn_minus_1": False,
+            "small_alpha": False,
+        }
+    )
+
+
+SIMCLR = {"loss": "simclr", "batch_size": 64}
+SIGMOID = {"loss": "sigmoid", "batch_size": 64, "temperature": 1.0, "bias": -1.0}
+SUPCL = {"loss": "supcl", "batch_size": 100, "balanced_batch": True, "temperature": 0.3}
+TOY = {"loss": "simclr", "batch_size": 2, "dataset": "toy"}
+TOY_FACTS = {"free_embeddings": True, "n_ref": 4, "delta": -1 / 3, "n": 4, "d": 3}
+
+
+def _log_var(v: float) -> dict:
+    return {"neg_var": math.exp(v)}
+
+
+def _log_std(v: float) -> dict:
+    return {"neg_var": math.exp(2 * v)}
+
+
+def _share(v: float) -> dict:
+    return {"neg_ratio": v}
+
+
+def _top1(v: float) -> dict:
+    return {"top1": v}
+
+
+def _mean(v: float) -> dict:
+    return {"neg_mean": v}
+
+
+def vrn_variance(shift: float, scale: float, outside: bool = False) -> list[RunData]:
+    common = {"loss_family": None} if outside else {}
+    return paired(
+        {**SIMCLR, "vrn": 0.0},
+        {**SIMCLR, "vrn": 30.0},
+        _log_var,
+        math.log(0.15),
+        shift,
+        scale,
+        common,
+    )
+
+
+def batch_variance(shift: float, scale: float, outside: bool = False) -> list[RunData]:
+    return trend_runs(
+        SIMCLR,
+        "batch_size",
+        SIZES,
+        math.log2,
+        lambda m, y: {"neg_var": math.exp(y - 2)},
+        shift,
+        scale,
+        **({"loss_family": None} if outside else {}),
+    )
+
+
+def toy_spread(shift: float, scale: float, outside: bool = False) -> list[RunData]:
+    facts = {**TOY_FACTS, "n_ref": 8} if outside else TOY_FACTS
+    return paired(
+        {**TOY, "vrn": 0.0}, {**TOY, "vrn": 3.0}, _log_std, math.log(0.3), shift, scale, facts
+    )
+
+
+def toy_centre(shift: float, scale: float, outside: bool = False) -> list[RunData]:
+    facts = {**TOY_FACTS, "n_ref": 8} if outside else TOY_FACTS
+    return one_sample({**TOY, "vrn": 3.0}, _mean, -1 / 3, shift, scale, **facts)
+
+
+def excessive_share(shift: float, scale: float, outside: bool = False) -> list[RunData]:
+    config = {**SIMCLR, "loss": "dcl"} if outside else SIMCLR
+    return one_sample(config, _share, 0.5, shift, scale, n_train=N_REF)
+
+
+def within_view_share(shift: float, scale: float, outside: bool = False) -> list[RunData]:
+    return paired(
+        {**SIGMOID, "within_view": False},
+        {**SIGMOID, "within_view": True},
+        _share,
+        0.6,
+        shift,
+        scale,
+        control_facts={"eq10_full": not outside},
+    )
+
+
+def vrn_accuracy(shift: float, scale: float, outside: bool = False) -> list[RunData]:
+    return paired(
+        {**SIMCLR, "vrn": 0.0}, {**SIMCLR, **_vrn(3.0, not outside)}, _top1, 0.85, shift, scale
+    )
+
+
+def vrn_accuracy_batch(shift: float, scale: float, outside: bool = False) -> list[RunData]:
+    runs = []
+    for m in SIZES:
+        for k, seed in enumerate(SEEDS):
+            base = 0.85 + 0.01 * BASELINE[k]
+            gain = 0.02 + shift * math.log2(m) + scale * NOISE[k]
+            runs.append(
+                run(
+                    f"b{m} s{seed}",
+                    {**SIMCLR, "batch_size": m, "vrn": 0.0, "seed": seed},
+                    top1=base,
+                )
+            )
+            runs.append(
+                run(
+                    f"b{m} vrn s{seed}",
+                    {**SIMCLR, "batch_size": m, **_vrn(3.0, not outside), "seed": seed},
+                    top1=base + gain,
+                )
+            )
+    return runs
+
+
+def batch_accuracy(shift: float, scale: float, outside: bool = False) -> list[RunData]:
+    config = {**SIMCLR, "loss": "infonce"} if outside else SIMCLR
+    return trend_runs(
+        config, "batch_size", SIZES, math.log2, lambda m, y: {"top1": 0.5 + y}, shift, scale
+    )
+
+
+def eq10_separation(shift: float, scale: float, outside: bool = False) -> list[RunData]:
+    config = {**SIGMOID, "within_view": outside}
+    facts = {"loss_family": "independently_additive", "eq10_full": True, "n_ref": 100, "d": 128}
+    return one_sample(config, _mean, -1 / 99, shift, scale, delta=-1 / 99, **facts)
+
+
+def ssem_collapse(shift: float, scale: float, outside: bool = False) -> list[RunData]:
+    ssem = _ssem(0.1, 0.0, regime="interior" if outside else "collapse")
+    return one_sample(
+        {**SUPCL, "alpha": 0.1},
+        lambda v: {"collapse": _collapse(v)},
+        0.0,
+        shift,
+        scale,
+        ssem=ssem,
+        pos_mean=0.999,
+        loss_family=None,
+    )
+
+
+def ssem_variance(shift: float, scale: float, outside: bool = False) -> list[RunData]:
+    ssem = _ssem(0.5, 0.3, regime="collapse" if outside else None)
+    return one_sample(
+        {**SUPCL, "alpha": 0.5},
+        lambda v: {"collapse": _collapse(v)},
+        0.3,
+        shift,
+        scale,
+        ssem=ssem,
+        pos_mean=0.99,
+        loss_family=None,
+    )
+
+
+def alpha_variance(shift: float, scale: float, outside: bool = False) -> list[RunData]:
+    config = {**SUPCL, "balanced_batch": not outside}
+    return trend_runs(
+        config,
+        "alpha",
+        ALPHAS,
+        float,
+        lambda a, y: {
+            "collapse": _collapse(y),
+            "ssem": _ssem(a, 0.0 if a <= 0.25 else 0.5 * a),
+        },
+        shift,
+        scale,
+        loss_family=None,
+        pos_mean=0.99,
+    )
+
+
+@dataclass(frozen=True)
+class Case:
+    build: Callable[..., list[RunData]]
+    #: how the design's spread is computed: "one_sample" (per-seed values or differences),
+    #: "slope" (residuals of the fit) -- for the direct power computation
+    design: str
+
+
+CASES = {
+    "vrn_variance": Case(vrn_variance, "one_sample"),
+    "batch_variance": Case(batch_variance, "slope"),
+    "toy_spread": Case(toy_spread, "one_sample"),
+    "toy_centre": Case(toy_centre, "one_sample"),
+    "excessive_share": Case(excessive_share, "one_sample"),
+    "within_view_share": Case(within_view_share, "one_sample"),
+    "vrn_accuracy": Case(vrn_accuracy, "one_sample"),
+    "vrn_accuracy_batch": Case(vrn_accuracy_batch, "slope"),
+    "batch_accuracy": Case(batch_accuracy, "slope"),
+    "eq10_separation": Case(eq10_separation, "one_sample"),
+    "ssem_collapse": Case(ssem_collapse, "one_sample"),
+    "ssem_variance": Case(ssem_variance, "one_sample"),
+    "alpha_variance": Case(alpha_variance, "slope"),
+}
+
+
+def finding(key: str, shift: float, scale: float, outside: bool = False) -> Finding:
+    """The one finding of claim ``key`` on its case's runs (the registry restricted to it)."""
+    runs = CASES[key].build(shift, scale, outside)
+    found = [f for f in run_findings(runs, claims=[key]) if f.claim == key]
+    assert len(found) == 1, [(f.subject, f.verdict, f.note) for f in found]
+    return found[0]
+
+
+def _spec(key: str) -> Claim:
+    claim = CLAIMS[key]
+    assert isinstance(claim, Claim) and claim.margin is not None and claim.expect is not None
+    return claim
+
+
+def _sign(claim: Claim) -> float:
+    return -1.0 if claim.expect == "decrease" else 1.0
+
+
+# ---- the registry and its docs ----------------------------------------------------------------
+
+
+def test_every_prediction_has_a_known_truth_case():
+    # adding a claim is one entry and one test: the case is the test
+    assert sorted(CASES) == sorted(PREDICTIONS)
+
+
+def test_docs_claims_md_is_generated_from_the_registry():
+    # python tools/claims_doc.py writes it
+    assert (REPO / "docs" / "claims.md").read_text(encoding="utf-8") == claims_markdown()
+
+
+def test_every_entry_names_its_work_and_the_ssem_claims_are_not_the_icml_papers():
+    for key, claim in CLAIMS.items():
+        assert claim.source.where or claim.source.work == "none", key
+        if key.startswith("ssem") or key == "alpha_variance":
+            assert claim.source.work == "SSEM"
+    for key in PREDICTIONS:
+        claim = _spec(key)
+        assert claim.margin_why and claim.at_scope and claim.scope, key
+
+
+# ---- the five known truths, for each prediction -------------------------------------------
+
+
+@pytest.mark.parametrize("key", PREDICTIONS)
+def test_large_true_effect_is_supported(key):
+    claim = _spec(key)
+    shift = 0.0 if claim.expect == "agree" else _sign(claim) * 10 * claim.margin
+    f = finding(key, shift, 0.05 * claim.margin)
+    assert f.verdict == "supported", f.note
+    assert not f.borderline and f.seeds_needed is None
+    assert f.confidence == pytest.approx(CONFIDENCE)  # one finding: no multiplicity
+
+
+@pytest.mark.parametrize("key", PREDICTIONS)
+def test_null_effect_is_inconclusive(key):
+    claim = _spec(key)
+    # agreement: exact agreement measured too noisily to show it
+    scale = (1.2 if claim.expect == "agree" else 1.0) * claim.margin
+    f = finding(key, 0.0, scale)
+    assert f.verdict == "inconclusive", f.note
+    assert not f.borderline
+    assert f.seeds_needed is not None and "80 % power" in f.note
+
+
+@pytest.mark.parametrize("key", PREDICTIONS)
+def test_reversed_effect_is_contradicted(key):
+    claim = _spec(key)
+    shift = 10 * claim.margin if claim.expect == "agree" else -_sign(claim) * 10 * claim.margin
+    f = finding(key, shift, 0.05 * claim.margin)
+    assert f.verdict == "contradicted", f.note
+    assert not f.borderline
+
+
+@pytest.mark.parametrize("key", PREDICTIONS)
+def test_effect_at_the_margin_is_borderline(key):
+    claim = _spec(key)
+    margin = claim.margin
+    assert margin is not None
+    scale = 0.2 * margin
+    probe = finding(key, 0.0, scale)
+    assert probe.se is not None and probe.df is not None and probe.estimate is not None
+    half = stats.t.ppf(0.5 + CONFIDENCE / 2, probe.df) * probe.se
+    # shift the effect so that the deciding end of the interval sits on the margin
+    if claim.expect == "increase":
+        target = margin + half
+    elif claim.expect == "decrease":
+        target = -margin - half
+    else:
+        target = margin - half
+    f = finding(key, target - probe.estimate, scale)
+    assert f.borderline, (f.interval, f.note)
+    assert f.verdict in ("supported", "inconclusive")
+    assert f.seeds_needed is not None  # a borderline verdict gives its power figure
+    # a twentieth of the margin inside: supported, and still borderline
+    inward = -1.0 if claim.expect == "agree" else _sign(claim)
+    inside = finding(key, target - probe.estimate + inward * 0.05 * margin, scale)
+    assert inside.verdict == "supported" and inside.borderline
+
+
+@pytest.mark.parametrize("key", PREDICTIONS)
+def test_out_of_scope_runs_are_not_applicable(key):
+    claim = _spec(key)
+    runs = CASES[key].build(_sign(claim) * 10 * claim.margin, 0.05 * claim.margin, True)
+    found = [f for f in run_findings(runs, claims=[key]) if f.claim == key]
+    assert found and all(f.verdict == NOT_APPLICABLE for f in found)
+    assert all(f.note.startswith("Not applicable: needs ") for f in found)
+    assert all(f.p_value is None for f in found)  # outside the Holm family
+
+
+def _direct_seeds(design: str, sd: float, margin: float, alpha: float, levels=(), agree=False):
+    """The fewest seeds whose one-sided t test at ``alpha`` detects ``margin`` with 80 % power,
+    straight from scipy's noncentral t."""
+    for n in range(1, 10_001):
+        if design == "one_sample":
+            df, ncp = n - 1, margin * math.sqrt(n) / sd
+        else:
+            x = np.asarray(levels, dtype=float)
+            df = n * x.size - 2
+            ncp = margin * math.sqrt(n * ((x - x.mean()) ** 2).sum()) / sd
+        if df < 1:
+            continue
+        power = stats.nct.sf(stats.t.ppf(1 - alpha, df), df, ncp)
+        if agree:
+            power = 2 * power - 1
+        if power >= 0.8:
+            return n
+    return None
+
+
+@pytest.mark.parametrize("key", PREDICTIONS)
+def test_seeds_needed_is_the_noncentral_t_power_computation(key):
+    claim = _spec(key)
+    assert claim.margin is not None
+    scale = (1.2 if claim.expect == "agree" else 1.0) * claim.margin
+    f = finding(key, 0.0, scale)
+    alpha = (1 - f.confidence) / 2 if f.confidence is not None else 0.025
+    case = CASES[key]
+    if case.design == "one_sample":
+        sd = scale * float(np.std(NOISE, ddof=1))
+        levels: tuple = ()
+    else:
+        x = np.log2(SIZES) if key != "alpha_variance" else np.asarray(ALPHAS)
+        xs = np.repeat(x, len(SEEDS))
+        ys = np.tile(scale * NOISE, len(x))
+        slope, intercept = np.polyfit(xs, ys, 1)
+        sd = math.sqrt(((ys - slope * xs - intercept) ** 2).sum() / (xs.size - 2))
+        levels = tuple(x)
+    want = _direct_seeds(case.design, sd, claim.margin, alpha, levels, claim.expect == "agree")
+    assert f.seeds_needed == want
+    assert f.seeds == len(SEEDS)
+
+
+# ---- no claim is supported by everything ------------------------------------------------------
+
+
+@pytest.mark.parametrize("key", PREDICTIONS)
+def test_random_result_sets_do_not_always_support_a_claim(key):
+    claim = _spec(key)
+    assert claim.margin is not None
+    rng = np.random.default_rng(sum(map(ord, key)))
+    verdicts = set()
+    for _ in range(30):
+        # effects of up to four margins either way, spreads from a hundredth to two margins
+        shift = float(rng.uniform(-4, 4)) * claim.margin
+        scale = float(np.exp(rng.uniform(math.log(0.01), math.log(2.0)))) * claim.margin
+        verdicts.add(finding(key, shift, scale).verdict)
+    assert verdicts != {"supported"}
+    assert "supported" in verdicts and len(verdicts) >= 2, verdicts
+
+
+# ---- beyond the five truths -------------------------------------------------------------------
+
+
+def test_a_failed_precondition_is_not_applicable_here_never_contradicted():
+    # sigmoid without within-view negatives that has almost nothing below δ: nothing to reduce,
+    # even if the within-view runs have more
+    runs = paired(
+        {**SIGMOID, "within_view": False},
+        {**SIGMOID, "within_view": True},
+        _share,
+        0.01,
+        0.5,
+        0.001,
+        control_facts={"eq10_full": True},
+    )
+    (f,) = run_findings(runs, claims=["within_view_share"])
+    assert f.verdict == NOT_APPLICABLE and f.note.startswith("Not applicable here: ")
+    assert "no share of 5 points to reduce" in f.note
+    # the SSEM's collapse claim when the views' own spread exceeds the tolerance
+    runs = [replace(r, pos_mean=0.9) for r in ssem_collapse(0.5, 0.001)]
+    (g,) = run_findings(runs, claims=["ssem_collapse"])
+    assert g.verdict == NOT_APPLICABLE and "(1 − s_pos)/2 = 0.05" in g.note
+    # every α at or below α_c: the SSEM predicts no change
+    flat = [
+        replace(r, ssem=_ssem(float(r.config.alpha or 0), 0.0, regime="collapse"))
+        for r in alpha_variance(-0.5, 0.001)
+    ]
+    (h,) = run_findings(flat, claims=["alpha_variance"])
+    assert h.verdict == NOT_APPLICABLE and "predicts no change" in h.note
+
+
+def test_untuned_lambda_is_not_applicable_and_a_tuned_one_among_a_grid_is_tested():
+    untuned = vrn_accuracy(0.05, 0.001, outside=True)
+    (f,) = run_findings(untuned, claims=["vrn_accuracy"])
+    assert "the config records no tuning of λ (a fixed λ)" in f.note
+    # a λ grid in which the record chose 3: only λ = 3 is tested against none
+    grid = vrn_accuracy(0.05, 0.001) + [
+        run(f"l30 s{seed}", {**SIMCLR, "vrn": 30.0, "seed": seed}, top1=0.80) for seed in SEEDS
+    ]
+    (g,) = run_findings(grid, claims=["vrn_accuracy"])
+    assert g.subject.endswith(": VRN 3 vs none") and g.verdict == "supported"
+    # chosen on the test split: not tuned
+    cheat = [
+        replace(
+            r,
+            config=parse_run_config(
+                {**SIMCLR, "vrn": 3.0, "seed": r.seed, "vrn_tuning": {**TUNING, "split": "test"}}
+            ),
+        )
+        if r.config.vrn.on
+        else r
+        for r in vrn_accuracy(0.05, 0.001)
+    ]
+    (h,) = run_findings(cheat, claims=["vrn_accuracy"])
+    assert h.verdict == NOT_APPLICABLE and "λ was chosen on the test split" in h.note
+
+
+def test_excessive_share_of_one_trained_model_uses_its_image_sampling():
+    one = excessive_share(0.2, 0.0)[:1]
+    (f,) = run_findings(one, claims=["excessive_share"])
+    # Hoeffding's U-statistic bound with n/2 effective pairs, Agresti-Coull shrinkage
+    eff = 250.0
+    p = (0.7 * eff + 2) / (eff + 4)
+    se = math.sqrt(p * (1 - p) / eff)
+    assert f.replicate == "images" and f.n == 500 and f.se == pytest.approx(se)
+    assert f.interval == pytest.approx((0.2 - 1.959963984540054 * se, 0.2 + 1.959963984540054 * se))
+    assert f.verdict == "supported" and f.seeds_needed is None
+    # a VRN run, a free embedding or δ of another n: outside the rebuttal's scope
+    for facts in ({"free_embeddings": True}, {"n_train": 2000}):
+        other = [run("x", {**SIMCLR, "seed": 1}, neg_ratio=0.7, **facts)]
+        (g,) = run_findings(other, claims=["excessive_share"])
+        assert g.verdict == NOT_APPLICABLE
+
+
+def test_one_run_per_condition_is_inconclusive_with_no_seed_count():
+    runs = vrn_variance(-1.0, 0.01)
+    first = [r for r in runs if r.seed == 1]
+    (f,) = run_findings(first, claims=["vrn_variance"])
+    assert f.verdict == "inconclusive" and f.interval is None and f.seeds_needed is None
+    assert "one run per condition" in f.note
+    assert f.effect == pytest.approx(math.expm1(-1.0 + 0.01 * NOISE[0]))
+
+
+def test_unpaired_seeds_fall_back_to_welch():
+    runs = vrn_variance(-1.0, 0.05)
+    moved = [
+        replace(r, config=parse_run_config({**SIMCLR, "vrn": 30.0, "seed": r.seed + 10}))
+        if r.config.vrn.on
+        else r
+        for r in runs
+    ]
+    (f,) = run_findings(moved, claims=["vrn_variance"])
+    control = [math.log(r.neg_var) for r in moved if not r.config.vrn.on]
+    treatment = [math.log(r.neg_var) for r in moved if r.config.vrn.on]
+    ci = stats.ttest_ind(treatment, control, equal_var=False).confidence_interval(0.95)
+    assert "Welch" in f.method and f.interval == pytest.approx(
+        (math.expm1(ci.low), math.expm1(ci.high))
+    )
+
+
+def test_holm_across_the_claims_of_a_report():
+    # several predictions in one report: the i-th smallest p of K is judged at 2.5 %/(K - i + 1)
+    # (one-sided) until the first that is not decided; that one and every later one at its level
+    runs = vrn_variance(-0.3, 0.1) + trend_runs(
+        {**SIMCLR, "vrn": 0.0},
+        "batch_size",
+        (128, 256),
+        math.log2,
+        lambda m, y: {"neg_var": math.exp(y - 2)},
+        -0.05,
+        0.01,
+    )
+    found = [f for f in run_findings(runs) if f.kind == "prediction" and f.p_value is not None]
+    k = len(found)
+    assert k >= 3
+    ranked = sorted(found, key=lambda f: f.p_value or 0.0)
+    first: float | None = None
+    for i, f in enumerate(ranked):
+        level = 0.025 / (k - i)
+        if first is None and (f.p_value or 0.0) > level:
+            first = level
+        assert f.confidence == pytest.approx(1 - 2 * (level if first is None else first))
+        assert (f.verdict == "inconclusive") == (first is not None)
+    assert first is not None and ranked[0].verdict == "supported"  # both kinds occur here
+    (method,) = [b for b in findings_blocks(found) if isinstance(b, Paragraph)][:1]
+    assert f"the {k} findings with a verdict are one family; Holm's step-down" in method.text
+
+
+def test_summary_lines_name_source_runs_and_power():
+    lines = summary_lines([finding("toy_centre", 0.0, 0.1)])
+    assert lines[0].startswith(
+        "With VRN the negative similarities centre on δ = −1/(n−1) (Lee et al. 2025, rebuttal, "
+    )
+    ssem = summary_lines([finding("ssem_variance", 0.0, 0.1)])
+    assert "(SSEM paper, " in ssem[0] and "Lee et al. 2025" not in ssem[0]
+
+
+# ---- descriptions: estimates with intervals, no verdict ---------------------------------------
+
+
+def test_alignment_under_vrn_is_described_not_judged():
+    runs = paired(
+        {**SIMCLR, "vrn": 0.0},
+        {**SIMCLR, "vrn": 30.0},
+        lambda v: {"pos_mean": v},
+        0.8,
+        -0.2,
+        0.01,
+    )
+    (f,) = run_findings(runs, claims=["vrn_alignment"])
+    diffs = -0.2 + 0.01 * NOISE
+    ci = stats.ttest_1samp(diffs, 0.0).confidence_interval(0.95)
+    assert f.verdict is None and f.kind == "description"
+    assert f.effect == pytest.approx(diffs.mean())
+    assert f.interval == pytest.approx((ci.low, ci.high))
+    assert f.seeds_needed is None and not f.borderline
+
+
+def test_distance_to_the_band_is_described_as_a_factor():
+    runs = one_sample(
+        {**SIMCLR, "vrn": 0.0}, _log_var, math.log(0.05), math.log(3.0), 0.01, band=(1e-6, 0.05)
+    )
+    (f,) = run_findings(runs, claims=["band_distance"])
+    assert f.verdict is None and f.effect == pytest.approx(3.0 * math.exp(0.0), rel=1e-9)
+    # with VRN the band is not the prediction: no line at all
+    vrn = one_sample({**SIMCLR, "vrn": 30.0}, _log_var, 0.0, 0.0, 0.01, band=(1e-6, 0.05))
+    assert run_findings(vrn, claims=["band_distance"]) == []
+
+
+def test_an_embeddings_file_gets_only_the_consistency_checks():
+    layer = _layer_of_unit_vectors(np.random.default_rng(0), 30, 8)
+    bare = RunData(label="file", layers=(layer,), neg_ratio=0.7, neg_mean=-0.1, n=30, n_ref=30)
+    found = run_findings([bare])
+    assert found and {f.kind for f in found} == {"consistency"}
+    assert all(f.verdict == "holds" for f in found)
+
+
+# ---- consistency checks: identities that fire only on a measurement bug --------------------
+
+
+def _layer_of_unit_vectors(rng, n: int, d: int, *, shift: float = 0.0) -> LayerPairs:
+    u = rng.standard_normal((n, d)) + shift
+    v = u + 0.5 * rng.standard_normal((n, d))
+    u /= np.linalg.norm(u, axis=1, keepdims=True)
+    v /= np.linalg.norm(v, axis=1, keepdims=True)
+    off = ~np.eye(n, dtype=bool)
+    cross = (u @ v.T)[off]
+    upper = np.triu(np.ones((n, n), dtype=bool), 1)
+    within = np.concatenate([(u @ u.T)[upper], (v @ v.T)[upper]])
+    pos = np.einsum("ij,ij->i", u, v)
+
+    def moments(x):
+        return PairMoments(float(x.mean()), float(x.var()), int(x.size), False)
+
+    return LayerPairs("projector", n, moments(pos), moments(cross), moments(within))
+
+
+@pytest.mark.parametrize("key", IDENTITIES)
+def test_identities_hold_on_any_unit_vectors_and_fire_on_a_planted_bug(key):
+    identity = CLAIMS[key]
+    assert isinstance(identity, Identity)
+    rng = np.random.default_rng(7)
+    for trial in range(50):
+        n, d = int(rng.integers(3, 40)), int(rng.integers(2, 12))
+        layer = _layer_of_unit_vectors(rng, n, d, shift=float(rng.uniform(0, 3)))
+        slack = identity.slack(layer)
+        assert slack is not None and slack >= -1e-12, (trial, slack)
+    # a bug: the positives' mean reported one too high, the negatives too low
+    layer = _layer_of_unit_vectors(rng, 20, 8)
+    assert layer.positive is not None and layer.cross is not None and layer.within is not None
+    bug = replace(
+        layer,
+        positive=replace(layer.positive, mean=layer.positive.mean + 1.0),
+        cross=replace(layer.cross, mean=layer.cross.mean - 1.0),
+        within=replace(layer.within, mean=layer.within.mean - 1.0),
+    )
+    (f,) = run_findings([RunData(label="r", layers=(bug,))], claims=[key])
+    assert f.kind == "consistency" and f.verdict == "violated" and "measurement bug" in f.note
+    (g,) = run_findings([RunData(label="r", layers=(layer,))], claims=[key])
+    assert g.verdict == "holds"
+
+
+def test_thm52_slack_is_the_closed_form():
+    # 1 + E[cross] + 1/(n-1) - E[pos] = n/(n-1) [ tr Var(u - v)/2 + (|u_bar|^2 + |v_bar|^2)/2 ]
+    rng = np.random.default_rng(3)
+    n, d = 12, 5
+    u = rng.standard_normal((n, d)) + 1.0
+    v = u + 0.3 * rng.standard_normal((n, d))
+    u /= np.linalg.norm(u, axis=1, keepdims=True)
+    v /= np.linalg.norm(v, axis=1, keepdims=True)
+    diff = u - v
+    closed = (
+        n
+        / (n - 1)
+        * (
+            0.5 * diff.var(axis=0).sum()
+            + 0.5 * (np.linalg.norm(u.mean(0)) ** 2 + np.linalg.norm(v.mean(0)) ** 2)
+        )
+    )
+    off = ~np.eye(n, dtype=bool)
+    layer = LayerPairs(
+        "x",
+        n,
+        PairMoments(float(np.einsum("ij,ij->i", u, v).mean()), 0.0, n, False),
+        PairMoments(float((u @ v.T)[off].mean()), 0.0, n * (n - 1), False),
+        None,
+    )
+    assert CLAIMS["thm52_ceiling"].slack(layer) == pytest.approx(closed, abs=1e-12)  # type: ignore[union-attr]
+
+
+def test_ratios_beyond_float_range_print_as_infinite():
+    # a band whose upper end is subnormal (the variance 1e318 times it): no OverflowError
+    runs = one_sample({**SIMCLR, "vrn": 0.0}, _log_var, math.log(0.1), 0.0, 0.01, band=(0, 1e-318))
+    (f,) = run_findings(runs, claims=["band_distance"])
+    assert f.effect == math.inf and "∞" in summary_lines([f])[0]
+
+
+def test_an_accuracy_on_a_grid_has_at_least_its_rounding_for_noise():
+    # every seed scores the same at each batch size on 450 test images: no spread over seeds,
+    # yet the accuracies are rounded to a grid of 1/450, whose rounding alone has sd
+    # 1/450/sqrt(12) (the floor cl-diag reproduce gives a grid statistic too)
+    rounding = (1 / 450) / math.sqrt(12)
+    slope = finding("batch_accuracy", 0.01, 0.0)
+    sxx = len(SEEDS) * sum((math.log2(m) - 5) ** 2 for m in SIZES)  # log2 m = 4, 5, 6
+    assert slope.se == pytest.approx(rounding / math.sqrt(sxx))
+    assert "rounding of its grid" in slope.method
+    # paired by seed: a difference of two values on the grid, both roundings
+    gain = finding("vrn_accuracy", 0.01, 0.0)
+    assert gain.se == pytest.approx(math.sqrt(2) * rounding / math.sqrt(len(SEEDS)))
+    # a spread above the rounding is the spread itself
+    noisy = finding("vrn_accuracy", 0.01, 0.01)
+    assert noisy.se == pytest.approx(0.01 * np.std(NOISE, ddof=1) / math.sqrt(len(SEEDS)))
+    assert "rounding" not in noisy.method
+    # a continuous statistic has no grid: its spread of 0 stays 0
+    centre = finding("toy_centre", 0.0, 0.0)
+    assert centre.se is not None and centre.se < 1e-12

@@ -1,0 +1,582 @@
+"""Issue 22: the environment fingerprint, `cl-diag reproduce`, and `train --deterministic`.
+
+The fast tests check the pieces against hand computations: the fingerprint (complete, stable,
+nothing that varies run to run), the agreement test and Holm's correction, a finding's standard
+error and borderline flag as the claims evaluator gave them, the leave-one-out tolerance of a
+run in a seed group, and every user error. The slow test is "two machines on one": a tiny
+study trained and analysed with ATEN_CPU_CAPABILITY=default and one thread, reproduced as the
+machine defaults (within noise, not exact), reproduced again in the same environment (exact),
+and with a planted difference (differs, exit 1).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+from test_report import make_result
+
+from cl_diag.environment import VARIABLES, differences, fingerprint, flatten_fingerprint
+from cl_diag.measurement.stats import agreement, holm_levels, summarize, welch_df
+from cl_diag.report.findings import Finding
+from cl_diag.report.metrics import PAIR_METRICS
+from cl_diag.report.reproduction import (
+    DIFFERS,
+    EXACT,
+    WITHIN,
+    _finding_checks,
+    check_reproduction,
+    finding_error,
+    sampling_error,
+    spot_check_runs,
+)
+from cl_diag.result import Result
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+# ---- the fingerprint ---------------------------------------------------------------------------
+
+
+def test_fingerprint_records_what_the_bits_depend_on_and_nothing_that_varies():
+    env = fingerprint(device="cpu", workers=0)
+    assert env["cpu"]["aten_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert env["threads"] == {
+        "intra_op": torch.get_num_threads(),
+        "inter_op": torch.get_num_interop_threads(),
+        "workers": 0,
+        "processes": 1,
+    }
+    assert env["device"] == "cpu" and env["cuda"] is None
+    assert env["libraries"]["torch"] == torch.__version__
+    assert env["libraries"]["numpy"] == np.__version__
+    assert set(env["variables"]) == set(VARIABLES)
+    assert {"ATEN_CPU_CAPABILITY", "OMP_NUM_THREADS", "CUBLAS_WORKSPACE_CONFIG"} <= set(VARIABLES)
+    assert env["flags"]["deterministic_algorithms"] is torch.are_deterministic_algorithms_enabled()
+    assert env["builds"]["torch_blas"]  # torch says which BLAS it was built with
+    # the same process asked twice: the same record (no time, no pid, no host name)
+    assert fingerprint(device="cpu", workers=0) == env
+    text = json.dumps(env)
+    assert os.uname().nodename not in text and str(os.getpid()) not in text
+
+
+def test_fingerprint_differences_name_the_fields():
+    a = fingerprint(device="cpu", workers=0)
+    b = json.loads(json.dumps(a))
+    b["threads"]["intra_op"] += 1
+    b["variables"]["ATEN_CPU_CAPABILITY"] = "default"
+    assert differences(a, b) == ["threads.intra_op", "variables.ATEN_CPU_CAPABILITY"]
+    assert differences(a, a) == [] and differences(None, None) == []
+    assert flatten_fingerprint(a)["cpu.aten_capability"] == a["cpu"]["aten_capability"]
+
+
+def test_fingerprint_thread_count_follows_torch():
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        assert fingerprint()["threads"]["intra_op"] == 1
+    finally:
+        torch.set_num_threads(before)
+
+
+# ---- the agreement test and Holm ---------------------------------------------------------------
+
+
+def test_agreement_is_the_replicate_prediction_interval():
+    # two means of 3 replicates each: se = sqrt(s1^2/3 + s2^2/3), Welch df
+    s1, s2 = 0.02, 0.03
+    se1, se2 = s1 / math.sqrt(3), s2 / math.sqrt(3)
+    df = welch_df(se1, 2, se2, 2)
+    assert df == pytest.approx((se1**2 + se2**2) ** 2 / (se1**4 / 2 + se2**4 / 2))
+    test = agreement(0.50, 0.56, math.hypot(se1, se2), df)
+    assert test.tolerance == pytest.approx(stats.t.ppf(0.975, df) * math.hypot(se1, se2))
+    assert test.p_value == pytest.approx(2 * stats.t.sf(0.06 / math.hypot(se1, se2), df))
+    assert test.within == (test.tolerance >= 0.06)
+    # normal quantile for known errors; zero error: equality or nothing
+    assert agreement(0, 1.96, 1.0).tolerance == pytest.approx(1.959964, abs=1e-6)
+    assert agreement(1.0, 1.0, 0.0).p_value == 1.0 and agreement(1.0, 2.0, 0.0).p_value == 0.0
+
+
+def test_holm_step_down():
+    # the reproduction's family: two-sided p-values at family-wise 5 %, m = 4: thresholds
+    # 0.0125, 0.0167, 0.025, 0.05 for the sorted p-values
+    def holm(p):
+        return [level.rejected for level in holm_levels(p, 0.05)]
+
+    assert holm([0.01, 0.04, 0.03, 0.005]) == [True, False, False, True]
+    assert holm([0.011, 0.016, 0.024, 0.049]) == [True, True, True, True]
+    assert holm([0.03, 0.03]) == [False, False]  # 0.03 > 0.05 / 2 stops at the first
+    assert holm([]) == []
+
+
+# ---- findings: standard error and borderline ---------------------------------------------------
+
+
+def _finding(
+    estimate,
+    se,
+    df,
+    *,
+    claim="vrn_accuracy",
+    verdict="supported",
+    borderline=False,
+    scale="linear",
+    p_adjusted=0.01,
+    kind="prediction",
+):
+    """A finding as the claims evaluator makes one: its estimate, standard error and degrees
+    of freedom on the analysis scale, its verdict, borderline flag and Holm-adjusted p."""
+    display = math.expm1 if scale == "log" else (lambda x: x)
+    half = (stats.t.ppf(0.975, df) if math.isfinite(df) else 1.959964) * (se or 0.0)
+    return Finding(
+        claim=claim,
+        subject="simclr b64: VRN 30 vs none",
+        kind=kind,
+        verdict=verdict,
+        effect=display(estimate),
+        interval=None if se is None else (display(estimate - half), display(estimate + half)),
+        confidence=0.95,
+        estimate=estimate,
+        se=se,
+        df=df,
+        scale=scale,
+        n=3,
+        replicate="seeds",
+        minimum=0.005,
+        p_value=p_adjusted,
+        p_adjusted=p_adjusted,
+        borderline=borderline,
+    )
+
+
+def test_finding_error_is_the_evaluators_standard_error():
+    diffs = [0.012, 0.031, 0.020]
+    s = summarize(diffs)
+    se = s.sd / math.sqrt(3)
+    assert finding_error(_finding(s.mean, se, 2)) == (s.mean, se, 2)
+    # a ratio analysed as a mean log: the test is on the log scale, not on the printed ratio
+    logs = summarize([math.log(0.5), math.log(0.4), math.log(0.45)])
+    ratio = _finding(logs.mean, logs.sd / math.sqrt(3), 2, claim="vrn_variance", scale="log")
+    estimate, se, _ = finding_error(ratio)
+    assert estimate == pytest.approx(logs.mean) and ratio.effect == pytest.approx(
+        math.expm1(logs.mean)
+    )
+    # the sampling of one run's images: the normal quantile
+    assert finding_error(_finding(0.1, 0.01, math.inf))[2] == math.inf
+    # one run per condition: no standard error, nothing to test
+    assert finding_error(_finding(0.1, None, math.nan)) is None
+
+
+def test_a_changed_verdict_differs_unless_the_evaluator_called_it_borderline():
+    old = _finding(0.012, 0.002, 2)
+    # the same effect, another verdict: explained only by a borderline flag on either side
+    for flags, status in (
+        ((False, False), DIFFERS),
+        ((True, False), WITHIN),
+        ((False, True), WITHIN),
+    ):
+        a = dataclasses.replace(old, borderline=flags[0])
+        b = dataclasses.replace(old, verdict="inconclusive", borderline=flags[1], p_adjusted=0.04)
+        (check,) = _finding_checks([a], [b])
+        assert check.status == status, flags
+        assert check.verdicts == ("supported", "inconclusive")
+        assert check.p_adjusted == (0.01, 0.04)
+    # a new estimate within the two findings' errors: within noise, Welch's df of the two
+    near = _finding(0.014, 0.002, 2)
+    (check,) = _finding_checks([old], [near])
+    assert check.status == WITHIN and check.df == pytest.approx(welch_df(0.002, 2, 0.002, 2))
+    assert check.se == pytest.approx(math.hypot(0.002, 0.002))
+    # a consistency check that broke is never borderline
+    holds = Finding(
+        claim="vrn_accuracy", subject="every layer", kind="consistency", verdict="holds"
+    )
+    (check,) = _finding_checks([holds], [dataclasses.replace(holds, verdict="violated")])
+    assert check.status == DIFFERS
+
+
+# ---- a reproduction of synthetic results --------------------------------------------------------
+
+
+def _study(offset: int = 0) -> list[tuple[str, Result]]:
+    """Two configs (VRN 0 and 30) x four seeds; ``offset`` draws other replicates under the same
+    recorded seeds."""
+    runs = []
+    for vrn in (0.0, 30.0):
+        for seed in (1, 2, 3, 4):
+            d = make_result(n=40, n_ref=1000, batch_size=32, vrn=vrn, seed=seed + offset)
+            d["config"]["seed"] = seed
+            d["seed"] = 0
+            # every seed the same accuracies (make_result's do not depend on the seed)
+            d["probes"]["splits"] = {
+                "train": {"images": 1347, "of": 1347},
+                "test": {"images": 450, "of": 450},
+            }
+            runs.append((f"vrn={vrn:g}_seed={seed}", Result.from_dict(d)))
+    return runs
+
+
+def _moved(result: Result, layer: str, kind: str, by: float) -> Result:
+    stats_ = result.layers[layer].pairs[kind]
+    pairs = {**result.layers[layer].pairs, kind: dataclasses.replace(stats_, mean=stats_.mean + by)}
+    layers = {**result.layers, layer: dataclasses.replace(result.layers[layer], pairs=pairs)}
+    return dataclasses.replace(result, layers=layers)
+
+
+def _check(rep, subject: str, quantity: str):
+    return next(c for c in rep.checks if c.subject == subject and c.quantity == quantity)
+
+
+def test_the_same_results_are_exact():
+    runs = _study()
+    rep = check_reproduction(runs, [r for _, r in runs])
+    assert rep.outcome == EXACT and rep.counts[WITHIN] == rep.counts[DIFFERS] == 0
+    kinds = {c.kind for c in rep.checks}
+    assert kinds == {"run", "seed mean", "finding"}
+
+
+def test_new_replicates_are_within_noise():
+    runs, again = _study(), _study(offset=100)
+    rep = check_reproduction(runs, [r for _, r in again])
+    assert rep.outcome == WITHIN, [c for c in rep.checks if c.status == DIFFERS]
+    assert rep.counts[WITHIN] > 100
+
+
+def test_a_run_moved_by_ten_standard_errors_differs_and_its_own_tolerance_stays():
+    runs = _study()
+    quantity = "projector / cross-view neg. mean"
+    subject = "simclr seed2"
+    probe = [r for _, r in runs]
+    probe[1] = _moved(probe[1], "projector", "cross_view_negative", 1e-3)
+    se = _check(check_reproduction(runs, probe), subject, quantity).se
+    assert se is not None and se > 0
+    planted = [r for _, r in runs]
+    planted[1] = _moved(planted[1], "projector", "cross_view_negative", 10 * se)
+    rep = check_reproduction(runs, planted)
+    check = _check(rep, subject, quantity)
+    # leave-one-out: the moved run's own tolerance is made of the other seeds only
+    assert check.se == pytest.approx(se) and check.difference == pytest.approx(10 * se)
+    means = [r.layers["projector"].pairs["cross_view_negative"].mean for _, r in runs[:4]]
+    others = [means[0], *means[2:]]
+    # both sides hold the same three other seeds: their pooled variance is their own, df 2 + 2
+    assert check.se == pytest.approx(math.sqrt(2 * np.var(others, ddof=1))) and check.df == 4
+    assert check.status == DIFFERS and rep.outcome == DIFFERS and not rep.reproduced
+
+
+def _accuracy(result: Result, by: float) -> Result:
+    probes = result.probes
+    assert probes is not None and probes.linear is not None
+    linear = dataclasses.replace(probes.linear, top1=probes.linear.top1 + by)
+    return dataclasses.replace(result, probes=dataclasses.replace(probes, linear=linear))
+
+
+def test_an_accuracy_on_a_grid_has_at_least_its_rounding_for_noise():
+    # all seeds scored the same on the 450 test images: a spread of 0, yet a re-run one image
+    # away is within noise (the rounding to the 1/450 grid has sd 1/450/sqrt(12)); ten are not
+    runs = _study()
+    step = 1 / 450
+    for images, status in ((1, WITHIN), (10, DIFFERS)):
+        moved = [r for _, r in runs]
+        moved[1] = _accuracy(moved[1], images * step)
+        check = _check(check_reproduction(runs, moved), "simclr seed2", "linear top-1")
+        assert check.se == pytest.approx(math.sqrt(2) * step / math.sqrt(12))
+        assert "rounding of its grid" in check.basis and check.status == status, images
+
+
+def test_one_run_is_judged_by_the_sampling_error_of_its_images():
+    (name, result), *_ = _study()
+    metric = next(m for m in PAIR_METRICS if m.key == "cross_view_negative_mean")
+    se, basis = sampling_error(metric, result, "projector")
+    stats_ = result.layers["projector"].pairs["cross_view_negative"]
+    assert se == pytest.approx(math.sqrt(2 * stats_.var / 40)) and "U-statistic" in basis
+    moved = _moved(result, "projector", "cross_view_negative", 3 * math.sqrt(2) * se)
+    rep = check_reproduction([(name, result)], [moved])
+    check = _check(rep, rep.runs[0], "projector / cross-view neg. mean")
+    assert check.se == pytest.approx(math.sqrt(2) * se) and check.p_value == pytest.approx(
+        2 * stats.norm.sf(3)
+    )
+
+
+def test_a_spot_check_takes_one_run_of_each_configuration_first():
+    runs = _study()
+    assert spot_check_runs(runs, 2) == [0, 4]
+    assert spot_check_runs(runs, 3) == [0, 1, 4]
+    rep = check_reproduction(runs, [r if i in (0, 4) else None for i, (_, r) in enumerate(runs)])
+    assert rep.spot_check and rep.outcome == EXACT and "Spot check: 2 of 8" in rep.notes[0]
+    assert {c.kind for c in rep.checks} == {"run"}
+
+
+# ---- user errors -------------------------------------------------------------------------------
+
+
+def test_reproduce_refuses_what_it_cannot_rerun(tmp_path, run_cli):
+    result = run_cli("reproduce", tmp_path / "missing")
+    assert result.code == 2 and "not a folder" in result.err
+    (tmp_path / "empty").mkdir()
+    result = run_cli("reproduce", tmp_path / "empty")
+    assert result.code == 2 and "neither a comparison" in result.err
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "report.md").write_text("# cl-diag comparison\n")
+    result = run_cli("reproduce", old)
+    assert result.code == 2 and "before cl-diag recorded" in result.err
+    # an analysis of arrays measured from Python: nothing to re-run
+    d = make_result(n=20)
+    d["source"] = {"kind": "arrays", "sha256": "0" * 64}
+    d["commands"] = {"analyze": {"input": "x.npz"}, "train": None}
+    (tmp_path / "api").mkdir()
+    (tmp_path / "api" / "result.json").write_text(json.dumps(d))
+    result = run_cli("reproduce", tmp_path / "api", "--out", tmp_path / "new")
+    assert result.code == 2 and "from Python" in result.err
+    # recorded before cl-diag recorded commands
+    d = make_result(n=20)
+    (tmp_path / "older").mkdir()
+    (tmp_path / "older" / "result.json").write_text(json.dumps(d))
+    result = run_cli("reproduce", tmp_path / "older", "--out", tmp_path / "new")
+    assert result.code == 2 and "records no commands" in result.err
+    result = run_cli("reproduce", tmp_path / "older", "--runs", "2", "--out", tmp_path / "new")
+    assert result.code == 2 and "--runs 2" in result.err
+    # the declaration's bound (cl_diag.options.REPRODUCE), before the original's count
+    result = run_cli("reproduce", tmp_path / "older", "--runs", "0", "--out", tmp_path / "new")
+    assert result.code == 2 and "--runs 0 must be at least 1" in result.err
+    result = run_cli("reproduce", tmp_path / "older", "--out", tmp_path / "older" / "inside")
+    assert result.code == 2 and "overlaps the original" in result.err
+    assert not (tmp_path / "new").exists()
+
+
+# ---- train --deterministic --------------------------------------------------------------------
+
+
+def test_deterministic_mode_sets_and_restores_torch():
+    from cl_diag.training.loop import deterministic_mode
+
+    threads = torch.get_num_threads()
+    before = torch.are_deterministic_algorithms_enabled()
+    with deterministic_mode(True):
+        assert torch.are_deterministic_algorithms_enabled() and torch.get_num_threads() == 1
+        assert torch.backends.cudnn.deterministic and not torch.backends.cudnn.benchmark
+        assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
+        env = fingerprint()
+        assert env["flags"]["deterministic_algorithms"] and env["threads"]["intra_op"] == 1
+    assert torch.are_deterministic_algorithms_enabled() == before
+    assert torch.get_num_threads() == threads
+    with deterministic_mode(False):
+        assert torch.get_num_threads() == threads
+
+
+def _env(**variables: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    env["PYTHONPATH"] = str(REPO)
+    env.update(variables)
+    return env
+
+
+@pytest.mark.slow
+def test_deterministic_training_does_not_depend_on_the_thread_count(tmp_path):
+    from cl_diag.training.checkpoint import load_checkpoint
+
+    args = ["train", "--steps", "12", "--batch-size", "32", "--vrn", "30", "--deterministic"]
+    for name, threads in (("one", "1"), ("two", "2")):
+        subprocess.run(
+            [sys.executable, "-m", "cl_diag", *args, "--out", str(tmp_path / name), "--quiet"],
+            env=_env(OMP_NUM_THREADS=threads),
+            check=True,
+            capture_output=True,
+        )
+    one, two = (load_checkpoint(tmp_path / n / "last.pt") for n in ("one", "two"))
+    for part in ("backbone", "projector"):
+        for key, value in one[part].items():
+            assert torch.equal(value, two[part][key]), (part, key)
+    assert one["environment"]["flags"]["deterministic_algorithms"] is True
+    assert one["environment"]["threads"]["intra_op"] == two["environment"]["threads"]["intra_op"]
+    assert one["config"]["deterministic"] is True
+
+
+def test_bench_deterministic_runs():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "bench_deterministic", REPO / "benchmarks" / "bench_deterministic.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    results = module.bench("digits", batch_size=8, rounds=2, warmup=1, clock=time.perf_counter)
+    assert set(results) == {"default", "algorithms", "deterministic"}
+    assert results["default"]["ratio"] == 1.0
+
+
+# ---- two machines on one -----------------------------------------------------------------------
+
+#: a tiny study: 2 configs x 4 seeds (four seeds leave each run three others for its tolerance)
+STUDY = ["--grid", "vrn=0,30", "--grid", "seed=1,2,3,4", "--steps", "5", "--batch-size", "32"]
+SUITE = 'num-images = 32\nlayers = "projector"\nprobes = "none"\n'
+
+
+@pytest.mark.slow
+def test_two_environments_within_noise_same_environment_exact_planted_difference(tmp_path, run_cli):
+    (tmp_path / "tiny.toml").write_text(SUITE)
+    original = tmp_path / "study"
+    made = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cl_diag",
+            "sweep",
+            str(REPO / "trainers" / "simclr.toml"),
+            *STUDY,
+            "--probe",
+            str(tmp_path / "tiny.toml"),
+            "--out",
+            str(original),
+            "--quiet",
+        ],
+        env=_env(ATEN_CPU_CAPABILITY="default", OMP_NUM_THREADS="1"),
+        capture_output=True,
+        text=True,
+    )
+    assert made.returncode == 0, made.stderr
+    there = json.loads((original / "vrn=0_seed=1" / "analysis" / "result.json").read_text())
+    here = fingerprint()
+    if (
+        there["environment"]["cpu"]["aten_capability"] == here["cpu"]["aten_capability"]
+        and there["environment"]["threads"]["intra_op"] == here["threads"]["intra_op"]
+    ):
+        pytest.skip("this machine's defaults are the simulated second environment already")
+
+    # 1. the machine's defaults against the other environment: within noise, not exact
+    second = tmp_path / "second"
+    result = run_cli("reproduce", original, "--out", second, "--quiet")
+    assert result.code == 0, result.out + result.err
+    record = json.loads((second / "reproduction.json").read_text())
+    assert record["outcome"] == WITHIN and record["counts"][DIFFERS] == 0
+    assert record["counts"][WITHIN] > 100 and record["weights_equal"] == 0
+    # the two fingerprints side by side, in the printed table and the reports
+    assert "DEFAULT" in result.out and here["cpu"]["aten_capability"] in result.out
+    assert "variables.ATEN_CPU_CAPABILITY" in result.out
+    assert "within noise" in (second / "reproduction.md").read_text()
+    original_env, rerun_env = (record["environments"][side][0] for side in record["environments"])
+    assert original_env["environment"]["variables"]["ATEN_CPU_CAPABILITY"] == "default"
+    assert original_env["environment"]["threads"]["intra_op"] == 1
+    assert rerun_env["environment"]["cpu"]["aten_capability"] == here["cpu"]["aten_capability"]
+
+    # 2. the same environment twice: exact, weights and all
+    third = tmp_path / "third"
+    result = run_cli("reproduce", second, "--out", third, "--quiet")
+    assert result.code == 0, result.out + result.err
+    record = json.loads((third / "reproduction.json").read_text())
+    assert record["outcome"] == EXACT and record["weights_equal"] == 8
+    assert all(c["status"] == EXACT for c in record["checks"])
+
+    # 3. a statistic planted ten standard errors away, found by a spot check of one run of each
+    # configuration (their training is complete in `third`: only the analyses run again).
+    # The tolerance of a run leaves the run out: its se is made of the three other seeds of its
+    # group in the original (the spot check re-ran none of them), se = sqrt(2) x their sd, df 2
+    quantity = "projector / cross-view neg. mean"
+
+    def mean(seed: int) -> float:
+        path = second / f"vrn=0_seed={seed}" / "analysis" / "result.json"
+        return json.loads(path.read_text())["layers"]["projector"]["pairs"]["cross_view_negative"][
+            "mean"
+        ]
+
+    se = math.sqrt(2 * np.var([mean(2), mean(3), mean(4)], ddof=1))
+    path = second / "vrn=0_seed=1" / "analysis" / "result.json"
+    planted = json.loads(path.read_text())
+    planted["layers"]["projector"]["pairs"]["cross_view_negative"]["mean"] += 10 * se
+    path.write_text(json.dumps(planted))
+    result = run_cli("reproduce", second, "--runs", "2", "--out", third, "--quiet")
+    assert result.code == 1, result.out + result.err
+    assert "Spot check: 2 of 8" in result.out and "differs" in result.out
+    record = json.loads((third / "reproduction.json").read_text())
+    assert record["rerun"] == ["simclr seed1", "simclr +VRN30 seed1"] and record["spot_check"]
+    moved = next(
+        c
+        for c in record["checks"]
+        if c["kind"] == "run" and c["quantity"] == quantity and c["subject"] == "simclr seed1"
+    )
+    assert moved["se"] == pytest.approx(se) and moved["df"] == 2
+    assert moved["difference"] == pytest.approx(-10 * se)
+    assert moved["status"] == DIFFERS and record["outcome"] == DIFFERS
+    assert [c["status"] for c in record["checks"]].count(DIFFERS) == 1  # nothing else moved
+
+    # 4. one analysis re-checked from its checkpoint, without training
+    analysis = third / "vrn=30_seed=3" / "analysis"
+    checkpoint = third / "vrn=30_seed=3" / "last.pt"
+    result = run_cli(
+        "reproduce", analysis, "--checkpoint", checkpoint, "--out", tmp_path / "one", "--quiet"
+    )
+    assert result.code == 0, result.out + result.err
+    record = json.loads((tmp_path / "one" / "reproduction.json").read_text())
+    assert record["outcome"] == EXACT and not (tmp_path / "one" / "last.pt").exists()
+    other = third / "vrn=0_seed=3" / "last.pt"
+    result = run_cli(
+        "reproduce", analysis, "--checkpoint", other, "--out", tmp_path / "two", "--quiet"
+    )
+    assert result.code == 2 and "other weights" in result.err
+
+
+# ---- the fingerprint in the reports ------------------------------------------------------------
+
+
+def _with_environment(d: dict, **changes: object) -> Result:
+    env = fingerprint(device="cpu", workers=0)
+    for key, value in changes.items():
+        block, _, field = key.partition("__")
+        env[block][field] = value
+    d["environment"] = env
+    d["source"]["environment"] = env
+    return Result.from_dict(d)
+
+
+def test_reports_show_the_fingerprint_in_a_collapsed_section_at_their_end():
+    from cl_diag.report import Comparison, analysis_files, comparison_files
+
+    result = _with_environment(make_result(n=20))
+    files = dict(analysis_files(result))
+    md, html = files["report.md"].decode(), files["report.html"].decode()
+    assert md.index("\n## Environment\n") > md.index("## Run")
+    assert "| field | training and analysis of this run |" in md
+    capability = torch.backends.cpu.get_cpu_capability()
+    assert f"| cpu.aten_capability | {capability} |" in md
+    # HTML: collapsed until opened, the last section of the page
+    assert "<details>\n<summary>Environment</summary>" in html
+    assert html.index("<details>") > html.index("<h2>Run</h2>")
+    assert "byte-identical results under an equal fingerprint" in md
+    # two runs under two fingerprints: a column each, the differing fields marked
+    other = _with_environment(make_result(n=20, seed=1), cpu__aten_capability="DEFAULT")
+    cmp = Comparison([("a", result), ("b", other)])
+    md = dict(comparison_files(cmp))["report.md"].decode()
+    assert "| field | training and analysis of run 1 | training and analysis of run 2 | ≠ |" in md
+    assert f"| cpu.aten_capability | {capability} | DEFAULT | differs |" in md
+    assert (
+        "| cpu.model |" in md and "| differs |" not in md.split("| cpu.model |")[1].split("\n")[0]
+    )
+
+
+def test_a_result_without_a_fingerprint_has_no_environment_section():
+    from cl_diag.report import analysis_files
+
+    files = dict(analysis_files(Result.from_dict(make_result(n=20))))
+    assert "Environment" not in files["report.md"].decode()
+    assert "<details>" not in files["report.html"].decode()
+
+
+def test_the_fingerprint_round_trips_through_result_json(tmp_path):
+    result = _with_environment(make_result(n=20))
+    d = json.loads(result.to_json())
+    assert d["environment"] == fingerprint(device="cpu", workers=0)
+    assert list(d)[-1] == "environment" and d["source"]["environment"] == d["environment"]
+    again = Result.from_dict(d)
+    assert again.to_json() == result.to_json() and not again.environment.differences(
+        result.environment
+    )
