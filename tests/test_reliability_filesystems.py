@@ -284,6 +284,60 @@ def test_every_file_cl_diag_writes_into_an_output_folder_carries_its_mark(run_cl
     assert not carries_mark(tmp_path / "x.md", "x.md")
 
 
+def test_figures_from_before_the_mark_are_refused_until_marked_then_rerun_identically(
+    run_cli, tmp_path
+):
+    """An analysis written before the mark (figures naming no creator, in their files and inside
+    report.html) is refused by name on a rerun; tools/reseal_listings.py marks the figures its
+    listing proves -- giving exactly today's bytes -- after which a rerun replaces everything
+    without --overwrite and writes the same bytes again."""
+    import base64
+    import importlib.util
+    import re
+
+    spec = importlib.util.spec_from_file_location(
+        "reseal_listings", ROOT / "tools" / "reseal_listings.py"
+    )
+    assert spec is not None and spec.loader is not None
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+
+    source = embeddings(tmp_path / "e.npz")
+    out = tmp_path / "out"
+    assert run_cli("analyze", source, "--out", out, "-q").code == 0
+    today = files(out)
+    creator = tool._CREATOR
+
+    def unmark(data: bytes) -> bytes:
+        def embedded(match: re.Match[bytes]) -> bytes:
+            svg = base64.b64decode(match.group(1)).replace(creator, b"")
+            return b"data:image/svg+xml;base64," + base64.b64encode(svg)
+
+        return tool._EMBEDDED.sub(embedded, data.replace(creator, b""))
+
+    old = {name: unmark(data) for name, data in today.items() if name != OWNED_FILES}
+    assert old["spectrum_embedding.svg"] != today["spectrum_embedding.svg"]
+    assert old["report.html"] != today["report.html"]
+    for name, data in old.items():
+        (out / name).write_bytes(data)
+    (out / OWNED_FILES).write_text(
+        listing_text("analysis", {name: [seal(out / name, name) or ""] for name in old})
+    )
+    refused(
+        run_cli("analyze", source, "--out", out, "-q"),
+        "does not carry cl-diag's mark",
+        "--overwrite",
+    )
+    assert files(out)["report.html"] == old["report.html"]
+    figures = [name for name in old if name.endswith(".svg")]
+    said = tool.mark_figures(out / OWNED_FILES)
+    assert said.endswith(f": {len(figures) + 1} file(s) marked"), said  # and report.html
+    assert files(out) == today
+    done = run_cli("analyze", source, "--out", out, "-q")
+    assert done.code == 0, done.err
+    assert files(out) == today
+
+
 def test_removal_never_follows_a_link_out_of_out(run_cli, tmp_path):
     """A listing entry ``link/v.svg`` where ``out/link`` points outside removes nothing, even
     with a valid seal: every path is walked without following links."""

@@ -396,7 +396,8 @@ def check_targets(
             else (
                 f" {OWNED_FILES} lists {unmarked[0]}, but the file does not carry cl-diag's "
                 "mark (what every file cl-diag writes begins with), so the listing proves "
-                "nothing; if it is cl-diag's own, from an earlier version, pass --overwrite once."
+                "nothing; if it is cl-diag's own, from an earlier version, delete it or pass "
+                "--overwrite once."
                 if unmarked
                 else ""
             )
