@@ -282,6 +282,9 @@ def test_every_file_cl_diag_writes_into_an_output_folder_carries_its_mark(run_cl
     assert not carries_mark(written["result.json"], "result.json.txt")
     (tmp_path / "x.md").write_bytes(b"\n" + written["report.md"].read_bytes())
     assert not carries_mark(tmp_path / "x.md", "x.md")
+    # a user's notes about cl-diag are not cl-diag's documents
+    (tmp_path / "notes.md").write_bytes(b"# cl-diag experiments\n\nmine\n")
+    assert not carries_mark(tmp_path / "notes.md", "notes.md")
 
 
 def test_figures_from_before_the_mark_are_refused_until_marked_then_rerun_identically(

@@ -119,12 +119,13 @@ _MAX_LISTING = 16 << 20
 #: renderers' fixed openings; tests/test_reliability_filesystems.py checks that every file
 #: analyze, compare and reproduce write carries it). No user's file begins so unless it was
 #: cl-diag's.
+_DOCUMENTS = rb"cl-diag (?:analysis|comparison|reproduction)"
 _MARKS = {
-    ".json": re.compile(rb'\{\n  "schema": "cl-diag/[a-z]+/[0-9]+",\n'),
-    ".md": re.compile(rb"# cl-diag [a-z]+"),
+    ".json": re.compile(rb'\{\n  "schema": "cl-diag/(?:result|provenance|reproduction)/[0-9]+",\n'),
+    ".md": re.compile(rb"# " + _DOCUMENTS + rb"\n"),
     ".html": re.compile(
         rb'<!DOCTYPE html>\n<html lang="en">\n<head>\n(?:<(?:meta|link) [^<>\n]*>\n){0,8}'
-        rb"<title>cl-diag [a-z]+"
+        rb"<title>" + _DOCUMENTS + rb"[:<]"
     ),
     ".svg": re.compile(
         rb"<\?xml [^\n]*\?>\n(?:[^\n]*\n){0,16}?"
