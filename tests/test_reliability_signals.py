@@ -239,6 +239,7 @@ def test_an_interrupt_while_starting_is_one_line(tmp_path, sig):
         text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         cwd=tmp_path,
+        preexec_fn=default_signals,
     )
     deadline = time.monotonic() + 120
     while not marker.exists() and child.poll() is None and time.monotonic() < deadline:
