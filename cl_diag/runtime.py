@@ -33,6 +33,7 @@ group and never communicates.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import os
 from collections.abc import Callable, Sequence
@@ -243,6 +244,10 @@ class Runtime:
             import torch.distributed as dist
 
             if dist.is_initialized():
+                # DDP's reducers sit in reference cycles; unless collected now they (and the
+                # gloo work they hold) are freed during interpreter finalisation, when a gloo
+                # thread that needs the interpreter aborts the process
+                gc.collect()
                 if wait:
                     dist.barrier()
                 dist.destroy_process_group()
