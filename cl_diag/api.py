@@ -156,6 +156,7 @@ def compare(
     out: str | os.PathLike[str],
     baseline: str | os.PathLike[str] | Result | AnalyzeResult | None = None,
     overwrite: bool = False,
+    labels: Mapping[str | os.PathLike[str], str] | None = None,
 ) -> CompareResult:
     """Compare analysed runs into the folder ``out``: report.md, report.html, comparison.csv
     and figures, as ``cl-diag compare``.
@@ -165,7 +166,9 @@ def compare(
     files or of the folders holding one, mixed freely; a result in memory is labelled
     ``runs[i]`` by its place when its config does not tell it apart, what ``cl_diag.analyze``
     returned by the folder it wrote. ``baseline``: the run the others are differenced against
-    (a result or a path). ``overwrite``: as ``--overwrite``. Returns what was written:
+    (a result or a path). ``overwrite``: as ``--overwrite``. ``labels``: as ``--label``, a run
+    (its path as given, or ``"runs[i]"`` for a result in memory) -> its name in the report.
+    Returns what was written:
     ``.frame`` (one pandas row per run), ``.labels``, ``.warnings``, ``.files``; its repr is
     the runs' headline numbers."""
     from cl_diag.orchestration.analyze import AnalyzeResult
@@ -189,6 +192,7 @@ def compare(
             out=Path(out),
             baseline=None if baseline is None else _run(baseline, "baseline"),
             overwrite=overwrite,
+            labels={os.fspath(k): v for k, v in (labels or {}).items()},
         )
     )
 

@@ -334,9 +334,29 @@ class ModalityGap(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class Projection(Record):
+    """A 2-D view of a layer (cl_diag.measurement.projection): the L2-normalised rows of view u
+    of a seeded sample of at most ``MAX_POINTS`` instances (row indices ``rows``, ascending),
+    projected to two coordinates ``x``, ``y`` by ``method`` ("pca": onto the sample's first two
+    principal axes, ``explained`` their shares of its variance; "umap": UMAP with
+    ``random_state`` = ``seed``); ``classes`` the class code of each point (codes 0..C-1 in
+    sorted label order), with labels only. Coordinates rounded to 6 decimals."""
+
+    method: str
+    seed: int
+    rows: list[int] = key("instance index of each point, ascending")
+    x: list[float]
+    y: list[float]
+    classes: list[int] | None = optional("with labels only")
+    explained: list[float] | None = optional("pca: share of the sample's variance per axis")
+    settings: dict[str, Any] | None = optional()
+
+
+@dataclass(frozen=True, kw_only=True)
 class Layer(Record):
     """One measured layer: n instances of dimension d, its pair statistics by pair type
-    (:data:`PAIR_TYPES`), its geometry and, with labels, its class-collapse diagnostics."""
+    (:data:`PAIR_TYPES`), its geometry, with labels its class-collapse diagnostics, for views
+    from two encoders the modality gap, and its 2-D views by method."""
 
     n: int = key("instances (rows of each view)")
     d: int = key("dimension")
@@ -344,6 +364,9 @@ class Layer(Record):
     geometry: Geometry
     collapse: Collapse | None = optional("with labels only")
     modality_gap: ModalityGap | None = optional("views from two encoders (--keys, --cross-modal)")
+    projections: dict[str, Projection] | None = optional(
+        "method (pca always; umap when umap-learn is installed) -> a 2-D view of the layer"
+    )
 
 
 # --------------------------------------------------------------------------- probes

@@ -133,7 +133,9 @@ def test_analyze_writes_the_block_for_labelled_embeddings(tmp_path, run_cli, pai
     assert r.code == 0, r.err
     data = json.loads((out / "result.json").read_text())
     layer = data["layers"]["embedding"]
-    assert list(layer)[-1] == "collapse" and layer["collapse"]["classes"] == 3
+    # after the keys a layer had before it (the 2-D view, issue 24, after it)
+    assert list(layer) == ["n", "d", "pairs", "geometry", "collapse", "projections"]
+    assert layer["collapse"]["classes"] == 3
     data_npz = np.load(pairs_file)
     want = class_collapse(data_npz["z1"], data_npz["z2"], data_npz["labels"])
     assert layer["collapse"] == json.loads(json.dumps(want.to_dict()))

@@ -94,8 +94,14 @@ def test_analysis_report_opens_with_its_findings(tmp_path):
 
     render_analysis(Result.from_dict(_run(seed=1, vrn=0.0, var=0.1, top1=0.9)), tmp_path)
     md = (tmp_path / "report.md").read_text(encoding="utf-8")
-    assert md.startswith("# cl-diag analysis\n\n## Findings\n")
-    assert md.index("## Findings") < md.index("## Run") < md.index("## Layer 'projector'")
+    # issue 24: the headline counts this run's verdicts, then the contents, then the Findings
+    assert md.startswith(
+        "# cl-diag analysis\n\n**Findings: 0 supported, 0 contradicted, 1 inconclusive, "
+        "0 not applicable (predictions of the registry); 1 described without a verdict; "
+        "consistency checks: 4 of 4 hold.**\n"
+    )
+    assert md.index("**Contents**") < md.index("## Findings") < md.index("## Run")
+    assert md.index("## Run") < md.index("## Layer 'projector'")
     # one trained SimCLR model without VRN: the rebuttal's 57 % claim with the sampling error
     # of its 50 analysed images
     row = md_row(md, "this run, projector", after=f"*{CLAIMS['excessive_share'].title}")

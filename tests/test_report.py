@@ -426,9 +426,12 @@ def test_html_is_self_contained(rendered):
     html = (out / "report.html").read_text(encoding="utf-8")
     assert html.startswith("<!DOCTYPE html>")
     assert "<script" not in html and "@import" not in html and "url(" not in html
-    assert not re.search(r"""(src|href)\s*=\s*["'](?!data:)""", html), (
+    # a link into the page itself (the contents: href="#findings") loads nothing
+    assert not re.search(r"""(src|href)\s*=\s*["'](?!data:|#)""", html), (
         "every resource must be inline"
     )
+    anchors = re.findall(r'href="#([^"]+)"', html)
+    assert anchors and all(f'id="{a}"' in html for a in anchors)
     images = re.findall(r'<img src="data:image/svg\+xml;base64,([A-Za-z0-9+/=]+)"', html)
     svgs = [p for p in paths if p.suffix == ".svg"]
     assert len(images) == len(svgs) == html.count("<img")

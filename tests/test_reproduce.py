@@ -549,8 +549,10 @@ def test_reports_show_the_fingerprint_in_a_collapsed_section_at_their_end():
     capability = torch.backends.cpu.get_cpu_capability()
     assert f"| cpu.aten_capability | {capability} |" in md
     # HTML: collapsed until opened, the last section of the page
-    assert "<details>\n<summary>Environment</summary>" in html
-    assert html.index("<details>") > html.index("<h2>Run</h2>")
+    # (each section carries the anchor the contents link to)
+    assert '<details id="environment">\n<summary>Environment</summary>' in html
+    assert html.rindex("<details") == html.index('<details id="environment">')
+    assert html.index('<details id="environment">') > html.index('<h2 id="run">Run</h2>')
     assert "byte-identical results under an equal fingerprint" in md
     # two runs under two fingerprints: a column each, the differing fields marked
     other = _with_environment(make_result(n=20, seed=1), cpu__aten_capability="DEFAULT")
@@ -568,7 +570,8 @@ def test_a_result_without_a_fingerprint_has_no_environment_section():
 
     files = dict(analysis_files(Result.from_dict(make_result(n=20))))
     assert "Environment" not in files["report.md"].decode()
-    assert "<details>" not in files["report.html"].decode()
+    page = files["report.html"].decode()
+    assert "Environment" not in page and '<details id="environment">' not in page
 
 
 def test_the_fingerprint_round_trips_through_result_json(tmp_path):

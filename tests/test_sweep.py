@@ -177,7 +177,10 @@ def test_equal_steps_mode_holds_steps_and_warm_up_across_batch_sizes(run_cli, tm
             assert config["warmup_steps"] == round(8 * config["warmup_epochs"] / config["epochs"])
     md = (out / "comparison" / "report.md").read_text(encoding="utf-8")
     # seeds are replicates: the Findings test the batch-size trend over all four runs
-    assert md.startswith("# cl-diag comparison\n\n## Findings\n")
+    # issue 24: the headline (verdict counts, the numbers, the figure), the contents, then the
+    # Findings, the first section
+    assert md.startswith("# cl-diag comparison\n\n**Findings: ")
+    assert md.index("**Contents**") < md.index("## Findings") < md.index("## Runs")
     assert "Smaller batches give a larger negative-similarity variance" in md
     assert "over 4 runs at 2 batch sizes" in md
 

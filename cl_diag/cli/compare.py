@@ -14,6 +14,28 @@ from rich.text import Text
 from cl_diag.cli import app
 
 
+def _labels(pairs: list[str]) -> dict[str, str]:
+    """``--label DIR=NAME`` options as DIR -> NAME (a bad one named with its fix, exit 2). A
+    sweep's folders hold "=" ("batch-size=16_seed=1"): DIR is the longest part before an "="
+    that exists, else everything before the last "=" (so NAME holds no "=")."""
+    from cl_diag.errors import UserError
+
+    out: dict[str, str] = {}
+    for pair in pairs:
+        cuts = [i for i, c in enumerate(pair) if c == "="]
+        existing = [i for i in cuts if i > 0 and Path(pair[:i]).exists()]
+        cut = existing[-1] if existing else (cuts[-1] if cuts else -1)
+        where, sep, name = (pair[:cut], "=", pair[cut + 1 :]) if cut >= 0 else (pair, "", "")
+        if not sep or not where:
+            raise UserError(
+                f"--label {pair!r} is not DIR=NAME. Write e.g. --label runs/a/analysis=baseline."
+            )
+        if where in out:
+            raise UserError(f"--label names {where} twice. Give each run one label.")
+        out[where] = name
+    return out
+
+
 @app.command(no_args_is_help=True)
 def compare(
     runs: list[Path] = typer.Argument(
@@ -27,6 +49,13 @@ def compare(
         "--baseline",
         help="The run the others are differenced against (added if not among RUNS).",
     ),
+    label: list[str] = typer.Option(
+        [],
+        "--label",
+        help="Name a run in the report: DIR=NAME, DIR one of RUNS as given (repeatable). "
+        "Runs not named are labelled by the options that differ between their training configs, "
+        "or by their folder when they have none.",
+    ),
     overwrite: bool = typer.Option(
         False,
         help="Replace files in --out that cl-diag did not write (or that changed since): "
@@ -36,7 +65,8 @@ def compare(
 ) -> None:
     """Compare analysed runs: tables per layer, the batch-size and temperature views, CSV.
 
-    Runs are labelled by what differs between their training configs (e.g. "simclr b32 +VRN30").
+    Runs are labelled by what differs between their training configs (e.g. "simclr b32 +VRN30"),
+    runs without one by their folder; --label DIR=NAME names a run yourself.
 
     Example: [bold]cl-diag compare runs/*/analysis --out reports/mine --baseline runs/simclr-b128/analysis[/]
     """  # noqa: E501 (typer's help shows a command docstring's lines as written)
@@ -45,14 +75,20 @@ def compare(
     from cl_diag.orchestration.compare import compare as run_compare
 
     outcome = run_compare(
-        CompareConfig(inputs=list(runs), out=out, baseline=baseline, overwrite=overwrite)
+        CompareConfig(
+            inputs=list(runs),
+            out=out,
+            baseline=baseline,
+            overwrite=overwrite,
+            labels=_labels(label),
+        )
     )
     # soft_wrap: a long path must stay on one line (scripts read it)
     console = Console(soft_wrap=True)
     if not quiet:
-        for name, label in outcome.labels.items():
+        for name, shown in outcome.labels.items():
             console.print(
-                Text(f"{label}  ", style="bold") + Text(name, style="dim"), highlight=False
+                Text(f"{shown}  ", style="bold") + Text(name, style="dim"), highlight=False
             )
         errors = Console(stderr=True, soft_wrap=True)
         for warning in outcome.warnings:

@@ -254,8 +254,18 @@ def measure_layer(
             pairs = {**pairs, within: replace(pairs[within], by_view=split)}
         if cross_modal:
             gap = modality_gap(views, workers=threads)
+    from cl_diag.measurement.projection import projections_of
+
+    # a 2-D view for the report, from a bounded seeded sample: the same on every rank
+    projections = projections_of(views.u, codes, seed=options.seed)
     return Layer(
-        n=views.n, d=views.d, pairs=pairs, geometry=geo, collapse=collapse, modality_gap=gap
+        n=views.n,
+        d=views.d,
+        pairs=pairs,
+        geometry=geo,
+        collapse=collapse,
+        modality_gap=gap,
+        projections=projections,
     )
 
 

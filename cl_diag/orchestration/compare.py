@@ -45,6 +45,10 @@ class CompareConfig:
     ``inputs`` (a result in memory so added is named ``baseline``)."""
     overwrite: bool = False
     """Replace files in ``out`` that cl-diag cannot prove it wrote (see cl_diag.io.output)."""
+    labels: dict[str, str] = field(default_factory=dict)
+    """Run -> the label the report calls it (``--label DIR=NAME``): a run is named as among
+    ``inputs`` (the folder or result file; a result in memory by its place, ``runs[i]``); the
+    others keep their automatic labels."""
     sweep: dict[str, Any] | None = None
     """The sweep that made the runs (:meth:`~cl_diag.orchestration.sweep.SweepConfig.record`),
     recorded in provenance.json beside the inputs."""
@@ -205,6 +209,37 @@ def _report_links(runs: list[_Run], out: Path) -> dict[str, str]:
     return links
 
 
+def _given_labels(labels: dict[str, str], runs: list[_Run]) -> dict[str, str]:
+    """``--label DIR=NAME`` as run name -> label. DIR names a run as it was given (its folder
+    or result file, matched by the file it resolves to, or a result in memory's ``runs[i]``);
+    a DIR that is no run, an empty NAME or one NAME for two runs is refused."""
+    out: dict[str, str] = {}
+    for where, label in labels.items():
+        label = label.strip()
+        if not label:
+            raise UserError(f"--label {where}= gives an empty name. Write --label {where}=NAME.")
+        match = [r for r in runs if r.name == where]
+        if not match and Path(where).exists():
+            path = _result_path(Path(where)).resolve()
+            match = [r for r in runs if r.path == path]
+        if not match:
+            raise UserError(
+                f"--label {where}={label}: {where} is not one of the runs compared "
+                f"({', '.join(r.name for r in runs)}). Name a run's folder or result file as "
+                "given, e.g. --label runs/a/analysis=baseline."
+            )
+        out[match[0].name] = label
+    counts: dict[str, int] = {}
+    for label in out.values():
+        counts[label] = counts.get(label, 0) + 1
+    twice = sorted(label for label, n in counts.items() if n > 1)
+    if twice:
+        raise UserError(
+            f"--label gives the name {twice[0]!r} to more than one run. Give each run its own."
+        )
+    return out
+
+
 def compare(config: CompareConfig) -> CompareResult:
     """Compare the runs of ``config.inputs`` into ``config.out`` (report.md, report.html,
     comparison.csv, SVGs)."""
@@ -248,10 +283,16 @@ def compare(config: CompareConfig) -> CompareResult:
     )
 
     pairs = [(r.name, r.result) for r in runs]
+    labelled = _given_labels(config.labels, runs)
     # the CLI's warnings name the runs in the order given; the report's, in display order
-    warnings = comparison_warnings(pairs)
     comparison = Comparison(
-        pairs, baseline=baseline_name, reports=_report_links(runs, Path(config.out))
+        pairs,
+        baseline=baseline_name,
+        reports=_report_links(runs, Path(config.out)),
+        labels=labelled,
+    )
+    warnings = comparison_warnings(
+        pairs, dict(zip(comparison.names, comparison.labels, strict=True))
     )
     label_of = dict(zip(comparison.names, comparison.labels, strict=True))
     result_of = {r.name: r.result for r in runs}

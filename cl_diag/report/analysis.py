@@ -25,9 +25,12 @@ from cl_diag.report.document import (
     fmt,
     fmt_setting,
 )
+from cl_diag.report.embedding_view import embedding_view_blocks
 from cl_diag.report.environment import analysis_environment
 from cl_diag.report.findings import Finding, RunData, findings_blocks, run_findings
-from cl_diag.report.probe_section import probe_blocks
+from cl_diag.report.overview import appendix, arrange, headline_rows, verdict_line
+from cl_diag.report.probe_section import probe_blocks, probe_settings_tables
+from cl_diag.report.runs import loss_layer
 from cl_diag.report.theory_section import theory_blocks
 from cl_diag.result import QUANTILES, Collapse, ImageSize, Layer, PairStats, Result, Source
 from cl_diag.runconfig import RunConfig
@@ -443,6 +446,7 @@ def layer_blocks(result: Result, name: str, layer: Layer) -> list:
                 "(zeros omitted).",
             )
         )
+    blocks += embedding_view_blocks(name, layer)
     if layer.collapse is not None:
         table, notes = collapse_table(name, layer.collapse)
         blocks += [Heading(3, f"Class collapse of '{name}'"), table, *notes]
@@ -570,7 +574,8 @@ def build_analysis(result: Result) -> Document:
         ["schema / tool", f"{fmt(result.schema)} / {tool.name} {tool.version}".rstrip()],
     ]
     blocks: list = [Heading(1, "cl-diag analysis")]
-    blocks += findings_blocks(analysis_findings(result, config))
+    findings = analysis_findings(result, config)
+    blocks += findings_blocks(findings)
     blocks += [
         Heading(2, "Run"),
         Table(columns=["item", "value"], rows=header_rows, caption="Run."),
@@ -589,4 +594,29 @@ def build_analysis(result: Result) -> Document:
     blocks += theory_blocks(result, config)
     blocks += config_blocks(result)
     blocks += analysis_environment(result)
-    return Document(title=f"cl-diag analysis: {source.path or ''}".rstrip(": "), blocks=blocks)
+    return Document(
+        title=f"cl-diag analysis: {source.path or ''}".rstrip(": "),
+        blocks=analysis_overview(result, findings, blocks),
+    )
+
+
+def analysis_overview(result: Result, findings: list[Finding], blocks: list) -> list:
+    """``blocks`` opened by the headline (the verdict counts, the numbers of the layer the loss
+    sees beside its similarity distributions) and the contents; the probe settings and fit
+    diagnostics in the appendix (cl_diag.report.overview)."""
+    layer = loss_layer(result)
+    here = result.layers[layer]
+    table = Table(
+        columns=["headline", "value"],
+        rows=headline_rows(result, layer),
+        caption=(
+            f"Layer '{layer}' (n = {fmt(here.n)}, d = {fmt(here.d)}); {threshold_text(result)}."
+        ),
+    )
+    return arrange(
+        blocks,
+        verdicts=verdict_line(findings),
+        table=table,
+        figure=f"similarities_{layer}.svg",
+        appendix_blocks=appendix(probe_settings_tables(result)),
+    )

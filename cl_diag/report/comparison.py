@@ -55,18 +55,22 @@ from cl_diag.report.findings import Finding, RunData, findings_blocks, run_findi
 from cl_diag.report.metrics import (
     COLLAPSE_METRICS,
     GEOMETRY_METRICS,
+    HEADLINE_PROBE_METRICS,
     PAIR_METRICS,
     PROBE_METRICS,
     Metric,
     retrieval_metric,
 )
+from cl_diag.report.overview import HEADLINE_METRICS, arrange, verdict_line
 from cl_diag.report.probe_section import is_test_accuracy, test_images
 from cl_diag.report.runs import (
     SEED_KEY,
     Run,
     SeedGroup,
     config_labels,
+    group_label,
     groups_of,
+    loss_layer,
     natural_key,
     ordered,
     run_labels,
@@ -119,9 +123,14 @@ def _thresholds(runs: Sequence[Named]) -> list[tuple[int, float]]:
     return list(seen.items())
 
 
-def comparison_warnings(runs: Sequence[Named]) -> list[str]:
-    """What a reader must know before comparing these numbers (also printed by the CLI)."""
+def comparison_warnings(
+    runs: Sequence[Named], labels: Mapping[str, str] | None = None
+) -> list[str]:
+    """What a reader must know before comparing these numbers (also printed by the CLI); the
+    runs named by ``labels`` (run name -> label) where given, else by :func:`run_labels`."""
     shown = run_labels(runs)
+    if labels:
+        shown = [labels.get(name, label) for (name, _), label in zip(runs, shown, strict=True)]
     warnings = []
     if len(_thresholds(runs)) > 1:
         detail = "; ".join(
@@ -207,6 +216,7 @@ class Comparison:
         *,
         baseline: str | None = None,
         reports: Mapping[str, str] | None = None,
+        labels: Mapping[str, str] | None = None,
     ):
         #: run name -> the link to that run's own report.html (relative to the comparison)
         self.reports = dict(reports or {})
@@ -216,7 +226,12 @@ class Comparison:
         self.results = [run.result for run in typed]
         #: each run's training config, parsed once (cl_diag.runconfig)
         self.configs = [run.config for run in typed]
-        self.labels = unique_labels(self.names, self.configs)
+        given = dict(labels or {})
+        #: run name -> the label the user gave it (--label), used as it is
+        self.given_labels = given
+        self.labels = unique_labels(
+            self.names, self.configs, [given.get(name) for name in self.names]
+        )
         self.layers = _layer_names(self.runs)
         self.groups = groups_of(typed)
         self.baseline: int | None = None
@@ -300,7 +315,7 @@ class Comparison:
 
         def name(run: RunData, exclude: tuple[str, ...]) -> str:
             if exclude not in cache:
-                cache[exclude] = config_labels(self.configs, exclude=exclude)
+                cache[exclude] = group_label(self.configs, self.labels, exclude)
             return cache[exclude][index[id(run)]]
 
         return run_findings([d for d in data if d is not None], name, figures=_FINDING_FIGURES)
@@ -905,7 +920,7 @@ def build_comparison(
             ),
         )
     )
-    for warning in comparison_warnings(cmp.runs):
+    for warning in comparison_warnings(cmp.runs, dict(zip(cmp.names, labels, strict=True))):
         blocks.append(Note(warning))
     thresholds = _thresholds(cmp.runs)
     threshold_words = "; ".join(f"n_ref = {fmt(n)}: δ = {fmt(t)}" for n, t in thresholds)
@@ -1044,4 +1059,82 @@ def build_comparison(
     blocks += study
     blocks += option_study
     blocks += comparison_environment(cmp.results)
-    return Document(title="cl-diag comparison: " + ", ".join(labels), blocks=blocks)
+    figure = beside[0].filename if beside else f"negatives_{primary_layer(cmp.runs)}.svg"
+    return Document(
+        title="cl-diag comparison: " + ", ".join(labels),
+        blocks=arrange(
+            blocks,
+            verdicts=verdict_line(cmp.findings),
+            table=comparison_headline(cmp),
+            figure=figure,
+        ),
+    )
+
+
+def _headline_probe(cmp: Comparison) -> Metric | None:
+    """The probe accuracy a comparison's headline shows: of linear and kNN top-1, the one most
+    runs have, the higher mean breaking ties."""
+    best: tuple[int, float, int] | None = None
+    chosen = None
+    for k, metric in enumerate(HEADLINE_PROBE_METRICS):
+        values = [v for i in range(len(cmp.runs)) if (v := cmp.value(i, metric.key)) is not None]
+        if values:
+            rank = (len(values), sum(values) / len(values), -k)
+            if best is None or rank > best:
+                best, chosen = rank, metric
+    return chosen
+
+
+def comparison_headline(cmp: Comparison) -> Table:
+    """The headline numbers of a comparison, each run on the layer its loss sees
+    (:func:`~cl_diag.report.runs.loss_layer`): one row per seed group (mean ± sample std over
+    its seeds) and per run outside a group; the pair numbers of
+    :data:`~cl_diag.report.overview.HEADLINE_METRICS` and one probe accuracy."""
+    probe = _headline_probe(cmp)
+    metrics = [*HEADLINE_METRICS, *([probe] if probe is not None else [])]
+
+    def key(metric: Metric, layer: str) -> str:
+        return metric.key if metric is probe else _col(layer, metric.key)
+
+    def percent(metric: Metric) -> bool:
+        return metric.accuracy or metric.key.endswith("excessive_ratio")
+
+    def single(metric: Metric, value: float | None) -> str:
+        return pct(value) if percent(metric) else fmt(value)
+
+    def grouped(metric: Metric, stats: tuple[float, float] | None) -> str:
+        if stats is None:
+            return MISSING
+        mean, std = stats
+        if percent(metric):
+            return f"{100.0 * mean:.2f} ± {100.0 * std:.2f} %"
+        return f"{fmt(mean, 4)} ± {fmt(std, 2)}"
+
+    rows: list[tuple[str, str, list[Cell]]] = []
+    grouped_runs = {i for g in cmp.groups for i in g.members}
+    for i, result in enumerate(cmp.results):
+        layer = loss_layer(result)
+        group = next((k for k, g in enumerate(cmp.groups) if g.members[0] == i), None)
+        if group is not None:
+            g, stats = cmp.groups[group], cmp.over_seeds[group]
+            cells: list[Cell] = [grouped(m, stats[key(m, layer)]) for m in metrics]
+            rows.append((f"{g.label} ({len(g.members)} seeds)", layer, cells))
+        elif i not in grouped_runs:
+            cells = [single(m, cmp.value(i, key(m, layer))) for m in metrics]
+            rows.append((cmp.labels[i], layer, cells))
+    layers = sorted({layer for _, layer, _ in rows})
+    titles = [m.title for m in HEADLINE_METRICS]
+    if probe is not None:
+        probed = sorted({r.probes.layer for r in cmp.results if r.probes is not None})
+        titles.append(f"{probe.title} ({'/'.join(probed)})")
+    return Table(
+        columns=["run", *(["layer"] if len(layers) > 1 else []), *titles],
+        rows=[
+            [label, *([layer] if len(layers) > 1 else []), *cells] for label, layer, cells in rows
+        ],
+        caption=(
+            f"On the layer each run's loss sees ({', '.join(repr(x) for x in layers)}); seed "
+            "groups as mean ± sample standard deviation over their seeds; every run's numbers "
+            "are in the tables below."
+        ),
+    )

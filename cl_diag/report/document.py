@@ -9,6 +9,7 @@ format. Numbers go through :func:`fmt` so that both formats print them alike.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -76,7 +77,24 @@ class Details:
     level: int = 2
 
 
-Block = Heading | Paragraph | Note | Table | Figure | Details
+@dataclass(frozen=True)
+class Headline:
+    """A report's first screen: the verdict counts of its findings (``verdicts``, one line),
+    the few numbers that matter (``table``) and the one figure that carries them, side by side
+    in HTML (``<section id="headline">``), one after the other in Markdown."""
+
+    verdicts: str
+    table: Table
+    figure: Figure | None = None
+
+
+@dataclass(frozen=True)
+class Contents:
+    """The table of contents: a link to every level-2 section after it (headings and
+    collapsed sections), by the anchors :func:`anchors` gives them."""
+
+
+Block = Heading | Paragraph | Note | Table | Figure | Details | Headline | Contents
 
 
 @dataclass(frozen=True)
@@ -86,7 +104,57 @@ class Document:
 
     @property
     def figures(self) -> list[Figure]:
-        return [b for b in self.blocks if isinstance(b, Figure)]
+        """Every figure, the headline's included, in the order of the page."""
+        out = []
+        for block in self.blocks:
+            if isinstance(block, Figure):
+                out.append(block)
+            elif isinstance(block, Headline) and block.figure is not None:
+                out.append(block.figure)
+        return out
+
+
+def slug(text: str) -> str:
+    """A heading's anchor as GitHub writes it for Markdown: lower case, punctuation dropped
+    (word characters, spaces and hyphens kept), each space a hyphen."""
+    return re.sub(r"[^\w\- ]", "", text.lower()).replace(" ", "-")
+
+
+def titled(block: Block) -> tuple[int, str] | None:
+    """(level, text) of a block that is a section title in both renderers, else None."""
+    if isinstance(block, Heading):
+        return block.level, block.text
+    if isinstance(block, Details):
+        return block.level, block.summary
+    return None
+
+
+def anchors(blocks: Sequence[Block]) -> dict[int, str]:
+    """Block index -> anchor of every heading and collapsed section, unique in the page: a
+    repeated slug gets "-1", "-2", ... in page order, as GitHub numbers them."""
+    seen: dict[str, int] = {}
+    out = {}
+    for i, block in enumerate(blocks):
+        title = titled(block)
+        if title is None:
+            continue
+        base = slug(title[1])
+        count = seen.get(base, 0)
+        seen[base] = count + 1
+        out[i] = base if count == 0 else f"{base}-{count}"
+    return out
+
+
+def contents(blocks: Sequence[Block]) -> list[tuple[str, str]]:
+    """(text, anchor) of each level-2 section after the :class:`Contents` block."""
+    ids = anchors(blocks)
+    start = next((i for i, b in enumerate(blocks) if isinstance(b, Contents)), len(blocks))
+    out = []
+    for i in range(start + 1, len(blocks)):
+        title = titled(blocks[i])
+        if title is not None and title[0] == 2:
+            out.append((title[1], ids[i]))
+    return out
 
 
 MISSING = "—"

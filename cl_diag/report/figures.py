@@ -23,7 +23,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
-from cl_diag.result import Histogram, Spectrum
+from cl_diag.result import Histogram, Projection, Spectrum
 from cl_diag.vocabulary import NEGATIVE_TYPES, PairType
 
 if TYPE_CHECKING:  # matplotlib >= 3.8 names its rcParams keys; only the type checker needs it
@@ -148,6 +148,15 @@ class Density:
         return cls(edges=edges, density=density)
 
 
+#: inches right of the axes for a legend beside them (the longest pair type's name fits)
+_LEGEND_WIDTH = 3.3
+
+
+def _legend_outside(ax) -> None:
+    """The legend right of the axes, its top at theirs: it never covers the data."""
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+
+
 def _threshold_lines(ax, thresholds: Sequence[tuple[int, float]], *, label: bool) -> None:
     for k, (n_ref, delta) in enumerate(thresholds):
         ax.axvline(
@@ -171,7 +180,8 @@ def similarity_distributions(
     if not kinds:
         return None
     with _fixed_style():
-        fig, axes = _panels(7.0, len(kinds), panel_height=1.6, gap=0.15)
+        # each panel's legend sits right of its axes, where it covers neither bars nor δ line
+        fig, axes = _panels(9.0, len(kinds), panel_height=1.6, gap=0.15, right=_LEGEND_WIDTH)
         for ax, kind in zip(axes, kinds, strict=True):
             dens = densities[kind]
             ax.stairs(dens.density, dens.edges, fill=True, alpha=0.35, color=PAIR_COLORS[kind])
@@ -184,7 +194,7 @@ def similarity_distributions(
             )
             _threshold_lines(ax, thresholds, label=True)
             ax.set_ylabel("density")
-            ax.legend(loc="upper left")
+            _legend_outside(ax)
         axes[0].set_title(f"layer '{layer}': cosine similarity distributions")
         axes[-1].set_xlabel("cosine similarity")
         axes[-1].set_xlim(-1.0, 1.0)
@@ -198,7 +208,7 @@ def spectrum(spectra: Spectrum, layer: str) -> bytes | None:
     if not series:
         return None
     with _fixed_style():
-        fig, (ax,) = _panels(7.0, 1, panel_height=2.2, gap=0.0)
+        fig, (ax,) = _panels(7.0, 1, panel_height=2.2, gap=0.0, right=1.0)
         for k, (view, vals) in enumerate(series.items()):
             idx = np.arange(1, vals.size + 1)
             positive = vals > 0  # a log axis cannot show zero eigenvalues (rank deficiency)
@@ -213,7 +223,7 @@ def spectrum(spectra: Spectrum, layer: str) -> bytes | None:
         ax.set_xlabel("index (descending)")
         ax.set_ylabel("eigenvalue")
         ax.set_title(f"layer '{layer}': covariance spectrum")
-        ax.legend()
+        _legend_outside(ax)
         return to_svg(fig)
 
 
@@ -246,7 +256,7 @@ def negative_overlay(
             _threshold_lines(ax, thresholds, label=True)
             ax.set_title(f"layer '{layer}': {PAIR_NAMES[kind]}")
             ax.set_ylabel("density")
-            ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+            _legend_outside(ax)
         axes[-1].set_xlabel("cosine similarity")
         axes[-1].set_xlim(-1.0, 1.0)
         return to_svg(fig)
@@ -334,7 +344,7 @@ def variance_vs_batch(
         ax.set_xlabel("training batch size m")
         ax.set_ylabel("Var of cross-view negative similarity")
         ax.set_title(f"layer '{layer}': negative-similarity variance vs batch size")
-        ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+        _legend_outside(ax)
         return to_svg(fig)
 
 
@@ -362,5 +372,66 @@ def metric_vs(
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
         ax.set_title(title)
-        ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+        _legend_outside(ax)
+        return to_svg(fig)
+
+
+#: a 2-D view names its classes in a legend up to this many; more are coloured without one
+MAX_LEGEND_CLASSES = 20
+#: the marker shapes that tell classes apart beyond the ten colours
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+
+
+def embedding_2d(projections: Mapping[str, Projection], layer: str) -> bytes | None:
+    """One scatter per method (PCA, then UMAP when stored) of a layer's 2-D views, each
+    point an instance of the sample, coloured (and beyond ten classes, shaped) by class."""
+    methods = [m for m in ("pca", "umap") if m in projections and projections[m].x]
+    if not methods:
+        return None
+    classes = sorted({c for m in methods for c in (projections[m].classes or [])})  # codes 0..C-1
+    legend = 0 < len(classes) <= MAX_LEGEND_CLASSES
+    with _fixed_style():
+        side = 3.6
+        right = 1.3 if legend else 0.25
+        width = 0.8 + len(methods) * side + (len(methods) - 1) * 0.6 + right
+        height = side + 0.85
+        fig = Figure(figsize=(width, height))
+        axes = fig.subplots(1, len(methods), squeeze=False)[0]
+        fig.subplots_adjust(
+            left=0.8 / width,
+            right=1.0 - right / width,
+            top=1.0 - 0.35 / height,
+            bottom=0.5 / height,
+            wspace=0.6 / side,
+        )
+        for ax, method in zip(axes, methods, strict=True):
+            view = projections[method]
+            x = np.asarray(view.x, dtype=np.float64)
+            y = np.asarray(view.y, dtype=np.float64)
+            codes = np.asarray(view.classes) if view.classes else None
+            if codes is None:
+                ax.scatter(x, y, s=7, color=COLORS[0], alpha=0.7, linewidths=0)
+            else:
+                for c in classes:
+                    mask = codes == c
+                    ax.scatter(
+                        x[mask],
+                        y[mask],
+                        s=7,
+                        color=COLORS[c % len(COLORS)],
+                        marker=_MARKERS[(c // len(COLORS)) % len(_MARKERS)],
+                        alpha=0.75,
+                        linewidths=0,
+                        label=f"class {c}",
+                    )
+            if method == "pca":
+                shares = view.explained or [0.0, 0.0]
+                ax.set_xlabel(f"PC 1 ({100 * shares[0]:.1f} % of variance)")
+                ax.set_ylabel(f"PC 2 ({100 * shares[1]:.1f} % of variance)")
+            else:
+                ax.set_xlabel("UMAP 1")
+                ax.set_ylabel("UMAP 2")
+            ax.set_title(f"layer '{layer}': {method.upper()}, {len(x)} instances")
+        if legend:
+            _legend_outside(axes[-1])
         return to_svg(fig)

@@ -17,14 +17,18 @@ from urllib.parse import quote
 from cl_diag.report.document import (
     Block,
     Cell,
+    Contents,
     Details,
     Document,
     Figure,
     Heading,
+    Headline,
     Link,
     Note,
     Paragraph,
     Table,
+    anchors,
+    contents,
 )
 
 # A backslash at a line's end joins it to the next: each rule stays one line of the page.
@@ -52,6 +56,13 @@ figcaption { font-size: .85rem; color: #444; margin-top: .35rem; }
 margin: .8rem 0; }
 td.supported { background: #e6f4ea; } td.contradicted { background: #fce8e6; }
 td.inconclusive { background: #f1f3f4; }
+td.long { white-space: normal; min-width: 14rem; max-width: 36rem; overflow-wrap: break-word; }
+.headline { display: flex; flex-wrap: wrap; gap: .4rem 1.5rem; align-items: flex-start; \
+border: 1px solid #d0d7de; border-radius: 6px; padding: .6rem .9rem; margin: .6rem 0 1rem; }
+.headline .verdicts { flex: 1 1 100%; margin: 0; font-size: 1.02rem; }
+.headline .table-wrap { flex: 0 1 auto; margin: 0; }
+.headline figure { flex: 1 1 26rem; margin: 0; }
+nav.contents ol { columns: 2; margin: .3rem 0 0; } nav.contents { font-size: .92rem; }
 details { margin: 2.2rem 0 1rem; } details > summary { cursor: pointer; font-weight: 600; \
 font-size: 1.15rem; border-bottom: 1px solid #d0d7de; padding-bottom: .2rem; }
 """.strip()
@@ -60,6 +71,10 @@ font-size: 1.15rem; border-bottom: 1px solid #d0d7de; padding-bottom: .2rem; }
 #: table cells holding a finding's verdict are tinted by it
 _VERDICTS = frozenset({"supported", "contradicted", "inconclusive"})
 
+
+#: a text cell longer than this wraps in a column of its own minimum width: without it a long
+#: first cell (kept on one line) or a long note squeezes its neighbours into tall, narrow cells
+_LONG = 48
 
 #: what may follow a number in a numeric cell: a 95 % interval, a replicate count
 _TRAILER = re.compile(r"\s*(\[[^\]]*\])?\s*(\(n = \d+\))?$")
@@ -107,6 +122,8 @@ def _td(cell: Cell) -> str:
         return f'<td class="num">{escape(cell)}</td>'
     if cell in _VERDICTS:
         return f'<td class="{cell}">{escape(cell)}</td>'
+    if len(cell) > _LONG:
+        return f'<td class="long">{escape(cell)}</td>'
     return f"<td>{escape(cell)}</td>"
 
 
@@ -119,9 +136,27 @@ def _figure(figure: Figure) -> str:
     )
 
 
-def _block(block: Block) -> str:
+def _headline(block: Headline) -> str:
+    parts = [f'<p class="verdicts">{escape(block.verdicts)}</p>', _table(block.table)]
+    if block.figure is not None:
+        parts.append(_figure(block.figure))
+    return '<section class="headline" id="headline">\n' + "\n".join(parts) + "\n</section>"
+
+
+def _contents(items: Sequence[tuple[str, str]]) -> str:
+    links = "".join(
+        f'<li><a href="#{escape(anchor)}">{escape(text)}</a></li>' for text, anchor in items
+    )
+    return (
+        '<nav class="contents" aria-label="Contents"><strong>Contents</strong>'
+        f"<ol>{links}</ol></nav>"
+    )
+
+
+def _block(block: Block, anchor: str | None = None) -> str:
     if isinstance(block, Heading):
-        return f"<h{block.level}>{escape(block.text)}</h{block.level}>"
+        at = f' id="{escape(anchor)}"' if anchor else ""
+        return f"<h{block.level}{at}>{escape(block.text)}</h{block.level}>"
     if isinstance(block, Paragraph):
         return f"<p>{escape(block.text)}</p>"
     if isinstance(block, Note):
@@ -132,7 +167,12 @@ def _block(block: Block) -> str:
         return _figure(block)
     if isinstance(block, Details):  # collapsed until the reader opens it
         inner = "\n".join(_block(b) for b in block.blocks)
-        return f"<details>\n<summary>{escape(block.summary)}</summary>\n{inner}\n</details>"
+        at = f' id="{escape(anchor)}"' if anchor else ""
+        return f"<details{at}>\n<summary>{escape(block.summary)}</summary>\n{inner}\n</details>"
+    if isinstance(block, Headline):
+        return _headline(block)
+    if isinstance(block, Contents):  # filled by render_html, which sees the whole page
+        return ""
     raise TypeError(f"unknown report block {type(block).__name__}")  # pragma: no cover
 
 
@@ -144,7 +184,13 @@ def render_fragment(blocks: Sequence[Block]) -> str:
 
 def render_html(doc: Document) -> str:
     """The page as text ending in one newline; deterministic for a given document."""
-    body = [_block(block) for block in doc.blocks]
+    ids = anchors(doc.blocks)
+    body = [
+        _contents(contents(doc.blocks))
+        if isinstance(block, Contents)
+        else _block(block, ids.get(i))
+        for i, block in enumerate(doc.blocks)
+    ]
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en">\n<head>\n<meta charset="utf-8">\n'

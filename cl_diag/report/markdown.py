@@ -11,14 +11,17 @@ from urllib.parse import quote
 from cl_diag.report.document import (
     Block,
     Cell,
+    Contents,
     Details,
     Document,
     Figure,
     Heading,
+    Headline,
     Link,
     Note,
     Paragraph,
     Table,
+    contents,
 )
 
 #: Where Markdown (CommonMark / GFM) would read raw HTML or an autolink: a '<' that starts a
@@ -75,6 +78,11 @@ def _block(block: Block) -> list[list[str]]:
     if isinstance(block, Figure):
         caption = _text(block.caption)
         return [[f"![{_cell(block.alt)}]({block.filename})", "", f"*{caption}*"]]
+    if isinstance(block, Headline):
+        parts = [[f"**{_text(block.verdicts)}**"], _table(block.table)]
+        return parts + (_block(block.figure) if block.figure is not None else [])
+    if isinstance(block, Contents):  # filled by render_markdown, which sees the whole page
+        return []
     if isinstance(block, Details):  # Markdown cannot collapse: a section of its own
         heading = [["#" * block.level + " " + _text(block.summary)]]
         return heading + [part for inner in block.blocks for part in _block(inner)]
@@ -83,5 +91,13 @@ def _block(block: Block) -> list[list[str]]:
 
 def render_markdown(doc: Document) -> str:
     """Markdown text ending in one newline; deterministic for a given document."""
-    parts = [part for block in doc.blocks for part in _block(block)]
+    parts = []
+    for block in doc.blocks:
+        if isinstance(block, Contents):
+            items = contents(doc.blocks)
+            parts.append(
+                ["**Contents**", ""] + [f"- [{_cell(text)}](#{anchor})" for text, anchor in items]
+            )
+        else:
+            parts += _block(block)
     return "\n\n".join("\n".join(p) for p in parts) + "\n"

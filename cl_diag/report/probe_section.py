@@ -31,7 +31,7 @@ from cl_diag.result import (
     SplitSize,
 )
 
-__all__ = ["is_test_accuracy", "probe_blocks", "test_images"]
+__all__ = ["is_test_accuracy", "probe_blocks", "probe_settings_tables", "test_images"]
 
 
 def _splits_text(splits: dict[str, SplitSize] | None) -> str:
@@ -160,6 +160,15 @@ def probe_blocks(result: Result) -> list:
     ]
     for probe, reason in (probes.skipped or {}).items():
         blocks.append(Note(f"The {probe} probe was not run: {reason}."))
+    return blocks
+
+
+def probe_settings_tables(result: Result) -> list[Table]:
+    """The probes' settings and fit diagnostics (the weight decay chosen, each L-BFGS fit's
+    iterations, line trials and stop reason): what a report's appendix holds."""
+    probes = result.probes
+    if probes is None:
+        return []
     settings_rows = []
     for probe, block in (
         ("linear", probes.linear),
@@ -178,10 +187,12 @@ def probe_blocks(result: Result) -> list:
             )
         for key, value in flatten(block.settings or {}).items():
             settings_rows.append([probe, key, fmt_setting(value)])
-    if settings_rows:
-        blocks.append(
-            Table(
-                columns=["probe", "setting", "value"], rows=settings_rows, caption="Probe settings."
-            )
+    if not settings_rows:
+        return []
+    return [
+        Table(
+            columns=["probe", "setting", "value"],
+            rows=settings_rows,
+            caption="Probe settings and fit diagnostics.",
         )
-    return blocks
+    ]

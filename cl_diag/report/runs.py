@@ -36,6 +36,7 @@ __all__ = [
     "Run",
     "SeedGroup",
     "config_labels",
+    "group_label",
     "loss_layer",
     "natural_key",
     "ordered",
@@ -47,6 +48,8 @@ __all__ = [
 
 #: the option that makes runs replicates of one config (the seed axis of a sweep)
 SEED_KEY = "seed"
+#: the folder name `cl-diag sweep` gives each run's analysis (left out of a folder label)
+ANALYSIS_FOLDER = "analysis"
 #: the options a label names first, in this order (the loss always)
 LABEL_ORDER = ("loss", "batch_size", "vrn", "temperature")
 
@@ -160,19 +163,72 @@ def config_labels(configs: Sequence[RunConfig], *, exclude: Sequence[str] = ()) 
     return out
 
 
-def unique_labels(names: Sequence[str], configs: Sequence[RunConfig]) -> list[str]:
-    """One unique, human label per run: config differences, else folder names; runs the
-    configs cannot tell apart keep their config label with their folder added."""
-    by_config = config_labels(configs)
-    if not any(by_config) or (len(set(by_config)) == 1 and len(by_config) > 1):
-        return folder_names(names)
-    counts = Counter(by_config)
-    if all(counts[label] == 1 and label for label in by_config):
-        return by_config
+def _deduplicated(labels: Sequence[str], folders: Sequence[str]) -> list[str]:
+    """``labels`` made unique: a repeated label gets its run's folder in brackets, and what is
+    still repeated (a folder named like another run's label) a number."""
+    counts = Counter(labels)
+    shown = [
+        label if counts[label] == 1 else f"{label} [{folder}]" if label != folder else folder
+        for label, folder in zip(labels, folders, strict=True)
+    ]
+    again = Counter(shown)
+    seen: Counter = Counter()
+    out = []
+    for label in shown:
+        seen[label] += 1
+        out.append(label if again[label] == 1 else f"{label} #{seen[label]}")
+    return out
+
+
+def _without_analysis(name: str) -> str:
+    parts = PurePath(name).parts
+    return "/".join(parts[:-1]) if len(parts) > 1 and parts[-1] == ANALYSIS_FOLDER else name
+
+
+def unique_labels(
+    names: Sequence[str], configs: Sequence[RunConfig], given: Sequence[str | None] = ()
+) -> list[str]:
+    """One unique, human label per run. A label the user ``given`` (``--label DIR=NAME``; None
+    where none was) is used as it is; a run with a training config is called by the options
+    that differ between the runs that have one (:func:`config_labels`), a run without one (an
+    embeddings file, a foreign checkpoint) by its folder or file name. Labels repeated all the
+    same get the run's folder added; when the configs tell no run apart, every run is called
+    by its folder."""
+    fixed = list(given) + [None] * (len(names) - len(given))
     folders = folder_names(names)
+    has_config = [bool(c.options) for c in configs]
+    # a run without a config is called by the folder it was analysed from: "runs/clip" for
+    # "runs/clip/analysis" (the folder `cl-diag sweep` and the README's commands write)
+    bare = folder_names([_without_analysis(n) for n in names])
+    # options differ only between runs that record them: a run without a config would make
+    # every option of the others "differ" (the whole config as a label)
+    by_config = iter(config_labels([c for c, has in zip(configs, has_config, strict=True) if has]))
+    labels = [
+        next(by_config) if has else plain for has, plain in zip(has_config, bare, strict=True)
+    ]
+    config_runs = [label for label, has in zip(labels, has_config, strict=True) if has]
+    if len(config_runs) > 1 and len(set(config_runs)) == 1:
+        labels = list(folders)  # the configs tell no run apart
+    labels = [label or folder for label, folder in zip(labels, folders, strict=True)]
+    labels = [f if f is not None else label for f, label in zip(fixed, labels, strict=True)]
+    return _deduplicated(labels, bare)
+
+
+def group_label(
+    configs: Sequence[RunConfig], labels: Sequence[str], exclude: Sequence[str]
+) -> list[str]:
+    """The name of each run's group when the options ``exclude`` are left out (a finding's
+    group): the options that still differ between the runs with a config, or the run's own
+    label for a run without one."""
+    has_config = [bool(c.options) for c in configs]
+    named = iter(
+        config_labels(
+            [c for c, has in zip(configs, has_config, strict=True) if has], exclude=exclude
+        )
+    )
     return [
-        label if label and counts[label] == 1 else f"{label} [{folder}]".strip()
-        for label, folder in zip(by_config, folders, strict=True)
+        (next(named) or label) if has else label
+        for has, label in zip(has_config, labels, strict=True)
     ]
 
 

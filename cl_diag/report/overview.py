@@ -1,0 +1,173 @@
+"""A report's first screen and its frame: the headline, the contents and the appendix.
+
+Both report kinds (one run's, :mod:`cl_diag.report.analysis`; a comparison's,
+:mod:`cl_diag.report.comparison`) open the same way (issue 24): the title, then a
+:class:`~cl_diag.report.document.Headline` -- the verdict counts of the report's findings
+(:func:`verdict_line`, counted from the evaluated registry, never written by hand), the few
+numbers a run is read by (:data:`HEADLINE_METRICS` on the layer the loss sees, and the best probe
+accuracy) and the one figure that carries them (the layer's similarity distributions; in a
+comparison the figure a finding rests on, else the runs' overlaid negatives) -- then the table of
+contents. Probe internals and fit diagnostics (the L-BFGS fits' iterations and line trials, the
+probes' settings) go to a collapsed appendix at the end (:func:`appendix`); result.json keeps
+them all.
+
+The section builders stay as they were: :func:`arrange` takes the blocks they made and moves the
+headline figure and the appendix into place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from cl_diag.report.document import (
+    Block,
+    Cell,
+    Contents,
+    Details,
+    Figure,
+    Headline,
+    Paragraph,
+    Table,
+    fmt,
+    pct,
+    pct_interval,
+)
+from cl_diag.report.findings import NOT_APPLICABLE, Finding
+from cl_diag.report.metrics import HEADLINE_PROBE_METRICS, PAIR_METRICS, Metric
+from cl_diag.report.probe_section import test_images
+from cl_diag.result import Probes, Result
+from cl_diag.vocabulary import PairType
+
+__all__ = [
+    "APPENDIX",
+    "HEADLINE_METRICS",
+    "appendix",
+    "arrange",
+    "best_probe",
+    "headline_rows",
+    "verdict_line",
+]
+
+#: the title of the collapsed appendix
+APPENDIX = "Appendix: probe internals and fit diagnostics"
+
+#: what to count, in the order a headline names them: the predictions' verdicts
+_VERDICTS = ("supported", "contradicted", "inconclusive", NOT_APPLICABLE)
+
+
+def _pair_metric(kind: PairType, statistic: str, title: str) -> Metric:
+    metric = next(m for m in PAIR_METRICS if m.key == f"{kind.value}_{statistic}")
+    return Metric(metric.key, title, metric.read, metric.unit)
+
+
+#: the pair numbers a headline shows, on the layer the loss sees: alignment of the positives,
+#: the cross-view negatives' mean and spread, and their share below δ = −1/(n_ref − 1) (the
+#: excessive separation of Lee et al., ICML 2025)
+HEADLINE_METRICS = (
+    _pair_metric(PairType.POSITIVE, "mean", "positive mean (alignment)"),
+    _pair_metric(PairType.CROSS_VIEW_NEGATIVE, "mean", "cross-view negative mean"),
+    _pair_metric(PairType.CROSS_VIEW_NEGATIVE, "std", "cross-view negative std"),
+    _pair_metric(
+        PairType.CROSS_VIEW_NEGATIVE, "excessive_ratio", "excessive separation (share below δ)"
+    ),
+)
+
+
+def verdict_line(findings: Sequence[Finding]) -> str:
+    """The verdict counts of a report's findings, one line: each prediction verdict (zeros
+    included, so that "0 contradicted" is read, not inferred), the descriptions, and how many
+    consistency checks hold."""
+    predictions = [f for f in findings if f.kind == "prediction"]
+    descriptions = [f for f in findings if f.kind == "description"]
+    checks = [f for f in findings if f.kind == "consistency"]
+    if not findings:
+        return "Findings: no claim of the registry (docs/claims.md) applies."
+    parts = [
+        ", ".join(f"{sum(f.verdict == v for f in predictions)} {v}" for v in _VERDICTS)
+        + " (predictions of the registry)"
+    ]
+    if descriptions:
+        parts.append(f"{len(descriptions)} described without a verdict")
+    if checks:
+        holding = sum(f.verdict == "holds" for f in checks)
+        parts.append(f"consistency checks: {holding} of {len(checks)} hold")
+    return "Findings: " + "; ".join(parts) + "."
+
+
+def best_probe(probes: Probes | None) -> tuple[Metric, float] | None:
+    """The highest headline probe accuracy (linear top-1, kNN top-1) and its metric."""
+    if probes is None:
+        return None
+    found = [(m, v) for m in HEADLINE_PROBE_METRICS if isinstance(v := m.read(probes), float)]
+    return max(found, key=lambda mv: mv[1]) if found else None
+
+
+def _value(metric: Metric, value: object) -> str:
+    if metric.key.endswith("excessive_ratio"):
+        return pct(value)
+    return fmt(value)
+
+
+def headline_rows(result: Result, layer: str) -> list[list[Cell]]:
+    """One run's headline numbers (quantity, value) on ``layer``, and its best probe."""
+    here = result.layers.get(layer)
+    rows: list[list[Cell]] = []
+    for metric in HEADLINE_METRICS:
+        value = None if here is None else metric.read(here)
+        if value is not None:
+            rows.append([metric.title, _value(metric, value)])
+    best = best_probe(result.probes)
+    if best is not None:
+        metric, value = best
+        assert result.probes is not None
+        rows.append(
+            [
+                f"best probe accuracy ({metric.title}, {result.probes.layer})",
+                pct_interval(value, test_images(result.probes)),
+            ]
+        )
+    return rows
+
+
+def appendix(tables: Sequence[Table]) -> list[Details]:
+    """The collapsed appendix holding ``tables`` (nothing without them)."""
+    if not tables:
+        return []
+    intro = Paragraph(
+        "What the probes were fitted with and how their fits went; every number is also in "
+        "result.json."
+    )
+    return [Details(APPENDIX, (intro, *tables))]
+
+
+def _take_figure(blocks: list[Block], filename: str | None) -> Figure | None:
+    """Remove the figure ``filename`` from ``blocks`` (a pointer to the headline in its
+    place) and return it."""
+    for i, block in enumerate(blocks):
+        if isinstance(block, Figure) and block.filename == filename:
+            blocks[i] = Paragraph(
+                f"Figure {filename} is the headline's, at the top of the page: {block.caption}"
+            )
+            return block
+    return None
+
+
+def arrange(
+    blocks: Sequence[Block],
+    *,
+    verdicts: str,
+    table: Table,
+    figure: str | None,
+    appendix_blocks: Sequence[Block] = (),
+) -> list[Block]:
+    """The report's blocks in their reading order: the title (``blocks[0]``), the headline
+    (``verdicts``, ``table`` and the figure named ``figure``, moved out of its section),
+    the contents, the sections, then ``appendix_blocks`` before the trailing collapsed sections
+    (the environment)."""
+    body = list(blocks[1:])
+    headline = Headline(verdicts, table, _take_figure(body, figure))
+    end = len(body)
+    while end > 0 and isinstance(body[end - 1], Details):
+        end -= 1
+    body[end:end] = list(appendix_blocks)
+    return [blocks[0], headline, Contents(), *body]
