@@ -377,12 +377,14 @@ def ssem_blocks(result: Result, ssem: Ssem, loss_layer: str | None) -> list:
                 "the trend in α, not the values)."
             )
         )
-    if ssem.small_alpha:
+    if ssem.outside_ssem_region:
         blocks.append(
             Note(
-                "Small-α regime: with α ≤ 0.1 at τ ≤ 0.1, free optimisation of this loss (variant "
-                "B) left the SSEM (same-instance views, then only negatives, split apart; "
-                "paper-notes 11.3); the prediction may not describe the optimum here."
+                f"Outside the SSEM's region: α = {fmt(ssem.alpha)} < α_s = "
+                f"{fmt(ssem.alpha_split)}, where the optimum of this loss (variant B) parts the "
+                "views of each instance (a same-instance view sits in every denominator but is "
+                "never a supervised positive) and lies below the SSEM's loss; the SSEM's "
+                "prediction does not describe the optimum here (docs/ssem.md)."
             )
         )
     return blocks
