@@ -308,8 +308,9 @@ def test_committed_grid_evidence_supports_the_region():
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("m", "n"), [(2, 2), (2, 3), (3, 2)])
-@pytest.mark.parametrize("tau", [0.1, 0.3])
+@pytest.mark.parametrize("tau", [0.2, 0.3])
 def test_free_optimisation_matches_the_region_on_a_grid(m, n, tau):
+    # tau = 0.1 passes too but L-BFGS needs minutes a point there (docs/ssem-region.csv has it)
     a_s, a_c = view_split_threshold(tau, m, n), collapse_threshold(tau, m, n)
     for alpha in (0.0, a_s - 0.03, 0.5 * (a_s + a_c), a_c + 0.05, 0.7):
         if not 0.0 <= alpha <= 1.0:
