@@ -23,7 +23,7 @@ of the monitor's own calls per step.
 
 ``--clock cpu`` times steps in CPU seconds of this process (with one thread, time spent waiting
 for a core is not counted). Measured on the project's idle 2-core machine, torch 2.14, 2 threads,
-wall clock (README "Python API" has the table):
+wall clock (docs/implementation.md, "The training-time monitor", has the table):
 
     digits    --no-excessive, 200 rounds: step 43 ms, monitor 0.39 ms, 0.994 [0.980, 1.007]
     digits    Monitor(n_ref=50000), 200 rounds: step 37 ms, monitor 1.8 ms, 0.964 [0.950, 0.978]

@@ -25,7 +25,7 @@ The training monitor, :class:`cl_diag.Monitor`, lives in :mod:`cl_diag.measureme
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -41,10 +41,13 @@ __all__ = ["Result", "compare", "load", "measure"]
 
 def measure(
     z1: object,
-    z2: object,
+    z2: object = None,
     labels: object = None,
     n_ref: int | None = None,
     *,
+    keys: str | Sequence[str] | None = None,
+    cross_modal: bool | None = None,
+    probes: str | Sequence[str] = "all",
     pairs: str = "exact",
     num_pairs: int = 5000,
     seed: int = 0,
@@ -55,7 +58,16 @@ def measure(
 
     ``z1``, ``z2``: torch tensors or numpy arrays of shape (n, d), row i of each the two
     views of instance i (rounded to float32 as a file's are; a tensor is measured on its
-    device). ``labels``: n integer class labels (adds the by-class split of the negatives).
+    device). Or ``z1`` a dict of arrays (e.g. ``dict(np.load("clip.npz"))``) and ``z2``
+    omitted: ``keys`` names its two views, view 1 first (``("image_embeds",
+    "text_embeds")`` or ``"image_embeds,text_embeds"``; default ``z1``, ``z2``), and its
+    ``labels`` array, if any, gives the labels; a missing name is a :class:`UserError`
+    listing the arrays present. ``cross_modal``: the views come from two encoders, so the
+    modality gap is measured (default: when ``keys`` is given; as ``--cross-modal``).
+    ``probes``: "all", "none", "retrieval" or a list, as ``--probes``: retrieval of the
+    positive in both directions (exact pairs only); the probes that need a dataset's labelled
+    splits are listed as skipped. ``labels``: n integer class labels (adds the by-class split
+    of the negatives).
     ``n_ref``: the number of training instances of the threshold delta = -1/(n_ref - 1)
     (default n). ``pairs``: "exact" (all pairs, streamed), "sampled" (``num_pairs`` per
     type, drawn with ``seed``) or "moments" (exact means and variances over all pairs in
@@ -70,9 +82,14 @@ def measure(
     ``{"kind": "arrays", "sha256": ...}`` (the arrays' digest, see
     :func:`cl_diag.io.embeddings.embeddings_from_arrays`).
     """
-    from cl_diag.io.embeddings import embeddings_from_arrays
-    from cl_diag.options import PYTHON
-    from cl_diag.orchestration.analyze import PairOptions, measure_embeddings
+    from cl_diag.io.embeddings import embeddings_from_arrays, missing_keys_message
+    from cl_diag.options import DEFAULT_KEYS, LABELS_KEY, PROBES, PYTHON, split_keys
+    from cl_diag.orchestration.analysis_config import option_names
+    from cl_diag.orchestration.analyze import (
+        PairOptions,
+        embeddings_views,
+        measure_embeddings,
+    )
     from cl_diag.result import Source
 
     options, n_ref = PairOptions.checked(
@@ -84,9 +101,53 @@ def measure(
         block_size=block_size,
         hist_bins=hist_bins,
     )
-    embeddings = embeddings_from_arrays(z1, z2, labels, where="the arrays given to cl_diag.measure")
-    source = Source(kind="arrays", sha256=embeddings.sha256)
-    return measure_embeddings(embeddings, n_ref=n_ref, options=options, source=source)
+    named = split_keys(keys, PYTHON)
+    two_encoders = cross_modal if cross_modal is not None else named is not None
+    if not isinstance(two_encoders, bool):
+        raise UserError(f"cross_modal={cross_modal!r} must be True, False or None.")
+    chosen = option_names(probes, PROBES, "probes", spelling=PYTHON)
+    where = "the arrays given to cl_diag.measure"
+    if isinstance(z1, Mapping):
+        if z2 is not None:
+            raise UserError(
+                "cl_diag.measure got a dict of arrays and z2 as well; with a dict, name its two "
+                "views with keys=('A', 'B') and drop z2."
+            )
+        first, second = named if named is not None else DEFAULT_KEYS
+        missing = [k for k in (first, second) if k not in z1]
+        if missing:
+            fix = "Name two of them with keys=('A', 'B'), view 1 first."
+            raise UserError(
+                missing_keys_message(
+                    "the dict given to cl_diag.measure", missing, sorted(map(str, z1)), fix
+                )
+            )
+        arrays: Mapping = z1
+        if labels is None:
+            labels = arrays.get(LABELS_KEY)
+        where = f"the arrays {first!r} and {second!r} given to cl_diag.measure"
+        z1, z2 = arrays[first], arrays[second]
+    elif named is not None:
+        raise UserError(
+            "keys= names two arrays of a dict: pass the dict as the first argument "
+            "(cl_diag.measure(arrays, keys=...)), or pass z1 and z2 without keys."
+        )
+    elif z2 is None:
+        raise UserError(
+            "cl_diag.measure takes two views, z1 and z2 (or a dict of arrays with keys=)."
+        )
+    embeddings = embeddings_from_arrays(z1, z2, labels, where=where)
+    source = Source(
+        kind="arrays", sha256=embeddings.sha256, views=embeddings_views(named, two_encoders)
+    )
+    return measure_embeddings(
+        embeddings,
+        n_ref=n_ref,
+        options=options,
+        source=source,
+        probes=chosen,
+        cross_modal=two_encoders,
+    )
 
 
 def compare(

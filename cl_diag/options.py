@@ -52,8 +52,10 @@ __all__ = [
     "ANALYZE",
     "CLI",
     "DATASETS",
+    "DEFAULT_KEYS",
     "DEVICES",
     "KEY_ENCODERS",
+    "LABELS_KEY",
     "LOGGERS",
     "MAX_PARAMETERS",
     "MAX_SEED",
@@ -81,6 +83,7 @@ __all__ = [
     "check_products",
     "check_values",
     "in_config",
+    "split_keys",
 ]
 
 # --------------------------------------------------------------------------- vocabularies
@@ -673,6 +676,10 @@ ANALYZE = OptionTable(
         _WORKERS,
         _opt("amp", bool),
         _opt("overwrite", bool),
+        # embeddings files only: the two arrays that are the views, and whether they come
+        # from two encoders (None: when --keys names them)
+        _maybe("keys", str, hint="two array names, e.g. image_embeds,text_embeds"),
+        _maybe("cross_modal", bool),
         # the side of the images encoded (--image-size; cl_diag.analyze's image_size)
         _maybe("image_size", int, low=1, high=MAX_IMAGE_SIZE, hint="the crop side in pixels"),
     ),
@@ -739,3 +746,55 @@ MONITOR = OptionTable(
 
 #: ``cl_diag.measure``'s keywords: the pair options.
 MEASURE = ANALYZE.only((o.name for o in _PAIRS), name="measure")
+
+#: the arrays of an embeddings file read as its two views when ``--keys`` is not given
+DEFAULT_KEYS = ("z1", "z2")
+#: the array of an embeddings file read as its class labels (never a view)
+LABELS_KEY = "labels"
+
+
+def split_keys(value: Any, spelling: Spelling = CLI) -> tuple[str, str] | None:
+    """``--keys A,B`` (or ``keys=("A", "B")`` / ``keys="A,B"`` in Python) as the names of the
+    two arrays of an embeddings file that are its views, view 1 first; None for None. Two
+    different names, neither empty nor the labels' array: else an :class:`OptionError`."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        names = tuple(part.strip() for part in value.split(","))
+        shown = value
+    elif isinstance(value, (tuple, list)) and all(isinstance(v, str) for v in value):
+        names = tuple(v.strip() for v in value)
+        shown = ",".join(value)
+    else:
+        raise OptionError(
+            spelling.message(
+                f"{spelling.given('keys', value)} must name two arrays, e.g. "
+                + (
+                    "--keys image_embeds,text_embeds."
+                    if spelling.style == "cli"
+                    else "keys=('image_embeds', 'text_embeds')."
+                )
+            ),
+            "keys",
+        )
+    problem = None
+    if len(names) != 2 or not all(names):
+        problem = f"names {len([n for n in names if n])} array(s); it takes exactly two"
+    elif names[0] == names[1]:
+        problem = "names one array twice; the two views are two different arrays"
+    elif LABELS_KEY in names:
+        problem = f"names '{LABELS_KEY}', the class labels' array, as a view"
+    if problem is not None:
+        example = (
+            "--keys image_embeds,text_embeds"
+            if spelling.style == "cli"
+            else "keys=('image_embeds', 'text_embeds')"
+        )
+        raise OptionError(
+            spelling.message(
+                f"{spelling.given('keys', shown)} {problem}: give the two arrays that are the "
+                f"views, view 1 first, e.g. {example}."
+            ),
+            "keys",
+        )
+    return names[0], names[1]

@@ -62,6 +62,9 @@ QUANTILES = (1, 5, 25, 50, 75, 95, 99)
 LAYERS = ("projector", "backbone")
 #: the one layer of an embeddings file (and of a toy checkpoint's learned vectors)
 EMBEDDING_LAYER = "embedding"
+#: ``source.kind`` of embeddings measured as given (a file, or arrays from Python): no encoder,
+#: no training config, origin unknown
+EMBEDDING_SOURCES = ("embeddings", "arrays")
 #: the raw-pixel baseline's one retrieval "layer": the baseline of every layer's retrieval
 PIXELS = "pixels"
 #: the probe baselines, in report order: what training added over pixels and over the init
@@ -146,6 +149,7 @@ class PairStats(Record):
     exact: tuple[str, ...] | None = optional("moments mode: the statistics over every pair")
     sampling: Sampling | None = optional("moments mode: the sample of the other statistics")
     by_class: ClassSplit | None = optional("negative types, with labels: the split by class")
+    by_view: ViewSplit | None = optional("within-view negatives of embeddings: each view's own")
 
     @property
     def negative(self) -> bool:
@@ -161,6 +165,30 @@ class PairStats(Record):
         if isinstance(d, dict) and "excessive_ratio" in d and "excessive_count" not in d:
             (at / "excessive_count").fail("is missing")  # a negative type's count
         return super().from_dict(d, at)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ViewMoments(Record):
+    """The within-view negatives of one view, (x_i, x_j) with i < j: their ``count``
+    n(n-1)/2, mean, population variance (ddof 0) and std, exact over every pair in closed
+    form (cl_diag.measurement.modality.within_view_by_view)."""
+
+    count: int
+    mean: float | None
+    var: float | None = key("population variance (ddof 0)")
+    std: float | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ViewSplit(Record):
+    """The within-view negatives split by view: ``u`` the pairs (u_i, u_j) of view 1, ``v``
+    the pairs (v_i, v_j) of view 2 (i < j). Exact in every mode. The pooled block's count is
+    the sum of the two, its mean their count-weighted mean and its variance the weighted mean
+    of theirs plus the between-view part (law of total variance); for two encoders the two
+    can differ widely, which the pooled numbers hide."""
+
+    u: ViewMoments
+    v: ViewMoments
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -272,6 +300,40 @@ class Collapse(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class CrossViewMoments(Record):
+    """Mean and population variance (ddof 0) of the positives (u_i, v_i) and of the
+    cross-view negatives (u_i, v_j), i != j, exact over every pair in closed form."""
+
+    positive_mean: float | None
+    positive_var: float | None
+    negative_mean: float | None
+    negative_var: float | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModalityGap(Record):
+    """The modality gap of two views from different encoders (Liang et al., NeurIPS 2022,
+    "Mind the Gap"), on the L2-normalised rows (cl_diag.measurement.modality.modality_gap):
+    the view centroids mu_1 = mean_i u_i and mu_2 = mean_i v_i, ``centroid_distance``
+    ||mu_1 - mu_2||, ``between_view_variance`` ||mu_1 - mu_2||^2 / 4 (the variance of the
+    pooled 2n rows explained by which view a row is from), ``total_variance`` E||z - mu||^2
+    = 1 - ||mu||^2 with mu = (mu_1 + mu_2) / 2 (the pooled rows' total variance) and
+    ``variance_share`` their ratio in [0, 1]; ``before`` and ``after`` the cross-view
+    statistics as measured and with the gap removed (each view centred on its own centroid,
+    u'_i = (u_i - mu_1) / ||u_i - mu_1||, likewise v, rows re-normalised). ``after`` is None
+    when a centred row is zero (a row equal to its view's centroid), which no direction
+    represents."""
+
+    centroid_distance: float
+    centroid_norms: ViewValues = key("||mu_1||, ||mu_2||")
+    between_view_variance: float
+    total_variance: float
+    variance_share: float | None = key("between / total; null when the total is 0")
+    before: CrossViewMoments
+    after: CrossViewMoments | None = key("gap removed; null when a centred row is 0")
+
+
+@dataclass(frozen=True, kw_only=True)
 class Layer(Record):
     """One measured layer: n instances of dimension d, its pair statistics by pair type
     (:data:`PAIR_TYPES`), its geometry and, with labels, its class-collapse diagnostics."""
@@ -281,6 +343,7 @@ class Layer(Record):
     pairs: dict[str, PairStats] = key(f"pair type ({', '.join(PAIR_TYPES)}) -> its statistics")
     geometry: Geometry
     collapse: Collapse | None = optional("with labels only")
+    modality_gap: ModalityGap | None = optional("views from two encoders (--keys, --cross-modal)")
 
 
 # --------------------------------------------------------------------------- probes
@@ -318,12 +381,23 @@ class KnnProbe(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
-class Retrieval(Record):
-    """Retrieval of the positive: rank_i = 1 + #{j != i : s_ij >= s_ii} of v_i among all v
-    for u_i; Recall@k = (1/n) #{i : rank_i <= k} and the median rank."""
+class RetrievalScores(Record):
+    """Recall@k by k and the median rank of one retrieval direction."""
 
     recall: dict[int, float | None] = key("Recall@k by k", pattern="recall_at_{}")
     median_rank: float | None = optional()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Retrieval(Record):
+    """Retrieval of the positive: rank_i = 1 + #{j != i : s_ij >= s_ii} of v_i among all v
+    for u_i; Recall@k = (1/n) #{i : rank_i <= k} and the median rank. ``reverse``: the same
+    with the roles swapped (v_i queried among all u: view 2 -> view 1), measured for
+    embeddings (e.g. text -> image after image -> text)."""
+
+    recall: dict[int, float | None] = key("Recall@k by k", pattern="recall_at_{}")
+    median_rank: float | None = optional()
+    reverse: RetrievalScores | None = optional("view 2 -> view 1: v_i queried among all u")
     settings: dict[str, Any] | None = optional()
 
 

@@ -772,13 +772,20 @@ def test_rerender_removes_only_its_own_stale_files(tmp_path):
 def test_staged_output_prunes_only_files_it_proves_it_wrote(tmp_path):
     """Issue 11: a listing proves ownership only by the seal of a file's current content; a
     planted list of names, an entry outside the folder or a folder in its place remove nothing.
-    Issue 26: nor does a listing of plain SHA-256 hashes (what sha256sum prints)."""
+    Issue 26: nor does a listing of plain SHA-256 hashes (what sha256sum prints), nor the real
+    seals of files that lack cl-diag's mark."""
     import hashlib
 
     from cl_diag.io.output import OWNED_FILES, listing_text, seal, staged_output
 
     def sha(text: str) -> str:
         return hashlib.sha256(text.encode()).hexdigest()
+
+    def marked(text: str) -> str:  # an SVG that begins as cl-diag's figures do
+        return (
+            '<?xml version="1.0" encoding="utf-8"?>\n <metadata>\n    <dc:creator>\n'
+            f"     <cc:Agent>\n      <dc:title>cl-diag</dc:title>\n{text}\n"
+        )
 
     def sealed(text: str, name: str) -> str:
         path = tmp_path / "sealed"
@@ -789,7 +796,8 @@ def test_staged_output_prunes_only_files_it_proves_it_wrote(tmp_path):
     (out / "sub").mkdir(parents=True)
     (tmp_path / "outside.txt").write_text("keep")
     (out / "sub" / "x").write_text("keep")
-    (out / "old.svg").write_text("stale")
+    (out / "old.svg").write_text(marked("stale"))
+    (out / "mine.svg").write_text("<svg>mine</svg>")
     (out / "folder.svg").mkdir()
     # the listing of earlier versions (bare names) proves nothing
     (out / OWNED_FILES).write_text("../outside.txt\nsub/x\nold.svg\nfolder.svg\n..\n")
@@ -797,11 +805,13 @@ def test_staged_output_prunes_only_files_it_proves_it_wrote(tmp_path):
         (staging / "new.svg").write_text("new")
     assert (tmp_path / "outside.txt").read_text() == "keep"
     assert (out / "sub" / "x").read_text() == "keep" and (out / "folder.svg").is_dir()
-    assert (out / "old.svg").read_text() == "stale" and (out / "new.svg").read_text() == "new"
+    assert (out / "old.svg").read_text() == marked("stale")
+    assert (out / "new.svg").read_text() == "new"
+    (out / "new.svg").write_text(marked("new"))  # as if cl-diag's own figure
     # plain hashes that match the files prove nothing either
     (out / OWNED_FILES).write_text(
         "# cl-diag: the files it wrote in this folder, as <sha256>  <name>. Do not edit.\n"
-        f"{sha('stale')}  old.svg\n{sha('new')}  new.svg\n"
+        f"{sha(marked('stale'))}  old.svg\n{sha(marked('new'))}  new.svg\n"
     )
     with staged_output(out, kind="analysis") as staging:
         (staging / "other.svg").write_text("other")
@@ -812,8 +822,9 @@ def test_staged_output_prunes_only_files_it_proves_it_wrote(tmp_path):
             "analysis",
             {
                 "sub/x": [sealed("other", "sub/x")],
-                "old.svg": [sealed("stale", "old.svg")],
-                "new.svg": [sealed("new", "new.svg")],
+                "old.svg": [sealed(marked("stale"), "old.svg")],
+                "new.svg": [sealed(marked("new"), "new.svg")],
+                "mine.svg": [sealed("<svg>mine</svg>", "mine.svg")],
             },
         )
         + f"{sealed('keep', '../outside.txt')}  ../outside.txt\n"
@@ -822,6 +833,8 @@ def test_staged_output_prunes_only_files_it_proves_it_wrote(tmp_path):
         (staging / "result.json").write_text("{}")
     assert (tmp_path / "outside.txt").read_text() == "keep" and (out / "sub" / "x").exists()
     assert not (out / "old.svg").exists() and not (out / "new.svg").exists()
+    # the real seal of a file without cl-diag's mark proves nothing: the user's figure stays
+    assert (out / "mine.svg").read_text() == "<svg>mine</svg>"
     assert (out / "result.json").read_text() == "{}"
     assert (out / OWNED_FILES).read_text().splitlines()[1:] == [
         f"{sealed('{}', 'result.json')}  result.json"

@@ -6,9 +6,11 @@ systems (``EXDEV``), so cl-diag stages its outputs on ``--out``'s own file syste
 mount a tmpfs (as root, which this sandbox and CI are; elsewhere they are skipped with the
 reason) and run every command into it, then rerun them after a failure.
 
-Ownership: a listing is proven by seals, not by plain SHA-256 hashes a user can make of files
-they already have; nothing is ever removed through a symbolic link; one folder holds one kind
-of output; staging folders carry a marker; no recipe or probe suite chooses where output goes.
+Ownership: a listing proves nothing on its own -- not with plain SHA-256 hashes, not even with
+the real seals (which anyone can compute): a file is cl-diag's only when it also carries
+cl-diag's mark, which every file cl-diag writes begins with and a user's own file does not;
+nothing is ever removed through a symbolic link; one folder holds one kind of output; staging
+folders carry a marker; no recipe or probe suite chooses where output goes.
 """
 
 from __future__ import annotations
@@ -22,7 +24,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cl_diag.io.output import OWNED_FILES, STAGING_MARKER, STAGING_MARKER_TEXT, seal
+from cl_diag.io.output import (
+    OWNED_FILES,
+    STAGING_MARKER,
+    STAGING_MARKER_TEXT,
+    carries_mark,
+    listing_text,
+    seal,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 TOY = ROOT / "trainers" / "rebuttal-toy.toml"
@@ -183,24 +192,176 @@ def test_a_planted_listing_with_real_hashes_deletes_nothing(run_cli, tmp_path):
     assert (out / "report.md").read_text() == "my report"
 
 
+def test_a_planted_listing_with_the_real_seals_deletes_nothing(run_cli, tmp_path):
+    """The seal's recipe is public, so a planter can list the *real* seal of each of the user's
+    files, under today's header. The files lack cl-diag's mark, so the listing still proves
+    nothing: a stale one stays, and one in the way of an output stops the run (exit 2)."""
+    source = embeddings(tmp_path / "e.npz")
+    made = tmp_path / "made"
+    assert run_cli("analyze", source, "--out", made, "-q").code == 0
+    mine = {
+        "notes.md": b"# my notes\n",
+        "notes.json": b'{"schema": "mine"}\n',
+        "table.csv": b"label,value\n1,2\n",
+        "page.html": b"<!DOCTYPE html>\n<title>mine</title>\n",
+        # a matplotlib figure of the user's, all but cl-diag's creator like cl-diag's own
+        "figure.svg": (made / "spectrum_embedding.svg")
+        .read_bytes()
+        .replace(b"<dc:title>cl-diag</dc:title>", b"<dc:title>me</dc:title>"),
+        "report.md": b"# my report\n",  # where analyze writes
+    }
+    out = tmp_path / "out"
+    out.mkdir()
+    for name, data in mine.items():
+        (out / name).write_bytes(data)
+    seals = {name: [seal(out / name, name) or ""] for name in mine}
+    assert all(seals.values()) and not any(carries_mark(out / n, n) for n in mine)
+    (out / OWNED_FILES).write_text(listing_text("analysis", seals))
+    refused(
+        run_cli("analyze", source, "--out", out, "-q"),
+        "already holds report.md",
+        "does not carry cl-diag's mark",
+        "Nothing was written",
+    )
+    assert files(out) == {**mine, OWNED_FILES: listing_text("analysis", seals).encode()}
+    # with the report moved away, the run goes through and leaves every other file alone
+    (out / "report.md").rename(tmp_path / "report.md")
+    done = run_cli("analyze", source, "--out", out, "-q")
+    assert done.code == 0, done.err
+    for name, data in mine.items():
+        if name != "report.md":
+            assert (out / name).read_bytes() == data, name
+    # and cl-diag's own outputs, marked and listed, are replaced and pruned as before
+    assert files(out)["report.md"] == files(made)["report.md"]
+    assert run_cli("analyze", source, "--out", out, "-q").code == 0
+
+
+def test_every_file_cl_diag_writes_into_an_output_folder_carries_its_mark(run_cli, tmp_path):
+    """What makes ownership provable: each file analyze, compare and reproduce write begins
+    with cl-diag's mark for its suffix (a renderer that loses it would make every rerun refuse)."""
+    from test_report import make_result
+
+    from cl_diag.report import analysis_files, comparison_files
+    from cl_diag.report.comparison import Comparison
+    from cl_diag.report.reproduction import check_reproduction, reproduction_files
+    from cl_diag.result import Result
+
+    source = embeddings(tmp_path / "e.npz")
+    analysis, comparison = tmp_path / "a", tmp_path / "c"
+    assert run_cli("analyze", source, "--out", analysis, "-q").code == 0
+    assert run_cli("compare", analysis, "--out", comparison, "-q").code == 0
+    written = {
+        f"{folder.name}/{name}": folder / name
+        for folder in (analysis, comparison)
+        for name in files(folder)
+        if name != OWNED_FILES
+    }
+    assert "c/provenance.json" in written and "c/comparison.csv" in written
+    runs = []
+    for seed in (1, 2):
+        d = make_result(n=40, n_ref=1000, batch_size=32, seed=seed)
+        d["config"]["seed"] = seed
+        runs.append((f"seed={seed}", Result.from_dict(d)))
+    rendered = [
+        *analysis_files(runs[0][1]),
+        ("result.json", runs[0][1].to_json().encode()),
+        *comparison_files(Comparison(runs)),
+        *reproduction_files(check_reproduction(runs, [r for _, r in runs])),
+    ]
+    names = {name for name, _ in rendered}
+    assert {"comparison_by_seed.csv", "reproduction.json", "reproduction.html"} <= names
+    for index, (name, data) in enumerate(rendered):
+        (tmp_path / f"r{index}").mkdir()
+        written[name] = tmp_path / f"r{index}" / name
+        written[name].write_bytes(data)
+    suffixes = {Path(name).suffix for name in written}
+    assert suffixes == {".json", ".md", ".html", ".svg", ".csv"}
+    unmarked = [name for name, path in written.items() if not carries_mark(path, name)]
+    assert unmarked == []
+    # the mark is the file's start: the same bytes under another start carry none
+    assert not carries_mark(written["result.json"], "result.json.txt")
+    (tmp_path / "x.md").write_bytes(b"\n" + written["report.md"].read_bytes())
+    assert not carries_mark(tmp_path / "x.md", "x.md")
+    # a user's notes about cl-diag are not cl-diag's documents
+    (tmp_path / "notes.md").write_bytes(b"# cl-diag experiments\n\nmine\n")
+    assert not carries_mark(tmp_path / "notes.md", "notes.md")
+
+
+def test_figures_from_before_the_mark_are_refused_until_marked_then_rerun_identically(
+    run_cli, tmp_path
+):
+    """An analysis written before the mark (figures naming no creator, in their files and inside
+    report.html) is refused by name on a rerun; tools/reseal_listings.py marks the figures its
+    listing proves -- giving exactly today's bytes -- after which a rerun replaces everything
+    without --overwrite and writes the same bytes again."""
+    import base64
+    import importlib.util
+    import re
+
+    spec = importlib.util.spec_from_file_location(
+        "reseal_listings", ROOT / "tools" / "reseal_listings.py"
+    )
+    assert spec is not None and spec.loader is not None
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+
+    source = embeddings(tmp_path / "e.npz")
+    out = tmp_path / "out"
+    assert run_cli("analyze", source, "--out", out, "-q").code == 0
+    today = files(out)
+    creator = tool._CREATOR
+
+    def unmark(data: bytes) -> bytes:
+        def embedded(match: re.Match[bytes]) -> bytes:
+            svg = base64.b64decode(match.group(1)).replace(creator, b"")
+            return b"data:image/svg+xml;base64," + base64.b64encode(svg)
+
+        return tool._EMBEDDED.sub(embedded, data.replace(creator, b""))
+
+    old = {name: unmark(data) for name, data in today.items() if name != OWNED_FILES}
+    assert old["spectrum_embedding.svg"] != today["spectrum_embedding.svg"]
+    assert old["report.html"] != today["report.html"]
+    for name, data in old.items():
+        (out / name).write_bytes(data)
+    (out / OWNED_FILES).write_text(
+        listing_text("analysis", {name: [seal(out / name, name) or ""] for name in old})
+    )
+    refused(
+        run_cli("analyze", source, "--out", out, "-q"),
+        "does not carry cl-diag's mark",
+        "--overwrite",
+    )
+    assert files(out)["report.html"] == old["report.html"]
+    figures = [name for name in old if name.endswith(".svg")]
+    said = tool.mark_figures(out / OWNED_FILES)
+    assert said.endswith(f": {len(figures) + 1} file(s) marked"), said  # and report.html
+    assert files(out) == today
+    done = run_cli("analyze", source, "--out", out, "-q")
+    assert done.code == 0, done.err
+    assert files(out) == today
+
+
 def test_removal_never_follows_a_link_out_of_out(run_cli, tmp_path):
     """A listing entry ``link/v.svg`` where ``out/link`` points outside removes nothing, even
     with a valid seal: every path is walked without following links."""
     outside = tmp_path / "outside"
     outside.mkdir()
-    (outside / "v.svg").write_text("<svg>keep</svg>")
     out = tmp_path / "out"
     assert run_cli("analyze", embeddings(tmp_path / "e.npz"), "--out", out, "-q").code == 0
+    # a figure of cl-diag's own, so that only the walk (not the mark) can keep it
+    keep = (out / "spectrum_embedding.svg").read_bytes()
+    (outside / "v.svg").write_bytes(keep)
+    assert carries_mark(outside / "v.svg", "link/v.svg")
     (out / "link").symlink_to(outside)
     lines = [
         f"{seal(outside / 'v.svg', 'link/v.svg')}  link/v.svg",
-        f"{hashlib.sha256(b'<svg>keep</svg>').hexdigest()}  link/v.svg",
+        f"{hashlib.sha256(keep).hexdigest()}  link/v.svg",
     ]
     with open(out / OWNED_FILES, "a", encoding="utf-8") as listing:
         listing.write("\n".join(lines) + "\n")
     done = run_cli("analyze", tmp_path / "e.npz", "--out", out, "-q")
     assert done.code == 0, done.err
-    assert (outside / "v.svg").read_text() == "<svg>keep</svg>"
+    assert (outside / "v.svg").read_bytes() == keep
 
 
 def test_a_sweep_never_writes_through_a_linked_cell(run_cli, tmp_path):

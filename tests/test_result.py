@@ -157,7 +157,8 @@ def test_metric_tables_read_the_typed_blocks():
         "clustering_ari": 0.7707002004780141,
     }
     rows = probe_report_metrics(["projector"])
-    # linear, kNN, then retrieval of each layer, then k-means (the single-run report's order)
+    # linear, kNN, then retrieval of each layer (view 1 -> view 2, then back), then k-means
+    # (the single-run report's order)
     assert [m.key for m in rows] == [
         "linear_top1",
         "linear_top5",
@@ -166,10 +167,15 @@ def test_metric_tables_read_the_typed_blocks():
         "retrieval_projector_recall_at_1",
         "retrieval_projector_recall_at_5",
         "retrieval_projector_recall_at_10",
+        "retrieval_projector_reverse_recall_at_1",
+        "retrieval_projector_reverse_recall_at_5",
+        "retrieval_projector_reverse_recall_at_10",
         "clustering_nmi",
         "clustering_ari",
     ]
     assert rows[4].read(res.probes) == 0.157 and rows[4].accuracy and not rows[-1].accuracy
+    # a checkpoint's retrieval runs one way: no reverse value, so the report shows no such row
+    assert rows[7].read(res.probes) is None
     assert retrieval_metric("backbone", 5, row=True).key == "retrieval_recall_at_5"
     assert retrieval_metric("backbone", 5, row=True).read(res.probes) == 0.41
 

@@ -22,9 +22,11 @@ from cl_diag.orchestration.analysis_config import (
 )
 from cl_diag.recipes import apply_recipe
 from cl_diag.result import BASELINES, LAYERS, Probes, Result
+from cl_diag.vocabulary import PairType
 
 _D = AnalyzeConfig(input=Path("."), out=Path("."))  # one source of truth for the defaults
 _PAIRS, _CKPT, _FOREIGN, _RUN = "Pairs", "Checkpoints", "Foreign checkpoints", "Running"
+_EMB = "Embeddings files"
 
 
 def default_out(source: Path) -> Path:
@@ -99,6 +101,21 @@ def analyze(
     hist_bins: int = typer.Option(
         _D.hist_bins, help="Bins of the stored histogram on [-1, 1].", rich_help_panel=_PAIRS
     ),
+    keys: str | None = typer.Option(
+        None,
+        help="Embeddings files: the two arrays that are the views, view 1 first, e.g. "
+        "image_embeds,text_embeds \\[default: z1,z2]. Naming them also measures the modality "
+        "gap (see --cross-modal).",
+        rich_help_panel=_EMB,
+    ),
+    cross_modal: bool | None = typer.Option(
+        None,
+        "--cross-modal/--no-cross-modal",
+        help="Embeddings files: the two views come from two encoders (image and text...): "
+        "measure the modality gap between their centroids and what removing it does to the "
+        "cross-view statistics \\[default: on with --keys, else off].",
+        rich_help_panel=_EMB,
+    ),
     num_images: int = typer.Option(
         _D.num_images,
         help="Training images sampled (seeded) and augmented twice to make the two views.",
@@ -117,7 +134,9 @@ def analyze(
     ),
     probes: str = typer.Option(
         "all",
-        help=f"Probes: all, none, or a comma-separated subset of {', '.join(PROBES)}.",
+        help=f"Probes: all, none, or a comma-separated subset of {', '.join(PROBES)}. An "
+        "embeddings file gets retrieval (both directions, --pairs exact); the others need a "
+        "dataset's labelled splits.",
         rich_help_panel=_CKPT,
     ),
     baselines: bool = typer.Option(
@@ -235,6 +254,8 @@ def analyze(
 
       cl-diag analyze pairs.npz --out out/ --n-ref 50000
 
+      cl-diag analyze clip.npz --keys image_embeds,text_embeds --out clip-analysis/
+
       cl-diag analyze runs/simclr-b32/last.pt --out runs/simclr-b32/analysis
 
       cl-diag analyze solo/simclr-ep=199.ckpt --dataset cifar100 --data-root ~/data --out a/
@@ -267,6 +288,8 @@ def analyze(
         seed=values["seed"],
         block_size=values["block_size"],
         hist_bins=values["hist_bins"],
+        keys=values["keys"],
+        cross_modal=values["cross_modal"],
         num_images=values["num_images"],
         views=values["views"],
         layers=_names(values["layers"], LAYERS, "--layers", none=False),
@@ -341,6 +364,21 @@ def _print_summary(console: Console, result: Result) -> None:
                 f"{collapse.within_class_variance:.4f}, s_w {_num(collapse.s_w)}, "
                 f"s_b {_num(collapse.s_b)}"
                 + (f", collapsed (< {collapse.epsilon:g})" if collapse.collapsed else ""),
+                highlight=False,
+            )
+        within = layer.pairs.get(PairType.WITHIN_VIEW_NEGATIVE)
+        if within is not None and within.by_view is not None:
+            u, v = within.by_view.u, within.by_view.v
+            console.print(
+                f"{name}: within-view negatives by view: view 1 mean {_num(u.mean)} "
+                f"var {_num(u.var)}; view 2 mean {_num(v.mean)} var {_num(v.var)}",
+                highlight=False,
+            )
+        gap = layer.modality_gap
+        if gap is not None:
+            console.print(
+                f"{name}: modality gap ||mu_1 - mu_2|| {_num(gap.centroid_distance)}, "
+                f"{_pct(gap.variance_share)} % of the pooled variance",
                 highlight=False,
             )
     if result.probes is not None:

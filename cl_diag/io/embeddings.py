@@ -1,7 +1,9 @@
 """Reading two views' embeddings from a user's ``.npz`` or ``.pt`` file.
 
 The file holds ``z1`` and ``z2``, two float arrays of shape (n, d) whose row i
-are the two views of instance i, and optionally ``labels`` (n,) integers.
+are the two views of instance i, and optionally ``labels`` (n,) integers. ``--keys A,B``
+(``keys=``) names other arrays as the two views, e.g. a CLIP user's ``image_embeds`` and
+``text_embeds``; a name the file lacks is a UserError listing the arrays it holds.
 Everything a user can get wrong in the file's format ends in a :class:`UserError`
 that names the problem and the fix. The views' values (matching shapes, n >= 2,
 no NaN/Inf or zero rows, one label per row) are checked once, where they are
@@ -22,6 +24,7 @@ import torch
 
 from cl_diag.errors import UserError
 from cl_diag.io.checkpoints import EXPANSION_RATIO, EXPANSION_SLACK, safe_torch_load, sniff
+from cl_diag.options import DEFAULT_KEYS, LABELS_KEY
 
 FORMAT_HELP = (
     "An embeddings file is a .npz (numpy.savez) or .pt (torch.save of a dict of tensors) holding "
@@ -57,10 +60,6 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-#: the arrays of an embeddings file that are read; any other member is listed, never loaded
-_KEYS = ("z1", "z2", "labels")
-
-
 def _npz_header(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> tuple[tuple, np.dtype]:
     """The shape and dtype a .npy member declares, read from its header only."""
     with archive.open(info) as stream:
@@ -72,8 +71,9 @@ def _npz_header(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> tuple[tuple,
     return shape, dtype
 
 
-def _read_npz(path: Path) -> dict[str, object]:
-    """z1, z2 and labels from a .npz, after checking what each declares against the file."""
+def _read_npz(path: Path, keys: tuple[str, ...]) -> dict[str, object]:
+    """The arrays ``keys`` (the views and labels) from a .npz, after checking what each
+    declares against the file; any other member is listed (as None), never loaded."""
     fix = "Re-save it with numpy.savez."
     if not zipfile.is_zipfile(path):
         raise UserError(
@@ -87,7 +87,7 @@ def _read_npz(path: Path) -> dict[str, object]:
             infos = {
                 Path(i.filename).stem: i for i in archive.infolist() if i.filename.endswith(".npy")
             }
-            wanted = {key: infos[key] for key in _KEYS if key in infos}
+            wanted = {key: infos[key] for key in keys if key in infos}
             declared = 0
             for key, info in wanted.items():
                 shape, dtype = _npz_header(archive, info)
@@ -120,7 +120,7 @@ def _read_npz(path: Path) -> dict[str, object]:
         ) from None
 
 
-def _read_arrays(path: Path) -> dict[str, object]:
+def _read_arrays(path: Path, keys: tuple[str, ...]) -> dict[str, object]:
     """The arrays of an embeddings file, told apart by content (a .npz renamed .pt is still a
     .npz), then read with numpy or the one safe torch.load."""
     try:
@@ -130,7 +130,7 @@ def _read_arrays(path: Path) -> dict[str, object]:
             f"Cannot read {path}: {exc.strerror}. Check the path and its permissions."
         ) from None
     if kind == "npz":
-        return _read_npz(path)
+        return _read_npz(path, keys)
     if kind != "torch":
         raise UserError(f"{path} is neither a .npz nor a .pt file. {FORMAT_HELP}")
     payload = safe_torch_load(path, what="embeddings file", fix=FORMAT_HELP)
@@ -291,13 +291,29 @@ def embeddings_from_arrays(
     )
 
 
-def load_embeddings(path: str | Path, *, payload: dict | None = None) -> Embeddings:
-    """Read an embeddings file and check its format (z1 and z2 real 2-D arrays, labels
+def missing_keys_message(where: object, missing: list[str], found: list[str], fix: str) -> str:
+    """The message for views named that an embeddings file (or dict) lacks: which are missing,
+    every array it holds, and ``fix``."""
+    shown = ", ".join(repr(k) for k in found) or "nothing"
+    absent = " or ".join(repr(m) for m in missing)
+    return f"{where} has no {absent} array; it holds {shown}. {fix}"
+
+
+def load_embeddings(
+    path: str | Path,
+    *,
+    payload: dict | None = None,
+    keys: tuple[str, str] | None = None,
+    option: str = "--keys A,B",
+) -> Embeddings:
+    """Read an embeddings file and check its format (the two views real 2-D arrays, labels
     whole numbers); raise UserError on any problem. The values are checked where they are
     normalised (:func:`cl_diag.measurement.inputs.normalise_views`).
 
     ``payload``: the dict already read from a ``.pt`` file (by
     :func:`cl_diag.models.checkpoints.read_checkpoint_file`), so the file is not loaded twice.
+    ``keys``: the names of the two arrays that are the views (default ``z1``, ``z2``);
+    ``option`` how the message for a missing one shows the option (``--keys A,B``).
     """
     path = Path(path)
     if not path.exists():
@@ -310,18 +326,26 @@ def load_embeddings(path: str | Path, *, payload: dict | None = None) -> Embeddi
         raise UserError(
             f"Cannot read {path}: {exc.strerror}. Check the path and its permissions."
         ) from None
-    arrays = payload if payload is not None else _read_arrays(path)
-    missing = [key for key in ("z1", "z2") if key not in arrays]
-    if missing:
-        found = ", ".join(sorted(map(str, arrays))) or "nothing"
+    named = keys is not None
+    first, second = keys if keys is not None else DEFAULT_KEYS
+    arrays = payload if payload is not None else _read_arrays(path, (first, second, LABELS_KEY))
+    if not isinstance(arrays, dict):
         raise UserError(
-            f"{path} has no {' or '.join(repr(m) for m in missing)} (found: {found}). {FORMAT_HELP}"
+            f"{path} holds a {type(arrays).__name__}, not a dict of tensors. {FORMAT_HELP}"
         )
-    z1 = _as_float_matrix(arrays["z1"], "z1", path, FORMAT_HELP)
-    z2 = _as_float_matrix(arrays["z2"], "z2", path, FORMAT_HELP)
+    missing = [key for key in (first, second) if key not in arrays]
+    if missing:
+        found = sorted(map(str, arrays))
+        if named:
+            fix = f"Name two of them with {option}, view 1 first."
+        else:
+            fix = f"Name the two views' arrays with {option}. {FORMAT_HELP}"
+        raise UserError(missing_keys_message(path, missing, found, fix))
+    z1 = _as_float_matrix(arrays[first], first, path, FORMAT_HELP)
+    z2 = _as_float_matrix(arrays[second], second, path, FORMAT_HELP)
     labels = None
-    if arrays.get("labels") is not None:
-        labels = _as_labels(arrays["labels"], path, FORMAT_HELP)
+    if arrays.get(LABELS_KEY) is not None:
+        labels = _as_labels(arrays[LABELS_KEY], path, FORMAT_HELP)
     return Embeddings(
         z1=z1.contiguous(), z2=z2.contiguous(), labels=labels, path=str(path), sha256=digest
     )

@@ -15,15 +15,23 @@ when it carries that marker or is empty, so a user's folder of a similar name is
 the kind of output the folder holds (``analysis``, ``comparison`` or ``reproduction``) and a
 *seal* of every file the tool wrote there: the SHA-256 of ``cl-diag-owned/2``, a NUL byte, the
 file's name, another NUL and its bytes (:func:`seal`). A seal is not what ``sha256sum`` prints,
-so a listing made from hashes of files one already has -- typed by hand, made by another tool,
-or written by cl-diag before version 2 of the listing (plain SHA-256) -- proves nothing. A later
-run into the same folder
+so a listing made from hashes of files one already has by accident -- typed by hand, made by
+another tool, or written by cl-diag before version 2 of the listing (plain SHA-256) -- proves
+nothing. But the seals are no secret: anyone can compute the seal of a file they can read. So
+the listing alone never proves a file is cl-diag's: the file must also *carry cl-diag's mark*
+(:func:`carries_mark`), the fixed start every file cl-diag writes into an output folder has and
+a user's own file does not -- ``{"schema": "cl-diag/...`` in JSON, ``# cl-diag ...`` as
+Markdown's first line, ``<title>cl-diag ...`` in the HTML head, cl-diag as the SVG's
+``dc:creator``, cl-diag's columns as the CSV's header row (:data:`_MARKS`). A listing planted
+with the real seal of the user's ``notes.md`` therefore removes nothing. A later run into the
+same folder
 
 * refuses a folder that holds another kind of output (an analysis into a comparison's folder,
   or the reverse) unless ``overwrite``;
 * replaces a file of the same name only if the file is proven (a regular file, reached without
-  passing through a symbolic link, whose seal is listed), or with ``overwrite``; anything else
-  -- the user's own ``report.md``, a report they edited -- stops the run before anything moves;
+  passing through a symbolic link, carrying cl-diag's mark, whose seal is listed), or with
+  ``overwrite``; anything else -- the user's own ``report.md``, a report they edited -- stops
+  the run before anything moves;
 * refuses, whatever ``overwrite`` says, when a name it writes is taken by a folder, lies behind
   a symbolic link or a file, or on another file system: every target is checked before the
   first move, so the folder never mixes two runs;
@@ -32,10 +40,15 @@ run into the same folder
   (:data:`REMOVABLE_SUFFIXES`). Nothing outside ``--out`` is ever reached: every path is
   walked one component at a time and a symbolic link anywhere below ``--out`` stops it.
 
+The mark is a constant, not a per-folder random token, on purpose: outputs stay the same bytes
+for the same inputs, seed and environment (docs/reproducibility.md), and a random token would
+prove nothing more -- whoever can compute a file's seal has read its bytes, token included.
+What the mark cannot tell apart is a file that *is* cl-diag's output (it carries the mark)
+whose bytes a planter knows: such a file -- cl-diag's report copied in, or edited in place and
+then re-listed by someone else -- can still be replaced; the user's own files cannot.
+
 During the moves the listing holds the seals of both the old and the new files, so a run killed
-half-way leaves a folder whose files are all still proven. The seals are no secret: they stop
-a listing that merely names or hashes files from deleting them, not someone who can already
-write into ``--out`` (and could delete its files directly).
+half-way leaves a folder whose files are all still proven.
 """
 
 from __future__ import annotations
@@ -66,6 +79,7 @@ __all__ = [
     "STAGING_MARKER",
     "STAGING_MARKER_TEXT",
     "Listing",
+    "carries_mark",
     "check_targets",
     "dumps_json",
     "ensure_writable_parent",
@@ -100,6 +114,27 @@ _OLD_HEADER = "# cl-diag: the files it wrote in this folder"
 _LINE = re.compile(r"^([0-9a-f]{64})  (.+)$")
 #: a listing longer than this is no listing cl-diag wrote
 _MAX_LISTING = 16 << 20
+
+#: cl-diag's mark, by suffix: how every file it writes into an output folder begins (the
+#: renderers' fixed openings; tests/test_reliability_filesystems.py checks that every file
+#: analyze, compare and reproduce write carries it). No user's file begins so unless it was
+#: cl-diag's.
+_DOCUMENTS = rb"cl-diag (?:analysis|comparison|reproduction)"
+_MARKS = {
+    ".json": re.compile(rb'\{\n  "schema": "cl-diag/(?:result|provenance|reproduction)/[0-9]+",\n'),
+    ".md": re.compile(rb"# " + _DOCUMENTS + rb"\n"),
+    ".html": re.compile(
+        rb'<!DOCTYPE html>\n<html lang="en">\n<head>\n(?:<(?:meta|link) [^<>\n]*>\n){0,8}'
+        rb"<title>" + _DOCUMENTS + rb"[:<]"
+    ),
+    ".svg": re.compile(
+        rb"<\?xml [^\n]*\?>\n(?:[^\n]*\n){0,16}?"
+        rb"    <dc:creator>\n     <cc:Agent>\n      <dc:title>cl-diag</dc:title>\n"
+    ),
+    ".csv": re.compile(rb"(?:label,run,layer|group,layer,n_seeds,seeds,runs),[^\n]*\n"),
+}
+#: how much of a file's start :func:`carries_mark` reads
+_MARK_SPAN = 4096
 
 
 # --------------------------------------------------------------------------- the folder
@@ -182,6 +217,31 @@ def seal(path: Path, name: str) -> str | None:
     return digest.hexdigest()
 
 
+def carries_mark(path: Path, name: str) -> bool:
+    """Whether the regular file ``path`` (written under ``name``) begins with cl-diag's mark for
+    its suffix (:data:`_MARKS`): what a planted listing cannot give a user's own file. A link,
+    a folder, an unreadable file or a suffix cl-diag does not write carries none."""
+    mark = _MARKS.get(PurePosixPath(name).suffix.lower())
+    if mark is None:
+        return False
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        start = b""
+        while len(start) < _MARK_SPAN and (chunk := os.read(fd, _MARK_SPAN - len(start))):
+            start += chunk
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return mark.match(start) is not None
+
+
 def _safe_name(name: str) -> bool:
     # a relative path inside the folder: no parent references, no absolute or odd parts
     if not name or "\\" in name or "\x00" in name:
@@ -215,11 +275,13 @@ def _walk(root: Path, name: str) -> tuple[str | None, os.stat_result | None]:
 
 
 def _proven(root: Path, name: str, seals: Mapping[str, set[str]]) -> bool:
-    """``root/name`` is a regular file reached without a link, and its seal is listed."""
+    """``root/name`` is a regular file reached without a link, it carries cl-diag's mark, and
+    its seal is listed."""
     blocker, info = _walk(root, name)
     if blocker is not None or info is None or not stat.S_ISREG(info.st_mode):
         return False
-    return seal(root / name, name) in seals.get(name, set())
+    listed = seals.get(name, set())
+    return bool(listed) and carries_mark(root / name, name) and seal(root / name, name) in listed
 
 
 @dataclass(frozen=True)
@@ -320,11 +382,26 @@ def check_targets(
             f" ... ({len(foreign)} in all)" if len(foreign) > 8 else ""
         )
         them = "it" if len(foreign) == 1 else "them"
+        # listed with the right seal but without cl-diag's mark: a figure of a cl-diag before
+        # the mark, or the user's file under a planted listing
+        unmarked = [
+            name
+            for name in foreign
+            if seal(root / name, name) in listing.seals.get(name, set())
+            and not carries_mark(root / name, name)
+        ]
         old = (
             f" Its {OWNED_FILES} was written by an earlier cl-diag and proves nothing now; if "
             f"{them} are cl-diag's own, pass --overwrite once."
             if listing.old
-            else ""
+            else (
+                f" {OWNED_FILES} lists {unmarked[0]}, but the file does not carry cl-diag's "
+                "mark (what every file cl-diag writes begins with), so the listing proves "
+                "nothing; if it is cl-diag's own, from an earlier version, delete it or pass "
+                "--overwrite once."
+                if unmarked
+                else ""
+            )
         )
         raise UserError(
             f"--out {out} already holds {shown}, which cl-diag did not write (or which changed "

@@ -276,13 +276,19 @@ def unknown_layout_message(path: Path, payload: Any, mapping: KeyMapping | None 
 
 
 def read_checkpoint_file(
-    path: str | Path, *, arch: str | None = None, mapping: KeyMapping | None = None
+    path: str | Path,
+    *,
+    arch: str | None = None,
+    mapping: KeyMapping | None = None,
+    views: tuple[str, str] | None = None,
 ) -> CheckpointFile:
     """Open ``path`` safely and say which of the supported kinds it is (UserError otherwise).
 
     ``arch`` (``--arch``) lets any state dict be read as the ``state-dict`` layout; ``mapping``
     (``--rename`` before recognising; ``--backbone-prefix``: the ``mapped`` layout) applies to
-    foreign checkpoints only."""
+    foreign checkpoints only. ``views`` (``--keys``): the names of an embeddings file's two
+    arrays, which make any torch file holding a dict an embeddings file (the reader then
+    names the arrays it lacks)."""
     path = Path(path)
     if not path.exists():  # analyze's wording (its tests and users know it)
         raise UserError(f"No such file: {path}. {_GIVE}")
@@ -302,7 +308,7 @@ def read_checkpoint_file(
             "not-torch",
         )
     payload = safe_torch_load(path, fix="Copy or save it again.")
-    if isinstance(payload, dict) and "z1" in payload and "z2" in payload:
+    if views is not None or (isinstance(payload, dict) and "z1" in payload and "z2" in payload):
         return CheckpointFile(path, "embeddings", payload)
     if _is_cl_diag(payload):
         return CheckpointFile(path, "cl-diag", payload)

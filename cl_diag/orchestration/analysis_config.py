@@ -17,10 +17,11 @@ from typing import Any
 
 from cl_diag.errors import UserError
 from cl_diag.io.output import check_targets, ensure_writable_parent
-from cl_diag.options import ANALYZE, CLI, MEASURE, PROBES, Spelling, check_values
+from cl_diag.options import ANALYZE, CLI, MEASURE, PROBES, Spelling, check_values, split_keys
 from cl_diag.result import LAYERS, RESULT_NAME
 
 __all__ = [
+    "EMBEDDINGS_FIELDS",
     "FILE_FIELDS",
     "MODULE_INPUT",
     "PROBES",
@@ -49,6 +50,10 @@ FILE_FIELDS = (
     "renames",
     "image_size",
 )
+
+#: AnalyzeConfig fields that describe an embeddings file: its two views' arrays (``--keys``)
+#: and whether they come from two encoders (``--cross-modal``); refused for a checkpoint.
+EMBEDDINGS_FIELDS = ("keys", "cross_modal")
 
 
 #: options of ``analyze`` recorded (``commands.analyze``) under an earlier name -> their name
@@ -91,6 +96,11 @@ class AnalyzeConfig:
     seed: int = 0
     block_size: int | None = None
     hist_bins: int = 100
+    # ---- embeddings files only (refused for a checkpoint)
+    #: "A,B": the arrays that are the two views (default z1, z2)
+    keys: str | None = None
+    #: the views come from two encoders: measure the modality gap (None: when keys are named)
+    cross_modal: bool | None = None
     # ---- checkpoints only (ignored for an embeddings file)
     num_images: int = 5000
     layers: tuple[str, ...] = LAYERS
@@ -166,6 +176,17 @@ class AnalyzeConfig:
         return cls(**out)
 
     @property
+    def view_keys(self) -> tuple[str, str] | None:
+        """The two arrays ``keys`` names (checked by :func:`check_analysis`), or None."""
+        return split_keys(self.keys)
+
+    @property
+    def two_encoders(self) -> bool:
+        """Whether the views come from two encoders (the modality gap is measured):
+        ``cross_modal`` when given, else whether ``keys`` names the two arrays."""
+        return self.cross_modal if self.cross_modal is not None else self.keys is not None
+
+    @property
     def pair_options(self) -> PairOptions:
         return PairOptions(
             pairs=self.pairs,
@@ -224,6 +245,7 @@ def check_analysis(config: AnalyzeConfig, *, spelling: Spelling = CLI) -> Analyz
     values = {f.name: getattr(config, f.name) for f in fields(AnalyzeConfig)}
     declared = {k: v for k, v in values.items() if k in ANALYZE}
     config = replace(config, **check_values(declared, ANALYZE, spelling=spelling))
+    split_keys(config.keys, spelling)  # two different arrays, neither the labels
     if config.views > 2 and config.pairs != "exact":
         cli = spelling.style == "cli"  # as typed: --pairs moments; pairs='moments' in Python
         pairs = f"--pairs {config.pairs}" if cli else spelling.given("pairs", config.pairs)

@@ -62,6 +62,7 @@ from cl_diag.options import (
     check_products,
 )
 from cl_diag.orchestration.analysis_config import (
+    EMBEDDINGS_FIELDS,
     FILE_FIELDS,
     MODULE_INPUT,
     PROBES,
@@ -176,6 +177,8 @@ def measure_layer(
     device: torch.device | None = None,
     ranks: Ranks = SINGLE,
     more_views: Sequence[torch.Tensor] = (),
+    by_view: bool = False,
+    cross_modal: bool = False,
 ) -> Layer:
     """Pair statistics and geometry of one layer's two views, normalised once for both.
 
@@ -184,7 +187,10 @@ def measure_layer(
     ``device``: where to measure (None: where the views are); ``ranks``: the ranks of a
     torchrun job, which each pass the same views and get the same layer. ``more_views``:
     views 3..V of the same instances (``analyze --views V``, exact pairs): the pair statistics
-    run over every view pair and every view, the geometry over views 1 and 2.
+    run over every view pair and every view, the geometry over views 1 and 2. ``by_view``: the
+    within-view negatives of each view as well (``by_view`` of their block, exact in every
+    mode); ``cross_modal``: the views come from two encoders, so the layer gets its modality
+    gap (:mod:`cl_diag.measurement.modality`).
     """
     from cl_diag.measurement.geometry import geometry_of
     from cl_diag.measurement.pairs import pair_statistics_of
@@ -237,7 +243,20 @@ def measure_layer(
 
         # O(n d) from class sums, so every rank computes it whole (same views, same bits)
         collapse = class_collapse_of(views, codes)
-    return Layer(n=views.n, d=views.d, pairs=pairs, geometry=geo, collapse=collapse)
+    gap = None
+    if by_view or cross_modal:  # O(n d^2) closed forms, the same bits on every rank
+        from cl_diag.measurement.modality import modality_gap, within_view_by_view
+
+        threads = torch.get_num_threads()
+        within = PairType.WITHIN_VIEW_NEGATIVE
+        if by_view:
+            split = within_view_by_view(views, workers=threads)
+            pairs = {**pairs, within: replace(pairs[within], by_view=split)}
+        if cross_modal:
+            gap = modality_gap(views, workers=threads)
+    return Layer(
+        n=views.n, d=views.d, pairs=pairs, geometry=geo, collapse=collapse, modality_gap=gap
+    )
 
 
 def build_result(
@@ -322,9 +341,13 @@ def analyze(config: AnalyzeConfig, *, progress: ProgressFactory | None = None) -
         projector_prefix=config.projector_prefix,
         renames=config.renames,
     )
-    file = read_checkpoint_file(config.input, arch=config.arch, mapping=mapping)
+    file = read_checkpoint_file(
+        config.input, arch=config.arch, mapping=mapping, views=config.view_keys
+    )
     if file.kind == "embeddings":
         _refuse_checkpoint_options(config)
+    else:
+        _refuse_embeddings_options(config)
     joined = dist.is_available() and dist.is_initialized()
     run = Runtime.start(device.type)
     try:
@@ -359,6 +382,19 @@ def _refuse_checkpoint_options(config: AnalyzeConfig) -> None:
             f"{shown} describe{'s' if len(given) == 1 else ''} a checkpoint (its architecture, "
             f"data or keys); {config.input} is an embeddings file, measured as it is: drop "
             f"{'it' if len(given) == 1 else 'them'}."
+        )
+
+
+def _refuse_embeddings_options(config: AnalyzeConfig) -> None:
+    """``--keys`` and ``--cross-modal`` describe an embeddings file's arrays: a checkpoint's
+    views are made by one encoder from its images, so they are refused, not ignored."""
+    given = [name for name in EMBEDDINGS_FIELDS if getattr(config, name) is not None]
+    if given:
+        shown = " and ".join(CLI.name(n) for n in given)
+        raise UserError(
+            f"{shown} describe{'s' if len(given) == 1 else ''} the two arrays of an embeddings "
+            f"file; {config.input} is a checkpoint, whose two views one encoder makes from its "
+            f"images: drop {'it' if len(given) == 1 else 'them'}."
         )
 
 
@@ -423,7 +459,9 @@ def analyze_module(
                               training_config={"loss": "simclr", "batch_size": 256})
         res.result.layers["backbone"].pairs["cross_view_negative"].excessive_ratio
     """
-    allowed = sorted({f.name for f in fields(AnalyzeConfig)} - set(FILE_FIELDS))
+    allowed = sorted(
+        {f.name for f in fields(AnalyzeConfig)} - set(FILE_FIELDS) - set(EMBEDDINGS_FIELDS)
+    )
     if "batch_size" in options:  # the encoding batch's name before it had its own
         raise UserError(
             "cl_diag.analyze takes the encoding batch as encode_batch_size (images per "
@@ -496,8 +534,14 @@ def _analyze_embeddings(
             f"--views {config.views} makes views of a checkpoint's training images; "
             f"{config.input} is an embeddings file of two views: drop --views."
         )
-    embeddings = load_embeddings(config.input, payload=payload)
-    source = Source(kind="embeddings", path=str(config.input), sha256=embeddings.sha256)
+    keys = config.view_keys
+    embeddings = load_embeddings(config.input, payload=payload, keys=keys)
+    source = Source(
+        kind="embeddings",
+        path=str(config.input),
+        sha256=embeddings.sha256,
+        views=embeddings_views(keys, config.two_encoders),
+    )
     # one step, said when it starts and ends (an exact pass at large n takes minutes)
     advance = progress(f"measuring the pairs and geometry of {embeddings.n:,} instances", None)
     result = measure_embeddings(
@@ -507,10 +551,65 @@ def _analyze_embeddings(
         source=source,
         device=run.device,
         ranks=run.ranks,
+        probes=config.probes,
+        cross_modal=config.two_encoders,
         commands=Commands(analyze=config.record()),
     )
     advance(1)
     return result
+
+
+def embeddings_views(keys: tuple[str, str] | None, cross_modal: bool) -> dict[str, Any] | None:
+    """What ``source.views`` records of an embeddings file's views: the arrays named and
+    whether they come from two encoders; None for the default z1, z2 of one encoder (the
+    source then reads as it always has)."""
+    if keys is None and not cross_modal:
+        return None
+    views: dict[str, Any] = {}
+    if keys is not None:
+        views["view 1"], views["view 2"] = keys
+    views["encoders"] = "two (cross-modal: the modality gap is measured)" if cross_modal else "one"
+    return views
+
+
+#: why a probe of a checkpoint's labelled splits cannot run on an embeddings file
+_NO_SPLITS = (
+    "it fits and scores on the labelled train and test splits of a dataset; an embeddings "
+    "file holds one set of rows"
+)
+
+
+def embeddings_probes(
+    embeddings: Embeddings, probes: Sequence[str], mode: str, *, is_main: bool = True
+) -> Probes | None:
+    """The probes an embeddings file (or arrays) can feed: label-free retrieval of the positive
+    in both directions (view 1 -> view 2 and back) when asked for; every other probe asked for
+    is listed in ``skipped`` with the reason. Retrieval ranks every pair exactly
+    (O(n^2 d), blocked), so it runs with ``--pairs exact`` only: sampled and moments modes are
+    for sizes where every pair is out of reach, and say so. None when no probe was asked for
+    (and on the ranks > 0 of a torchrun job, which write no result)."""
+    if not probes or not is_main:
+        return None
+    skipped: dict[str, str] = {}
+    retrieval = None
+    if "retrieval" in probes:
+        if mode == "exact":
+            from cl_diag.measurement.probes import retrieval as rank_positives
+
+            scores = rank_positives(
+                embeddings.z1, embeddings.z2, ks=RETRIEVAL_KS, both_directions=True
+            )
+            retrieval = {EMBEDDING_LAYER: scores}
+        else:
+            skipped["retrieval"] = (
+                f"it ranks every pair exactly, O(n^2 d); --pairs {mode} is for sizes where "
+                "every pair is out of reach: run it with --pairs exact"
+            )
+    for probe in _CLASSIFICATION_PROBES:
+        if probe in probes:
+            no_labels = "" if embeddings.labels is not None else ", and no labels"
+            skipped[probe] = _NO_SPLITS + no_labels
+    return Probes(layer=EMBEDDING_LAYER, retrieval=retrieval, skipped=skipped or None)
 
 
 def measure_embeddings(
@@ -521,12 +620,17 @@ def measure_embeddings(
     source: Source,
     device: torch.device | None = None,
     ranks: Ranks = SINGLE,
+    probes: Sequence[str] = (),
+    cross_modal: bool = False,
     commands: Commands | None = None,
 ) -> Result:
-    """The result of two views' embeddings (the layer ``embedding``): pair statistics and
-    geometry against the threshold of ``n_ref`` instances (default: the number of rows).
-    ``cl-diag analyze`` of an embeddings file and :func:`cl_diag.measure` both end here.
-    ``device``: where to measure (None: where the views are); ``ranks``: a torchrun job's."""
+    """The result of two views' embeddings (the layer ``embedding``): pair statistics (the
+    within-view negatives also by view) and geometry against the threshold of ``n_ref``
+    instances (default: the number of rows), the modality gap when ``cross_modal`` (views
+    from two encoders), and the ``probes`` asked for that need no dataset (retrieval,
+    :func:`embeddings_probes`). ``cl-diag analyze`` of an embeddings file and
+    :func:`cl_diag.measure` both end here. ``device``: where to measure (None: where the
+    views are); ``ranks``: a torchrun job's."""
     n_ref = n_ref if n_ref is not None else embeddings.n
     z1, z2, labels = embeddings.z1, embeddings.z2, embeddings.labels
     layer = measure_layer(
@@ -538,12 +642,15 @@ def measure_embeddings(
         where=embeddings.path,
         device=device,
         ranks=ranks,
+        by_view=True,
+        cross_modal=cross_modal,
     )
     return build_result(
         source=source,
         n_ref=n_ref,
         options=options,
         layers={EMBEDDING_LAYER: layer},
+        probes=embeddings_probes(embeddings, probes, options.pairs, is_main=ranks.is_main),
         commands=commands,
         device=device if device is not None else z1.device,
         ranks=ranks,

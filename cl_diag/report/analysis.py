@@ -133,6 +133,103 @@ def by_class_table(result: Result, layer: Layer) -> Table | None:
     )
 
 
+def by_view_table(layer: Layer) -> Table | None:
+    """The within-view negatives of each view beside the pooled ones (embeddings)."""
+    pooled = layer.pairs.get(PairType.WITHIN_VIEW_NEGATIVE)
+    if pooled is None or pooled.by_view is None:
+        return None
+    u, v = pooled.by_view.u, pooled.by_view.v
+    columns = [
+        ("view 1 (u_i, u_j), i < j", u.count, u.mean, u.var, u.std),
+        ("view 2 (v_i, v_j), i < j", v.count, v.mean, v.var, v.std),
+        ("pooled", pooled.count, pooled.mean, pooled.var, pooled.std),
+    ]
+    rows = [
+        [title, *[fmt(c[k]) for c in columns]]
+        for k, title in ((1, "count"), (2, "mean"), (3, "var (population, ddof 0)"), (4, "std"))
+    ]
+    return Table(
+        columns=["statistic", *[c[0] for c in columns]],
+        rows=rows,
+        caption=(
+            f"{PairType.WITHIN_VIEW_NEGATIVE.label.capitalize()} by view: each view's own "
+            "pairs, exact over "
+            "every pair in closed form (in every mode), beside the pooled column of the table "
+            "above. The pooled mean is the count-weighted mean of the two; for views from two "
+            "encoders the two can differ widely, which the pooled numbers hide."
+        ),
+    )
+
+
+def modality_gap_blocks(name: str, layer: Layer) -> list:
+    """The modality gap of a layer whose views come from two encoders (Liang et al. 2022)."""
+    gap = layer.modality_gap
+    if gap is None:
+        return []
+    rows = [
+        [
+            "centroid distance ||μ₁ − μ₂||",
+            fmt(gap.centroid_distance),
+            "μ₁ = mean of the normalised view-1 rows, μ₂ likewise (Liang et al. 2022)",
+        ],
+        [
+            "centroid norms ||μ₁||, ||μ₂||",
+            f"{fmt(gap.centroid_norms.u)}, {fmt(gap.centroid_norms.v)}",
+            "1 − ||μ_k||² is view k's own variance",
+        ],
+        [
+            "between-view variance",
+            fmt(gap.between_view_variance),
+            "||μ₁ − μ₂||² / 4: the pooled rows' variance explained by their view",
+        ],
+        [
+            "total variance",
+            fmt(gap.total_variance),
+            "1 − ||μ||² of the pooled 2n rows, μ = (μ₁ + μ₂)/2",
+        ],
+        [
+            "gap's share of the variance",
+            fmt(gap.variance_share),
+            "between-view / total, in [0, 1]: 0 = the centroids coincide",
+        ],
+    ]
+    stats = [
+        ("positive mean", "positive_mean"),
+        ("positive var", "positive_var"),
+        ("cross-view negative mean", "negative_mean"),
+        ("cross-view negative var", "negative_var"),
+    ]
+    before, after = gap.before, gap.after
+    removed = [
+        [title, fmt(getattr(before, key)), fmt(None if after is None else getattr(after, key))]
+        for title, key in stats
+    ]
+    blocks: list = [
+        Heading(3, f"Modality gap of '{name}'"),
+        Table(
+            columns=["quantity", "value", "convention"],
+            rows=rows,
+            caption="The two views come from two encoders: where their distributions sit on "
+            "the sphere (exact, from the views' sums).",
+        ),
+        Table(
+            columns=["statistic", "as measured", "gap removed"],
+            rows=removed,
+            caption="Cross-view statistics with the gap removed: each view centred on its own "
+            "centroid and its rows re-normalised, u′_i = (u_i − μ₁)/||u_i − μ₁||, likewise v "
+            "(exact over every pair, closed form).",
+        ),
+    ]
+    if after is None:
+        blocks.append(
+            Note(
+                "A row equals its view's centroid, so it has no direction once centred: the "
+                "statistics with the gap removed are not defined."
+            )
+        )
+    return blocks
+
+
 def geometry_table(result: Result, layer: Layer, name: str = "") -> tuple[Table, list[Note]]:
     geo = layer.geometry
     eps = geo.effective_rank.epsilon
@@ -306,6 +403,9 @@ def layer_blocks(result: Result, name: str, layer: Layer) -> list:
     split = by_class_table(result, layer)
     if split is not None:
         blocks.append(split)
+    views = by_view_table(layer)
+    if views is not None:
+        blocks.append(views)
     svg = figures.similarity_distributions(
         {k: s.histogram for k, s in layer.pairs.items()}, thresholds, name
     )
@@ -346,6 +446,7 @@ def layer_blocks(result: Result, name: str, layer: Layer) -> list:
     if layer.collapse is not None:
         table, notes = collapse_table(name, layer.collapse)
         blocks += [Heading(3, f"Class collapse of '{name}'"), table, *notes]
+    blocks += modality_gap_blocks(name, layer)
     return blocks
 
 

@@ -42,7 +42,9 @@ _RC: dict[RcKeyType, Any] = {
     "legend.fontsize": 8.0,
     "legend.framealpha": 0.85,
 }
-_SVG_METADATA = {"Date": None, "Creator": None}
+# "Creator" is cl-diag's mark on its figures (cl_diag.io.output.carries_mark); no date, for
+# the same bytes on every run
+_SVG_METADATA = {"Date": None, "Creator": "cl-diag"}
 
 #: at most this many bars per distribution; finer stored histograms are summed in groups
 MAX_DISPLAY_BINS = 200

@@ -2,13 +2,14 @@
 
 ``print(res)`` of a :class:`~cl_diag.result.Result` is a few lines, never the whole file: what
 was measured (the source, the pair mode, n_ref and δ), each layer's n and d, and the headline
-numbers of :data:`cl_diag.report.metrics.HEADLINE_PAIR_METRICS` (the positive mean; each
-negative type's mean, variance and share below δ) and, when the probes ran,
-:data:`~cl_diag.report.metrics.HEADLINE_PROBE_METRICS`. The metric tables say *what* is
-headline; this module only lays it out: one :class:`~cl_diag.report.document.Table`, printed
-as aligned text or rendered by :func:`cl_diag.report.html.render_fragment` (escaped, no
-script). A comparison's short form (:func:`comparison_table`) is the same numbers with one
-column per run.
+numbers of :data:`cl_diag.report.metrics.HEADLINE_LAYER_METRICS` (the positive mean; each
+negative type's mean, variance and share below δ; for two encoders' views the modality gap)
+and, when the probes ran, :data:`~cl_diag.report.metrics.HEADLINE_PROBE_METRICS` and the
+two-way retrieval of embeddings (:func:`~cl_diag.report.metrics.headline_retrieval_metrics`).
+The metric tables say *what* is headline; this module only lays it out: one
+:class:`~cl_diag.report.document.Table`, printed as aligned text or rendered by
+:func:`cl_diag.report.html.render_fragment` (escaped, no script). A comparison's short form
+(:func:`comparison_table`) is the same numbers with one column per run.
 
 The package root hands :func:`result_text` and :func:`result_html` to the result model
 (:func:`cl_diag.result.use_display`), which sits below the reports and may not import them.
@@ -21,7 +22,12 @@ from dataclasses import replace
 
 from cl_diag.report.document import MISSING, Cell, Paragraph, Table, fmt, pct
 from cl_diag.report.html import render_fragment
-from cl_diag.report.metrics import HEADLINE_PAIR_METRICS, HEADLINE_PROBE_METRICS, Metric
+from cl_diag.report.metrics import (
+    HEADLINE_LAYER_METRICS,
+    HEADLINE_PROBE_METRICS,
+    Metric,
+    headline_retrieval_metrics,
+)
 from cl_diag.result import Layer, Result
 
 __all__ = [
@@ -82,13 +88,13 @@ def headline_table(result: Result) -> Table:
     row has its number in the column of the layer the probes ran on."""
     layers = list(result.layers)
     rows: list[list[Cell]] = [["n × d", *(_layer_size(result.layers[name]) for name in layers)]]
-    for metric in HEADLINE_PAIR_METRICS:
+    for metric in HEADLINE_LAYER_METRICS:
         values = [metric.read(result.layers[name]) for name in layers]
         if any(value is not None for value in values):
             rows.append([metric.title, *(_value(metric, value) for value in values)])
     probes = result.probes
     if probes is not None:
-        for metric in HEADLINE_PROBE_METRICS:
+        for metric in (*HEADLINE_PROBE_METRICS, *headline_retrieval_metrics(probes, probes.layer)):
             value = metric.read(probes)
             if value is not None:
                 cells = [
@@ -109,11 +115,17 @@ def comparison_table(runs: Sequence[tuple[str, Result]]) -> Table:
         here = [result.layers.get(name) for _, result in runs]
         prefix = f"{name}: " if len(layers) > 1 else ""  # one layer: named in the first row
         rows.append([f"{name}: n × d", *(MISSING if x is None else _layer_size(x) for x in here)])
-        for metric in HEADLINE_PAIR_METRICS:
+        for metric in HEADLINE_LAYER_METRICS:
             values = [None if x is None else metric.read(x) for x in here]
             if any(value is not None for value in values):
                 rows.append([f"{prefix}{metric.title}", *(_value(metric, v) for v in values)])
-    for metric in HEADLINE_PROBE_METRICS:
+    retrieval = {
+        metric.key: metric
+        for _, r in runs
+        if r.probes is not None
+        for metric in headline_retrieval_metrics(r.probes, r.probes.layer)
+    }
+    for metric in (*HEADLINE_PROBE_METRICS, *retrieval.values()):
         values = [None if r.probes is None else metric.read(r.probes) for _, r in runs]
         if any(value is not None for value in values):
             layer = {r.probes.layer for _, r in runs if r.probes is not None}

@@ -19,13 +19,17 @@ from cl_diag.vocabulary import NEGATIVE_TYPES, PairType
 __all__ = [
     "COLLAPSE_METRICS",
     "GEOMETRY_METRICS",
+    "HEADLINE_LAYER_METRICS",
     "HEADLINE_PAIR_METRICS",
     "HEADLINE_PROBE_METRICS",
+    "MODALITY_GAP_METRICS",
     "PAIR_METRICS",
     "PROBE_METRICS",
     "Metric",
+    "headline_retrieval_metrics",
     "probe_report_metrics",
     "retrieval_metric",
+    "reverse_retrieval_metric",
 ]
 
 
@@ -164,6 +168,54 @@ HEADLINE_PROBE_METRICS = tuple(
 )
 
 
+def _gap(name: str, title: str) -> Metric:
+    def read(layer: Layer) -> Any:
+        return None if layer.modality_gap is None else getattr(layer.modality_gap, name)
+
+    return Metric(f"modality_gap_{name}", title, read)
+
+
+#: per layer whose views come from two encoders: the modality gap (Liang et al., NeurIPS
+#: 2022), the distance between the two views' centroids and its share of the variance
+MODALITY_GAP_METRICS = (
+    _gap("centroid_distance", "modality gap ‖μ₁ − μ₂‖"),
+    _gap("variance_share", "modality gap's var share"),
+)
+
+#: per layer: every headline number of a layer, the pair statistics' and, for two encoders'
+#: views, the modality gap's (no row where no run measured it)
+HEADLINE_LAYER_METRICS = HEADLINE_PAIR_METRICS + MODALITY_GAP_METRICS
+
+
+def headline_retrieval_metrics(probes: ProbeSet, layer: str) -> tuple[Metric, ...]:
+    """The retrieval headline of ``layer``: Recall@1 in both directions when both were
+    measured (embeddings, where no labelled probe runs and retrieval is what a cross-modal
+    user reads first); none for a checkpoint's one-way retrieval, whose headline is its
+    classification probes."""
+    block = (probes.retrieval or {}).get(layer)
+    if block is None or block.reverse is None:
+        return ()
+    return retrieval_metric(layer, 1), reverse_retrieval_metric(layer, 1)
+
+
+def reverse_retrieval_metric(layer: str, k: int) -> Metric:
+    """Recall@k of the reverse direction (view 2 -> view 1) of the retrieval on ``layer``,
+    measured for embeddings; None where only one direction was measured."""
+
+    def read(probes: ProbeSet) -> Any:
+        block = (probes.retrieval or {}).get(layer)
+        return None if block is None or block.reverse is None else block.reverse.recall.get(k)
+
+    return Metric(
+        f"retrieval_{layer}_reverse_recall_at_{k}",
+        f"retrieval {layer} R@{k} (2→1)",
+        read,
+        "accuracy",
+        f"retrieval of the positive, {layer}, view 2 → view 1, Recall@{k}",
+        k,
+    )
+
+
 def retrieval_metric(layer: str, k: int, *, row: bool = False) -> Metric:
     """Recall@k of the retrieval probe on ``layer``. ``row``: keyed as comparison.csv's
     ``retrieval_recall_at_<k>``, one column for every layer (the row names the layer)."""
@@ -187,6 +239,9 @@ def probe_report_metrics(retrieval_layers: Iterable[str]) -> tuple[Metric, ...]:
     classification = tuple(m for m in PROBE_METRICS if m.unit == "accuracy")
     scores = tuple(m for m in PROBE_METRICS if m.unit != "accuracy")
     retrieval = tuple(
-        retrieval_metric(layer, k) for layer in retrieval_layers for k in RETRIEVAL_KS
+        metric
+        for layer in retrieval_layers
+        for make in (retrieval_metric, reverse_retrieval_metric)
+        for metric in (make(layer, k) for k in RETRIEVAL_KS)
     )
     return classification + retrieval + scores

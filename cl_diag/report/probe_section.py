@@ -21,7 +21,15 @@ from cl_diag.report.document import (
     pct_interval,
 )
 from cl_diag.report.metrics import Metric, probe_report_metrics
-from cl_diag.result import BASELINES, PIXELS, Probes, Result, SplitSize
+from cl_diag.result import (
+    BASELINES,
+    EMBEDDING_SOURCES,
+    PIXELS,
+    RETRIEVAL_KS,
+    Probes,
+    Result,
+    SplitSize,
+)
 
 __all__ = ["is_test_accuracy", "probe_blocks", "test_images"]
 
@@ -57,10 +65,51 @@ def is_test_accuracy(metric: Metric) -> bool:
     return metric.accuracy and metric.key.startswith(("linear_", "knn_"))
 
 
+def _embedding_probe_blocks(probes: Probes) -> list:
+    """The probes of an embeddings file: retrieval of the positive in both directions (no
+    dataset, no labels needed), and why the other probes asked for did not run."""
+    blocks: list = [Heading(2, "Probes")]
+    rows = []
+    for layer, block in (probes.retrieval or {}).items():
+        directions = [("view 1 → view 2 (u_i among all v)", block.recall, block.median_rank)]
+        if block.reverse is not None:
+            directions.append(
+                (
+                    "view 2 → view 1 (v_i among all u)",
+                    block.reverse.recall,
+                    block.reverse.median_rank,
+                )
+            )
+        for title, recall, median in directions:
+            rows.append(
+                [f"{layer}: {title}", *[pct(recall.get(k)) for k in RETRIEVAL_KS], fmt(median)]
+            )
+    if rows:
+        blocks.append(
+            Table(
+                columns=["retrieval", *[f"Recall@{k}" for k in RETRIEVAL_KS], "median rank"],
+                rows=rows,
+                caption=(
+                    "Retrieval of the positive, label-free and exact over every pair (in row "
+                    "blocks, never an n × n matrix): for each query row i of one view, its rank "
+                    "among all n rows of the other view by cosine similarity, rank_i = 1 + "
+                    "#{j ≠ i : s_ij ≥ s_ii} (ties counted against the positive), the positive "
+                    "being the same row; Recall@k = share of queries with rank ≤ k; median rank "
+                    "1 = best. For image and text embeddings: image → text and text → image."
+                ),
+            )
+        )
+    for probe, reason in (probes.skipped or {}).items():
+        blocks.append(Note(f"The {probe} probe was not run: {reason}."))
+    return blocks
+
+
 def probe_blocks(result: Result) -> list:
     probes = result.probes
     if probes is None:
         return []
+    if result.source.kind in EMBEDDING_SOURCES:
+        return _embedding_probe_blocks(probes)
     base_names = [b for b in BASELINES if probes.baseline(b) is not None]
     columns = [
         "probe",

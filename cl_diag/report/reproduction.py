@@ -70,7 +70,13 @@ from cl_diag.report.document import (
 )
 from cl_diag.report.environment import GUARANTEE, distinct_environments, fingerprint_table
 from cl_diag.report.findings import CLAIMS, Finding
-from cl_diag.report.metrics import PROBE_METRICS, Metric, retrieval_metric
+from cl_diag.report.metrics import (
+    MODALITY_GAP_METRICS,
+    PROBE_METRICS,
+    Metric,
+    retrieval_metric,
+    reverse_retrieval_metric,
+)
 from cl_diag.report.runs import run_labels, seed_groups
 from cl_diag.result import RETRIEVAL_KS, Environment, Layer, Result
 from cl_diag.vocabulary import PairType
@@ -269,15 +275,23 @@ def _read(metric: Metric, result: Result, layer: str | None) -> float | None:
 
 def _quantities(results: Sequence[Result]) -> list[tuple[str, Metric, str | None]]:
     """(title, metric, layer) of every number the reports print for these runs: each layer's
-    pair, geometry and collapse statistics, then the probes (retrieval per layer)."""
+    pair, geometry and collapse statistics and, for two encoders' views, its modality gap, then
+    the probes (retrieval per layer, and back from view 2 where embeddings measured it)."""
     layers: list[str] = []
     for result in results:
         layers += [name for name in result.layers if name not in layers]
     out: list[tuple[str, Metric, str | None]] = [
-        (f"{layer} / {m.title}", m, layer) for layer in layers for m in LAYER_METRICS
+        (f"{layer} / {m.title}", m, layer)
+        for layer in layers
+        for m in (*LAYER_METRICS, *MODALITY_GAP_METRICS)
     ]
     probes = list(PROBE_METRICS)
-    probes += [retrieval_metric(layer, k) for layer in layers for k in RETRIEVAL_KS]
+    probes += [
+        make(layer, k)
+        for layer in layers
+        for make in (retrieval_metric, reverse_retrieval_metric)
+        for k in RETRIEVAL_KS
+    ]
     out += [(m.title, m, None) for m in probes]
     return out
 
