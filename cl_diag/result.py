@@ -601,8 +601,10 @@ class Ssem(Record):
     regime: str | None = None
     predicted: SsemPredicted = key(factory=SsemPredicted)
     d_below_mn_minus_1: bool = False
-    alpha_split: float | None = None
-    outside_ssem_region: bool = False
+    # optional: results written before they existed (with ``small_alpha``, now kept in extra)
+    # read and write back byte for byte
+    alpha_split: float | None = optional("alpha_s: below it the SSEM is not the optimum")
+    outside_ssem_region: bool | None = optional("alpha < alpha_s (docs/ssem.md)")
 
 
 @dataclass(frozen=True, kw_only=True)

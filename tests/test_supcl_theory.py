@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -349,3 +350,22 @@ def test_region_functions_refuse_bad_arguments():
         split_ssem_optimum(-0.1, 0.5, 3, 4)
     with pytest.raises(ValueError, match="starts"):
         supcl_free_optimum(0.5, 0.5, 3, 4, starts=0)
+
+
+def test_report_notes_a_run_outside_the_region_also_from_an_older_result():
+    from cl_diag.report.document import Note
+    from cl_diag.report.theory_section import ssem_blocks
+
+    config = RunConfig(batch_size=12, balanced_batch=True, classes_per_batch=4)
+    block, _ = ssem_panel(config, {"alpha": 0.15, "temperature": 0.2}, 24)
+    assert block is not None
+    # an older result recorded neither alpha_split nor outside_ssem_region: recomputed
+    older = replace(block, alpha_split=None, outside_ssem_region=None)
+    for ssem in (block, older):
+        notes = [b for b in ssem_blocks(None, ssem, None) if isinstance(b, Note)]  # type: ignore[arg-type]
+        assert len(notes) == 1 and "α = 0.15 < α_s = 0.193" in notes[0].text
+    inside, _ = ssem_panel(config, {"alpha": 0.2, "temperature": 0.2}, 24)
+    assert inside is not None and not any(
+        isinstance(b, Note)
+        for b in ssem_blocks(None, inside, None)  # type: ignore[arg-type]
+    )

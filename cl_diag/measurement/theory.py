@@ -79,6 +79,7 @@ __all__ = [
     "split_ssem_loss",
     "split_ssem_optimum",
     "split_ssem_similarities",
+    "ssem_alpha_split",
     "ssem_embedding",
     "ssem_loss",
     "ssem_optimum",
@@ -453,6 +454,15 @@ def view_split_threshold(tau: float, m: int, n: int, p: int = 2) -> float:
     tau, m, n, p = _check_ssem(tau, m, n, p, "B")
     rho = math.exp(-m / ((m - 1) * tau))
     return (p - 1) * (1.0 - m * n * p * rho) / (n * p - 1 + (m - 1) * n * p * rho)
+
+
+def ssem_alpha_split(ssem: Ssem) -> float | None:
+    """alpha_s of a recorded SSEM block, recomputed from its tau, m, n and p
+    (:func:`view_split_threshold`), so that results written before the panel recorded
+    ``alpha_split`` are judged the same way; None when the block lacks them."""
+    if ssem.tau is None or ssem.m is None or ssem.n is None or ssem.p is None:
+        return None
+    return view_split_threshold(ssem.tau, ssem.m, ssem.n, ssem.p)
 
 
 def split_ssem_similarities(

@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 
 from cl_diag.measurement.collapse import COLLAPSE_EPSILON
 from cl_diag.measurement.stats import CONFIDENCE, pair_mean_se, pair_var_se
-from cl_diag.measurement.theory import view_split_threshold
+from cl_diag.measurement.theory import ssem_alpha_split
 from cl_diag.report.claim_model import (
     WORKS,
     Claim,
@@ -246,12 +246,9 @@ SSEM_FITS = Condition(
 
 
 def _alpha_split(r: RunData) -> float | None:
-    """alpha_s of a run's SSEM panel, recomputed from its alpha, tau, m, n, p (results written
-    before the panel recorded it hold None)."""
-    ssem = r.ssem
-    if ssem is None or None in (ssem.tau, ssem.m, ssem.n, ssem.p):
-        return None
-    return view_split_threshold(ssem.tau, ssem.m, ssem.n, ssem.p)  # type: ignore[arg-type]
+    """alpha_s of a run's SSEM panel (recomputed: results written before the panel recorded
+    it hold none)."""
+    return None if r.ssem is None else ssem_alpha_split(r.ssem)
 
 
 SSEM_OPTIMUM = Condition(

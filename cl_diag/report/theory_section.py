@@ -9,7 +9,7 @@ statistics and class-collapse diagnostics. Layers other than the loss layer are 
 
 from __future__ import annotations
 
-from cl_diag.measurement.theory import validity
+from cl_diag.measurement.theory import ssem_alpha_split, validity
 from cl_diag.report.document import MISSING, Cell, Heading, Note, Paragraph, Table, fmt
 from cl_diag.result import Eq10, Layer, Result, Ssem, Theory, VarianceBand
 from cl_diag.runconfig import RunConfig, Vrn
@@ -377,11 +377,12 @@ def ssem_blocks(result: Result, ssem: Ssem, loss_layer: str | None) -> list:
                 "the trend in α, not the values)."
             )
         )
-    if ssem.outside_ssem_region:
+    alpha_split = ssem_alpha_split(ssem)  # recomputed: older results do not record it
+    if ssem.alpha is not None and alpha_split is not None and ssem.alpha < alpha_split:
         blocks.append(
             Note(
                 f"Outside the SSEM's region: α = {fmt(ssem.alpha)} < α_s = "
-                f"{fmt(ssem.alpha_split)}, where the optimum of this loss (variant B) parts the "
+                f"{fmt(alpha_split)}, where the optimum of this loss (variant B) parts the "
                 "views of each instance (a same-instance view sits in every denominator but is "
                 "never a supervised positive) and lies below the SSEM's loss; the SSEM's "
                 "prediction does not describe the optimum here (docs/ssem.md)."
