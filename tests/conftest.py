@@ -10,6 +10,13 @@ import os
 import subprocess
 import sys
 
+# Before torch (and its OpenMP runtime, which reads this once, when it loads) is imported: GNU
+# OpenMP's idle threads spin by default, and once torch.set_num_threads has changed the team
+# (the pair pass and deterministic_mode run single-threaded, then restore the count) every
+# small op after it costs 10-20 times the CPU on 2 shared cores (600 Adam steps on 8 x 8
+# embeddings: 0.5 CPU-s before, 10 after). Waiting threads that sleep change no number (the
+# fingerprint does not record this variable), only the CPU the suite burns; children inherit it.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import numpy as np
 import pytest
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -144,30 +145,37 @@ def assert_interrupted(done: subprocess.CompletedProcess, sig: int) -> None:
     assert done.stderr.count("interrupted: ") == 1, done.stderr[-3000:]
 
 
-def count_calls(monkeypatch, hook: str, run) -> int:
-    """How often an uninterrupted ``run()`` in this process calls ``hook``."""
-    calls = 0
-    if hook == "replace":
+def count_calls(monkeypatch, run, *hooks: str) -> dict[str, int]:
+    """How often an uninterrupted ``run()`` in this process calls each of ``hooks``."""
+    calls = dict.fromkeys(hooks, 0)
+    if "replace" in hooks:
         real = os.replace
 
         def replace(*args, **kwargs):
-            nonlocal calls
-            calls += 1
+            calls["replace"] += 1
             return real(*args, **kwargs)
 
         monkeypatch.setattr(os, "replace", replace)
-    else:
+    if "step" in hooks:
         real_step = torch.optim.SGD.step
 
         def step(self, *args, **kwargs):
-            nonlocal calls
-            calls += 1
+            calls["step"] += 1
             return real_step(self, *args, **kwargs)
 
         monkeypatch.setattr(torch.optim.SGD, "step", step)
     run()
     monkeypatch.undo()
     return calls
+
+
+def cli(*args) -> None:
+    """``cl-diag ARGS`` in this process (for module fixtures, which cannot use ``run_cli``)."""
+    from cl_diag.cli import main
+
+    with pytest.raises(SystemExit) as done:
+        main([str(a) for a in args])
+    assert done.value.code in (0, None), f"cl-diag {args[0]} failed with exit {done.value.code}"
 
 
 def leftovers(folder: Path) -> list[str]:
@@ -239,6 +247,7 @@ def test_an_interrupt_while_starting_is_one_line(tmp_path, sig):
         text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         cwd=tmp_path,
+        preexec_fn=default_signals,
     )
     deadline = time.monotonic() + 120
     while not marker.exists() and child.poll() is None and time.monotonic() < deadline:
@@ -254,6 +263,19 @@ def test_an_interrupt_while_starting_is_one_line(tmp_path, sig):
 # --------------------------------------------------------------------------- train
 
 
+TRAIN = ["train", TOY, "--steps", "40", "--quiet"]
+
+
+@pytest.fixture(scope="module")
+def train_reference(tmp_path_factory) -> tuple[Path, dict[str, int]]:
+    """The uninterrupted run every train case ends equal to, trained once for them all, and
+    how often it calls each kill point's function."""
+    reference = tmp_path_factory.mktemp("train") / "reference"
+    with pytest.MonkeyPatch.context() as patch:
+        calls = count_calls(patch, lambda: cli(*TRAIN, "--out", reference), "step", "replace")
+    return reference, calls
+
+
 # SIGINT mid-epoch (an optimizer step), SIGKILL at a rename (last.pt, metrics.csv, ...); the
 # resume test of test_training_resume.py covers SIGKILL between epochs
 @pytest.mark.parametrize(
@@ -262,15 +284,11 @@ def test_an_interrupt_while_starting_is_one_line(tmp_path, sig):
     ids=["SIGINT", "SIGKILL", "SIGTERM"],
 )
 def test_train_interrupted_then_resumed_equals_an_uninterrupted_run(
-    run_cli, monkeypatch, tmp_path, sig, hook
+    run_cli, tmp_path, train_reference, sig, hook
 ):
-    args = ["train", TOY, "--steps", "40", "--quiet"]
-    reference = tmp_path / "reference"
-
-    def uninterrupted():
-        assert run_cli(*args, "--out", reference).code == 0
-
-    k = draw("train", sig, hook).randint(1, count_calls(monkeypatch, hook, uninterrupted))
+    args = TRAIN
+    reference, calls = train_reference
+    k = draw("train", sig, hook).randint(1, calls[hook])
     run = tmp_path / "run"
     done = interrupt(tmp_path, sig, hook, k, *args, "--out", run)
     assert_interrupted(done, sig)
@@ -304,23 +322,32 @@ def toy_checkpoint(tmp_path_factory) -> Path:
     return out / "last.pt"
 
 
+@pytest.fixture(scope="module")
+def analyze_reference(tmp_path_factory, toy_checkpoint) -> tuple[Path, int, Path]:
+    """Made once for every analyze case: the uninterrupted analysis of ``toy_checkpoint`` they
+    end equal to, how often it calls ``os.replace``, and the previous good output each case's
+    ``--out`` starts as (an analysis of another checkpoint)."""
+    root = tmp_path_factory.mktemp("analyze")
+    reference = root / "reference"
+    with pytest.MonkeyPatch.context() as patch:
+        calls = count_calls(
+            patch, lambda: cli("analyze", toy_checkpoint, "--out", reference, "-q"), "replace"
+        )
+    other = root / "other"
+    cli("train", TOY, "--steps", "4", "--out", other, "--quiet")
+    cli("analyze", other / "last.pt", "--out", root / "previous", "-q")
+    return reference, calls["replace"], root / "previous"
+
+
 @pytest.mark.parametrize(
     "sig", [signal.SIGINT, signal.SIGKILL, signal.SIGTERM], ids=["SIGINT", "SIGKILL", "SIGTERM"]
 )
 def test_analyze_interrupted_then_rerun_equals_an_uninterrupted_run(
-    run_cli, monkeypatch, tmp_path, toy_checkpoint, sig
+    run_cli, tmp_path, toy_checkpoint, analyze_reference, sig
 ):
-    reference = tmp_path / "reference"
-
-    def uninterrupted():
-        assert run_cli("analyze", toy_checkpoint, "--out", reference, "-q").code == 0
-
-    calls = count_calls(monkeypatch, "replace", uninterrupted)
+    reference, calls, previous_output = analyze_reference
     out = tmp_path / "out"
-    # the previous good output: an analysis of another checkpoint
-    other = tmp_path / "other"
-    assert run_cli("train", TOY, "--steps", "4", "--out", other, "--quiet").code == 0
-    assert run_cli("analyze", other / "last.pt", "--out", out, "-q").code == 0
+    shutil.copytree(previous_output, out)  # the previous good output, as cl-diag wrote it
     previous = snapshot(out)
 
     k = draw("analyze", sig).randint(1, calls)
@@ -353,7 +380,7 @@ def test_sweep_interrupted_then_rerun_equals_an_uninterrupted_sweep(
     def uninterrupted():
         assert run_cli(*args, "--out", reference).code == 0
 
-    steps = count_calls(monkeypatch, "step", uninterrupted)
+    steps = count_calls(monkeypatch, uninterrupted, "step")["step"]
     assert steps == 16
     out = tmp_path / "out"
     k = draw("sweep", sig).randint(

@@ -123,6 +123,33 @@ def test_a_recipe_reads_the_same_from_the_config_as_from_the_command(path):
     assert read_recipe(path, TrainConfig) == read_recipe(path, command)
 
 
+def test_no_module_outside_the_command_line_imports_typer_or_click():
+    """The fast lane's check that sweep and train need no CLI (the architecture test keeps
+    ``cl_diag.cli`` itself out of every other module): no import of typer or click, at any
+    depth (a function's lazy import too), in any module outside ``cl_diag/cli``."""
+    import ast
+
+    package = ROOT / "cl_diag"
+    offenders = []
+    for path in sorted(package.rglob("*.py")):
+        if path.relative_to(package).parts[0] == "cli":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            else:
+                continue
+            offenders += [
+                f"{path.relative_to(ROOT)}:{node.lineno} imports {name}"
+                for name in names
+                if name.split(".")[0] in ("typer", "click")
+            ]
+    assert offenders == []
+
+
+@pytest.mark.slow  # a fresh interpreter (torch's import); the static test above is the fast lane's
 def test_sweep_and_train_need_no_cli():
     code = (
         "import sys, cl_diag.orchestration.sweep, cl_diag.orchestration.train\n"
