@@ -607,9 +607,11 @@ class Ssem(Record):
     """The simplex-to-simplex embedding model of a ``supcl`` run (paper-notes 11.3;
     cl_diag.measurement.theory.ssem_panel): on the balanced batch of m classes x n instances
     x p views at temperature tau, the collapse threshold alpha_c and the optimum beta* (1:
-    class collapse) with its predicted s_w, s_b and within-class variance 1 - beta*; caveats
-    ``d_below_mn_minus_1`` (the model needs d >= mn - 1) and ``small_alpha`` (alpha <= 0.1 at
-    tau <= 0.1, where variant B left the model in free optimisation)."""
+    class collapse) with its predicted s_w, s_b and within-class variance 1 - beta*; the caveat
+    ``d_below_mn_minus_1`` (the model needs d >= mn - 1); ``alpha_split``, the alpha_s below
+    which the SSEM is not the optimum of variant B (its same-instance views part), and
+    ``outside_ssem_region`` (alpha < alpha_s: the SSEM's prediction does not apply;
+    docs/ssem.md)."""
 
     alpha: float | None = None
     tau: float | None = None
@@ -622,7 +624,10 @@ class Ssem(Record):
     regime: str | None = None
     predicted: SsemPredicted = key(factory=SsemPredicted)
     d_below_mn_minus_1: bool = False
-    small_alpha: bool = False
+    # optional: results written before they existed (with ``small_alpha``, now kept in extra)
+    # read and write back byte for byte
+    alpha_split: float | None = optional("alpha_s: below it the SSEM is not the optimum")
+    outside_ssem_region: bool | None = optional("alpha < alpha_s (docs/ssem.md)")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -175,7 +175,8 @@ def _ssem(alpha: float, predicted: float, *, regime: str | None = None) -> Ssem:
             "regime": regime or ("collapse" if predicted == 0 else "interior"),
             "predicted": {"s_w": None, "s_b": None, "within_class_variance": predicted},
             "d_below_mn_minus_1": False,
-            "small_alpha": False,
+            "alpha_split": -0.1675540590337885,  # view_split_threshold(0.3, 10, 10)
+            "outside_ssem_region": False,
         }
     )
 
@@ -822,3 +823,24 @@ def test_an_accuracy_on_a_grid_has_at_least_its_rounding_for_noise():
     # a continuous statistic has no grid: its spread of 0 stays 0
     centre = finding("toy_centre", 0.0, 0.0)
     assert centre.se is not None and centre.se < 1e-12
+
+
+def test_ssem_claims_have_no_verdict_below_alpha_s():
+    # (m, n, tau) = (4, 3, 0.2): alpha_s = 0.193 < alpha_c = 0.2047 (docs/ssem.md); below
+    # alpha_s the optimum of variant B parts the views of an instance: out of scope
+    def at(alpha: float) -> Ssem:
+        base = _ssem(alpha, 0.0, regime="collapse")
+        return replace(base, tau=0.2, m=4, n=3, alpha_c=0.2047, alpha_split=0.193)
+
+    outside = [replace(r, ssem=at(0.15)) for r in ssem_collapse(0.0, 0.001)]
+    (f,) = run_findings(outside, claims=["ssem_collapse"])
+    assert f.verdict == NOT_APPLICABLE
+    assert "α = 0.15 < α_s = 0.193: the optimum parts the views of an instance" in f.note
+    inside = [replace(r, ssem=at(0.2)) for r in ssem_collapse(0.0, 0.001)]
+    (g,) = run_findings(inside, claims=["ssem_collapse"])
+    assert g.verdict == "supported", g.note
+    # the region is recomputed from tau, m, n, p: a result written before alpha_split (None)
+    # is judged the same way
+    legacy = [replace(r, ssem=replace(at(0.15), alpha_split=None)) for r in outside]
+    (h,) = run_findings(legacy, claims=["ssem_collapse"])
+    assert h.verdict == NOT_APPLICABLE and "α_s = 0.193" in h.note

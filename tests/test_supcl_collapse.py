@@ -25,7 +25,7 @@ import os
 import pytest
 import torch
 
-from cl_diag.measurement.theory import collapse_threshold, ssem_optimum
+from cl_diag.measurement.theory import collapse_threshold, ssem_optimum, view_split_threshold
 from cl_diag.orchestration.analyze import AnalyzeConfig, analyze
 from cl_diag.orchestration.train import TrainConfig, train
 
@@ -91,6 +91,9 @@ def test_within_class_variance_follows_the_collapse_threshold(runs, m, n, tau):
     ssem = below["theory"]["ssem"]
     assert ssem["regime"] == "collapse" and ssem["alpha_c"] == pytest.approx(alpha_c)
     assert (ssem["m"], ssem["n"], ssem["p"]) == (m, n, 2) and not ssem["d_below_mn_minus_1"]
+    # inside the SSEM's region (docs/ssem.md): alpha_s < 0 at these tau
+    assert ssem["alpha_split"] == pytest.approx(view_split_threshold(tau, m, n))
+    assert ssem["alpha_split"] < 0 and ssem["outside_ssem_region"] is False
 
     opt = ssem_optimum(alpha_c + OFFSET, tau, m, n)
     assert opt.regime == "interior" and opt.within_class_variance > 0.1

@@ -63,8 +63,10 @@ from cl_diag.runconfig import RunConfig
 from cl_diag.vocabulary import PairType
 
 __all__ = [
+    "FreeOptimum",
     "SSEMOptimum",
     "SigmoidOptimum",
+    "SplitOptimum",
     "additive_cross_only_condition",
     "additive_optimum_x",
     "alignment_ceiling",
@@ -73,14 +75,22 @@ __all__ = [
     "sigmoid_eq10",
     "sigmoid_eq10_lhs",
     "sigmoid_optimum",
+    "split_ssem_embedding",
+    "split_ssem_loss",
+    "split_ssem_optimum",
+    "split_ssem_similarities",
+    "ssem_alpha_split",
     "ssem_embedding",
     "ssem_loss",
     "ssem_optimum",
     "ssem_panel",
     "ssem_similarities",
+    "supcl_balanced_loss",
+    "supcl_free_optimum",
     "theory_panel",
     "validity",
     "variance_band",
+    "view_split_threshold",
 ]
 
 
@@ -421,6 +431,248 @@ def ssem_optimum(
     return SSEMOptimum(regime, beta, s_w, s_b, 1.0 - beta, alpha_c)
 
 
+# ------------------------------------------- where the SSEM is the optimum: the split-view family
+
+
+def view_split_threshold(tau: float, m: int, n: int, p: int = 2) -> float:
+    """alpha_s(tau; m, n, p): below it the SSEM is *not* the optimum of the ``supcl`` loss
+    (variant B); at and above it the SSEM's optimum is the optimum of the split-view family
+    (:func:`split_ssem_loss`), which holds it (docs/ssem.md, derived there)::
+
+        alpha_s = (p - 1) (1 - m n p rho) / (n p - 1 + (m - 1) n p rho),
+        rho = exp(-m / ((m - 1) tau)).
+
+    Variant B keeps a same-instance view in every denominator but never makes it an L_sup
+    positive, so at small alpha the views of an instance gain by parting (delta > 0):
+    collapse (beta* = 1) is the optimum only for alpha_s <= alpha <= alpha_c, an interior
+    SSEM optimum (alpha > alpha_c) always passes the test, and alpha_c - alpha_s
+    = rho ((m-1) n p + (n-1) p + (p-1) m n p) / (n p - 1 + (m-1) n p rho) > 0. alpha_s <= 0
+    (every alpha in the region) iff m n p rho >= 1, i.e. tau >= m / ((m-1) log(m n p)).
+    Sufficiency against every configuration is established numerically (free optimisation,
+    :func:`supcl_free_optimum`; the grid in docs/ssem.md), not proved.
+    """
+    tau, m, n, p = _check_ssem(tau, m, n, p, "B")
+    rho = math.exp(-m / ((m - 1) * tau))
+    return (p - 1) * (1.0 - m * n * p * rho) / (n * p - 1 + (m - 1) * n * p * rho)
+
+
+def ssem_alpha_split(ssem: Ssem) -> float | None:
+    """alpha_s of a recorded SSEM block, recomputed from its tau, m, n and p
+    (:func:`view_split_threshold`), so that results written before the panel recorded
+    ``alpha_split`` are judged the same way; None when the block lacks them."""
+    if ssem.tau is None or ssem.m is None or ssem.n is None or ssem.p is None:
+        return None
+    return view_split_threshold(ssem.tau, ssem.m, ssem.n, ssem.p)
+
+
+def split_ssem_similarities(
+    beta: float, delta: float, m: int, n: int, p: int = 2
+) -> tuple[float, float, float]:
+    """(s_o, s_w, s_b) of the split-view family at beta, delta >= 0, beta + delta <= 1
+    (gamma = 1 - beta - delta)::
+
+        z_{c,i,k} = sqrt(beta) mu_c + sqrt(gamma) r_{c,i} + sqrt(delta) q_{c,i,k}
+
+    with the SSEM's class means mu_c and offsets r_{c,i} (:func:`ssem_similarities`) and,
+    per instance, a simplex ETF of p view offsets q_{c,i,k} (q.q' = -1/(p-1)) orthogonal to
+    everything else (needs d >= m n p - 1). Then
+
+        s_o = beta + gamma - delta / (p - 1)     the other views of the same instance
+        s_w = beta - gamma / (n - 1)             same class, another instance
+        s_b = -beta / (m - 1)                    another class
+
+    delta = 0 is the SSEM at beta (s_o = 1)."""
+    m, n, p = _check_n(m, "m"), _check_n(n, "n"), _check_n(p, "p")
+    beta, delta = float(beta), float(delta)
+    if not (beta >= 0.0 and delta >= 0.0 and beta + delta <= 1.0 + 1e-15):
+        raise ValueError(
+            f"beta and delta must be >= 0 with beta + delta <= 1, got {beta!r}, {delta!r}"
+        )
+    gamma = max(0.0, 1.0 - beta - delta)
+    return beta + gamma - delta / (p - 1), beta - gamma / (n - 1), -beta / (m - 1)
+
+
+def split_ssem_loss(
+    beta: float, delta: float, alpha: float, tau: float, m: int, n: int, p: int = 2
+) -> float:
+    """The ``supcl`` loss (variant B) of the balanced batch on the split-view family
+    (:func:`split_ssem_similarities`); every anchor has the same row, so with
+    P = (p-1) e^{s_o/tau} + (n-1) p e^{s_w/tau} + (m-1) n p e^{s_b/tau}
+
+        L(beta, delta) = log P - (alpha s_o + (1 - alpha) s_w) / tau,
+
+    convex in (beta, gamma, delta) (a log-sum-exp of linear functions minus a linear one).
+    delta = 0 gives :func:`ssem_loss`."""
+    tau, m, n, p = _check_ssem(tau, m, n, p, "B")
+    s_o, s_w, s_b = split_ssem_similarities(beta, delta, m, n, p)
+    logs = [
+        math.log(p - 1) + s_o / tau,
+        math.log((n - 1) * p) + s_w / tau,
+        math.log((m - 1) * n * p) + s_b / tau,
+    ]
+    top = max(logs)
+    log_d = top + math.log(sum(math.exp(x - top) for x in logs))
+    return log_d - (float(alpha) * s_o + (1.0 - float(alpha)) * s_w) / tau
+
+
+def split_ssem_embedding(beta: float, delta: float, m: int, n: int, p: int = 2) -> np.ndarray:
+    """The split-view family at (beta, delta) as (p, m n, m n p) float64 unit rows: view k of
+    instance c*n + i of class c (:func:`split_ssem_similarities`). Built from the standard
+    basis e_{c,i,k} of R^{mnp}: instance centroids g_{c,i} = mean_k e_{c,i,k}, scaled by
+    sqrt(p), carry the SSEM at beta / (1 - delta) (:func:`ssem_embedding`), and
+    q_{c,i,k} = sqrt(p/(p-1)) (e_{c,i,k} - g_{c,i})."""
+    split_ssem_similarities(beta, delta, m, n, p)  # checks the arguments
+    common = 1.0 - float(delta)
+    base = ssem_embedding(min(1.0, beta / common) if common > 0 else 0.0, m, n)
+    e = np.eye(m * n * p).reshape(m * n, p, m * n * p)
+    g = e.mean(axis=1)  # (mn, mnp)
+    lifted = base @ (math.sqrt(p) * g)  # the SSEM, isometrically in R^{mnp}
+    q = math.sqrt(p / (p - 1)) * (e - g[:, None, :])  # (mn, p, mnp)
+    z = math.sqrt(common) * lifted[:, None, :] + math.sqrt(float(delta)) * q
+    return np.ascontiguousarray(z.transpose(1, 0, 2))
+
+
+class SplitOptimum(NamedTuple):
+    beta: float  # weight of the class means
+    gamma: float  # weight of the instance offsets within a class
+    delta: float  # weight of the view offsets within an instance (0: the SSEM)
+    loss: float  # the supcl loss there
+    s_o: float  # same-instance similarity
+    s_w: float  # same class, another instance
+    s_b: float  # another class
+
+
+def split_ssem_optimum(alpha: float, tau: float, m: int, n: int, p: int = 2) -> SplitOptimum:
+    """The minimum of :func:`split_ssem_loss` over the triangle beta, delta >= 0,
+    beta + delta <= 1: nested bounded scalar minimisation (the loss is jointly convex, so its
+    partial minimum over beta is convex in delta); a point within 1e-12 of the SSEM's optimal
+    loss counts as the SSEM's optimum. Below :func:`view_split_threshold` it lies below the
+    SSEM's optimum (delta* > 0); at and above it, delta* = 0 and it is the SSEM's."""
+    from scipy.optimize import minimize_scalar
+
+    tau, m, n, p = _check_ssem(tau, m, n, p, "B")
+    alpha = float(alpha)
+    if not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}")
+
+    def best_beta(delta: float) -> tuple[float, float]:
+        if delta >= 1.0:
+            return 0.0, split_ssem_loss(0.0, 1.0, alpha, tau, m, n, p)
+        r = minimize_scalar(
+            lambda b: split_ssem_loss(b, delta, alpha, tau, m, n, p),
+            bounds=(0.0, 1.0 - delta),
+            method="bounded",
+            options={"xatol": 1e-12},
+        )
+        ends = [(float(r.x), float(r.fun)), (0.0, split_ssem_loss(0.0, delta, alpha, tau, m, n, p))]
+        ends.append((1.0 - delta, split_ssem_loss(1.0 - delta, delta, alpha, tau, m, n, p)))
+        return min(ends, key=lambda bf: bf[1])
+
+    r = minimize_scalar(
+        lambda dl: best_beta(dl)[1], bounds=(0.0, 1.0), method="bounded", options={"xatol": 1e-12}
+    )
+    candidates = [float(r.x), 0.0, 1.0]
+    delta = min(candidates, key=lambda dl: best_beta(dl)[1])
+    beta, loss = best_beta(delta)
+    # on the SSEM's edge (delta = 0) and at ties within the search's rounding (1e-12), the
+    # SSEM's own optimum (exact by bisection)
+    ssem = ssem_optimum(alpha, tau, m, n, p)
+    ssem_value = ssem_loss(ssem.beta, alpha, tau, m, n, p)
+    if delta == 0.0 or ssem_value <= loss + 1e-12:
+        beta, delta, loss = ssem.beta, 0.0, ssem_value
+    s_o, s_w, s_b = split_ssem_similarities(beta, delta, m, n, p)
+    return SplitOptimum(beta, max(0.0, 1.0 - beta - delta), delta, loss, s_o, s_w, s_b)
+
+
+class FreeOptimum(NamedTuple):
+    loss: float  # the lowest supcl loss the starts reached
+    embedding: np.ndarray  # (p, m n, d) unit rows at it: view k of instance c*n + i
+    losses: tuple[float, ...]  # each start's final loss, in start order
+
+
+def supcl_balanced_loss(
+    z: np.ndarray, alpha: float, tau: float, n: int
+) -> tuple[float, np.ndarray]:
+    """The ``supcl`` loss (variant B) of p views z (p, m n, d) of a balanced batch whose
+    instance c*n + i has class c, and its gradient in z, in float64 numpy (independent of the
+    torch loss in cl_diag.losses.supcl, which tests/test_supcl_theory.py checks it against).
+
+    With G = Z Z^T / tau over the p m n rows (the diagonal excluded) and per-row weights
+    W = alpha S / |S| + (1 - alpha) P / |P| (S: the other views of the instance, P: the views
+    of the other instances of the class), L = mean_a [logsumexp_{j != a} G_aj - sum_k W_ak G_ak]
+    and dL/dZ = (A + A^T) Z / tau with A = (softmax(G) - W) / (p m n)."""
+    p, mn, d = z.shape
+    inst = np.tile(np.arange(mn), p)
+    same_inst = inst[:, None] == inst[None, :]
+    same_class = (inst[:, None] // n) == (inst[None, :] // n)
+    eye = np.eye(p * mn, dtype=bool)
+    own = same_inst & ~eye
+    sup = same_class & ~same_inst
+    w = alpha * own / own.sum(1, keepdims=True) + (1.0 - alpha) * sup / sup.sum(1, keepdims=True)
+    flat = z.reshape(p * mn, d)
+    g = flat @ flat.T / tau
+    g[eye] = -np.inf
+    top = g.max(axis=1, keepdims=True)
+    e = np.exp(g - top)
+    total = e.sum(axis=1, keepdims=True)
+    lse = top[:, 0] + np.log(total[:, 0])
+    loss = float(np.mean(lse - (w * np.where(eye, 0.0, g)).sum(axis=1)))
+    a = (e / total - w) / (p * mn)
+    grad = (a + a.T) @ flat / tau
+    return loss, grad.reshape(p, mn, d)
+
+
+def supcl_free_optimum(
+    alpha: float,
+    tau: float,
+    m: int,
+    n: int,
+    p: int = 2,
+    *,
+    d: int | None = None,
+    starts: int = 3,
+    seed: int = 0,
+) -> FreeOptimum:
+    """Minimise the ``supcl`` loss (variant B) of a balanced batch over free unit vectors:
+    m n instances x p views in R^d (default d = m n p: every configuration of the m n p
+    points fits), float64, L-BFGS on unnormalised vectors X with z = X / ||X|| (the gradient
+    projected through the normalisation), from ``starts`` Gaussian starts seeded
+    ``seed``, ``seed + 1``, ...; the lowest end wins. A numerical check of the closed forms:
+    an upper bound on the true minimum, equal to it when a start reaches the global basin."""
+    from scipy.optimize import minimize
+
+    tau, m, n, p = _check_ssem(tau, m, n, p, "B")
+    alpha = float(alpha)
+    if not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}")
+    d = m * n * p if d is None else _check_n(d, "d", 1)
+    shape = (p, m * n, d)
+
+    def objective(x: np.ndarray) -> tuple[float, np.ndarray]:
+        raw = x.reshape(shape)
+        norms = np.linalg.norm(raw, axis=2, keepdims=True)
+        z = raw / norms
+        loss, grad = supcl_balanced_loss(z, alpha, tau, n)
+        tangent = grad - z * (grad * z).sum(axis=2, keepdims=True)
+        return loss, (tangent / norms).ravel()
+
+    ends = []
+    for start in range(_check_n(starts, "starts", 1)):
+        x0 = np.random.default_rng(seed + start).standard_normal(math.prod(shape))
+        r = minimize(
+            objective,
+            x0,
+            jac=True,
+            method="L-BFGS-B",
+            # tight enough that a converged start is within ~1e-10 of its minimum's loss
+            options={"maxiter": 20000, "maxfun": 40000, "gtol": 1e-9, "ftol": 1e-14},
+        )
+        raw = r.x.reshape(shape)
+        ends.append((float(r.fun), raw / np.linalg.norm(raw, axis=2, keepdims=True)))
+    best = min(ends, key=lambda e: e[0])
+    return FreeOptimum(best[0], best[1], tuple(e[0] for e in ends))
+
+
 # --------------------------------------------------------------------------- the theory panel
 
 
@@ -708,9 +960,11 @@ def ssem_panel(config: RunConfig, hp: Mapping[str, Any], d: object) -> tuple[Sse
     views, variant B (the ``supcl`` loss); ``d`` is the loss layer's dimension. Without
     ``--balanced-batch`` the batches hold no fixed m x n and nothing is predicted (None).
     The block holds alpha, tau, m, n, p, alpha_c, beta*, the regime, the predicted s_w, s_b
-    and within-class variance, and two caveats: ``d_below_mn_minus_1`` (the SSEM needs
-    d >= mn - 1; below, the prediction is qualitative) and ``small_alpha`` (alpha <= 0.1 at
-    tau <= 0.1: variant B left the SSEM in free optimisation there)."""
+    and within-class variance, the caveat ``d_below_mn_minus_1`` (the SSEM needs d >= mn - 1;
+    below, the prediction is qualitative) and the SSEM's region: ``alpha_split`` =
+    :func:`view_split_threshold` and ``outside_ssem_region`` (alpha < alpha_split: the optimum
+    of variant B parts the views of an instance and the SSEM is not its optimum; docs/ssem.md).
+    """
     batch, m = config.batch_size, config.classes_per_batch
     if not (
         config.balanced_batch
@@ -728,7 +982,8 @@ def ssem_panel(config: RunConfig, hp: Mapping[str, Any], d: object) -> tuple[Sse
     opt = ssem_optimum(alpha, tau, m, n, p)
     d_ok = isinstance(d, int) and not isinstance(d, bool)
     narrow = bool(d_ok and d < m * n - 1)  # type: ignore[operator]
-    small = alpha <= 0.1 and tau <= 0.1
+    alpha_split = view_split_threshold(tau, m, n, p)
+    outside = alpha < alpha_split
     block = Ssem(
         alpha=alpha,
         tau=tau,
@@ -743,7 +998,8 @@ def ssem_panel(config: RunConfig, hp: Mapping[str, Any], d: object) -> tuple[Sse
             s_w=opt.s_w, s_b=opt.s_b, within_class_variance=opt.within_class_variance
         ),
         d_below_mn_minus_1=narrow,
-        small_alpha=small,
+        alpha_split=alpha_split,
+        outside_ssem_region=outside,
     )
     verdict = (
         f"alpha = {alpha:g} <= alpha_c: class collapse is predicted (beta* = 1, within-class "
@@ -752,10 +1008,17 @@ def ssem_panel(config: RunConfig, hp: Mapping[str, Any], d: object) -> tuple[Sse
         else f"alpha = {alpha:g} > alpha_c: beta* = {opt.beta:.4g}, within-class variance "
         f"1 - beta* = {opt.within_class_variance:.4g}, s_w = {opt.s_w:.4g}, s_b = {opt.s_b:.4g}"
     )
+    region = (
+        f"alpha = {alpha:g} < alpha_s = {alpha_split:.4g}: outside the SSEM's region, the "
+        "optimum of this loss parts the views of an instance and the SSEM does not describe it "
+        "(docs/ssem.md)"
+        if outside
+        else f"the SSEM is the optimum for alpha >= alpha_s = {alpha_split:.4g} (docs/ssem.md)"
+    )
     sentence = (
         f"SSEM (paper-notes 11.3) for supcl on the balanced batch of m = {m} classes x n = {n} "
         f"instances x p = {p} views at tau = {tau:g}: the collapse threshold is alpha_c = "
-        f"{opt.alpha_c:.4g}; {verdict}."
+        f"{opt.alpha_c:.4g}; {verdict}; {region}."
     )
     return block, sentence
 

@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 
 from cl_diag.measurement.collapse import COLLAPSE_EPSILON
 from cl_diag.measurement.stats import CONFIDENCE, pair_mean_se, pair_var_se
+from cl_diag.measurement.theory import ssem_alpha_split
 from cl_diag.report.claim_model import (
     WORKS,
     Claim,
@@ -242,10 +243,28 @@ SSEM_FITS = Condition(
     lambda r: r.ssem is not None and not r.ssem.d_below_mn_minus_1,
     lambda r: "d < mn − 1",
 )
+
+
+def _alpha_split(r: RunData) -> float | None:
+    """alpha_s of a run's SSEM panel (recomputed: results written before the panel recorded
+    it hold none)."""
+    return None if r.ssem is None else ssem_alpha_split(r.ssem)
+
+
 SSEM_OPTIMUM = Condition(
-    "a regime where the SSEM is the optimum (not α ≤ 0.1 at τ ≤ 0.1 of variant B)",
-    lambda r: r.ssem is not None and not r.ssem.small_alpha,
-    lambda r: "α ≤ 0.1 at τ ≤ 0.1 (variant B leaves the SSEM)",
+    "α ≥ α_s(τ; m, n, p), where the SSEM is the optimum of variant B (docs/ssem.md)",
+    lambda r: (
+        r.ssem is not None
+        and r.ssem.alpha is not None
+        and (split := _alpha_split(r)) is not None
+        and r.ssem.alpha >= split
+    ),
+    lambda r: (
+        f"α = {fmt(r.ssem.alpha)} < α_s = {fmt(_alpha_split(r))}: the optimum parts the views "
+        "of an instance, the SSEM is not the optimum"
+        if r.ssem is not None and _alpha_split(r) is not None
+        else "no SSEM region"
+    ),
 )
 COLLAPSE_REGIME = Condition(
     "α ≤ α_c (the SSEM predicts collapse, β* = 1)",
@@ -623,9 +642,10 @@ _ENTRIES: Sequence[Claim | Identity] = (
         domain=(RECORDED, HAS_SSEM),
         scope=(COLLAPSE_REGIME, BALANCED, SSEM_FITS, SSEM_OPTIMUM),
         at_scope=(
-            "supcl runs with balanced batches at α ≤ α_c(τ; m, n, p), where the SSEM is the "
-            "optimum of the loss on one batch (d ≥ mn − 1, not the small-α regime of variant B)"
-            "; the seeds are the replicates (one run: no interval)"
+            "supcl runs with balanced batches at α_s ≤ α ≤ α_c(τ; m, n, p), where the SSEM is "
+            "the optimum of the loss on one batch (d ≥ mn − 1; below α_s the views of an "
+            "instance part at the optimum: out of scope, docs/ssem.md); the seeds are the "
+            "replicates (one run: no interval)"
         ),
         precondition=Precondition(
             "the views' own spread (1 − s_pos)/2 is at most half the tolerance",
@@ -651,7 +671,7 @@ _ENTRIES: Sequence[Claim | Identity] = (
         scope=(ABOVE_ALPHA_C, BALANCED, SSEM_FITS, SSEM_OPTIMUM),
         at_scope=(
             "supcl runs with balanced batches at α > α_c, where the SSEM is the optimum (d ≥ "
-            "mn − 1, not the small-α regime of variant B); the seeds are the replicates"
+            "mn − 1; α > α_c > α_s always, docs/ssem.md); the seeds are the replicates"
         ),
         precondition=Precondition(
             "the views' own spread (1 − s_pos)/2 is at most half the tolerance",
@@ -674,10 +694,11 @@ _ENTRIES: Sequence[Claim | Identity] = (
         margin_text="0.05 in within-class variance per unit α",
         margin_why="5 % of the variance's range 0–1 over the whole range of α",
         domain=(RECORDED, HAS_SSEM),
-        scope=(BALANCED, SSEM_FITS),
+        scope=(BALANCED, SSEM_FITS, SSEM_OPTIMUM),
         at_scope=(
             "supcl runs with balanced batches that differ only in α and the seed, some α above"
-            " α_c; a linear slope tests the direction, not the threshold's place"
+            " α_c, each at α ≥ α_s (where the SSEM is the optimum, docs/ssem.md); a linear "
+            "slope tests the direction, not the threshold's place"
         ),
         precondition=Precondition("some α above α_c", _spans_alpha_c),
         figure="alpha_variance",

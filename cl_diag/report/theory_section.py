@@ -9,7 +9,7 @@ statistics and class-collapse diagnostics. Layers other than the loss layer are 
 
 from __future__ import annotations
 
-from cl_diag.measurement.theory import validity
+from cl_diag.measurement.theory import ssem_alpha_split, validity
 from cl_diag.report.document import MISSING, Cell, Heading, Note, Paragraph, Table, fmt
 from cl_diag.result import Eq10, Layer, Result, Ssem, Theory, VarianceBand
 from cl_diag.runconfig import RunConfig, Vrn
@@ -377,12 +377,15 @@ def ssem_blocks(result: Result, ssem: Ssem, loss_layer: str | None) -> list:
                 "the trend in α, not the values)."
             )
         )
-    if ssem.small_alpha:
+    alpha_split = ssem_alpha_split(ssem)  # recomputed: older results do not record it
+    if ssem.alpha is not None and alpha_split is not None and ssem.alpha < alpha_split:
         blocks.append(
             Note(
-                "Small-α regime: with α ≤ 0.1 at τ ≤ 0.1, free optimisation of this loss (variant "
-                "B) left the SSEM (same-instance views, then only negatives, split apart; "
-                "paper-notes 11.3); the prediction may not describe the optimum here."
+                f"Outside the SSEM's region: α = {fmt(ssem.alpha)} < α_s = "
+                f"{fmt(alpha_split)}, where the optimum of this loss (variant B) parts the "
+                "views of each instance (a same-instance view sits in every denominator but is "
+                "never a supervised positive) and lies below the SSEM's loss; the SSEM's "
+                "prediction does not describe the optimum here (docs/ssem.md)."
             )
         )
     return blocks
