@@ -8,7 +8,10 @@ import json
 from pathlib import Path
 
 #: the files whose bytes carry the fingerprint, and how each is compared without it
-_MARKERS = {"report.md": "\n## Environment\n", "report.html": "\n<details>\n<summary>Environment"}
+_MARKERS = {
+    "report.md": "\n## Environment\n",
+    "report.html": '\n<details id="environment">\n<summary>Environment',
+}
 
 
 def strip_fingerprint(name: str, content: bytes) -> bytes | dict:
