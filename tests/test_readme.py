@@ -114,7 +114,7 @@ def test_the_two_setup_commands_come_first_and_the_20_second_start_next():
     blocks = _bash_blocks(_text(README))
     main_job, tests = blocks[0].strip(), blocks[1].strip()
     assert main_job.startswith("pip install -e . && cl-diag sweep ") and "\n" not in main_job
-    assert tests == 'pip install -e ".[test]" && python -m pytest'
+    assert tests == 'pip install -e ".[test]" && python -m pytest -n 2'
     for data in re.findall(r"(?:trainers|probes)/[\w.-]+\.toml", main_job):
         assert (ROOT / data).is_file(), data
     set_up = _section(_text(README), "Set up")
