@@ -355,7 +355,9 @@ def test_umap_is_used_when_installed(monkeypatch):
     )
     views = projection.projections_of(u, None, seed=9)
     assert list(views) == ["pca", "umap"]
-    assert calls == [{"n_components": 2, "n_neighbors": 15, "metric": "cosine", "random_state": 9}]
+    assert calls == [
+        {"n_components": 2, "n_neighbors": 15, "metric": "cosine", "random_state": 9, "n_jobs": 1}
+    ]
     assert views["umap"].x == [round(float(v) * 2.0, 6) + 0.0 for v in u[:, 0].double()]
     assert views["umap"].classes is None
     # too few points for UMAP's neighbourhoods: PCA only
@@ -480,3 +482,19 @@ def test_first_screen_of_each_report_kind_shows_the_headline(tmp_path):
         assert seen["figure"] is not None and seen["figure"]["top"] < SCREEN
         # the contents follow the headline; the sections follow the contents
         assert seen["headline"]["bottom"] <= seen["contents"]["top"] < seen["findings"]["top"]
+
+
+def test_the_real_umap_is_seeded_quiet_and_reproducible():
+    # where the optional extra is installed (pip install "cl-diag[umap]"); checked by hand with
+    # umap-learn 0.5.12
+    pytest.importorskip("umap")
+    import warnings
+
+    from cl_diag.measurement import projection
+
+    x = np.random.default_rng(3).normal(size=(60, 8))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # umap-learn's seeded-fit warning must not reach a user
+        a = projection.umap_2d(x, seed=4)
+    b = projection.umap_2d(x, seed=4)
+    assert a is not None and a.shape == (60, 2) and np.array_equal(a, b)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import warnings
 
 import numpy as np
 import torch
@@ -86,9 +87,14 @@ def umap_2d(x: np.ndarray, seed: int) -> np.ndarray | None:
         return None
     umap = importlib.import_module(UMAP_MODULE)
     reducer = umap.UMAP(
-        n_components=2, n_neighbors=UMAP_NEIGHBOURS, metric="cosine", random_state=seed
+        n_components=2, n_neighbors=UMAP_NEIGHBOURS, metric="cosine", random_state=seed, n_jobs=1
     )
-    return np.asarray(reducer.fit_transform(x.astype(np.float32)), dtype=np.float64)
+    with warnings.catch_warnings():
+        # umap-learn 0.5 warns on every seeded fit that a seed means one job; one job and a
+        # seed is what makes the view reproducible, so the warning tells a user nothing
+        warnings.filterwarnings("ignore", message="n_jobs value", category=UserWarning)
+        embedded = reducer.fit_transform(x.astype(np.float32))
+    return np.asarray(embedded, dtype=np.float64)
 
 
 def projections_of(
