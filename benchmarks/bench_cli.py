@@ -36,14 +36,23 @@ def _cl_diag() -> list[str]:
     return [found] if found else [sys.executable, "-m", "cl_diag"]
 
 
-def _run(argv: list[str]) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MiB) of one fresh process running ``argv``."""
+#: the children's environment: this one, but bytecode is written (and then read), as it is for
+#: an installed package (pip compiles it); with PYTHONDONTWRITEBYTECODE set, every run would
+#: compile cl_diag's sources again (about 0.1 s of a command line's time)
+_ENVIRONMENT = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
+def _run(argv: list[str]) -> tuple[float, float, float]:
+    """Wall seconds, CPU seconds (user + system) and peak RSS (MiB) of one fresh process
+    running ``argv``."""
     start = time.perf_counter()
-    child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    child = subprocess.Popen(
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_ENVIRONMENT
+    )
     _, status, usage = os.wait4(child.pid, 0)
     seconds = time.perf_counter() - start
     child.returncode = os.waitstatus_to_exitcode(status)
-    return seconds, usage.ru_maxrss / 1024
+    return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
 def main() -> None:
@@ -59,7 +68,7 @@ def main() -> None:
         "cl-diag --help": [*cli, "--help"],
         **{
             f"cl-diag {name} --help": [*cli, name, "--help"]
-            for name in ("analyze", "train", "compare", "sweep", "synth", "recipes")
+            for name in ("analyze", "train", "compare", "sweep", "synth", "reproduce", "recipes")
         },
         "cl-diag train --batch-size 0": [*cli, "train", "--batch-size", "0"],
         "cl-diag train --views 100000": [*cli, "train", "--views", "100000"],
@@ -68,9 +77,11 @@ def main() -> None:
     }
     order = random.Random(args.seed)
     times: dict[str, list[float]] = {name: [] for name in lines}
+    cpu: dict[str, list[float]] = {name: [] for name in lines}
     memory: dict[str, float] = dict.fromkeys(lines, 0.0)
     ratios: dict[str, list[float]] = {name: [] for name in lines}
     ratios_torch: dict[str, list[float]] = {name: [] for name in lines}
+    load_before = os.getloadavg()
     for name in lines:  # one warm-up round: files in the page cache, .pyc written
         _run(lines[name])
     for _ in range(args.rounds):
@@ -78,20 +89,31 @@ def main() -> None:
         order.shuffle(names)
         this: dict[str, float] = {}
         for name in names:
-            seconds, mib = _run(lines[name])
+            seconds, cpu_seconds, mib = _run(lines[name])
             this[name] = seconds
             times[name].append(seconds)
+            cpu[name].append(cpu_seconds)
             memory[name] = max(memory[name], mib)
         for name in lines:
             ratios[name].append(this[name] / this["python -c pass"])
             ratios_torch[name].append(this[name] / this['python -c "import torch"'])
 
-    print(f"{args.rounds} rounds, {os.cpu_count()} CPU(s), load average {os.getloadavg()[0]:.1f}")
-    print(f"{'command line':<38} {'median s':>9} {'x pass':>8} {'x torch':>8} {'peak MiB':>9}")
+    loads = " -> ".join(
+        " ".join(f"{x:.2f}" for x in load) for load in (load_before, os.getloadavg())
+    )
+    print(f"{args.rounds} rounds, {os.cpu_count()} CPU(s), load averages {loads}")
+    print(
+        f"{'command line':<38} {'median s':>9} {'x pass':>8} {'x torch':>8} {'CPU s':>7}"
+        f" {'peak MiB':>9}"
+    )
     for name in lines:
         seconds, ratio = statistics.median(times[name]), statistics.median(ratios[name])
         ratio_torch = statistics.median(ratios_torch[name])
-        print(f"{name:<38} {seconds:>9.3f} {ratio:>8.2f} {ratio_torch:>8.2f} {memory[name]:>9.0f}")
+        cpu_seconds = statistics.median(cpu[name])
+        print(
+            f"{name:<38} {seconds:>9.3f} {ratio:>8.2f} {ratio_torch:>8.2f} {cpu_seconds:>7.3f}"
+            f" {memory[name]:>9.0f}"
+        )
 
 
 if __name__ == "__main__":

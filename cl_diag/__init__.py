@@ -16,7 +16,9 @@ loss library. The names above are imported on first use, so ``import cl_diag`` s
 This root is also where the layers meet: :meth:`cl_diag.result.Result.save` writes a result's
 analysis folder (result.json and the reports), but the result model is the bottom layer and may
 not import the reports above it, so the root, which Python imports before any module of the
-package, gives it the writer (:func:`cl_diag.result.use_analysis_writer`).
+package, gives it the writer and a result's short form through :mod:`cl_diag.upcalls`, which
+imports nothing: the root imports neither the result model nor what the writer needs, so that
+``import cl_diag`` and every ``cl-diag --help`` stay instant (issue 25).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from __future__ import annotations
 import importlib as _importlib
 import typing as _typing
 
-from cl_diag import result as _result
+from cl_diag import upcalls as _upcalls
 from cl_diag.errors import UserError
 
 __version__ = "0.1.0"
@@ -60,7 +62,7 @@ _LAZY = {
 }
 
 
-def _write_analysis(result: _result.Result, out: Path, *, overwrite: bool = False) -> object:
+def _write_analysis(result: Result, out: Path, *, overwrite: bool = False) -> object:
     """What :meth:`cl_diag.result.Result.save` writes a folder with: the analysis folder
     ``cl-diag analyze`` writes. The result model sits below the reports and may not import
     them, so the package root, above both and always imported first, hands this over."""
@@ -69,22 +71,21 @@ def _write_analysis(result: _result.Result, out: Path, *, overwrite: bool = Fals
     return write_analysis(result, out, overwrite=overwrite)
 
 
-def _result_text(result: _result.Result) -> str:
+def _result_text(result: Result) -> str:
     """A result's ``repr``: its short form (:func:`cl_diag.report.headline.result_text`)."""
     from cl_diag.report.headline import result_text
 
     return result_text(result)
 
 
-def _result_html(result: _result.Result) -> str:
+def _result_html(result: Result) -> str:
     """A result's ``_repr_html_`` (:func:`cl_diag.report.headline.result_html`)."""
     from cl_diag.report.headline import result_html
 
     return result_html(result)
 
 
-_result.use_analysis_writer(_write_analysis)
-_result.use_display(_result_text, _result_html)
+_upcalls.install(_write_analysis, _result_text, _result_html)
 
 
 def __getattr__(name: str) -> _typing.Any:

@@ -33,11 +33,11 @@ import json
 import math
 import re
 import stat
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
+from cl_diag import upcalls
 from cl_diag.errors import UserError
 from cl_diag.io import records
 from cl_diag.io.atomic import atomic_write_text
@@ -46,20 +46,18 @@ from cl_diag.io.output import dumps_json
 from cl_diag.io.records import At, Record, key, optional
 
 # re-exported for the readers that take them from here; their home is cl_diag.vocabulary
+from cl_diag.vocabulary import LAYERS as LAYERS
 from cl_diag.vocabulary import NEGATIVE_TYPES as NEGATIVE_TYPES
 from cl_diag.vocabulary import PAIR_TYPES as PAIR_TYPES
+from cl_diag.vocabulary import RESULT_NAME as RESULT_NAME
 
 if TYPE_CHECKING:  # pandas is imported by to_frame only
     import pandas as pd
 
 #: the schema this version reads and writes; bumped whenever a key changes meaning
 SCHEMA = "cl-diag/result/1"
-#: the file name ``analyze`` writes into its output folder
-RESULT_NAME = "result.json"
 #: quantile levels in percent; a pair block's ``quantiles`` maps ``str(level)`` to the value
 QUANTILES = (1, 5, 25, 50, 75, 95, 99)
-#: the layers a checkpoint analysis can measure, in result order
-LAYERS = ("projector", "backbone")
 #: the one layer of an embeddings file (and of a toy checkpoint's learned vectors)
 EMBEDDING_LAYER = "embedding"
 #: ``source.kind`` of embeddings measured as given (a file, or arrays from Python): no encoder,
@@ -777,38 +775,6 @@ class Source(Record):
         return {k: written.get(k) for k in self.keys}
 
 
-class _AnalysisWriter(Protocol):
-    def __call__(self, result: Result, out: Path, *, overwrite: bool = False) -> object: ...
-
-
-#: writes a result's analysis folder (:meth:`Result.save`); installed by cl_diag/__init__.py
-_analysis_writer: _AnalysisWriter | None = None
-
-
-def use_analysis_writer(writer: _AnalysisWriter) -> None:
-    """Make ``writer`` what :meth:`Result.save` writes an analysis folder with. The reports it
-    writes live above this module, which may not import them: the package root
-    (cl_diag/__init__.py, which Python always runs before this module) passes
-    :func:`cl_diag.orchestration.analyze.write_analysis` here, once."""
-    global _analysis_writer
-    _analysis_writer = writer
-
-
-#: a result's short form, text and HTML (:meth:`Result.__repr__`, :meth:`Result._repr_html_`)
-_Display = Callable[["Result"], str]
-_display_text: _Display | None = None
-_display_html: _Display | None = None
-
-
-def use_display(text: _Display, html: _Display) -> None:
-    """Make ``text`` and ``html`` a result's short form: what ``repr`` and a notebook show
-    (:func:`cl_diag.report.headline.result_text` and ``result_html``: what was measured and
-    the headline numbers of the metric tables). They live in the reports, above this module,
-    so the package root passes them here, as it does the analysis writer."""
-    global _display_text, _display_html
-    _display_text, _display_html = text, html
-
-
 @dataclass(frozen=True, kw_only=True)
 class Result(Record):
     """One ``cl-diag analyze`` result (docs/result-schema.md).
@@ -886,26 +852,26 @@ class Result(Record):
         if path.suffix.lower() == ".json" and not path.is_dir():
             atomic_write_text(path, self.to_json())
             return path
-        if _analysis_writer is None:  # only while cl_diag/__init__.py itself is running
+        if upcalls.analysis_writer is None:  # only while cl_diag/__init__.py itself is running
             raise RuntimeError("cl_diag has not finished importing: no analysis writer yet")
-        _analysis_writer(self, path, overwrite=overwrite)
+        upcalls.analysis_writer(self, path, overwrite=overwrite)
         return path
 
     # ---- its short form (the whole result is in to_json, to_frame and the fields)
 
     def __repr__(self) -> str:
         """A few lines: what was measured, each layer's n and d, the headline numbers."""
-        if _display_text is None:  # only while cl_diag/__init__.py itself is running
+        if upcalls.display_text is None:  # only while cl_diag/__init__.py itself is running
             return f"<cl-diag Result: {self.source.kind or 'result'}, layers {list(self.layers)}>"
-        return _display_text(self)
+        return upcalls.display_text(self)
 
     def _repr_html_(self) -> str:
         """The headline table as an HTML fragment (IPython/Jupyter display protocol)."""
-        if _display_html is None:
+        if upcalls.display_html is None:
             from html import escape
 
             return f"<pre>{escape(repr(self))}</pre>"
-        return _display_html(self)
+        return upcalls.display_html(self)
 
     # ---- reading values
 

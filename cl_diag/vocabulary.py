@@ -1,4 +1,5 @@
-"""The words cl-diag measures in, spelled once: the pair types and the simplex threshold δ.
+"""The words cl-diag measures in, spelled once: the pair types, the simplex threshold δ, the
+layers a checkpoint is measured at and the name of the file a result is written to.
 
 Lee, Lim, Lee, Sohn, "On the Similarities of Embeddings in Contrastive Learning" (ICML 2025),
 Sec. 3 and App. B: for n instances with two views u_i, v_i (unit vectors),
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-__all__ = ["NEGATIVE_TYPES", "PAIR_TYPES", "PairType"]
+__all__ = ["LAYERS", "NEGATIVE_TYPES", "PAIR_TYPES", "RESULT_NAME", "PairType"]
 
 
 class PairType(str, Enum):
@@ -79,3 +80,9 @@ _DEFINITION = {
 PAIR_TYPES: tuple[PairType, ...] = tuple(PairType)
 #: the pair types that carry the excessive-separation ratio and the by-class split
 NEGATIVE_TYPES: tuple[PairType, ...] = tuple(p for p in PairType if p.is_negative)
+
+#: the layers a checkpoint analysis can measure, in result order (the keys of result.json's
+#: ``layers`` for a checkpoint)
+LAYERS = ("projector", "backbone")
+#: the file name ``analyze`` writes a result to in its output folder
+RESULT_NAME = "result.json"

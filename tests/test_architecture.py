@@ -56,7 +56,17 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("report", "training"),
     ("models",),
     ("measurement", "losses"),
-    ("io", "errors", "result", "runconfig", "vocabulary", "options", "runtime", "environment"),
+    (
+        "io",
+        "errors",
+        "result",
+        "runconfig",
+        "vocabulary",
+        "options",
+        "runtime",
+        "environment",
+        "upcalls",
+    ),
 )
 
 #: The command line: the only units that may import cl_diag.cli.
@@ -709,13 +719,17 @@ def test_a_shared_module_name_is_one_concept_at_two_layers():
 
 def test_one_result_saves_its_reports_through_the_package_root():
     """One Result: its save() writes the analysis folder with the reports, which sit above the
-    model, so the package root (which imports orchestration, late) hands the writer down;
-    result.py imports nothing above its own layer."""
+    model, so the package root (which imports orchestration, late) hands the writer down
+    through cl_diag.upcalls, which imports nothing of cl_diag (so the root need not import
+    the result model: tests/test_cli_startup.py); result.py imports nothing above its own
+    layer."""
     graph = import_graph()
     assert {_unit(target) for target, _ in graph["cl_diag.result"]} <= set(LAYERS[-1])
+    assert "cl_diag.upcalls" in {target for target, _ in graph["cl_diag.result"]}
+    assert graph["cl_diag.upcalls"] == []
     assert "cl_diag.orchestration.analyze" in {target for target, _ in graph["cl_diag"]}
     source = (PACKAGE / "__init__.py").read_text(encoding="utf-8")
-    assert "_result.use_analysis_writer(_write_analysis)" in source
+    assert "_upcalls.install(_write_analysis, _result_text, _result_html)" in source
 
 
 @pytest.mark.parametrize(

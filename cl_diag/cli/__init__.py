@@ -15,14 +15,34 @@ import time
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import typer
+from typer.core import TyperGroup
 
 from cl_diag.errors import InputWarning, UserError
 from cl_diag.io.atomic import user_os_error
 
+
+class _Commands(TyperGroup):
+    """The app's group of commands, whose own ``--help`` is off unless given.
+
+    typer (0.2x, its own click) coerces every parameter's value through a pydantic
+    ``TypeAdapter`` unless it is already a bool, and the group's ``--help`` is None when not
+    given, so every ``cl-diag COMMAND ...``, ``--help`` and argument errors included, imported
+    pydantic (about 0.09 s) for it. False is what an absent flag means, so the help printed
+    and every command line parse as before (issue 25: an instant command line)."""
+
+    def get_help_option(self, ctx: Any) -> Any:
+        option = super().get_help_option(ctx)
+        if option is not None and option.default is None:
+            option.default = False
+        return option
+
+
 app = typer.Typer(
     name="cl-diag",
+    cls=_Commands,
     help=(
         "Embedding diagnostics for contrastive learning: positive alignment, cross-view and "
         "within-view negative similarities, excessive separation below -1/(n-1), VRN, probes "

@@ -7,12 +7,12 @@ recipes and printing here; the analysis there)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 
 from cl_diag.cli import app
-from cl_diag.cli.progress import counter, plain_counter, progress_bar, use_bar
 from cl_diag.errors import UserError
 from cl_diag.orchestration.analysis_config import (
     PROBES,
@@ -20,9 +20,10 @@ from cl_diag.orchestration.analysis_config import (
     check_analysis,
     option_names,
 )
-from cl_diag.recipes import apply_recipe
-from cl_diag.result import BASELINES, LAYERS, Probes, Result
-from cl_diag.vocabulary import PairType
+from cl_diag.vocabulary import LAYERS, PairType
+
+if TYPE_CHECKING:  # the result model is imported only by a command that prints a result
+    from cl_diag.result import Probes, Result
 
 _D = AnalyzeConfig(input=Path("."), out=Path("."))  # one source of truth for the defaults
 _PAIRS, _CKPT, _FOREIGN, _RUN = "Pairs", "Checkpoints", "Foreign checkpoints", "Running"
@@ -276,6 +277,10 @@ def analyze(
 
       torchrun --nproc-per-node 2 -m cl_diag analyze big.npz --out out/   (same bytes, K ranks)
     """  # noqa: E501 (typer's help shows a command docstring's lines as written)
+    # here, not at the top: what runs a command is imported by that command alone, so that
+    # help and argument errors stay instant (tests/test_cli_startup.py)
+    from cl_diag.recipes import apply_recipe
+
     values, _ = apply_recipe(ctx, probe)
     if values["batch_size"] is not None:
         raise renamed_batch_size(values["batch_size"])
@@ -317,6 +322,7 @@ def analyze(
     config = check_analysis(config)  # a value out of bounds is refused before torch loads
     console = Console()
     from cl_diag.cli import shown_warnings
+    from cl_diag.cli.progress import counter, plain_counter, progress_bar, use_bar
     from cl_diag.orchestration.analyze import analyze as run_analyze
 
     try:
@@ -399,6 +405,7 @@ def _print_probes(console: Console, probes: Probes) -> None:
     # here, not at the top: cl_diag.report loads pandas and matplotlib, which the CLI imports
     # only inside the commands that compute (tests/test_cli_startup.py)
     from cl_diag.report.metrics import probe_report_metrics
+    from cl_diag.result import BASELINES
 
     names = [b for b in BASELINES if probes.baseline(b) is not None]
     table = Table(title=f"probes on {probes.layer} features (%)")

@@ -5,11 +5,7 @@ reading, checking and merging recipes there)."""
 
 from __future__ import annotations
 
-from rich.console import Console
-from rich.table import Table
-
 from cl_diag.cli import app
-from cl_diag.recipes import BUNDLED, bundled, summary
 
 
 @app.command(name="recipes")
@@ -24,6 +20,12 @@ def recipes_command() -> None:
 
       cl-diag analyze runs/x/last.pt --probe quick
     """  # noqa: E501 (typer's help shows a command docstring's lines as written)
+    # here, not at the top: a command's help imports nothing it does not print
+    from rich.console import Console
+    from rich.table import Table
+
+    from cl_diag.recipes import BUNDLED, bundled, summary
+
     console = Console()
     for kind, (_, command, folder) in BUNDLED.items():
         table = Table(

@@ -7,18 +7,17 @@ from __future__ import annotations
 
 from dataclasses import fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
 from typer.core import TyperGroup
 
 from cl_diag.cli import app
-from cl_diag.cli.progress import run_cells
 from cl_diag.errors import UserError
-from cl_diag.orchestration.sweep import SweepConfig, SweepResult
-from cl_diag.orchestration.sweep import sweep as run_sweep
-from cl_diag.recipes import explicit_options, read_recipe
+
+if TYPE_CHECKING:  # what runs a sweep is imported by the command alone: help stays instant
+    from cl_diag.orchestration.sweep import SweepConfig, SweepResult
 
 
 def _command(name: str) -> Any:
@@ -34,6 +33,8 @@ def _train_overrides(args: list[str]) -> dict[str, Any]:
     option definitions, as typed values; only those given count."""
     if not args:
         return {}
+    from cl_diag.recipes import explicit_options
+
     command = _command("train")
     try:
         ctx = command.make_context("train", list(args))
@@ -61,7 +62,8 @@ def _analysis_fields(probe: str | None) -> dict[str, Any]:
         return {}
     from cl_diag.cli.analyze import _names, renamed_batch_size
     from cl_diag.orchestration.analysis_config import PROBES, AnalyzeConfig
-    from cl_diag.result import LAYERS
+    from cl_diag.recipes import read_recipe
+    from cl_diag.vocabulary import LAYERS
 
     suite = read_recipe(probe, _command("analyze"))
     if suite.get("batch_size") is not None:
@@ -112,6 +114,8 @@ def sweep(
 
     Example: [bold]cl-diag sweep trainers/simclr.toml --grid batch-size=16,32,64 --grid vrn=0,30 --grid seed=1,2,3 --equal-steps 200 --out sweeps/bs[/]
     """  # noqa: E501 (typer's help shows a command docstring's lines as written)
+    from cl_diag.orchestration.sweep import SweepConfig
+
     config = SweepConfig(
         recipe=recipe,
         grid=list(grid),
@@ -142,4 +146,7 @@ def sweep(
 
 
 def _run(config: SweepConfig, console: Console, quiet: bool) -> SweepResult:
+    from cl_diag.cli.progress import run_cells
+    from cl_diag.orchestration.sweep import sweep as run_sweep
+
     return run_cells(lambda **display: run_sweep(config, **display), console, quiet)

@@ -10,10 +10,8 @@ import typer
 from rich.console import Console
 
 from cl_diag.cli import app
-from cl_diag.cli.progress import train_display
 from cl_diag.errors import UserError
 from cl_diag.orchestration.train import TrainConfig, check_train_options, train_options
-from cl_diag.recipes import merge_recipe, read_recipe
 
 _D = TrainConfig()  # one source of truth for the defaults
 
@@ -318,6 +316,11 @@ def train_command(
 
       cl-diag train --resume runs/dcl-vrn-b32/last.pt
     """  # noqa: E501 (typer's help shows a command docstring's lines as written)
+    # here, not at the top: what runs a command is imported by that command alone, so that
+    # help and argument errors stay instant (tests/test_cli_startup.py)
+    from cl_diag.cli.progress import train_display
+    from cl_diag.recipes import merge_recipe, read_recipe
+
     if recipe is not None and recipe_name is not None:
         raise UserError(f"Two recipes given ({recipe} and --recipe {recipe_name}); give one.")
     path = recipe if recipe is not None else recipe_name

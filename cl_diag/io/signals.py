@@ -21,7 +21,6 @@ signal on: ``PR_SET_PDEATHSIG`` on Linux, and a thread that polls the parent's i
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 import sys
@@ -107,6 +106,8 @@ def watch_parent(parent: int, *, every: float = 0.5) -> None:
     """Send SIGTERM to this process as soon as ``parent`` (the id of the process that started
     it) is gone, so that it stops as on SIGTERM (see :func:`interrupts`)."""
     if sys.platform.startswith("linux"):
+        import ctypes  # here: only a sweep's cell process watches its parent
+
         with contextlib.suppress(OSError, AttributeError):
             libc = ctypes.CDLL(None, use_errno=True)
             libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)

@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from cl_diag.errors import UserError
-from cl_diag.io.output import check_targets, ensure_writable_parent
 from cl_diag.options import ANALYZE, CLI, MEASURE, PROBES, Spelling, check_values, split_keys
-from cl_diag.result import LAYERS, RESULT_NAME
+from cl_diag.vocabulary import LAYERS, RESULT_NAME
 
 __all__ = [
     "EMBEDDINGS_FIELDS",
@@ -267,6 +266,9 @@ def check_analysis(config: AnalyzeConfig, *, spelling: Spelling = CLI) -> Analyz
         from cl_diag.runtime import resolve_device
 
         resolve_device(config.device)
+    # here, not at the top: the CLI imports this module for its defaults, to print help
+    from cl_diag.io.output import check_targets, ensure_writable_parent
+
     ensure_writable_parent(config.out)  # fail before the measuring, not after
     check_targets(config.out, _FIXED_OUTPUTS, overwrite=config.overwrite, kind="analysis")
     return config

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 from cl_diag.errors import UserError
 from cl_diag.options import SWEEP
 from cl_diag.recipes import merge_layers, option_types, read_recipe
-from cl_diag.result import RESULT_NAME, load
+from cl_diag.vocabulary import RESULT_NAME
 
 if TYPE_CHECKING:
     from cl_diag.orchestration.analyze import AnalyzeConfig
@@ -202,6 +202,8 @@ class _Plan:
         analysis = self.folder / "analysis" / RESULT_NAME
         if not analysis.is_file():
             return False
+        from cl_diag.result import load  # the result model: only when a cell is checked
+
         try:
             source = load(analysis).source
         except UserError:  # damaged or of another schema: the cell is analysed again

@@ -12,7 +12,7 @@ The metric tables say *what* is headline; this module only lays it out: one
 (:func:`comparison_table`) is the same numbers with one column per run.
 
 The package root hands :func:`result_text` and :func:`result_html` to the result model
-(:func:`cl_diag.result.use_display`), which sits below the reports and may not import them.
+(:func:`cl_diag.upcalls.install`), which sits below the reports and may not import them.
 """
 
 from __future__ import annotations
