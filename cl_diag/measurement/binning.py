@@ -40,9 +40,18 @@ __all__ = ["bin_tile", "bin_tile_masked"]
 
 @njit(inline="always")
 def _index(s, half, t32, offset, top):
-    """e(s) of the module docstring."""
-    e = np.int64(math.floor(np.float64(s) * half)) + offset + np.int64(s >= t32)
-    return min(max(e, 0), top)
+    """e(s) of the module docstring, in int32 (``half`` float64, ``offset`` and ``top`` int32:
+    :func:`_int32_args`): 0 <= e(s) <= B + 2 <= 2^21 + 2 for |s| <= 1 + 2^-20, and AVX2 has
+    the 32-bit integer min and max of the clamp and of the running lowest and highest e(s),
+    but no 64-bit ones (emulated, they cost a quarter of the loop)."""
+    e = np.int32(np.floor(np.float64(s) * half)) + offset + np.int32(s >= t32)
+    return min(max(e, np.int32(0)), top)
+
+
+@njit(inline="always")
+def _int32_args(half, offset, top):
+    """The grid's constants as :func:`_index` takes them."""
+    return np.float64(half), np.int32(offset), np.int32(top)
 
 
 @njit(inline="always")
@@ -71,7 +80,7 @@ def _bin_values(values, half, t32, offset, top, h, idx):
     check per increment, 20 % of the loop.)"""
     m = values.shape[0]
     low = top
-    high = np.int64(0)
+    high = np.int32(0)
     for j in range(m):
         e = _index(values[j], half, t32, offset, top)
         low = min(low, e)
@@ -120,10 +129,11 @@ def bin_tile(x, part, split, half, t32, offset, top, hist, extremes, sums, with_
     scanned for it (the max likewise); only the rare rows that reach the extreme bins are."""
     rows, cols = x.shape
     h = hist[split]
+    half, offset, top = _int32_args(half, offset, top)
     lo = np.float32(extremes[split, 0])
     hi = np.float32(extremes[split, 1])
-    lo_e = _bound_index(lo, half, t32, offset, top, top + 1)
-    hi_e = _bound_index(hi, half, t32, offset, top, -1)
+    lo_e = _bound_index(lo, half, t32, offset, top, top + np.int32(1))
+    hi_e = _bound_index(hi, half, t32, offset, top, np.int32(-1))
     idx = np.empty(cols, dtype=np.uint32)
     total = 0.0
     squares = 0.0
@@ -169,10 +179,10 @@ def _segment_masked(values, same, half, t32, offset, top, hist, idx, lo, hi, lo_
         idx[j] = _index(values[j], half, t32, offset, top)
     h0 = hist[0]
     h1 = hist[1]
-    low0, high0, low1, high1 = top, np.int64(0), top, np.int64(0)
+    low0, high0, low1, high1 = top, np.int32(0), top, np.int32(0)
     for j in range(m):
         bin_ = idx[j]
-        e = np.int64(bin_)
+        e = np.int32(bin_)
         if same[j]:  # same-class columns form runs (rows in class order): well predicted
             h0[bin_] += 1
             low0, high0 = min(low0, e), max(high0, e)
@@ -201,14 +211,15 @@ def bin_tile_masked(x, part, same, half, t32, offset, top, hist, extremes, sums,
     """:func:`bin_tile` with the split per entry: 0 where ``same`` (a boolean matrix shaped
     like ``x``), else 1 (``hist``, ``extremes``, ``sums`` with two rows)."""
     rows, cols = x.shape
+    half, offset, top = _int32_args(half, offset, top)
     lo = np.array([np.float32(extremes[0, 0]), np.float32(extremes[1, 0])])
     hi = np.array([np.float32(extremes[0, 1]), np.float32(extremes[1, 1])])
     if not with_sums:
-        lo_e = np.empty(2, dtype=np.int64)
-        hi_e = np.empty(2, dtype=np.int64)
+        lo_e = np.empty(2, dtype=np.int32)
+        hi_e = np.empty(2, dtype=np.int32)
         for k in range(2):
-            lo_e[k] = _bound_index(lo[k], half, t32, offset, top, top + 1)
-            hi_e[k] = _bound_index(hi[k], half, t32, offset, top, -1)
+            lo_e[k] = _bound_index(lo[k], half, t32, offset, top, top + np.int32(1))
+            hi_e[k] = _bound_index(hi[k], half, t32, offset, top, np.int32(-1))
         idx = np.empty(cols, dtype=np.uint32)
         for i in range(rows):
             row, mask = x[i], same[i]
