@@ -43,9 +43,13 @@ def _index(s, half, t32, offset, top):
     """e(s) of the module docstring, in int32 (``half`` float64, ``offset`` and ``top`` int32:
     :func:`_int32_args`): 0 <= e(s) <= B + 2 <= 2^21 + 2 for |s| <= 1 + 2^-20, and AVX2 has
     the 32-bit integer min and max of the clamp and of the running lowest and highest e(s),
-    but no 64-bit ones (emulated, they cost a quarter of the loop)."""
-    e = np.int32(np.floor(np.float64(s) * half)) + offset + np.int32(s >= t32)
-    return min(max(e, np.int32(0)), top)
+    but no 64-bit ones (emulated, they cost a quarter of the loop). Every step is cast back to
+    int32: numba widens a sum of int32s to int64, and the loop would be 64-bit again."""
+    e = np.int32(np.floor(np.float64(s) * half))
+    e = np.int32(e + offset)
+    e = np.int32(e + np.int32(s >= t32))
+    e = np.int32(max(e, np.int32(0)))
+    return np.int32(min(e, top))
 
 
 @njit(inline="always")
