@@ -17,7 +17,11 @@ In one process, on the same seeded data (n x d standard normal views, z2 = z1 + 
   single-threaded worker per core): cl-diag's time minus that is the cost of the statistics.
   **The ratio** cl-diag / these GEMMs (throughput, i.e. GEMM seconds / cl-diag seconds) is
   printed from the best of each and as the median over the repeats, each repeat running the
-  two back to back (the machine may be shared: paired runs see the same load).
+  two back to back (the machine may be shared: paired runs see the same load). On a machine
+  that other jobs load, wall seconds still swing by tens of percent from run to run, so the
+  same ratio is also printed in **one thread's CPU time** (``time.thread_time``, which counts
+  only the seconds the thread ran): the statistics with one worker in this thread against the
+  same tile GEMMs in this thread, paired likewise.
 * **moments check**: the previous implementation's means and variances (float32 similarities
   from the same tiles, summed in float64; :func:`previous_moments`) against cl-diag's closed
   form, with the bound they must meet (:func:`moment_bound`): |mean diff| <= eps + E1 and
@@ -158,6 +162,19 @@ def plain_tiles_workers(u: torch.Tensor, v: torch.Tensor, tile: int) -> None:
         torch.set_num_threads(threads)
 
 
+def thread_seconds(fn) -> float:
+    """CPU seconds this thread spent in ``fn()``, with torch (and so cl-diag's tile pass) on
+    this one thread: what other processes on the cores disturb far less than wall time."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        start = time.thread_time()
+        fn()
+        return time.thread_time() - start
+    finally:
+        torch.set_num_threads(threads)
+
+
 def full_mm(u: torch.Tensor, v: torch.Tensor) -> None:
     with full_fp32_matmul():
         torch.mm(u, v.T)
@@ -230,6 +247,7 @@ def run_size(n: int, d: int, repeats: int, with_peer: bool, block_size: int | No
     row: dict = {"n": n, "ours": [], "stats": [], "peer": [], "tiles": [], "workers": []}
     row["full"] = []
     ratios = []
+    cpu_ratios = []
     for _ in range(repeats):
         t, m, ours = measure(lambda: pair_statistics(z1, z2, n_ref=n, block_size=block_size))
         row["ours"].append((t, m))
@@ -239,6 +257,11 @@ def run_size(n: int, d: int, repeats: int, with_peer: bool, block_size: int | No
         t_gemm, m, _ = measure(lambda: plain_tiles_workers(u, v, tile))
         row["workers"].append((t_gemm, m))
         ratios.append(t_gemm / t_stats)
+        cpu_stats = thread_seconds(
+            lambda: pair_statistics_of(views, n_ref=n, block_size=block_size)
+        )
+        cpu_gemm = thread_seconds(lambda: plain_tiles(u, v, tile))
+        cpu_ratios.append(cpu_gemm / cpu_stats)
         if n <= 20_000:  # torch-threaded tiles: minutes at 100,000 when the cores are shared
             t, m, _ = measure(lambda: plain_tiles(u, v, tile))
             row["tiles"].append((t, m))
@@ -261,6 +284,7 @@ def run_size(n: int, d: int, repeats: int, with_peer: bool, block_size: int | No
     row["ratio_best"] = best["workers"][0] / best["stats"][0]
     row["ratio_median"] = statistics.median(ratios)
     row["ratios"] = ratios
+    row["cpu_ratios"] = cpu_ratios
     row["best"] = best
     row["tile"] = tile
     row["d"] = d
@@ -316,6 +340,12 @@ def report(row: dict) -> None:
         f"{100 * row['ratio_best']:5.1f} % (best vs best), "
         f"{100 * row['ratio_median']:5.1f} % (median of the paired repeats: {paired} %); "
         f"with normalising: {100 * row['gflops_ours'] / row['gflops_workers']:5.1f} %"
+    )
+    cpu = row["cpu_ratios"]
+    print(
+        f"  the same RATIO in one thread's CPU time (time.thread_time): "
+        f"{100 * statistics.median(cpu):5.1f} % (median of the paired repeats: "
+        f"{', '.join(f'{100 * r:.0f}' for r in cpu)} %)"
     )
     if row["gflops_full"]:
         full_t, full_m = best["full"]
