@@ -684,6 +684,49 @@ def test_summary_lines_name_source_runs_and_power():
     assert "(SSEM paper, " in ssem[0] and "Lee et al. 2025" not in ssem[0]
 
 
+def test_the_toy_claims_are_also_judged_seed_by_seed():
+    # issue 23.4: the rebuttal's toy claims per seed as well as over seeds. Per-seed effects are
+    # shift + scale * NOISE = scale * (0.9, -1.3, 0.4, 1.1, -1.1) here (shift 0).
+    centre = finding("toy_centre", 0.0, 0.05)  # deviations .045 -.065 .02 .055 -.055, margin .05
+    assert centre.per_seed_met == (2, 5)
+    assert "each seed alone: 2 of 5 within ± the margin" in summary_lines([centre])[0]
+    assert "Each seed alone: 2 of 5 within ± the margin (0.05 in cosine similarity)." in (
+        centre.note
+    )
+    margin = _spec("toy_spread").margin
+    assert margin is not None
+    # ln ratios margin * (-1 + 0.5 NOISE): at or below -margin for the seeds with NOISE < 0
+    spread = finding("toy_spread", -margin, 0.5 * margin)
+    assert spread.per_seed_met == (2, 5)
+    assert "each seed alone: 2 of 5 beyond the margin" in summary_lines([spread])[0]
+    assert finding("toy_spread", -10 * margin, 0.05 * margin).per_seed_met == (5, 5)
+    # the other claims are judged over seeds only
+    assert finding("vrn_variance", 0.0, 0.1).per_seed_met is None
+    # one seed: no per-seed count (the design has no per-seed effects)
+    one = [r for r in toy_centre(0.0, 0.01) if r.config.seed == 1]
+    (f,) = run_findings(one, claims=["toy_centre"])
+    assert f.per_seed_met is None and "each seed alone" not in summary_lines([f])[0]
+
+
+def test_a_claim_meets_its_margin_by_its_direction():
+    spread, centre = _spec("toy_spread"), _spec("toy_centre")
+    m = spread.margin
+    assert m is not None
+    assert spread.meets(-m) and spread.meets(-2 * m) and not spread.meets(-0.99 * m)
+    assert not spread.meets(2 * m)
+    assert centre.meets(0.05) and centre.meets(-0.05) and not centre.meets(0.0501)
+    share = _spec("excessive_share")  # an increase
+    assert share.meets(0.07) and not share.meets(0.069)
+    with pytest.raises(ValueError, match="no margin"):
+        _spec_any("vrn_alignment").meets(0.0)
+
+
+def _spec_any(key: str) -> Claim:
+    claim = CLAIMS[key]
+    assert isinstance(claim, Claim)
+    return claim
+
+
 # ---- descriptions: estimates with intervals, no verdict ---------------------------------------
 
 
