@@ -300,8 +300,15 @@ def batch_accuracy(shift: float, scale: float, outside: bool = False) -> list[Ru
 
 
 def eq10_separation(shift: float, scale: float, outside: bool = False) -> list[RunData]:
-    config = {**SIGMOID, "within_view": outside}
+    # the full batch: 100 free vectors per view trained on all 100 pairs at once
+    config = {**SIGMOID, "batch_size": 100, "within_view": outside}
     facts = {"loss_family": "independently_additive", "eq10_full": True, "n_ref": 100, "d": 128}
+    return one_sample(config, _mean, -1 / 99, shift, scale, delta=-1 / 99, **facts)
+
+
+def eq10_etf(shift: float, scale: float, outside: bool = False) -> list[RunData]:
+    config = {**SIGMOID, "batch_size": 100, "bias": 7.0, "within_view": False}
+    facts = {"loss_family": "independently_additive", "eq10_full": outside, "n_ref": 100, "d": 99}
     return one_sample(config, _mean, -1 / 99, shift, scale, delta=-1 / 99, **facts)
 
 
@@ -370,6 +377,7 @@ CASES = {
     "vrn_accuracy_batch": Case(vrn_accuracy_batch, "slope"),
     "batch_accuracy": Case(batch_accuracy, "slope"),
     "eq10_separation": Case(eq10_separation, "one_sample"),
+    "eq10_etf": Case(eq10_etf, "one_sample"),
     "ssem_collapse": Case(ssem_collapse, "one_sample"),
     "ssem_variance": Case(ssem_variance, "one_sample"),
     "alpha_variance": Case(alpha_variance, "slope"),
@@ -706,6 +714,35 @@ def test_the_toy_claims_are_also_judged_seed_by_seed():
     one = [r for r in toy_centre(0.0, 0.01) if r.config.seed == 1]
     (f,) = run_findings(one, claims=["toy_centre"])
     assert f.per_seed_met is None and "each seed alone" not in summary_lines([f])[0]
+
+
+def test_example_5_4_and_thm_5_1_iii_are_about_the_full_batch_with_room():
+    # issue 23.3: Eq. 10 decides the optimum of the full-batch loss (Eq. 1) with d >= n (Thm
+    # 5.3) or d >= n - 1 (Thm 5.1); runs on mini-batches, or with too few dimensions, are not
+    # applicable, with the condition named
+    for key, build in (("eq10_separation", eq10_separation), ("eq10_etf", eq10_etf)):
+        runs = build(0.0, 0.001)
+        (f,) = [f for f in run_findings(runs, claims=[key]) if f.claim == key]
+        assert f.verdict != NOT_APPLICABLE, f.note
+        mini = [replace(r, config=replace(r.config, batch_size=32)) for r in runs]
+        (f,) = run_findings(mini, claims=[key])
+        assert f.verdict == NOT_APPLICABLE and "mini-batches of m = 32 < n = 100" in f.note
+        narrow = [replace(r, d=50) for r in runs]
+        (f,) = run_findings(narrow, claims=[key])
+        assert f.verdict == NOT_APPLICABLE and "d = 50 < n" in f.note
+    # the ETF claim needs Eq. 10 to fail; the separation claim needs it to hold: one run set
+    # is at the scope of exactly one of them
+    both = run_findings(eq10_etf(0.0, 0.001), claims=["eq10_separation", "eq10_etf"])
+    verdicts = {f.claim: f.verdict for f in both}
+    assert verdicts["eq10_separation"] == NOT_APPLICABLE and "Eq. 10 fails" in next(
+        f.note for f in both if f.claim == "eq10_separation"
+    )
+    assert verdicts["eq10_etf"] == "supported"
+    # d = n - 1 suffices for the ETF (Thm 5.1: the eq10_etf case has d = 99, n = 100), not
+    # for Thm 5.3 (d >= n)
+    at_n_minus_1 = [replace(r, d=99) for r in eq10_separation(0.0, 0.001)]
+    (f,) = run_findings(at_n_minus_1, claims=["eq10_separation"])
+    assert f.verdict == NOT_APPLICABLE and "d = 99 < n = 100" in f.note
 
 
 def test_a_claim_meets_its_margin_by_its_direction():
