@@ -207,18 +207,17 @@ EQ10_CONTROL = Condition(
     arm="control",
 )
 EQ10_FAILS = Condition(
-    "Eq. 10 to fail at N = n (then Eq. 8 fails and Thm 5.1(iii) applies)",
+    "Eq. 10 to fail at N = n (Thm 5.1(iii))",
     lambda r: r.eq10_full is False,
     lambda r: "Eq. 10 holds" if r.eq10_full is True else "no Eq. 10 in the theory panel",
 )
 FULL_BATCH = Condition(
-    "the full batch (batch size m = n: Example 5.4 and Thm 5.1 are about the full-batch "
-    "optimum, Eq. 1; mini-batches optimise another loss, §5.2)",
+    "the full batch (m = n: Example 5.4 and Thm 5.1 concern the full-batch loss, Eq. 1)",
     lambda r: r.config.batch_size is not None and r.config.batch_size >= r.n_ref,
     lambda r: f"mini-batches of m = {fmt(r.config.batch_size)} < n = {fmt(r.n_ref)}",
 )
 D_AT_LEAST_N_MINUS_1 = Condition(
-    "d ≥ n − 1 (Thm 5.1 needs room for the simplex ETF of n points)",
+    "d ≥ n − 1 (room for the simplex ETF of n points, Thm 5.1)",
     lambda r: r.d is not None and r.d >= r.n_ref - 1,
     lambda r: f"d = {fmt(r.d)} < n − 1 = {fmt(r.n_ref - 1)}",
 )
