@@ -745,6 +745,18 @@ def test_example_5_4_and_thm_5_1_iii_are_about_the_full_batch_with_room():
     assert f.verdict == NOT_APPLICABLE and "d = 99 < n = 100" in f.note
 
 
+def test_per_seed_lists_follow_the_seeds_numbers():
+    # ten seeds: seed 10 comes last, not after seed 1 (its text "10" sorts before "2")
+    runs = []
+    for seed in range(1, 11):
+        for vrn, std in ((0.0, 0.3), (3.0, 0.3 * seed / 100)):
+            facts = {**TOY_FACTS, **_log_std(math.log(std))}
+            runs.append(run(f"s{seed}v{vrn}", {**TOY, "vrn": vrn, "seed": seed}, **facts))
+    (f,) = [f for f in run_findings(runs, claims=["toy_spread"]) if f.claim == "toy_spread"]
+    listed = f.measured.split("per seed: ")[1].split(", ")
+    assert listed == [f"{100 * (s / 100 - 1):+.4g} %" for s in range(1, 11)]
+
+
 def test_a_claim_meets_its_margin_by_its_direction():
     spread, centre = _spec("toy_spread"), _spec("toy_centre")
     m = spread.margin

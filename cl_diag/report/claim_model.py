@@ -500,6 +500,19 @@ def _by_seed(runs: Sequence[RunData]) -> dict[str, RunData] | None:
     return keyed
 
 
+def _seed_order(keyed: dict[str, RunData]) -> list[str]:
+    """The keys of :func:`_by_seed` in the order of their seeds (numbers by value: seed 10
+    after seed 9, not after seed 1 as their text would sort), so per-seed lists read 1, 2, ..."""
+
+    def order(key: str) -> tuple[int, float, str]:
+        seed = keyed[key].seed
+        if isinstance(seed, (int, float)) and not isinstance(seed, bool):
+            return (0, float(seed), key)
+        return (1, 0.0, key)
+
+    return sorted(keyed, key=order)
+
+
 def _sd(values: Sequence[float]) -> float:
     return float(np.std(values, ddof=1)) if len(values) >= 2 else math.nan
 
@@ -574,7 +587,7 @@ def _paired_estimate(
     )
     data = tuple((r.label, metric.read(r)) for r in (*control, *treatment))
     if a is not None and b is not None and set(a) == set(b) and len(a) >= 2:
-        seeds = sorted(a)
+        seeds = _seed_order(a)
         diffs = [_known(metric, b[k]) - _known(metric, a[k]) for k in seeds]
         if len(diffs) <= 10:
             measured += "; per seed: " + ", ".join(metric.show_difference(d) for d in diffs)
@@ -799,7 +812,7 @@ class PairedTrend:
             if a is None or b is None or set(a) != set(b):
                 return None
             diffs = []
-            for k in sorted(a):
+            for k in _seed_order(a):
                 va, vb = metric.value(a[k]), metric.value(b[k])
                 if va is None or vb is None:
                     return None
