@@ -300,8 +300,15 @@ def batch_accuracy(shift: float, scale: float, outside: bool = False) -> list[Ru
 
 
 def eq10_separation(shift: float, scale: float, outside: bool = False) -> list[RunData]:
-    config = {**SIGMOID, "within_view": outside}
+    # the full batch: 100 free vectors per view trained on all 100 pairs at once
+    config = {**SIGMOID, "batch_size": 100, "within_view": outside}
     facts = {"loss_family": "independently_additive", "eq10_full": True, "n_ref": 100, "d": 128}
+    return one_sample(config, _mean, -1 / 99, shift, scale, delta=-1 / 99, **facts)
+
+
+def eq10_etf(shift: float, scale: float, outside: bool = False) -> list[RunData]:
+    config = {**SIGMOID, "batch_size": 100, "bias": 7.0, "within_view": False}
+    facts = {"loss_family": "independently_additive", "eq10_full": outside, "n_ref": 100, "d": 99}
     return one_sample(config, _mean, -1 / 99, shift, scale, delta=-1 / 99, **facts)
 
 
@@ -370,6 +377,7 @@ CASES = {
     "vrn_accuracy_batch": Case(vrn_accuracy_batch, "slope"),
     "batch_accuracy": Case(batch_accuracy, "slope"),
     "eq10_separation": Case(eq10_separation, "one_sample"),
+    "eq10_etf": Case(eq10_etf, "one_sample"),
     "ssem_collapse": Case(ssem_collapse, "one_sample"),
     "ssem_variance": Case(ssem_variance, "one_sample"),
     "alpha_variance": Case(alpha_variance, "slope"),
@@ -682,6 +690,90 @@ def test_summary_lines_name_source_runs_and_power():
     )
     ssem = summary_lines([finding("ssem_variance", 0.0, 0.1)])
     assert "(SSEM paper, " in ssem[0] and "Lee et al. 2025" not in ssem[0]
+
+
+def test_the_toy_claims_are_also_judged_seed_by_seed():
+    # issue 23.4: the rebuttal's toy claims per seed as well as over seeds. Per-seed effects are
+    # shift + scale * NOISE = scale * (0.9, -1.3, 0.4, 1.1, -1.1) here (shift 0).
+    centre = finding("toy_centre", 0.0, 0.05)  # deviations .045 -.065 .02 .055 -.055, margin .05
+    assert centre.per_seed_met == (2, 5)
+    assert "each seed alone: 2 of 5 within ± the margin" in summary_lines([centre])[0]
+    assert "Each seed alone: 2 of 5 within ± the margin (0.05 in cosine similarity)." in (
+        centre.note
+    )
+    margin = _spec("toy_spread").margin
+    assert margin is not None
+    # ln ratios margin * (-1 + 0.5 NOISE): at or below -margin for the seeds with NOISE < 0
+    spread = finding("toy_spread", -margin, 0.5 * margin)
+    assert spread.per_seed_met == (2, 5)
+    assert "each seed alone: 2 of 5 beyond the margin" in summary_lines([spread])[0]
+    assert finding("toy_spread", -10 * margin, 0.05 * margin).per_seed_met == (5, 5)
+    # the other claims are judged over seeds only
+    assert finding("vrn_variance", 0.0, 0.1).per_seed_met is None
+    # one seed: no per-seed count (the design has no per-seed effects)
+    one = [r for r in toy_centre(0.0, 0.01) if r.config.seed == 1]
+    (f,) = run_findings(one, claims=["toy_centre"])
+    assert f.per_seed_met is None and "each seed alone" not in summary_lines([f])[0]
+
+
+def test_example_5_4_and_thm_5_1_iii_are_about_the_full_batch_with_room():
+    # issue 23.3: Eq. 10 decides the optimum of the full-batch loss (Eq. 1) with d >= n (Thm
+    # 5.3) or d >= n - 1 (Thm 5.1); runs on mini-batches, or with too few dimensions, are not
+    # applicable, with the condition named
+    for key, build in (("eq10_separation", eq10_separation), ("eq10_etf", eq10_etf)):
+        runs = build(0.0, 0.001)
+        (f,) = [f for f in run_findings(runs, claims=[key]) if f.claim == key]
+        assert f.verdict != NOT_APPLICABLE, f.note
+        mini = [replace(r, config=replace(r.config, batch_size=32)) for r in runs]
+        (f,) = run_findings(mini, claims=[key])
+        assert f.verdict == NOT_APPLICABLE and "mini-batches of m = 32 < n = 100" in f.note
+        narrow = [replace(r, d=50) for r in runs]
+        (f,) = run_findings(narrow, claims=[key])
+        assert f.verdict == NOT_APPLICABLE and "d = 50 < n" in f.note
+    # the ETF claim needs Eq. 10 to fail; the separation claim needs it to hold: one run set
+    # is at the scope of exactly one of them
+    both = run_findings(eq10_etf(0.0, 0.001), claims=["eq10_separation", "eq10_etf"])
+    verdicts = {f.claim: f.verdict for f in both}
+    assert verdicts["eq10_separation"] == NOT_APPLICABLE and "Eq. 10 fails" in next(
+        f.note for f in both if f.claim == "eq10_separation"
+    )
+    assert verdicts["eq10_etf"] == "supported"
+    # d = n - 1 suffices for the ETF (Thm 5.1: the eq10_etf case has d = 99, n = 100), not
+    # for Thm 5.3 (d >= n)
+    at_n_minus_1 = [replace(r, d=99) for r in eq10_separation(0.0, 0.001)]
+    (f,) = run_findings(at_n_minus_1, claims=["eq10_separation"])
+    assert f.verdict == NOT_APPLICABLE and "d = 99 < n = 100" in f.note
+
+
+def test_per_seed_lists_follow_the_seeds_numbers():
+    # ten seeds: seed 10 comes last, not after seed 1 (its text "10" sorts before "2")
+    runs = []
+    for seed in range(1, 11):
+        for vrn, std in ((0.0, 0.3), (3.0, 0.3 * seed / 100)):
+            facts = {**TOY_FACTS, **_log_std(math.log(std))}
+            runs.append(run(f"s{seed}v{vrn}", {**TOY, "vrn": vrn, "seed": seed}, **facts))
+    (f,) = [f for f in run_findings(runs, claims=["toy_spread"]) if f.claim == "toy_spread"]
+    listed = f.measured.split("per seed: ")[1].split(", ")
+    assert listed == [f"{100 * (s / 100 - 1):+.4g} %" for s in range(1, 11)]
+
+
+def test_a_claim_meets_its_margin_by_its_direction():
+    spread, centre = _spec("toy_spread"), _spec("toy_centre")
+    m = spread.margin
+    assert m is not None
+    assert spread.meets(-m) and spread.meets(-2 * m) and not spread.meets(-0.99 * m)
+    assert not spread.meets(2 * m)
+    assert centre.meets(0.05) and centre.meets(-0.05) and not centre.meets(0.0501)
+    share = _spec("excessive_share")  # an increase
+    assert share.meets(0.07) and not share.meets(0.069)
+    with pytest.raises(ValueError, match="no margin"):
+        _spec_any("vrn_alignment").meets(0.0)
+
+
+def _spec_any(key: str) -> Claim:
+    claim = CLAIMS[key]
+    assert isinstance(claim, Claim)
+    return claim
 
 
 # ---- descriptions: estimates with intervals, no verdict ---------------------------------------

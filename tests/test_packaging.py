@@ -93,7 +93,13 @@ def test_bundled_recipes_and_probe_suites_are_the_checkout_files():
     assert (
         recipes["simclr-vrn"].read_bytes() == (ROOT / "trainers" / "simclr-vrn.toml").read_bytes()
     )
-    assert set(bundled("probe suite")) == {"quick", "full", "paper", "digits-study"}
+    assert set(bundled("probe suite")) == {
+        "quick",
+        "full",
+        "paper",
+        "digits-study",
+        "sigmoid-study",
+    }
 
 
 def test_recipe_names_resolve_from_any_folder(tmp_path, monkeypatch):
@@ -118,7 +124,14 @@ def test_recipe_names_resolve_from_any_folder(tmp_path, monkeypatch):
 def test_recipe_by_name_through_the_cli(run_cli, tmp_path):
     listing = run_cli("recipes")
     assert listing.code == 0
-    for name in ("simclr-vrn", "rebuttal-toy", "quick", "digits-study"):
+    for name in (
+        "simclr-vrn",
+        "rebuttal-toy",
+        "sigmoid-toy",
+        "quick",
+        "digits-study",
+        "sigmoid-study",
+    ):
         assert name in listing.out
     run = run_cli(
         "train", "--recipe", "rebuttal-toy", "--steps", "3", "--out", tmp_path / "toy", "--quiet"

@@ -1,6 +1,7 @@
 """The committed reference report reports/toy-vrn/ is what its command produces: the same bytes
 under an equal environment fingerprint, and statistically the same results under another
-(the guarantee of docs/reproducibility.md)."""
+(the guarantee of docs/reproducibility.md); every reference study's README quotes its generated
+findings and fingerprint, and its reports render again from its committed results."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ COMMAND = [
     "sweep",
     "trainers/rebuttal-toy.toml",
     "--grid",
-    "seed=1,2,3,4,5",
+    "seed=1,2,3,4,5,6,7,8,9,10",
     "--grid",
     "vrn=0,3",
     "--out",
@@ -35,6 +36,15 @@ def _committed_files(root: Path) -> list[Path]:
         for p in root.rglob("*")
         if p.is_file() and p.name not in NOT_COMMITTED and p.name != "README.md"
     )
+
+
+def test_the_toy_command_is_the_readmes():
+    # the fast check of the slow regeneration below: it runs the README's command, and the
+    # committed folder holds its 10 seeds x 2 arms
+    readme = " ".join((TOY / "README.md").read_text(encoding="utf-8").split())
+    assert "cl-diag " + " ".join(COMMAND[:-1]) in readme
+    cells = sorted(p.parent.parent.name for p in TOY.glob("*/analysis/result.json"))
+    assert cells == sorted(f"seed={s}_vrn={v}" for s in range(1, 11) for v in (0, 3))
 
 
 def _environments(root: Path) -> list[object]:
@@ -56,8 +66,8 @@ def test_toy_vrn_reference_report_regenerates(run_cli, tmp_path, monkeypatch):
 
     expected = _committed_files(TOY)
     regenerated = _committed_files(made)
-    # 10 cells x (result.json, 2 reports, 2 figures) + the comparison and its provenance.json
-    assert len(expected) >= 10 * 5 + 5 and (Path("comparison") / "provenance.json") in expected
+    # 20 cells x (result.json, 2 reports, 2 figures) + the comparison and its provenance.json
+    assert len(expected) >= 20 * 5 + 5 and (Path("comparison") / "provenance.json") in expected
     assert regenerated == expected
     if _environments(made) == _environments(TOY):
         # an equal fingerprint promises the same bytes, every file
@@ -87,7 +97,18 @@ def _quote_findings():
     return module
 
 
-@pytest.mark.parametrize("folder", ["toy-vrn", "digits-batch-study", "supcl-collapse"])
+#: every reference study: a folder with comparison/ and README.md (a study of two data sets has
+#: one such folder per data set)
+QUOTED = [
+    "toy-vrn",
+    "digits-batch-study",
+    "supcl-collapse",
+    "sigmoid-within-view/digits",
+    "sigmoid-within-view/free",
+]
+
+
+@pytest.mark.parametrize("folder", QUOTED)
 def test_reference_readmes_quote_the_generated_findings(folder):
     # issue 12: the READMEs quote the findings the tool wrote, never a paraphrase of them
     tool = _quote_findings()
@@ -97,7 +118,7 @@ def test_reference_readmes_quote_the_generated_findings(folder):
     assert tool.quoted(root / "README.md") == generated
 
 
-@pytest.mark.parametrize("folder", ["toy-vrn", "digits-batch-study", "supcl-collapse"])
+@pytest.mark.parametrize("folder", QUOTED)
 def test_reference_readmes_give_the_reproduction_and_the_fingerprint(folder):
     # issue 22: the command that checks the report, the fingerprint it was made under (quoted
     # from its results) and the guarantee
@@ -115,7 +136,16 @@ def test_reference_readmes_give_the_reproduction_and_the_fingerprint(folder):
 
 # ---- every committed report is a pure function of the committed results -------------------
 
-STUDIES = ("toy-vrn", "digits-batch-study", "supcl-collapse")
+STUDIES = (
+    "toy-vrn",
+    "digits-batch-study",
+    "supcl-collapse",
+    "sigmoid-within-view/digits",
+    "sigmoid-within-view/free",
+)
+#: studies that commit each run's result.json and report.md only: their .gitignore leaves out
+#: the per-run report.html and figures (common size rule), which render from the result
+LEAN = ("sigmoid-within-view",)
 #: one analysis of each kind of run (toy, digits with and without VRN, supcl collapsed and not)
 #: renders in the fast lane; the others are marked slow (about a second each: the figures)
 REPRESENTATIVE = {
@@ -126,6 +156,8 @@ REPRESENTATIVE = {
     "supcl-collapse/alpha=0",
     "supcl-collapse/alpha=0.2",
     "supcl-collapse/alpha=1",
+    "sigmoid-within-view/digits/bias=-1_within-view=false_seed=1",
+    "sigmoid-within-view/free/bias=-1_within-view=true_seed=1",
 }
 ANALYSES = [
     pytest.param(
@@ -133,9 +165,13 @@ ANALYSES = [
         id=run,
         marks=() if run in REPRESENTATIVE else pytest.mark.slow,
     )
-    for path in sorted(REPO.glob("reports/*/*/analysis/result.json"))
+    for path in sorted(REPO.glob("reports/**/analysis/result.json"))
     for run in [path.parent.parent.relative_to(REPO / "reports").as_posix()]
 ]
+
+
+def _lean(path: Path) -> bool:
+    return path.relative_to(REPO / "reports").parts[0] in LEAN
 
 
 @pytest.mark.parametrize("path", ANALYSES)
@@ -149,9 +185,28 @@ def test_committed_analysis_reports_render_byte_identical(path, tmp_path):
     committed = sorted(
         p.name for p in path.parent.iterdir() if p.is_file() and p.name != "result.json"
     )
-    assert sorted(p.name for p in written) == [n for n in committed if not n.startswith(".")]
+    if _lean(path):
+        # report.md is committed; report.html and the figures are left out (.gitignore) and,
+        # where a run of the study left them in the checkout, are what renders
+        assert "report.md" in committed
+        left_out = {p.name for p in written if p.name == "report.html" or p.suffix == ".svg"}
+        assert {p.name for p in written} - left_out == {"report.md"}
+        committed = [n for n in committed if n not in left_out or (path.parent / n).exists()]
+        written = [p for p in written if p.name in committed]
+    else:
+        assert sorted(p.name for p in written) == [n for n in committed if not n.startswith(".")]
     for file in written:
         assert file.read_bytes() == (path.parent / file.name).read_bytes(), file.name
+
+
+@pytest.mark.parametrize("study", LEAN)
+def test_lean_studies_leave_out_only_what_renders_from_the_results(study):
+    # the size rule: each run's analysis/report.html and figures are ignored, its result.json
+    # and report.md are not, nor is anything of comparison/
+    text = (REPO / "reports" / study / ".gitignore").read_text(encoding="utf-8")
+    ignore = [line.strip() for line in text.splitlines() if line.strip() and line[0] != "#"]
+    assert {"*/*/analysis/report.html", "*/*/analysis/*.svg"} <= set(ignore)
+    assert not any("comparison" in line or "result.json" in line for line in ignore)
 
 
 @pytest.mark.parametrize("study", STUDIES)
@@ -162,7 +217,11 @@ def test_committed_comparisons_render_byte_identical(study, tmp_path, monkeypatc
 
     source = REPO / "reports" / study
     copy = tmp_path / "reports" / study
-    shutil.copytree(source, copy, ignore=shutil.ignore_patterns("comparison"))
+    shutil.copytree(
+        source,
+        copy,
+        ignore=shutil.ignore_patterns("comparison", "*.pt", "metrics.csv", "sweep.log"),
+    )
     monkeypatch.chdir(tmp_path)
     inputs = sorted(
         Path("reports", study, p.parent.parent.name, "analysis")

@@ -20,7 +20,7 @@ from cl_diag.report.metrics import PROBE_METRICS, probe_report_metrics, retrieva
 from cl_diag.result import PAIR_TYPES, QUANTILES, SCHEMA, Result, is_result_file, load
 
 REPO = Path(__file__).resolve().parents[1]
-REFERENCE = sorted(REPO.glob("reports/*/*/analysis/result.json"))
+REFERENCE = sorted(REPO.glob("reports/**/analysis/result.json"))
 #: every result.json committed to the repository: the reference reports' and the tests' data
 EVERY_RESULT = REFERENCE + sorted(p for p in (REPO / "tests" / "data").glob("*.json"))
 # A rich checkpoint result (1,000 images, every probe, baselines, retrieval, k-means): the
@@ -57,11 +57,13 @@ def _write(tmp_path: Path, data: object, name: str = "result.json") -> Path:
 
 
 def test_reference_results_exist():
-    # 18 digits cells (3 sizes x 2 VRN x 3 seeds) + 10 toy cells + 6 supcl-collapse cells
-    assert len(REFERENCE) == 34
+    # 18 digits cells (3 sizes x 2 VRN x 3 seeds) + 20 toy cells (10 seeds x 2 VRN) + 6
+    # supcl-collapse cells + 40 sigmoid-within-view cells (2 data sets x 2 b x 2 kinds of
+    # negatives x 5 seeds)
+    assert len(REFERENCE) == 84
     # ... and every other result.json of the repository is in the round trip below
     everywhere = {p for p in _repository_files("*.json") if is_result_file(p)}
-    assert everywhere == set(EVERY_RESULT) and len(EVERY_RESULT) == 35
+    assert everywhere == set(EVERY_RESULT) and len(EVERY_RESULT) == 85
 
 
 @pytest.mark.parametrize("path", EVERY_RESULT, ids=lambda p: str(p.relative_to(REPO)))

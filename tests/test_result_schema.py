@@ -15,7 +15,7 @@ from cl_diag.result import SCHEMA, json_schema, json_schema_text
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA_FILE = REPO / "docs" / "result.schema.json"
-RESULTS = sorted(REPO.glob("reports/*/*/analysis/result.json")) + sorted(
+RESULTS = sorted(REPO.glob("reports/**/analysis/result.json")) + sorted(
     (REPO / "tests" / "data").glob("*.json")
 )
 TOY = REPO / "reports" / "toy-vrn" / "seed=1_vrn=3" / "analysis" / "result.json"
@@ -72,9 +72,11 @@ def test_every_result_of_the_repository_is_valid(validator, path):
 
 
 def test_there_are_results_of_every_kind():
-    assert len(RESULTS) == 35
+    # the reference studies' 84 runs (tests/test_result.py counts them) and the tests' one file
+    assert len(RESULTS) == 85
     kinds = {json.loads(p.read_text())["source"]["kind"] for p in RESULTS}
-    assert kinds == {"checkpoint"}  # toy, digits and supcl runs: all checkpoints
+    assert kinds == {"checkpoint"}  # toy, digits, supcl and sigmoid runs: all checkpoints
+    assert any('"eq10"' in p.read_text() for p in RESULTS)  # a sigmoid theory block
     assert any('"ssem"' in p.read_text() for p in RESULTS)  # the supcl theory block
     assert any('"baselines"' in p.read_text() for p in RESULTS)
 

@@ -441,7 +441,9 @@ class Estimate:
     the ``n`` replicates behind it (``replicate`` says of what), how it was made (``method``),
     what was measured (``measured``, ``data``), and for the power figure the design
     (``power_design``: "one_sample", "two_sample", "slope"), the replicate spread ``sd``, the
-    x ``levels`` of a slope and the ``seeds`` per condition (or level) now."""
+    x ``levels`` of a slope and the ``seeds`` per condition (or level) now; ``per_seed`` the
+    effect of each seed alone on the analysis scale (a paired difference, or a deviation from
+    the reference), in seed order, when the replicates are seeds."""
 
     effect: float | None
     se: float | None
@@ -456,6 +458,7 @@ class Estimate:
     levels: tuple[float, ...] = ()
     seeds: int | None = None
     why_no_interval: str = ""
+    per_seed: tuple[float, ...] = ()
 
 
 def _groups(runs: Sequence[RunData], without: Sequence[str]) -> list[tuple[RunData, ...]]:
@@ -495,6 +498,19 @@ def _by_seed(runs: Sequence[RunData]) -> dict[str, RunData] | None:
     if len(keyed) != len(runs) or any(r.seed is None for r in runs):
         return None
     return keyed
+
+
+def _seed_order(keyed: dict[str, RunData]) -> list[str]:
+    """The keys of :func:`_by_seed` in the order of their seeds (numbers by value: seed 10
+    after seed 9, not after seed 1 as their text would sort), so per-seed lists read 1, 2, ..."""
+
+    def order(key: str) -> tuple[int, float, str]:
+        seed = keyed[key].seed
+        if isinstance(seed, (int, float)) and not isinstance(seed, bool):
+            return (0, float(seed), key)
+        return (1, 0.0, key)
+
+    return sorted(keyed, key=order)
 
 
 def _sd(values: Sequence[float]) -> float:
@@ -571,7 +587,7 @@ def _paired_estimate(
     )
     data = tuple((r.label, metric.read(r)) for r in (*control, *treatment))
     if a is not None and b is not None and set(a) == set(b) and len(a) >= 2:
-        seeds = sorted(a)
+        seeds = _seed_order(a)
         diffs = [_known(metric, b[k]) - _known(metric, a[k]) for k in seeds]
         if len(diffs) <= 10:
             measured += "; per seed: " + ", ".join(metric.show_difference(d) for d in diffs)
@@ -592,6 +608,7 @@ def _paired_estimate(
             power_design="one_sample",
             sd=sd,
             seeds=len(diffs),
+            per_seed=tuple(diffs),
         )
     effect = float(np.mean(ys) - np.mean(xs))
     if len(xs) >= 2 and len(ys) >= 2:
@@ -795,7 +812,7 @@ class PairedTrend:
             if a is None or b is None or set(a) != set(b):
                 return None
             diffs = []
-            for k in sorted(a):
+            for k in _seed_order(a):
                 va, vb = metric.value(a[k]), metric.value(b[k])
                 if va is None or vb is None:
                     return None
@@ -869,6 +886,7 @@ class OneSample:
                 power_design="one_sample",
                 sd=sd,
                 seeds=len(deviations),
+                per_seed=tuple(deviations),
             )
         run = runs[0]
         if self.per_run and metric.run_se is not None:
@@ -933,7 +951,9 @@ class Claim:
     the analysis scale, ``margin_text`` it as printed and ``margin_why`` its one-line
     justification; ``effect`` says what the effect is, ``shows`` how it prints;
     ``precondition`` a requirement on the data (*not applicable here* when unmet);
-    ``figure`` the key of the figure that carries it."""
+    ``figure`` the key of the figure that carries it; ``per_seed`` whether the summary also
+    counts the seeds whose own effect meets the claim (for a claim a source makes of every run,
+    like the rebuttal's toy: each seed's statistic is exact over all its pairs)."""
 
     key: str
     statement: str
@@ -952,6 +972,7 @@ class Claim:
     at_scope: str = ""
     precondition: Precondition | None = None
     figure: str | None = None
+    per_seed: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -966,6 +987,18 @@ class Claim:
     @property
     def title(self) -> str:
         return self.statement
+
+    def meets(self, effect: float) -> bool:
+        """Whether one effect (on the analysis scale) lies beyond the margin in the expected
+        direction (for an agreement: within ± the margin): the verdict's rule applied to a
+        point, as for one seed's exact statistic."""
+        if self.margin is None or self.expect is None:
+            raise ValueError(f"{self.key}: a description has no margin to meet")
+        if self.expect == "decrease":
+            return effect <= -self.margin
+        if self.expect == "increase":
+            return effect >= self.margin
+        return abs(effect) <= self.margin
 
     @property
     def minimum(self) -> float | None:

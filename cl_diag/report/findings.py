@@ -129,6 +129,10 @@ class Finding:
     runs: tuple[str, ...] = ()
     data: tuple[tuple[str, float | None], ...] = ()
     figure: str | None = None
+    #: for a claim tested seed by seed (``Claim.per_seed``): the seeds whose own effect meets
+    #: the claim (beyond the margin in the expected direction; for an agreement within it) and
+    #: the seeds
+    per_seed_met: tuple[int, int] | None = None
 
     @property
     def spec(self) -> Claim | Identity:
@@ -236,8 +240,24 @@ def _deciding_p(d: _Draft) -> float:
     )
 
 
+def _per_seed_met(claim: Claim, estimate: Estimate | None) -> tuple[int, int] | None:
+    """How many seeds alone meet a per-seed claim, of how many (None for other claims)."""
+    if not claim.per_seed or claim.kind != "prediction" or estimate is None:
+        return None
+    if not estimate.per_seed:
+        return None
+    return sum(claim.meets(e) for e in estimate.per_seed), len(estimate.per_seed)
+
+
+def _per_seed_text(claim: Claim, met: tuple[int, int]) -> str:
+    """'each seed alone: 7 of 10 beyond the margin'."""
+    where = "within ± the margin" if claim.expect == "agree" else "beyond the margin"
+    return f"each seed alone: {met[0]} of {met[1]} {where}"
+
+
 def _common(claim: Claim, unit: Unit, estimate: Estimate | None) -> dict:
     return {
+        "per_seed_met": _per_seed_met(claim, estimate),
         "claim": claim.key,
         "subject": unit.subject,
         "kind": claim.kind,
@@ -347,6 +367,9 @@ def _decided(d: _Draft, level: HolmLevel, family: int, figures: Mapping[str, str
     notes = [_why(claim, decided, interval, p, level, family)]
     if decided == "inconclusive" or border:
         notes.append(_power_text(est, needed))
+    met = _per_seed_met(claim, est)
+    if met is not None:
+        notes.append(_per_seed_text(claim, met).capitalize() + f" ({claim.margin_text}).")
     return Finding(
         **{**_common(claim, d.unit, est), "figure": figures.get(claim.figure or "")},
         verdict=decided,
@@ -577,10 +600,13 @@ def summary_lines(findings: Sequence[Finding]) -> list[str]:
                 if f.seeds_needed is not None
                 else ""
             )
+            seeds = (
+                f"; {_per_seed_text(claim, f.per_seed_met)}" if f.per_seed_met is not None else ""
+            )
             parts.append(
                 f"{f.verdict}{' (borderline)' if f.borderline else ''}; {claim.effect} "
                 f"{_effect_text(f, claim)} {_interval_text(f, claim)} ({f.subject}, "
-                f"{_count(f.n, f.replicate)}{power})"
+                f"{_count(f.n, f.replicate)}{power}{seeds})"
             )
         elif tested:
             for decided in ("supported", "contradicted", "inconclusive"):
