@@ -31,10 +31,12 @@ The seed count a design needs for 80 % power to detect the margin itself
 An effect that sits at its margin (|e| <= m) gets no power from any seed count: the tool says
 so. The run time of a design is the sum of its runs' measured seconds (``--seconds``).
 
-Run from the repository root, e.g. on the pilot and the study::
+Run from the repository root, e.g. on the committed study (its own spreads: how many seeds
+would do) and on the earlier design's runs (commit 134a67a)::
 
-    python tools/main_job_power.py reports/digits-batch-study --seeds 3,5,6 \\
-        --design 16,32,64:30 --design 16,128:3
+    python tools/main_job_power.py reports/digits-batch-study --design 16,64:3 --seeds 5,6,7
+    mkdir -p /tmp/old && git archive 134a67a reports/digits-batch-study | tar -x -C /tmp/old
+    python tools/main_job_power.py /tmp/old/reports/digits-batch-study --design 16,32,64:30
 
 Each ``--design`` is ``BATCHES:LAMBDA`` (the batch sizes, the VRN weight); its runs must be in
 the folders given (every batch size with and without that λ). Deterministic: no random draw.
