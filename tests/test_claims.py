@@ -434,8 +434,12 @@ def test_large_true_effect_is_supported(key):
     shift = 0.0 if claim.expect == "agree" else _sign(claim) * 10 * claim.margin
     f = finding(key, shift, 0.05 * claim.margin)
     assert f.verdict == "supported", f.note
-    assert not f.borderline and f.seeds_needed is None
+    assert not f.borderline
     assert f.confidence == pytest.approx(CONFIDENCE)  # one finding: no multiplicity
+    # a decided verdict gives its power figure too (issue 23): at a spread of a twentieth of
+    # the margin (or a grid's rounding) the seeds at hand already detect the margin
+    assert f.seeds_needed is not None and f.seeds_needed <= len(SEEDS), f.note
+    assert f"Power: an effect at the margin itself would need {f.seeds_needed} seeds" in f.note
 
 
 @pytest.mark.parametrize("key", PREDICTIONS)

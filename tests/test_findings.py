@@ -81,6 +81,10 @@ def test_known_truth_large_effect_is_supported_and_null_effect_inconclusive(tmp_
     logs = np.log(np.array([0.033, 0.035, 0.031]) / np.array([0.100, 0.104, 0.098]))
     assert row[1] == f"{100 * math.expm1(logs.mean()):+.4g} %"
     assert "paired by seed" in row[7]
+    # a decided verdict prints its power figure too (issue 23): the seeds for 80 % power at
+    # the margin, in the table and in the summary sentence
+    assert row[6].split(" ")[0].isdigit() and "Power: an effect at the margin" in row[7]
+    assert "seeds for 80 % power at the margin" in md[md.index("VRN lowers the variance") :]
     # the null effect's row says how many seeds would give 80 % power at the margin
     null_row = _finding_row(null.read_text(encoding="utf-8"), "vrn_variance")
     assert null_row[6].split(" ")[0].isdigit() and "80 % power" in null_row[7]

@@ -32,7 +32,7 @@ TOY = REPO / "reports" / "toy-vrn" / "seed=1_vrn=3" / "analysis" / "result.json"
 
 def _repository_files(pattern: str) -> list[Path]:
     """The repository's files matching ``pattern``, committed or not, but never what .gitignore
-    leaves out: the README's main job writes its 18 results under runs/ in the checkout, and a
+    leaves out: the README's main job writes its 28 results under runs/ in the checkout, and a
     newcomer runs the tests after it."""
     try:
         listed = subprocess.run(
@@ -57,13 +57,13 @@ def _write(tmp_path: Path, data: object, name: str = "result.json") -> Path:
 
 
 def test_reference_results_exist():
-    # 18 digits cells (3 sizes x 2 VRN x 3 seeds) + 20 toy cells (10 seeds x 2 VRN) + 6
+    # 28 digits cells (2 sizes x 2 VRN x 7 seeds) + 20 toy cells (10 seeds x 2 VRN) + 6
     # supcl-collapse cells + 40 sigmoid-within-view cells (2 data sets x 2 b x 2 kinds of
     # negatives x 5 seeds)
-    assert len(REFERENCE) == 84
+    assert len(REFERENCE) == 94
     # ... and every other result.json of the repository is in the round trip below
     everywhere = {p for p in _repository_files("*.json") if is_result_file(p)}
-    assert everywhere == set(EVERY_RESULT) and len(EVERY_RESULT) == 85
+    assert everywhere == set(EVERY_RESULT) and len(EVERY_RESULT) == 95
 
 
 @pytest.mark.parametrize("path", EVERY_RESULT, ids=lambda p: str(p.relative_to(REPO)))

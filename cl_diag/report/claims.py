@@ -967,8 +967,8 @@ def claims_markdown() -> str:
         " which the one-sided t test at the finding's level detects the margin at the observed"
         " spread (scipy's noncentral t; the same power calls a true effect of twice the margin"
         " supported). For an agreement claim, the power to show agreement when the true "
-        "deviation is 0 (at least 2·power − 1). Given for every inconclusive or borderline "
-        "verdict with a spread over seeds.",
+        "deviation is 0 (at least 2·power − 1). Given for every verdict with a spread over "
+        "seeds, a decided one too (the seeds a study of an effect at the margin would need).",
         "- *Not applicable*: the runs are outside the source's scope (the condition is named)"
         " or the data fail a precondition of the claim (*not applicable here*, with the "
         "reason); never contradicted. Runs outside a claim's domain get no line at all (an "

@@ -20,7 +20,7 @@ runs one test is about), and for each unit:
    agreement, supported inside ± the margin, contradicted entirely beyond it;
 5. *borderline* when moving the interval by up to the replicate prediction error
    t_{0.975, df} √2 se (:func:`cl_diag.measurement.stats.replicate_error`) would change the
-   verdict; every inconclusive or borderline verdict gives the seeds that would give 80 %
+   verdict; every verdict with a spread over seeds gives the seeds that would give 80 %
    power to detect the margin at the observed spread
    (:func:`cl_diag.measurement.stats.seeds_needed`, scipy's noncentral t).
 
@@ -354,7 +354,9 @@ def _decided(d: _Draft, level: HolmLevel, family: int, figures: Mapping[str, str
     border = borderline(interval, expect=claim.expect, minimum=claim.margin, reach=reach)
     p = _deciding_p(d)
     needed = None
-    if (decided == "inconclusive" or border) and est.power_design and _finite(est.sd):
+    # every verdict with a spread over seeds gives its power figure, a decided one too, so that
+    # a reader can size the next study (issue 23: the power figure for every claim)
+    if est.power_design and _finite(est.sd):
         assert est.sd is not None
         needed = seeds_needed(
             est.power_design,
@@ -367,6 +369,8 @@ def _decided(d: _Draft, level: HolmLevel, family: int, figures: Mapping[str, str
     notes = [_why(claim, decided, interval, p, level, family)]
     if decided == "inconclusive" or border:
         notes.append(_power_text(est, needed))
+    elif needed is not None:
+        notes.append(_decided_power_text(est, needed))
     met = _per_seed_met(claim, est)
     if met is not None:
         notes.append(_per_seed_text(claim, met).capitalize() + f" ({claim.margin_text}).")
@@ -452,6 +456,20 @@ def _power_text(est: Estimate, needed: int | None) -> str:
     return (
         f"The {have} seeds{per} already give 80 % power to detect the margin at the observed "
         f"spread ({needed} would)."
+    )
+
+
+def _decided_power_text(est: Estimate, needed: int) -> str:
+    """The power figure of a verdict that is decided and not borderline: the seeds that detect
+    an effect at the margin itself with 80 % power at the observed spread (this effect lies
+    well beyond the margin, so fewer seeds decided it): what a study of a smaller effect would
+    need."""
+    per = {"one_sample": "", "two_sample": " per condition", "slope": " per level"}[
+        est.power_design or "one_sample"
+    ]
+    return (
+        "Power: an effect at the margin itself would need "
+        f"{needed} seeds{per} for 80 % power at the observed spread (here {est.seeds or 0})."
     )
 
 
@@ -559,6 +577,9 @@ def _power_cell(f: Finding) -> str:
             return "> 10,000" if "10,000" in f.note else "unknown"
         return MISSING
     add = f.seeds_to_add
+    if f.verdict in ("supported", "contradicted") and not f.borderline and add:
+        # the figure is for an effect at the margin; this one was decided with fewer
+        return f"{f.seeds_needed} (decided with {f.seeds})"
     return f"{f.seeds_needed}" + (f" (add {add})" if add else " (enough)")
 
 
@@ -657,7 +678,21 @@ def _method_paragraph(findings: Sequence[Finding]) -> Paragraph:
         + "Borderline: moving the interval by up to the replicate prediction error t·√2·se (the"
         " 95 % range of a new, independent replicate study's estimate) would change the "
         "verdict. Inconclusive and borderline verdicts give the seeds that would give 80 % "
-        "power to detect the margin at the observed spread (noncentral t)."
+        "power to detect the margin at the observed spread (noncentral t)"
+        + (
+            "; so do the decided ones with a spread over seeds (what a study of an effect at "
+            "the margin would need)."
+            if any(_decided_with_power(f) for f in findings)
+            else "."
+        )
+    )
+
+
+def _decided_with_power(f: Finding) -> bool:
+    return (
+        f.verdict in ("supported", "contradicted")
+        and not f.borderline
+        and (f.seeds_needed is not None)
     )
 
 
