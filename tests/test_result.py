@@ -57,12 +57,12 @@ def _write(tmp_path: Path, data: object, name: str = "result.json") -> Path:
 
 
 def test_reference_results_exist():
-    # 18 digits cells (3 sizes x 2 VRN x 3 seeds) + 10 toy cells + 24 supcl-collapse cells
-    # (8 alpha x 3 seeds)
-    assert len(REFERENCE) == 52
+    # 18 digits cells (3 sizes x 2 VRN x 3 seeds) + 10 toy cells + 21 supcl-collapse cells
+    # (7 alpha x 3 seeds)
+    assert len(REFERENCE) == 49
     # ... and every other result.json of the repository is in the round trip below
     everywhere = {p for p in _repository_files("*.json") if is_result_file(p)}
-    assert everywhere == set(EVERY_RESULT) and len(EVERY_RESULT) == 53
+    assert everywhere == set(EVERY_RESULT) and len(EVERY_RESULT) == 50
 
 
 @pytest.mark.parametrize("path", EVERY_RESULT, ids=lambda p: str(p.relative_to(REPO)))

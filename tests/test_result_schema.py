@@ -72,7 +72,7 @@ def test_every_result_of_the_repository_is_valid(validator, path):
 
 
 def test_there_are_results_of_every_kind():
-    assert len(RESULTS) == 53  # 18 digits, 10 toy, 24 supcl-collapse cells; tests/data
+    assert len(RESULTS) == 50  # 18 digits, 10 toy, 21 supcl-collapse cells; tests/data
     kinds = {json.loads(p.read_text())["source"]["kind"] for p in RESULTS}
     assert kinds == {"checkpoint"}  # toy, digits and supcl runs: all checkpoints
     assert any('"ssem"' in p.read_text() for p in RESULTS)  # the supcl theory block
