@@ -280,7 +280,11 @@ class Collapse(Record):
     instance) and s_b (different classes) mean similarities, the SSEM identity residual
     1 + (n-1) s_w + n(m-1) s_b (n = instances per class, m = ``classes``; exact for a
     ``balanced`` sample) and ``collapsed`` = within-class variance < ``epsilon``. Exact:
-    computed from class sums over every instance, both views."""
+    computed from class sums over every instance, both views. The within-class variance of
+    the views splits into ``view_spread`` (the spread of each instance's views about their
+    mean, (1 - s_pos)/2 averaged in each class) and ``instance_within_class_variance`` (that
+    of the instance means (u_i + v_i)/2 about the class mean: class collapse of instances,
+    docs/ssem.md); results written before these two were measured hold none."""
 
     classes: int
     instances: int
@@ -292,6 +296,13 @@ class Collapse(Record):
     s_w: float | None = None
     s_b: float | None = None
     ssem_residual: float | None = None
+    view_spread: float | None = optional(
+        "mean over classes of (1 - s_pos,c)/2, the views' spread about their instance mean"
+    )
+    instance_within_class_variance: float | None = optional(
+        "mean over classes of the within-class variance of the instance means (u_i + v_i)/2: "
+        "within_class_variance - view_spread"
+    )
     epsilon: float | None = None
     collapsed: bool | None = None
     per_class: list[ClassVariance] = key(factory=list)

@@ -52,6 +52,9 @@ SIZES = (16, 32, 64)
 ALPHAS = (0.0, 0.5, 1.0)
 
 PREDICTIONS = [k for k, c in CLAIMS.items() if isinstance(c, Claim) and c.kind == "prediction"]
+#: predictions whose interval is effect ± t se (a power figure and the t-based borderline);
+#: the threshold's profile-likelihood interval has its own tests below
+T_PREDICTIONS = [k for k in PREDICTIONS if k != "alpha_threshold"]
 DESCRIPTIONS = [k for k, c in CLAIMS.items() if isinstance(c, Claim) and c.kind == "description"]
 IDENTITIES = [k for k, c in CLAIMS.items() if isinstance(c, Identity)]
 
@@ -157,8 +160,18 @@ def trend_runs(
     ]
 
 
-def _collapse(variance: float) -> Collapse:
-    return Collapse.from_dict({"classes": 10, "instances": 50, "within_class_variance": variance})
+def _collapse(variance: float, spread: float = 0.05) -> Collapse:
+    """A collapse block whose instance means have within-class variance ``variance`` (the
+    views' adds their spread)."""
+    return Collapse.from_dict(
+        {
+            "classes": 10,
+            "instances": 50,
+            "within_class_variance": variance + spread,
+            "view_spread": spread,
+            "instance_within_class_variance": variance,
+        }
+    )
 
 
 def _ssem(alpha: float, predicted: float, *, regime: str | None = None) -> Ssem:
@@ -340,29 +353,39 @@ def ssem_variance(shift: float, scale: float, outside: bool = False) -> list[Run
     )
 
 
-def alpha_variance(shift: float, scale: float, outside: bool = False) -> list[RunData]:
+#: the α of the threshold case (α_c = 0.25 in _ssem) and its fixed noise, one per seed and α
+THRESHOLD_ALPHAS = (0.0, 0.1, 0.2, 0.25, 0.3, 0.4, 0.5, 0.7, 1.0)
+THRESHOLD_NOISE = np.random.default_rng(7).standard_normal((len(SEEDS), len(THRESHOLD_ALPHAS)))
+
+
+def alpha_threshold(
+    shift: float, scale: float, outside: bool = False, rise: float = 0.5
+) -> list[RunData]:
+    """Runs at each α and seed: the instance measure is flat (a per-seed offset) below a
+    break at α_c + shift and rises by ``rise`` per unit α above it, plus scale * noise."""
     config = {**SUPCL, "balanced_batch": not outside}
-    return trend_runs(
-        config,
-        "alpha",
-        ALPHAS,
-        float,
-        lambda a, y: {
-            "collapse": _collapse(y),
-            "ssem": _ssem(a, 0.0 if a <= 0.25 else 0.5 * a),
-        },
-        shift,
-        scale,
-        loss_family=None,
-        pos_mean=0.99,
-    )
+    runs = []
+    for k, seed in enumerate(SEEDS):
+        for j, a in enumerate(THRESHOLD_ALPHAS):
+            y = 0.1 + 0.02 * BASELINE[k] + rise * max(0.0, a - (0.25 + shift))
+            runs.append(
+                run(
+                    f"alpha{a} s{seed}",
+                    {**config, "alpha": a, "seed": seed},
+                    collapse=_collapse(y + scale * THRESHOLD_NOISE[k, j]),
+                    ssem=_ssem(a, 0.0 if a <= 0.25 else 0.5 * (a - 0.25)),
+                    loss_family=None,
+                )
+            )
+    return runs
 
 
 @dataclass(frozen=True)
 class Case:
     build: Callable[..., list[RunData]]
     #: how the design's spread is computed: "one_sample" (per-seed values or differences),
-    #: "slope" (residuals of the fit) -- for the direct power computation
+    #: "slope" (residuals of the fit) -- for the direct power computation; "break" (a
+    #: profile-likelihood interval: no power figure, no t-interval borderline)
     design: str
 
 
@@ -380,7 +403,7 @@ CASES = {
     "eq10_etf": Case(eq10_etf, "one_sample"),
     "ssem_collapse": Case(ssem_collapse, "one_sample"),
     "ssem_variance": Case(ssem_variance, "one_sample"),
-    "alpha_variance": Case(alpha_variance, "slope"),
+    "alpha_threshold": Case(alpha_threshold, "break"),
 }
 
 
@@ -418,7 +441,7 @@ def test_docs_claims_md_is_generated_from_the_registry():
 def test_every_entry_names_its_work_and_the_ssem_claims_are_not_the_icml_papers():
     for key, claim in CLAIMS.items():
         assert claim.source.where or claim.source.work == "none", key
-        if key.startswith("ssem") or key == "alpha_variance":
+        if key.startswith("ssem") or key == "alpha_threshold":
             assert claim.source.work == "SSEM"
     for key in PREDICTIONS:
         claim = _spec(key)
@@ -442,7 +465,7 @@ def test_large_true_effect_is_supported(key):
     assert f"Power: an effect at the margin itself would need {f.seeds_needed} seeds" in f.note
 
 
-@pytest.mark.parametrize("key", PREDICTIONS)
+@pytest.mark.parametrize("key", T_PREDICTIONS)
 def test_null_effect_is_inconclusive(key):
     claim = _spec(key)
     # agreement: exact agreement measured too noisily to show it
@@ -462,7 +485,7 @@ def test_reversed_effect_is_contradicted(key):
     assert not f.borderline
 
 
-@pytest.mark.parametrize("key", PREDICTIONS)
+@pytest.mark.parametrize("key", T_PREDICTIONS)
 def test_effect_at_the_margin_is_borderline(key):
     claim = _spec(key)
     margin = claim.margin
@@ -518,7 +541,7 @@ def _direct_seeds(design: str, sd: float, margin: float, alpha: float, levels=()
     return None
 
 
-@pytest.mark.parametrize("key", PREDICTIONS)
+@pytest.mark.parametrize("key", T_PREDICTIONS)
 def test_seeds_needed_is_the_noncentral_t_power_computation(key):
     claim = _spec(key)
     assert claim.margin is not None
@@ -530,7 +553,7 @@ def test_seeds_needed_is_the_noncentral_t_power_computation(key):
         sd = scale * float(np.std(NOISE, ddof=1))
         levels: tuple = ()
     else:
-        x = np.log2(SIZES) if key != "alpha_variance" else np.asarray(ALPHAS)
+        x = np.log2(SIZES)
         xs = np.repeat(x, len(SEEDS))
         ys = np.tile(scale * NOISE, len(x))
         slope, intercept = np.polyfit(xs, ys, 1)
@@ -577,17 +600,66 @@ def test_a_failed_precondition_is_not_applicable_here_never_contradicted():
     (f,) = run_findings(runs, claims=["within_view_share"])
     assert f.verdict == NOT_APPLICABLE and f.note.startswith("Not applicable here: ")
     assert "no share of 5 points to reduce" in f.note
-    # the SSEM's collapse claim when the views' own spread exceeds the tolerance
-    runs = [replace(r, pos_mean=0.9) for r in ssem_collapse(0.5, 0.001)]
-    (g,) = run_findings(runs, claims=["ssem_collapse"])
-    assert g.verdict == NOT_APPLICABLE and "(1 − s_pos)/2 = 0.05" in g.note
     # every α at or below α_c: the SSEM predicts no change
     flat = [
         replace(r, ssem=_ssem(float(r.config.alpha or 0), 0.0, regime="collapse"))
-        for r in alpha_variance(-0.5, 0.001)
+        for r in alpha_threshold(0.0, 0.001)
     ]
-    (h,) = run_findings(flat, claims=["alpha_variance"])
+    (h,) = run_findings(flat, claims=["alpha_threshold"])
     assert h.verdict == NOT_APPLICABLE and "predicts no change" in h.note
+    # one α above α_c: no rising part to place a break by
+    few = [r for r in alpha_threshold(0.0, 0.001) if (r.alpha or 0) <= 0.3]
+    (k,) = run_findings(few, claims=["alpha_threshold"])
+    assert k.verdict == NOT_APPLICABLE and "at least two on each side" in k.note
+
+
+def test_ssem_claims_read_the_instance_means_whatever_the_views_spread():
+    # a views' spread of 0.3 (s_pos = 0.4) no longer makes the collapse claim untestable:
+    # the instance means' within-class variance is 0 (to 1e-4) on every seed
+    runs = [
+        replace(r, collapse=_collapse(float(r.instance_within_class_variance or 0), 0.3))
+        for r in ssem_collapse(0.0, 0.0001)
+    ]
+    (g,) = run_findings(runs, claims=["ssem_collapse"])
+    assert g.verdict == "supported", g.note
+    # results written before the instance means were measured: not applicable, with the fix
+    old = [
+        replace(
+            r,
+            collapse=Collapse.from_dict(
+                {"classes": 10, "instances": 50, "within_class_variance": 0.05}
+            ),
+        )
+        for r in ssem_collapse(0.0, 0.0001)
+    ]
+    (h,) = run_findings(old, claims=["ssem_collapse"])
+    assert h.verdict == NOT_APPLICABLE and "analyse the run again" in h.note
+
+
+def test_threshold_null_is_inconclusive_and_says_why_no_seed_count():
+    # the break at α_c measured too noisily to place it within ± 0.05
+    f = finding("alpha_threshold", 0.0, 0.06)
+    assert f.verdict == "inconclusive", f.note
+    assert f.seeds_needed is None and "No seed count for 80 % power" in f.note
+    # a flat measure (no rise at all): nothing places the break
+    runs = alpha_threshold(0.0, 0.01, rise=0.0)
+    (g,) = run_findings(runs, claims=["alpha_threshold"])
+    assert g.verdict == "inconclusive", g.note
+
+
+def test_threshold_interval_is_the_profile_likelihood_of_the_break():
+    from cl_diag.measurement.stats import hinge_fit, hinge_interval
+
+    runs = alpha_threshold(0.1, 0.01)
+    f = finding("alpha_threshold", 0.1, 0.01)
+    xs = [float(r.alpha or 0) for r in runs]
+    ys = [float(r.instance_within_class_variance or 0) for r in runs]
+    fit = hinge_fit(xs, ys, [r.seed for r in runs])
+    lo, hi = hinge_interval(fit, 0.95)
+    assert f.estimate == pytest.approx(fit.break_ - 0.25)
+    assert f.interval == pytest.approx((lo - 0.25, hi - 0.25))
+    assert f.verdict == "contradicted"  # a break at 0.35 (measured 0.3 to 0.4), not 0.25
+    assert 0.3 < fit.break_ < 0.4 and fit.df == len(runs) - len(SEEDS) - 2
 
 
 def test_untuned_lambda_is_not_applicable_and_a_tuned_one_among_a_grid_is_tested():

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from cl_diag.measurement.collapse import COLLAPSE_EPSILON, class_collapse
-from cl_diag.measurement.theory import ssem_embedding
+from cl_diag.measurement.theory import split_ssem_embedding, ssem_embedding
 from cl_diag.report.metrics import COLLAPSE_METRICS
 from cl_diag.result import Collapse, Result
 
@@ -66,6 +66,44 @@ def test_class_sums_equal_the_brute_force_computation(seed):
     assert [c.count for c in got.per_class] == counts.tolist()
     assert got.classes == 4 and got.instances == n and got.views == 2
     assert got.balanced is False
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_instance_means_and_view_spread_equal_the_hand_computation(seed):
+    # the within-class variance of the instance means (u_i + v_i)/2 about their class mean,
+    # and (1 - u_i.v_i)/2 averaged in each class, written out; each then averaged over classes
+    rng = np.random.default_rng(10 + seed)
+    n, d = 41, 5
+    labels = rng.integers(0, 3, n)
+    z1 = rng.standard_normal((n, d)) + 2 * np.eye(3, d)[labels]
+    z2 = z1 + 0.4 * rng.standard_normal((n, d))
+    got = class_collapse(z1, z2, labels)
+    u = z1 / np.linalg.norm(z1, axis=1, keepdims=True)
+    v = z2 / np.linalg.norm(z2, axis=1, keepdims=True)
+    means = (u + v) / 2
+    inst, spread = [], []
+    for c in np.unique(labels):
+        mc = means[labels == c]
+        inst.append(np.mean(np.sum((mc - mc.mean(0)) ** 2, axis=1)))
+        spread.append(np.mean((1 - np.sum(u[labels == c] * v[labels == c], axis=1)) / 2))
+    assert got.instance_within_class_variance == pytest.approx(np.mean(inst), abs=1e-6)
+    assert got.view_spread == pytest.approx(np.mean(spread), abs=1e-6)
+    assert got.within_class_variance == pytest.approx(np.mean(inst) + np.mean(spread), abs=1e-6)
+    assert 0 < got.instance_within_class_variance < got.within_class_variance
+
+
+@pytest.mark.parametrize(("beta", "delta"), [(1.0, 0.0), (0.946, 0.054), (0.7, 0.1), (0.5, 0.0)])
+def test_instance_measure_reads_gamma_on_the_split_view_family(beta, delta):
+    # docs/ssem.md: z = sqrt(beta) mu_c + sqrt(gamma) r_ci + sqrt(delta) q_cik, gamma = 1 -
+    # beta - delta; the views' within-class variance is gamma + delta, the instance means'
+    # gamma (to float32 rounding: the analysis reads float32 rows)
+    m, n = 3, 4
+    u, v = split_ssem_embedding(beta, delta, m, n)
+    got = class_collapse(u, v, np.arange(m * n) // n)
+    gamma = 1.0 - beta - delta
+    assert got.instance_within_class_variance == pytest.approx(gamma, abs=1e-6)
+    assert got.view_spread == pytest.approx(delta, abs=1e-6)
+    assert got.within_class_variance == pytest.approx(gamma + delta, abs=1e-6)
 
 
 def test_chunked_accumulation_does_not_change_the_result(monkeypatch):

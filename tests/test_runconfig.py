@@ -131,7 +131,9 @@ def test_a_cl_diag_checkpoint_config_parses_to_the_options_it_records():
 
 
 def test_a_results_config_falls_back_to_its_theory_batch_size_and_records_n_train():
-    result = load(REPO / "reports" / "supcl-collapse" / "alpha=0.2" / "analysis" / "result.json")
+    result = load(
+        REPO / "reports" / "supcl-collapse" / "alpha=0.2_seed=1" / "analysis" / "result.json"
+    )
     config = RunConfig.of(result)
     assert config.loss == "supcl" and config.alpha == 0.2 and config.batch_size == 100
     assert config.balanced_batch is True and config.classes_per_batch == 10

@@ -271,3 +271,115 @@ def test_welch_pieces_are_scipys():
 def test_z_value():
     assert z_value() == pytest.approx(1.959963984540054)
     assert z_value(0.9) == pytest.approx(1.6448536269514722)
+
+
+# ---- the two-segment (hinge) fit --------------------------------------------------------------
+
+
+def _brute_hinge(x, y, groups, ks):
+    """RSS of the offsets-plus-hinge model (b >= 0) at every break in ``ks``, by lstsq."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    codes = np.unique(np.asarray(groups), return_inverse=True)[1]
+    g = (codes[:, None] == np.arange(codes.max() + 1)[None, :]).astype(float)
+    flat = np.linalg.lstsq(g, y, rcond=None)[1]
+    flat_rss = (
+        float(flat[0])
+        if flat.size
+        else float(np.sum((y - g @ np.linalg.lstsq(g, y, rcond=None)[0]) ** 2))
+    )
+    out = []
+    for k in ks:
+        h = np.maximum(0.0, x - k)
+        if not np.any(h > 0):
+            out.append(flat_rss)
+            continue
+        design = np.column_stack([g, h])
+        coef = np.linalg.lstsq(design, y, rcond=None)[0]
+        rss = float(np.sum((y - design @ coef) ** 2))
+        out.append(rss if coef[-1] > 0 else flat_rss)
+    return np.asarray(out)
+
+
+def test_hinge_fit_recovers_an_exact_break_slope_and_offsets():
+    # noise-free: y = a_seed + 2 max(0, x - 0.27), the break between two levels
+    from cl_diag.measurement.stats import hinge_fit, hinge_interval
+
+    x = np.tile([0.0, 0.1, 0.2, 0.25, 0.3, 0.35, 0.5, 1.0], 3)
+    seeds = np.repeat([1, 2, 3], 8)
+    y = np.array([0.1, 0.12, 0.09])[seeds - 1] + 2.0 * np.maximum(0.0, x - 0.27)
+    fit = hinge_fit(x, y, seeds)
+    assert fit.break_ == pytest.approx(0.27, abs=1e-12)
+    assert fit.slope == pytest.approx(2.0, abs=1e-12)
+    assert fit.rss == pytest.approx(0.0, abs=1e-20)
+    assert fit.df == 24 - 3 - 2
+    assert hinge_interval(fit) == pytest.approx((0.27, 0.27), abs=1e-12)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_hinge_fit_is_the_minimum_of_a_brute_force_grid(seed):
+    from cl_diag.measurement.stats import hinge_fit
+
+    rng = np.random.default_rng(seed)
+    levels = np.array([0.0, 0.1, 0.2, 0.25, 0.3, 0.35, 0.5, 1.0])
+    x = np.tile(levels, 3)
+    groups = np.repeat(["a", "b", "c"], levels.size)
+    break_ = rng.uniform(0.05, 0.6)
+    y = rng.normal(0, 0.02, 3)[np.repeat([0, 1, 2], levels.size)]
+    y = y + 0.8 * np.maximum(0.0, x - break_) + rng.normal(0, 0.03, x.size)
+    fit = hinge_fit(x, y, groups)
+    ks = np.linspace(0.0, 1.0, 20_001)
+    grid = _brute_hinge(x, y, groups, ks)
+    # the exact optimum is never worse than any grid point, and the grid's best comes within
+    # its step of it
+    assert fit.rss <= grid.min() + 1e-12
+    assert abs(ks[int(np.argmin(grid))] - fit.break_) <= 1e-4
+    assert fit.profile(fit.break_) == pytest.approx(fit.rss, abs=1e-12)
+
+
+def test_hinge_interval_is_the_level_set_of_the_profile():
+    # RSS(k) <= RSS_min (1 + F_{0.95}(1, df) / df) exactly inside, equal at the ends
+    from cl_diag.measurement.stats import hinge_fit, hinge_interval
+
+    rng = np.random.default_rng(11)
+    levels = np.array([0.0, 0.1, 0.2, 0.25, 0.3, 0.35, 0.5, 1.0])
+    x = np.tile(levels, 3)
+    groups = np.repeat([1, 2, 3], levels.size)
+    y = 0.5 * np.maximum(0.0, x - 0.3) + rng.normal(0, 0.02, x.size)
+    fit = hinge_fit(x, y, groups)
+    lo, hi = hinge_interval(fit, 0.95)
+    cut = fit.rss * (1 + stats.f.ppf(0.95, 1, fit.df) / fit.df)
+    assert lo < fit.break_ < hi
+    assert fit.profile(lo) == pytest.approx(cut, rel=1e-8)
+    assert fit.profile(hi) == pytest.approx(cut, rel=1e-8)
+    ks = np.linspace(0, 1, 2001)
+    profile = _brute_hinge(x, y, groups, ks)
+    inside = ks[profile <= cut]
+    assert inside.min() >= lo - 1e-3 and inside.max() <= hi + 1e-3
+    # a wider confidence gives a wider interval
+    lo99, hi99 = hinge_interval(fit, 0.99)
+    assert lo99 <= lo and hi <= hi99
+
+
+def test_hinge_fit_of_the_ssem_curve_breaks_near_alpha_c():
+    # the SSEM's exact 1 - beta* at the reference study's alphas (m = n = 10, p = 2,
+    # tau = 0.3, alpha_c = 0.2508): the fit's break lies 0.012 above alpha_c, a quarter of the
+    # alpha_threshold claim's margin (0.05) -- the fit's bias on the curve it is used on
+    from cl_diag.measurement.stats import hinge_fit
+    from cl_diag.measurement.theory import ssem_optimum
+
+    alphas = [0.0, 0.1, 0.2, 0.25, 0.3, 0.35, 0.5, 1.0]
+    y = [ssem_optimum(a, 0.3, 10, 10, 2).within_class_variance for a in alphas]
+    fit = hinge_fit(alphas, y)
+    alpha_c = ssem_optimum(0.0, 0.3, 10, 10, 2).alpha_c
+    assert fit.break_ - alpha_c == pytest.approx(0.0117, abs=5e-4)
+
+
+def test_hinge_fit_rejects_too_few_levels_and_a_falling_curve_fits_flat():
+    from cl_diag.measurement.stats import hinge_fit
+
+    with pytest.raises(ValueError, match="3 distinct x"):
+        hinge_fit([0.0, 1.0, 0.0, 1.0], [0.0, 1.0, 0.0, 1.0])
+    # b >= 0: a falling line is fitted flat (the break at the last level, slope 0)
+    x = [0.0, 0.25, 0.5, 0.75, 1.0]
+    fit = hinge_fit(x, [1.0, 0.75, 0.5, 0.25, 0.0])
+    assert fit.slope == 0.0 and fit.rss == pytest.approx(fit.rss_flat)

@@ -88,6 +88,9 @@ def test_within_class_variance_follows_the_collapse_threshold(runs, m, n, tau):
 
     collapse = below["layers"]["embedding"]["collapse"]
     assert collapse["within_class_variance"] < 5e-3 and collapse["collapsed"] is True
+    # at the optimum the views coincide: the instance means carry all of it (docs/ssem.md)
+    assert collapse["instance_within_class_variance"] < 5e-3
+    assert collapse["view_spread"] < 5e-3
     ssem = below["theory"]["ssem"]
     assert ssem["regime"] == "collapse" and ssem["alpha_c"] == pytest.approx(alpha_c)
     assert (ssem["m"], ssem["n"], ssem["p"]) == (m, n, 2) and not ssem["d_below_mn_minus_1"]
@@ -99,6 +102,9 @@ def test_within_class_variance_follows_the_collapse_threshold(runs, m, n, tau):
     assert opt.regime == "interior" and opt.within_class_variance > 0.1
     collapse = above["layers"]["embedding"]["collapse"]
     assert collapse["within_class_variance"] == pytest.approx(opt.within_class_variance, abs=1e-2)
+    assert collapse["instance_within_class_variance"] == pytest.approx(
+        opt.within_class_variance, abs=1e-2
+    )
     assert collapse["s_w"] == pytest.approx(opt.s_w, abs=2e-2)
     assert collapse["s_b"] == pytest.approx(opt.s_b, abs=2e-2)
     assert collapse["ssem_residual"] == pytest.approx(0.0, abs=1e-2)

@@ -44,6 +44,8 @@ def _run(base: dict, alpha: float, within: float, knn: float | None = None) -> d
     r = copy.deepcopy(base)
     r["config"] = {"loss": "supcl", "alpha": alpha, "batch_size": 100, "seed": 0}
     r["layers"]["embedding"]["collapse"]["within_class_variance"] = within
+    # the instance means' share: half of it here (docs/ssem.md)
+    r["layers"]["embedding"]["collapse"]["instance_within_class_variance"] = within / 2
     r["theory"] = {
         "statement": "",
         "ssem": {"alpha_c": 0.25, "m": 10, "n": 10, "tau": 0.3, "alpha": alpha},
@@ -81,13 +83,18 @@ def test_a_swept_option_gets_its_study_with_the_theory_marked(labelled, tmp_path
     headings = [b.text for b in doc.blocks if isinstance(b, Heading)]
     assert "alpha study" in headings
     figures = {b.filename: b for b in doc.blocks if isinstance(b, Figure)}
-    assert {"within_class_variance_vs_alpha.svg", "knn_k20_top1_vs_alpha.svg"} <= set(figures)
+    assert {
+        "within_class_variance_vs_alpha.svg",
+        "instance_within_class_variance_vs_alpha.svg",
+        "knn_k20_top1_vs_alpha.svg",
+    } <= set(figures)
     assert "α_c = 0.25" in figures["within_class_variance_vs_alpha.svg"].caption
     table = next(b for b in doc.blocks if isinstance(b, Table) and b.columns[1] == "alpha")
     # one row per run, in the order of the option
     assert [row[1] for row in table.rows] == ["0", "0.25", "0.5", "1"]
     assert [row[2] for row in table.rows] == ["0.001", "0.05", "0.2", "0.6"]
-    assert [row[3] for row in table.rows] == ["95.00 %", "93.00 %", "90.00 %", "80.00 %"]
+    assert [row[3] for row in table.rows] == ["0.0005", "0.025", "0.1", "0.3"]
+    assert [row[4] for row in table.rows] == ["95.00 %", "93.00 %", "90.00 %", "80.00 %"]
     # the same bytes every time
     again = {b.filename: b.svg for b in build_comparison(runs).blocks if isinstance(b, Figure)}
     assert (

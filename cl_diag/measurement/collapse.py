@@ -22,6 +22,21 @@ mu_c = mean of class c's rows and the global mean mu:
   s_pos the mean positive similarity: 0 exactly when the global mean is 0 and the positives
   are aligned, as on the simplex-to-simplex embedding model (SSEM) at any beta; it grows with
   n otherwise. For classes of unequal size it is the same expression at the mean class size;
+* ``view_spread`` and ``instance_within_class_variance``: the within-class variance of the
+  views split into the spread of each instance's views about their mean and the class
+  collapse of the instances. With the instance means m_i = (u_i + v_i)/2 (||m_i||^2 =
+  (1 + s_i)/2 for unit rows, s_i = u_i.v_i) and mu_c = the mean of class c's m_i,
+
+      within_c = 1 - ||mu_c||^2
+               = (1/n_c) sum_i ||m_i - mu_c||^2  +  (1/n_c) sum_i (1 - s_i)/2
+               = instance_within_c               +  view_spread_c,
+
+  view_spread_c = (1 - P_c/n_c)/2 (the positive-pair floor (1 - s_pos)/2 of the class) and
+  instance_within_c = (1 + P_c/n_c)/2 - ||mu_c||^2 >= 0; the result's values are the
+  unweighted means over classes, so within_class_variance = view_spread +
+  instance_within_class_variance. On the SSEM (views coincide) the instance term is its
+  1 - beta, and on the split-view family of docs/ssem.md it is gamma, whatever the views'
+  spread delta: it reads 0 when the instances of each class coincide;
 * ``collapsed``: ``within_class_variance < epsilon`` (default :data:`COLLAPSE_EPSILON`).
 
 Nothing needs an n x n matrix: with the class sums S_c = sum of class c's rows, the sums of
@@ -88,6 +103,7 @@ def class_collapse_of(
     rows = 2.0 * counts  # p = 2 views per instance
     means = sums / rows[:, None]
     within = 1.0 - (means * means).sum(1)
+    spread = (1.0 - positives / counts) / 2.0  # (1 - s_pos,c)/2 per class, unit rows
     total_sum = sums.sum(0)
     mean = total_sum / (2.0 * n)
     weights = counts / n
@@ -115,6 +131,8 @@ def class_collapse_of(
         s_w=s_w,
         s_b=s_b,
         ssem_residual=residual,
+        view_spread=float(spread.mean()),
+        instance_within_class_variance=float((within - spread).mean()),
         epsilon=float(epsilon),
         collapsed=within_mean < epsilon,
         per_class=[

@@ -74,12 +74,13 @@ Example::
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+from scipy import optimize, stats
 
 __all__ = [
     "CONFIDENCE",
@@ -87,11 +88,14 @@ __all__ = [
     "POWER",
     "VERDICTS",
     "Agreement",
+    "HingeFit",
     "HolmLevel",
     "Summary",
     "Trend",
     "agreement",
     "borderline",
+    "hinge_fit",
+    "hinge_interval",
     "holm_levels",
     "interval_at",
     "margin_p_values",
@@ -648,3 +652,160 @@ def agreement(
         return Agreement(difference, 0.0, df, 0.0, p)
     p = 2 * _sf(abs(difference) / se, df)
     return Agreement(difference, float(se), float(df), t_quantile(df, confidence) * se, p)
+
+
+# ---- a threshold: the two-segment (hinge) fit ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HingeFit:
+    """The least-squares fit of y_i = a_{g(i)} + b max(0, x_i - k), b >= 0, k in
+    [min x, max x] (flat below the break k, rising linearly above it; one offset a_g per
+    replicate group g, e.g. a training seed): the ``break_`` k, the ``slope`` b above it, the
+    residual sum of squares ``rss`` at the optimum and ``rss_flat`` of the offsets alone
+    (b = 0, no break), ``df`` = points - groups - 2 and the ``profile`` RSS(k) (offsets and
+    b >= 0 refitted at each k), whose level set gives :func:`hinge_interval`."""
+
+    break_: float
+    slope: float
+    rss: float
+    rss_flat: float
+    df: int
+    x: tuple[float, ...]
+    y: tuple[float, ...]
+    groups: tuple[int, ...]
+
+    @property
+    def lo(self) -> float:
+        return min(self.x)
+
+    @property
+    def hi(self) -> float:
+        return max(self.x)
+
+    def profile(self, k: float) -> float:
+        """RSS at the break k: the offsets and b >= 0 refitted (b = 0 when the free fit's
+        slope is negative: then the flat fit, ``rss_flat``)."""
+        return _hinge_rss(
+            np.asarray(self.x), np.asarray(self.y), np.asarray(self.groups), float(k)
+        )[0]
+
+
+def _offsets(groups: np.ndarray) -> np.ndarray:
+    """The 0/1 indicator columns of the replicate groups (codes 0..G-1)."""
+    return (groups[:, None] == np.arange(int(groups.max()) + 1)[None, :]).astype(np.float64)
+
+
+def _lstsq_rss(design: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
+    coef, *_ = np.linalg.lstsq(design, y, rcond=None)
+    resid = y - design @ coef
+    return float(resid @ resid), coef
+
+
+def _hinge_profile(
+    x: np.ndarray, y: np.ndarray, groups: np.ndarray, ks: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(RSS, b) of the offsets-plus-hinge fit with b >= 0 at each break in ``ks``, by
+    Frisch-Waugh-Lovell: with y~ and h~ = max(0, x - k) centred within each group (the
+    offsets partialled out), b = h~.y~ / h~.h~ and RSS = ||y~ - b h~||^2; where b <= 0 (or h is
+    0: k at or above max x) the constraint binds and the fit is the offsets' alone."""
+    g = _offsets(groups)
+    counts = g.sum(axis=0)
+    y_c = y - g @ (g.T @ y / counts)
+    h = np.maximum(0.0, x[None, :] - ks[:, None])
+    h_c = h - (h @ g / counts) @ g.T
+    hh = np.einsum("kn,kn->k", h_c, h_c)
+    hy = h_c @ y_c
+    free = (hh > 1e-30) & (hy > 0)
+    b = np.where(free, hy / np.where(free, hh, 1.0), 0.0)
+    resid = y_c[None, :] - b[:, None] * h_c
+    return np.einsum("kn,kn->k", resid, resid), b
+
+
+def _hinge_rss(x: np.ndarray, y: np.ndarray, groups: np.ndarray, k: float) -> tuple[float, float]:
+    """(RSS, b) of the offsets-plus-hinge fit at one break k with b >= 0."""
+    rss, b = _hinge_profile(x, y, groups, np.asarray([k], dtype=np.float64))
+    return float(rss[0]), float(b[0])
+
+
+def hinge_fit(
+    x: Sequence[float], y: Sequence[float], groups: Sequence[object] | None = None
+) -> HingeFit:
+    """The exact least-squares two-segment fit of :class:`HingeFit` (Hudson 1966's method
+    for a join between data points): between two adjacent distinct x levels x_j < x_{j+1}
+    the hinge is (x_i - k) on the points U = {x_i >= x_{j+1}} and 0 elsewhere, so the model
+    is linear in (a, b, c = -b k) with the columns 1_U x and 1_U; its unconstrained fit gives
+    the segment's interior optimum k = -c/b when that lies in [x_j, x_{j+1}] with b > 0.
+    Over the segment the profile RSS(k) is the squared distance of the fit to a plane turning
+    monotonically about the offsets, so its minimum is that interior point or an end: the
+    candidates are every level and every segment's interior point, and the least RSS among
+    them is the global minimum (ties: the smallest k). Needs at least 3 distinct x and
+    points > groups + 2."""
+    xs = np.asarray(x, dtype=np.float64)
+    ys = np.asarray(y, dtype=np.float64)
+    if xs.shape != ys.shape or xs.ndim != 1:
+        raise ValueError("x and y must be 1-d and of the same length")
+    keys = [0] * xs.size if groups is None else list(groups)
+    if len(keys) != xs.size:
+        raise ValueError("groups must name one group per point")
+    order = {k: i for i, k in enumerate(dict.fromkeys(keys))}
+    codes = np.asarray([order[k] for k in keys], dtype=np.int64)
+    levels = np.unique(xs)
+    df = int(xs.size - len(order) - 2)
+    if levels.size < 3 or df < 1:
+        raise ValueError("a two-segment fit needs 3 distinct x and more points than groups + 2")
+    g = _offsets(codes)
+    candidates = [float(v) for v in levels]
+    for left, right in itertools.pairwise(levels):
+        upper = (xs >= right).astype(np.float64)
+        _, coef = _lstsq_rss(np.column_stack([g, upper * xs, upper]), ys)
+        b, c = float(coef[-2]), float(coef[-1])
+        if b > 0 and left < -c / b < right:
+            candidates.append(-c / b)
+    best_k, best_rss, best_b = math.nan, math.inf, 0.0
+    for k in sorted(candidates):
+        rss, b = _hinge_rss(xs, ys, codes, k)
+        if rss < best_rss - 1e-15 * max(1.0, best_rss if math.isfinite(best_rss) else 1.0):
+            best_k, best_rss, best_b = k, rss, b
+    flat = _hinge_rss(xs, ys, codes, float(levels[-1]))[0]
+    return HingeFit(
+        break_=best_k,
+        slope=best_b,
+        rss=max(best_rss, 0.0),
+        rss_flat=flat,
+        df=df,
+        x=tuple(float(v) for v in xs),
+        y=tuple(float(v) for v in ys),
+        groups=tuple(int(c) for c in codes),
+    )
+
+
+#: evaluation points of the profile per unit of x range when searching its level set
+_PROFILE_GRID = 4000
+
+
+def hinge_interval(fit: HingeFit, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """The profile-likelihood interval of the break (Lerman 1980; Hinkley 1969): every k in
+    [min x, max x] whose profile RSS(k) <= RSS_min (1 + F_{confidence}(1, df) / df), the
+    likelihood-ratio (F) test of "the break is at k" not rejected at 1 - confidence; the
+    hull of that set (it may be several pieces), its ends refined by root finding on a grid
+    of the profile. Ends at min x or max x mean the data allow a break there (or beyond)."""
+    cut = fit.rss * (1.0 + float(stats.f.ppf(confidence, 1, fit.df)) / fit.df)
+    if fit.rss <= 0.0:
+        return fit.break_, fit.break_
+    ks = np.unique(
+        np.concatenate([np.linspace(fit.lo, fit.hi, _PROFILE_GRID + 1), np.asarray(fit.x)])
+    )
+    xs, ys, codes = np.asarray(fit.x), np.asarray(fit.y), np.asarray(fit.groups)
+    inside = _hinge_profile(xs, ys, codes, ks)[0] <= cut
+    if not inside.any():  # only a sliver about the optimum, between grid points
+        return fit.break_, fit.break_
+    first, last = int(np.argmax(inside)), int(inside.size - 1 - np.argmax(inside[::-1]))
+
+    def edge(a: float, b: float) -> float:
+        # a outside, b inside the level set: the crossing between them
+        return float(optimize.brentq(lambda k: fit.profile(k) - cut, a, b, xtol=1e-12))
+
+    lo = float(ks[first]) if first == 0 else edge(float(ks[first - 1]), float(ks[first]))
+    hi = float(ks[last]) if last == ks.size - 1 else edge(float(ks[last + 1]), float(ks[last]))
+    return min(lo, fit.break_), max(hi, fit.break_)

@@ -350,6 +350,24 @@ def collapse_table(name: str, collapse: Collapse) -> tuple[Table, list[Note]]:
             "mean over classes of 1 − ||mean_c||², rows of both views; 0 = collapsed to a point",
         ],
         ["within-class variance by class", per_class, "sorted label order"],
+        *(
+            [
+                [
+                    "within-class variance of instance means",
+                    fmt(c.instance_within_class_variance),
+                    "mean over classes of the variance of (u_i + v_i)/2 about the class mean: "
+                    "class collapse of the instances, their views' spread left out",
+                ],
+                [
+                    "views' spread",
+                    fmt(c.view_spread),
+                    "mean over classes of (1 − u_i·v_i)/2; within-class variance = this + the "
+                    "instance means' (docs/ssem.md)",
+                ],
+            ]
+            if c.instance_within_class_variance is not None
+            else []
+        ),
         [
             "between-class variance",
             fmt(c.between_class_variance),

@@ -20,7 +20,10 @@ config labels -- and estimates the claim's effect on a unit):
   (e.g. the VRN gain against log2 m);
 * :class:`OneSample` -- the metric against a reference value (δ, 0.5, 1 − β*): over seeds the
   t interval of the per-seed deviations; for one run, where the claim is about one trained
-  model, the sampling error of its analysed images (df = ∞).
+  model, the sampling error of its analysed images (df = ∞);
+* :class:`Threshold` -- where the metric starts rising over a swept option (α): the break of
+  a two-segment fit (flat, then linear rising; an offset per seed) against a predicted
+  threshold (α_c), with the break's profile-likelihood interval.
 
 Every effect is on the claim's *analysis scale* (ln for a variance or a spread, so a ratio
 becomes a difference); :attr:`Claim.shows` says how it is printed (a relative change, a
@@ -35,7 +38,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from cl_diag.measurement.stats import rounding_sd, summarize, trend, welch_df, welch_se_df
+from cl_diag.measurement.stats import (
+    hinge_fit,
+    hinge_interval,
+    rounding_sd,
+    summarize,
+    t_quantile,
+    trend,
+    welch_df,
+    welch_se_df,
+)
 from cl_diag.report.document import MISSING, fmt
 from cl_diag.report.runs import SEED_KEY, loss_layer, replicate_key
 from cl_diag.result import Collapse, PairStats, Result, Ssem
@@ -56,6 +68,7 @@ __all__ = [
     "Precondition",
     "RunData",
     "Source",
+    "Threshold",
     "Trend",
     "Unit",
 ]
@@ -176,6 +189,13 @@ class RunData:
     @property
     def within_class_variance(self) -> float | None:
         return None if self.collapse is None else self.collapse.within_class_variance
+
+    @property
+    def instance_within_class_variance(self) -> float | None:
+        """The within-class variance of the instance means (u_i + v_i)/2 (class collapse of
+        the instances, the view spread left out; None in results written before it was
+        measured)."""
+        return None if self.collapse is None else self.collapse.instance_within_class_variance
 
     @property
     def view_floor(self) -> float | None:
@@ -459,6 +479,14 @@ class Estimate:
     seeds: int | None = None
     why_no_interval: str = ""
     per_seed: tuple[float, ...] = ()
+    #: the interval at a confidence, for an estimate whose interval is not effect ± t se (a
+    #: profile-likelihood interval); then ``se`` is its 95 % half-width over t_{0.975, df},
+    #: for the Holm ordering and the borderline reach only
+    interval_at: Callable[[float], tuple[float, float]] | None = field(
+        default=None, repr=False, compare=False
+    )
+    #: why no seed count for 80 % power is given (an estimate without a power design)
+    why_no_power: str = ""
 
 
 def _groups(runs: Sequence[RunData], without: Sequence[str]) -> list[tuple[RunData, ...]]:
@@ -691,6 +719,104 @@ class Trend:
         )
 
 
+@dataclass(frozen=True)
+class Threshold:
+    """Where the metric starts to rise with ``x`` (a function of the swept ``option``): the
+    two-segment fit flat below a break, rising linearly above it, one offset per seed
+    (:func:`cl_diag.measurement.stats.hinge_fit`), over runs whose configs differ only in
+    that option and the seed; the effect is the break − ``reference`` (a run's predicted
+    threshold, the same for every run of the unit) with the profile-likelihood interval of
+    the break (:func:`cl_diag.measurement.stats.hinge_interval`, df = runs − seeds − 2), at
+    whatever confidence the finding is judged."""
+
+    option: str
+    x: Callable[[RunData], float | None] = field(repr=False, compare=False)
+    reference: Callable[[RunData], float | None] = field(repr=False, compare=False)
+    reference_text: str = ""
+    x_text: str = ""
+    levels_name: str = "levels"
+
+    @property
+    def text(self) -> str:
+        return (
+            f"threshold: the least-squares two-segment fit of the metric on {self.x_text} over "
+            "every run (flat below a break, linear rising above it, one offset per seed), the "
+            f"break against {self.reference_text}, its profile-likelihood (F) interval with "
+            "runs − seeds − 2 degrees of freedom"
+        )
+
+    def units(self, runs: Sequence[RunData], name: Namer) -> list[Unit]:
+        out = []
+        for series in _groups(runs, (SEED_KEY, self.option)):
+            levels = {x for r in series if (x := self.x(r)) is not None}
+            if len(levels) >= 3:
+                out.append(Unit(name(series, (SEED_KEY, self.option)), series))
+        return out
+
+    def estimate(self, unit: Unit, metric: Metric) -> Estimate | None:
+        points = [(self.x(r), metric.value(r)) for r in unit.runs]
+        refs = {self.reference(r) for r in unit.runs}
+        if any(x is None or y is None for x, y in points) or len(refs) != 1:
+            return None
+        (ref,) = refs
+        if ref is None:
+            return None
+        xs = [float(x) for x, _ in points if x is not None]
+        ys = [float(y) for _, y in points if y is not None]
+        seeds = [repr(r.seed) for r in unit.runs]
+        levels = tuple(sorted(set(xs)))
+        per_level = min(xs.count(level) for level in levels)
+        data = tuple((r.label, metric.read(r)) for r in unit.runs)
+        by_level = _by_level(unit.runs, self.x, metric)
+        try:
+            fit = hinge_fit(xs, ys, seeds)
+        except ValueError as exc:
+            return Estimate(
+                effect=None,
+                se=None,
+                df=math.nan,
+                n=len(set(seeds)),
+                replicate="seeds",
+                method="two-segment fit",
+                measured=by_level,
+                data=data,
+                why_no_interval=f"too few runs for a two-segment fit: {exc}",
+            )
+        lo, hi = hinge_interval(fit)
+        se = (hi - lo) / (2.0 * t_quantile(fit.df))
+
+        def interval(confidence: float) -> tuple[float, float]:
+            a, b = hinge_interval(fit, confidence)
+            return a - ref, b - ref
+
+        return Estimate(
+            effect=fit.break_ - ref,
+            se=se,
+            df=fit.df,
+            n=len(set(seeds)),
+            replicate="seeds",
+            method=(
+                f"two-segment fit on {self.x_text} over {len(xs)} runs at {len(levels)} "
+                f"{self.levels_name} and {len(set(seeds))} seeds (an offset per seed), the "
+                f"profile-likelihood interval of the break (F test, df {fit.df})"
+            ),
+            measured=(
+                f"break at {self.x_text} = {fmt(fit.break_)} [{fmt(lo)}, {fmt(hi)}] (95 %) "
+                f"against {self.reference_text} = {fmt(ref)}; slope above it "
+                f"{fmt(fit.slope)}; by level: {by_level}"
+            ),
+            data=data,
+            levels=levels,
+            seeds=per_level,
+            interval_at=interval,
+            why_no_power=(
+                "No seed count for 80 % power is computed for a break (its interval is a "
+                "profile likelihood, not effect ± t se): more seeds or levels near the break "
+                "narrow it."
+            ),
+        )
+
+
 def _slope_estimate(
     xs: Sequence[float],
     ys: Sequence[float],
@@ -918,7 +1044,7 @@ class OneSample:
         )
 
 
-Design = Paired | Trend | PairedTrend | OneSample
+Design = Paired | Trend | PairedTrend | OneSample | Threshold
 
 
 @dataclass(frozen=True)

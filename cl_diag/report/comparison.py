@@ -56,6 +56,7 @@ from cl_diag.report.metrics import (
     COLLAPSE_METRICS,
     GEOMETRY_METRICS,
     HEADLINE_PROBE_METRICS,
+    INSTANCE_COLLAPSE_METRICS,
     PAIR_METRICS,
     PROBE_METRICS,
     Metric,
@@ -100,7 +101,7 @@ SEED_STD_WORDS = "sample standard deviation (ddof 1) across seeds"
 _FINDING_FIGURES = {
     "batch_variance": "variance_vs_batch.svg",
     "batch_accuracy": "accuracy_vs_batch.svg",
-    "alpha_variance": "within_class_variance_vs_alpha.svg",
+    "alpha_threshold": "instance_within_class_variance_vs_alpha.svg",
 }
 
 
@@ -264,7 +265,7 @@ class Comparison:
                 layer = result.layers.get(layer_name)
                 record[_col(layer_name, "n")] = None if layer is None else layer.n
                 record[_col(layer_name, "d")] = None if layer is None else layer.d
-                for metric in LAYER_METRICS:
+                for metric in LAYER_METRICS + INSTANCE_COLLAPSE_METRICS:
                     record[_col(layer_name, metric.key)] = (
                         None if layer is None else _number(metric.read(layer))
                     )
@@ -747,6 +748,7 @@ OPTION_MARKERS = {"alpha": _alpha_markers}
 def _study_metrics(layer: str | None) -> list[tuple[Metric, str | None]]:
     """(metric, layer or None for a probe): what a swept option's figures plot, when measured."""
     per_layer = [m for m in COLLAPSE_METRICS if m.key == "within_class_variance"]
+    per_layer += list(INSTANCE_COLLAPSE_METRICS)
     probes = [m for m in PROBE_METRICS if m.key in ("knn_k20_top1", "linear_top1")]
     return [(m, layer) for m in per_layer if layer is not None] + [(m, None) for m in probes]
 

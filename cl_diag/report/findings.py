@@ -13,7 +13,8 @@ runs one test is about), and for each unit:
    precondition is *not applicable here*, with the reason;
 3. the predictions with an interval are one family: Holm's step-down
    (:func:`cl_diag.measurement.stats.holm_levels`, family-wise 5 %, 2.5 % per side) sets the
-   level at which each is judged, and its interval is printed at that level;
+   level at which each is judged, and its interval is printed at that level (effect ± t se,
+   or the estimate's own interval at that level: the threshold's profile likelihood);
 4. the verdict (:func:`cl_diag.measurement.stats.verdict`): *supported* when the whole
    interval lies beyond the margin in the expected direction, *contradicted* when it lies on
    the other side of zero by at least the margin, else *inconclusive* with the reason; for an
@@ -22,7 +23,8 @@ runs one test is about), and for each unit:
    t_{0.975, df} √2 se (:func:`cl_diag.measurement.stats.replicate_error`) would change the
    verdict; every verdict with a spread over seeds gives the seeds that would give 80 %
    power to detect the margin at the observed spread
-   (:func:`cl_diag.measurement.stats.seeds_needed`, scipy's noncentral t).
+   (:func:`cl_diag.measurement.stats.seeds_needed`, scipy's noncentral t), or why none is
+   given.
 
 Descriptions get their estimate and 95 % interval, no verdict. The consistency checks
 (identities, :class:`~cl_diag.report.claim_model.Identity`) are evaluated on every layer of
@@ -301,6 +303,15 @@ def _not_applicable(
     )
 
 
+def _interval(est: Estimate, confidence: float) -> tuple[float, float]:
+    """The estimate's interval at ``confidence``: its own (a profile likelihood) when it has
+    one, else effect ± t se."""
+    if est.interval_at is not None:
+        return est.interval_at(confidence)
+    assert est.effect is not None and est.se is not None
+    return interval_at(est.effect, est.se, est.df, confidence)
+
+
 def _shown_interval(claim: Claim, interval: tuple[float, float]) -> tuple[float, float]:
     lo, hi = (claim.display(x) for x in interval)
     assert lo is not None and hi is not None
@@ -312,7 +323,7 @@ def _described(d: _Draft, figures: Mapping[str, str]) -> Finding:
     interval = None
     if _finite(est.effect, est.se):
         assert est.effect is not None and est.se is not None
-        interval = _shown_interval(claim, interval_at(est.effect, est.se, est.df, CONFIDENCE))
+        interval = _shown_interval(claim, _interval(est, CONFIDENCE))
     return Finding(
         **{**_common(claim, d.unit, est), "figure": figures.get(claim.figure or "")},
         verdict=None,
@@ -348,7 +359,7 @@ def _decided(d: _Draft, level: HolmLevel, family: int, figures: Mapping[str, str
     assert est.effect is not None and est.se is not None
     assert claim.expect is not None and claim.margin is not None
     confidence = 1.0 - 2.0 * level.level
-    interval = interval_at(est.effect, est.se, est.df, confidence)
+    interval = _interval(est, confidence)
     decided = verdict(est.effect, interval, expect=claim.expect, minimum=claim.margin)
     reach = replicate_error(est.se, est.df)
     border = borderline(interval, expect=claim.expect, minimum=claim.margin, reach=reach)
@@ -436,6 +447,8 @@ def _why(
 def _power_text(est: Estimate, needed: int | None) -> str:
     """The seeds that would give 80 % power, or why that is not known."""
     if est.power_design is None or est.sd is None or not math.isfinite(est.sd):
+        if est.why_no_power:
+            return est.why_no_power
         if est.replicate == "images":
             return (
                 "One run: its interval is the sampling of its analysed images; the spread over "

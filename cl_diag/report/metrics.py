@@ -22,6 +22,7 @@ __all__ = [
     "HEADLINE_LAYER_METRICS",
     "HEADLINE_PAIR_METRICS",
     "HEADLINE_PROBE_METRICS",
+    "INSTANCE_COLLAPSE_METRICS",
     "MODALITY_GAP_METRICS",
     "PAIR_METRICS",
     "PROBE_METRICS",
@@ -111,6 +112,12 @@ COLLAPSE_METRICS = (
     _collapse("s_w", "s_w (same class)"),
     _collapse("s_b", "s_b (between classes)"),
     _collapse("ssem_residual", "SSEM residual"),
+)
+#: per layer, with labels, only in the study views over a swept option (not comparison.csv,
+#: whose columns results written before it was measured keep): the within-class variance of
+#: the instance means (docs/ssem.md)
+INSTANCE_COLLAPSE_METRICS = (
+    _collapse("instance_within_class_variance", "within-class var of instance means"),
 )
 
 
