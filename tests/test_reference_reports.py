@@ -87,7 +87,9 @@ def _quote_findings():
     return module
 
 
-@pytest.mark.parametrize("folder", ["toy-vrn", "digits-batch-study", "supcl-collapse"])
+@pytest.mark.parametrize(
+    "folder", ["toy-vrn", "digits-batch-study", "supcl-collapse", "vrn-weight"]
+)
 def test_reference_readmes_quote_the_generated_findings(folder):
     # issue 12: the READMEs quote the findings the tool wrote, never a paraphrase of them
     tool = _quote_findings()
@@ -97,7 +99,9 @@ def test_reference_readmes_quote_the_generated_findings(folder):
     assert tool.quoted(root / "README.md") == generated
 
 
-@pytest.mark.parametrize("folder", ["toy-vrn", "digits-batch-study", "supcl-collapse"])
+@pytest.mark.parametrize(
+    "folder", ["toy-vrn", "digits-batch-study", "supcl-collapse", "vrn-weight"]
+)
 def test_reference_readmes_give_the_reproduction_and_the_fingerprint(folder):
     # issue 22: the command that checks the report, the fingerprint it was made under (quoted
     # from its results) and the guarantee
@@ -126,6 +130,8 @@ REPRESENTATIVE = {
     "supcl-collapse/alpha=0",
     "supcl-collapse/alpha=0.2",
     "supcl-collapse/alpha=1",
+    "vrn-weight/tuning/batch-size=16_vrn=3_seed=1",
+    "vrn-weight/test/batch-size=64_vrn=0_seed=6",
 }
 ANALYSES = [
     pytest.param(
@@ -133,9 +139,18 @@ ANALYSES = [
         id=run,
         marks=() if run in REPRESENTATIVE else pytest.mark.slow,
     )
-    for path in sorted(REPO.glob("reports/*/*/analysis/result.json"))
+    # a study keeps its runs in its folder or, in stages, in sub-folders (vrn-weight)
+    for pattern in ("reports/*/*/analysis/result.json", "reports/*/*/*/analysis/result.json")
+    for path in sorted(REPO.glob(pattern))
     for run in [path.parent.parent.relative_to(REPO / "reports").as_posix()]
 ]
+#: the per-run files a study with many runs leaves out of the repository (its .gitignore):
+#: what render_analysis writes beside report.md, made again from result.json on demand
+PER_RUN_LEFT_OUT = ("report.html", ".svg")
+
+
+def _study_of(path: Path) -> Path:
+    return REPO / "reports" / path.relative_to(REPO / "reports").parts[0]
 
 
 @pytest.mark.parametrize("path", ANALYSES)
@@ -149,9 +164,17 @@ def test_committed_analysis_reports_render_byte_identical(path, tmp_path):
     committed = sorted(
         p.name for p in path.parent.iterdir() if p.is_file() and p.name != "result.json"
     )
-    assert sorted(p.name for p in written) == [n for n in committed if not n.startswith(".")]
+    names = sorted(p.name for p in written)
+    if (_study_of(path) / ".gitignore").is_file():
+        # the per-run HTML and figures are left out of the repository; report.md is kept
+        kept = [n for n in names if not n.endswith(PER_RUN_LEFT_OUT)]
+        assert kept == ["report.md"]
+        assert set(kept) <= set(committed) <= set(names) | {".cl-diag-owned"}
+    else:
+        assert names == [n for n in committed if not n.startswith(".")]
     for file in written:
-        assert file.read_bytes() == (path.parent / file.name).read_bytes(), file.name
+        if file.name in committed:
+            assert file.read_bytes() == (path.parent / file.name).read_bytes(), file.name
 
 
 @pytest.mark.parametrize("study", STUDIES)
@@ -183,3 +206,57 @@ def test_committed_comparisons_render_byte_identical(study, tmp_path, monkeypatc
         assert (copy / "comparison" / name).read_bytes() == (
             source / "comparison" / name
         ).read_bytes(), name
+
+
+#: the comparisons of the VRN weight study: (folder of the runs, comparison folder), both under
+#: reports/vrn-weight; the tuning sweep's records its sweep, the test stage's none (three
+#: sweeps made its runs, tools/select_vrn.py compared them)
+VRN_WEIGHT_COMPARISONS = (("tuning", "tuning/comparison"), ("test", "comparison"))
+
+
+@pytest.mark.parametrize(("runs", "folder"), VRN_WEIGHT_COMPARISONS)
+def test_vrn_weight_comparisons_render_byte_identical(runs, folder, tmp_path, monkeypatch):
+    from cl_diag.orchestration.compare import CompareConfig, compare
+
+    study = REPO / "reports" / "vrn-weight"
+    copy = tmp_path / "reports" / "vrn-weight"
+    shutil.copytree(study / runs, copy / runs, ignore=shutil.ignore_patterns("comparison"))
+    monkeypatch.chdir(tmp_path)
+    inputs = sorted(
+        Path("reports", "vrn-weight", runs, p.parent.parent.name, "analysis")
+        for p in (study / runs).glob("*/analysis/result.json")
+    )
+    recorded = json.loads((study / folder / "provenance.json").read_text(encoding="utf-8"))
+    compare(
+        CompareConfig(
+            inputs=inputs, out=Path("reports", "vrn-weight", folder), sweep=recorded["sweep"]
+        )
+    )
+    expected = sorted(p.name for p in (study / folder).iterdir())
+    assert sorted(p.name for p in (copy / folder).iterdir()) == expected
+    for name in expected:
+        if name.startswith("."):
+            continue
+        assert (copy / folder / name).read_bytes() == (study / folder / name).read_bytes(), name
+
+
+def test_vrn_weight_selection_is_what_the_tool_makes_of_the_tuning_runs(tmp_path):
+    # selection.json and selection.md: tools/select_vrn.py's choice of lambda from the committed
+    # tuning results, the same bytes
+    from cl_diag.orchestration.tune import load_tuning, select_vrn
+
+    study = REPO / "reports" / "vrn-weight"
+    selection = select_vrn(load_tuning(study / "tuning"))
+    assert selection.json_text() == (study / "selection.json").read_text(encoding="utf-8")
+    assert selection.markdown() == (study / "selection.md").read_text(encoding="utf-8")
+    # the test stage's VRN runs trained at the selected lambda, recording that choice
+    chosen = {dict(s.values)["batch_size"]: s.selected for s in selection.settings}
+    tuned = [load(p) for p in sorted((study / "test").glob("*/analysis/result.json"))]
+    assert len(tuned) >= 20
+    for result in tuned:
+        config = result.config
+        if config["vrn"] > 0:
+            assert config["vrn"] == chosen[config["batch_size"]]
+            assert config["vrn_tuning_split"] == "validation"
+        else:
+            assert "vrn_tuning_grid" not in config

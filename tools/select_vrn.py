@@ -10,7 +10,7 @@ protocol and the reasons). From the repository root, after the tuning sweep::
 prints λ* of each setting (the VRN weight with the highest validation linear top-1, mean over
 the tuning seeds), writes ``OUT/selection.json`` and ``OUT/selection.md``, then trains and
 analyses λ = 0 and λ* on the test seeds (each λ* run recording its tuning) into ``OUT/test/``
-and compares them into ``OUT/test/comparison/``, where the claims about a tuned λ are tested
+and compares them into ``OUT/comparison/``, where the claims about a tuned λ are tested
 on the test split. ``--select-only`` stops after the selection. A rerun skips complete runs.
 Errors (no validation accuracy, an unbalanced grid, a test seed the tuning used) exit 2.
 """
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
             args.tuning,
             selection,
             args.test_seeds,
-            args.out / "test",
+            args.out,
             on_sweep=lambda command: print(command, flush=True),
         )
     except UserError as exc:

@@ -312,12 +312,12 @@ def run_test_stage(
 ) -> Path:
     """Train and analyse, on fresh ``seeds``, λ = 0 and each setting's λ* with its tuning
     record, with the tuning sweep's recipe, overrides, equal steps and probe suite, into
-    ``out``; then compare them all into ``out/comparison``. Returns that report (HTML).
+    ``out/test/``; then compare them all into ``out/comparison/``. Returns that report (HTML).
 
-    Three kinds of sweep write into ``out`` (cell names differ by λ, so they share it): one of
-    the controls (λ = 0 at every setting) and one per setting at its λ*; each records in its
-    training config ``--vrn-tuning-grid``, ``--vrn-tuning-split`` and ``--vrn-tuning-criterion``.
-    The last comparison covers every cell."""
+    Sweeps write the cells into ``out/test`` (cell names differ by λ, so they share it): one
+    of the controls (λ = 0 at every setting) and one per setting at its λ*, whose runs record
+    ``--vrn-tuning-grid``, ``--vrn-tuning-split`` and ``--vrn-tuning-criterion``. None of them
+    compares its own cells; the one comparison covers every cell."""
     from cl_diag.orchestration.compare import CompareConfig, compare
     from cl_diag.orchestration.sweep import SweepConfig, _analysis_from_json, sweep
 
@@ -335,7 +335,8 @@ def run_test_stage(
     overrides = dict(record.get("overrides") or {})
     common: dict[str, Any] = {
         "recipe": record.get("recipe"),
-        "out": Path(out),
+        "out": Path(out) / "test",
+        "compare": False,
         # JSON's lists back into the analysis options' tuples
         "analysis": _analysis_from_json(record.get("analysis") or {}),
         "equal_steps": record.get("equal_steps"),
