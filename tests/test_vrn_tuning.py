@@ -347,7 +347,7 @@ def test_the_vrn_weight_view_shows_means_with_their_t_intervals():
     values = 100 * np.array([0.7, 0.7, 0.65])
     half = stats.t.ppf(0.975, 2) * values.std(ddof=1) / math.sqrt(3)
     mean = values.mean()
-    assert row[3] == f"{fmt(mean, 2)} [{fmt(mean - half, 2)}, {fmt(mean + half, 2)}] (n = 3)"
+    assert row[3] == f"{fmt(mean, 4)} [{fmt(mean - half, 4)}, {fmt(mean + half, 4)}] (n = 3)"
     # fewer than three weights: no view
     two = _runs({16: {0.0: [0.6, 0.7], 1.0: [0.6, 0.7]}})
     assert _vrn_study_blocks(Comparison(two), "projector") == []

@@ -896,7 +896,7 @@ def _vrn_study_blocks(cmp: Comparison, layer: str | None) -> list:
                 "accuracy_vs_vrn.svg",
                 "linear-probe top-1, test split (%)",
                 scaled(top1, 100),
-                2,
+                4,
             )
         )
     val = [_validation_top1(r) for r in cmp.results]
@@ -906,7 +906,7 @@ def _vrn_study_blocks(cmp: Comparison, layer: str | None) -> list:
                 "validation_accuracy_vs_vrn.svg",
                 "linear-probe top-1, validation split (%)",
                 scaled(val, 100),
-                2,
+                4,
             )
         )
     if layer is not None:
