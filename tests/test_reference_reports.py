@@ -249,6 +249,10 @@ def test_vrn_weight_selection_is_what_the_tool_makes_of_the_tuning_runs(tmp_path
     selection = select_vrn(load_tuning(study / "tuning"))
     assert selection.json_text() == (study / "selection.json").read_text(encoding="utf-8")
     assert selection.markdown() == (study / "selection.md").read_text(encoding="utf-8")
+    # the README gives the choice as the tool printed it
+    readme = (study / "README.md").read_text(encoding="utf-8")
+    for setting in selection.settings:
+        assert f"{setting.label}: λ* = {setting.selected:g}" in readme
     # the test stage's VRN runs trained at the selected lambda, recording that choice
     chosen = {dict(s.values)["batch_size"]: s.selected for s in selection.settings}
     tuned = [load(p) for p in sorted((study / "test").glob("*/analysis/result.json"))]
