@@ -20,7 +20,9 @@ from cl_diag.report.metrics import PROBE_METRICS, probe_report_metrics, retrieva
 from cl_diag.result import PAIR_TYPES, QUANTILES, SCHEMA, Result, is_result_file, load
 
 REPO = Path(__file__).resolve().parents[1]
-REFERENCE = sorted(REPO.glob("reports/*/*/analysis/result.json"))
+REFERENCE = sorted(REPO.glob("reports/*/*/analysis/result.json")) + sorted(
+    REPO.glob("reports/*/*/*/analysis/result.json")  # a study in stages (vrn-weight)
+)
 #: every result.json committed to the repository: the reference reports' and the tests' data
 EVERY_RESULT = REFERENCE + sorted(p for p in (REPO / "tests" / "data").glob("*.json"))
 # A rich checkpoint result (1,000 images, every probe, baselines, retrieval, k-means): the
@@ -58,10 +60,11 @@ def _write(tmp_path: Path, data: object, name: str = "result.json") -> Path:
 
 def test_reference_results_exist():
     # 18 digits cells (3 sizes x 2 VRN x 3 seeds) + 10 toy cells + 6 supcl-collapse cells
-    assert len(REFERENCE) == 34
+    # + 100 vrn-weight cells (80 tuning: 2 sizes x 8 lambda x 5 seeds; 20 test)
+    assert len(REFERENCE) == 134
     # ... and every other result.json of the repository is in the round trip below
     everywhere = {p for p in _repository_files("*.json") if is_result_file(p)}
-    assert everywhere == set(EVERY_RESULT) and len(EVERY_RESULT) == 35
+    assert everywhere == set(EVERY_RESULT) and len(EVERY_RESULT) == 135
 
 
 @pytest.mark.parametrize("path", EVERY_RESULT, ids=lambda p: str(p.relative_to(REPO)))

@@ -62,6 +62,7 @@ __all__ = [
     "SESSION_FIELDS",
     "TRAINING_LOSSES",
     "TRAIN_RULES",
+    "TUNING_FIELDS",
     "ResolvedTrainConfig",
     "TrainConfig",
     "TrainResult",
