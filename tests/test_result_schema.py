@@ -15,8 +15,10 @@ from cl_diag.result import SCHEMA, json_schema, json_schema_text
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA_FILE = REPO / "docs" / "result.schema.json"
-RESULTS = sorted(REPO.glob("reports/*/*/analysis/result.json")) + sorted(
-    (REPO / "tests" / "data").glob("*.json")
+RESULTS = (
+    sorted(REPO.glob("reports/*/*/analysis/result.json"))
+    + sorted(REPO.glob("reports/*/*/*/analysis/result.json"))  # a study in stages (vrn-weight)
+    + sorted((REPO / "tests" / "data").glob("*.json"))
 )
 TOY = REPO / "reports" / "toy-vrn" / "seed=1_vrn=3" / "analysis" / "result.json"
 DIGITS = REPO / "tests" / "data" / "digits-b64-vrn30-result.json"
@@ -72,7 +74,8 @@ def test_every_result_of_the_repository_is_valid(validator, path):
 
 
 def test_there_are_results_of_every_kind():
-    assert len(RESULTS) == 35
+    assert len(RESULTS) == 135
+    assert any('"validation"' in p.read_text() for p in RESULTS)  # vrn-weight's validation probe
     kinds = {json.loads(p.read_text())["source"]["kind"] for p in RESULTS}
     assert kinds == {"checkpoint"}  # toy, digits and supcl runs: all checkpoints
     assert any('"ssem"' in p.read_text() for p in RESULTS)  # the supcl theory block

@@ -174,7 +174,8 @@ def test_replicates_differ_in_the_options_left_out_only():
 
 @pytest.mark.parametrize(
     "path",
-    sorted(REPO.glob("reports/*/*/analysis/result.json")),
+    sorted(REPO.glob("reports/*/*/analysis/result.json"))
+    + sorted(REPO.glob("reports/*/*/*/analysis/result.json")),
     ids=lambda p: p.parent.parent.relative_to(REPO / "reports").as_posix(),
 )
 def test_the_theory_panel_of_each_reference_run_reads_its_recorded_config_as_before(path):
