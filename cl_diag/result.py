@@ -467,17 +467,42 @@ class SplitSize(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class Validation(Record):
+    """A validation split carved from the probes' train split (``analyze
+    --validation-fraction``): ``fraction`` of each class, drawn with ``seed``
+    (:func:`cl_diag.measurement.probes.stratified_split`, per class), ``n_val`` images held out
+    and ``n_fit`` left; the linear probe fitted on those and scored on the held-out ones. The
+    accuracy a training option (a VRN weight) is chosen on without the test split."""
+
+    fraction: float | None = None
+    seed: int | None = None
+    n_fit: int | None = None
+    n_val: int | None = None
+    linear: LinearProbe | None = optional()
+
+
+@dataclass(frozen=True, kw_only=True)
 class Probes(ProbeSet):
     """The probes of the trained representation on ``layer`` features (retrieval on the
-    layers it names), the evaluation splits used, and the baselines by name
-    (:data:`BASELINES`)."""
+    layers it names), the evaluation splits used, the validation split's probe when one was
+    carved, and the baselines by name (:data:`BASELINES`)."""
 
     layer: str = "backbone"
     splits: dict[str, SplitSize] | None = optional("split (train, test) -> images used")
+    validation: Validation | None = optional(
+        "the linear probe on a validation split carved from the train split"
+    )
     baselines: dict[str, ProbeSet] | None = optional("raw_pixels, random_init -> probes")
     skipped: dict[str, str] | None = optional("probes asked for that could not run -> why")
 
-    _JSON_ORDER = ("layer", "splits", *ProbeSet.json_keys(), "baselines", "skipped")
+    _JSON_ORDER = (
+        "layer",
+        "splits",
+        *ProbeSet.json_keys(),
+        "validation",
+        "baselines",
+        "skipped",
+    )
 
     def baseline(self, name: str) -> ProbeSet | None:
         return (self.baselines or {}).get(name)

@@ -15,7 +15,10 @@ of it, so each key has one meaning:
   (``weight`` None), never a weight of 0 or 1 made up by a reader;
 * ``vrn_tuning`` (or ``vrn.tuning``, :class:`VrnTuning`) records how λ was chosen, when it
   was tuned: ``{"grid": [0.1, 0.3, 1, 3, 10, 30, 100], "selected": 3, "split": "validation",
-  "criterion": "linear top-1"}``;
+  "criterion": "linear top-1"}``; ``cl-diag train`` writes it flat, as its options
+  ``vrn_tuning_grid`` (the grid as text, "0.1,0.3,1"), ``vrn_tuning_split`` and
+  ``vrn_tuning_criterion``, with the run's own λ selected (:data:`TRAIN_TUNING_KEYS`), read
+  here under the nested names;
 * ``batch_size`` is the global training batch m (per-device sizes are recorded apart, as
   ``batch_size_per_device``); a result whose config lacks it takes its theory panel's;
 * the loss's hyper-parameters (``temperature``, ``bias``, ``alpha``, ...) as recorded.
@@ -34,6 +37,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -46,10 +50,13 @@ if TYPE_CHECKING:
 __all__ = [
     "IGNORED_OPTIONS",
     "OPTION_ALIASES",
+    "TRAIN_TUNING_KEYS",
     "RunConfig",
     "Vrn",
     "VrnTuning",
     "flatten",
+    "lambda_grid_text",
+    "parse_lambda_grid",
     "parse_run_config",
 ]
 
@@ -96,6 +103,35 @@ REBUTTAL_LAMBDA_GRID = (0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0)
 MIN_TUNING_GRID = 3
 #: the split a λ may never be chosen on: the one its accuracy claim is tested on
 TEST_SPLIT = "test"
+#: ``cl-diag train``'s options that record a tuning (flat) -> the field of ``vrn_tuning`` each
+#: one is; the selected λ is the run's own ``vrn``
+TRAIN_TUNING_KEYS: Mapping[str, str] = MappingProxyType(
+    {"vrn_tuning_grid": "grid", "vrn_tuning_split": "split", "vrn_tuning_criterion": "criterion"}
+)
+
+
+def parse_lambda_grid(text: str) -> tuple[float, ...]:
+    """A λ grid written as text, ``"0.1,0.3,1"``, as its numbers in the order given;
+    ValueError naming the first entry that is not a finite number ≥ 0, or a repeat."""
+    values: list[float] = []
+    for part in text.split(","):
+        word = part.strip()
+        try:
+            value = float(word)
+        except ValueError:
+            raise ValueError(f"{word!r} is not a number") from None
+        if not math.isfinite(value) or value < 0:
+            raise ValueError(f"{word!r} is not a finite number ≥ 0")
+        if value in values:
+            raise ValueError(f"{word!r} is given twice")
+        values.append(value)
+    return tuple(values)
+
+
+def lambda_grid_text(values: Iterable[float]) -> str:
+    """The text of a λ grid as ``cl-diag train --vrn-tuning-grid`` records it: the values
+    in the order given, each in Python's shortest form (``1`` for 1.0)."""
+    return ",".join(f"{v:g}" if float(v).is_integer() else repr(float(v)) for v in values)
 
 
 @dataclass(frozen=True)
@@ -335,6 +371,25 @@ def _vrn_tuning(options: Mapping[str, object]) -> VrnTuning | None:
     return None
 
 
+def _nest_train_tuning(flat: dict[str, object], vrn_value: object) -> None:
+    """``cl-diag train``'s flat tuning options in ``flat`` (:data:`TRAIN_TUNING_KEYS`) moved to
+    the nested names ``vrn_tuning.*``, with the run's λ as ``selected`` (when a grid was
+    recorded; an unset option, None, records nothing). A grid text that does not parse is
+    kept as text: it reads as no grid."""
+    given = {k: flat.pop(k) for k in TRAIN_TUNING_KEYS if k in flat}
+    if given.get("vrn_tuning_grid") is None:
+        return
+    grid: object = given["vrn_tuning_grid"]
+    if isinstance(grid, str):
+        with contextlib.suppress(ValueError):  # not a grid: kept as text, read as no grid
+            grid = list(parse_lambda_grid(grid))
+    flat["vrn_tuning.grid"] = grid
+    flat["vrn_tuning.selected"] = vrn_value
+    for key, name in TRAIN_TUNING_KEYS.items():
+        if name != "grid" and given.get(key) is not None:
+            flat[f"vrn_tuning.{name}"] = given[key]
+
+
 def parse_run_config(
     record: Mapping[str, Any] | None,
     *,
@@ -358,6 +413,7 @@ def parse_run_config(
     vrn_value = _vrn_option(canonical)
     if "vrn" in canonical or vrn_value is not None:
         canonical["vrn"] = vrn_value
+    _nest_train_tuning(flat, vrn_value)
     if canonical.get("batch_size") is None and batch_size is not None:
         canonical["batch_size"] = batch_size
     options = {**canonical, **{k: flat[k] for k in sorted(flat)}}

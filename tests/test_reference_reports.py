@@ -106,6 +106,7 @@ QUOTED = [
     "supcl-collapse",
     "sigmoid-within-view/digits",
     "sigmoid-within-view/free",
+    "vrn-weight",
 ]
 
 
@@ -177,6 +178,8 @@ REPRESENTATIVE = {
     "supcl-collapse/alpha=1_seed=1",
     "sigmoid-within-view/digits/bias=-1_within-view=false_seed=1",
     "sigmoid-within-view/free/bias=-1_within-view=true_seed=1",
+    "vrn-weight/tuning/batch-size=16_vrn=3_seed=1",
+    "vrn-weight/test/batch-size=64_vrn=0_seed=6",
 }
 ANALYSES = [
     pytest.param(
@@ -256,3 +259,61 @@ def test_committed_comparisons_render_byte_identical(study, tmp_path, monkeypatc
         assert (copy / "comparison" / name).read_bytes() == (
             source / "comparison" / name
         ).read_bytes(), name
+
+
+#: the comparisons of the VRN weight study: (folder of the runs, comparison folder), both under
+#: reports/vrn-weight; the tuning sweep's records its sweep, the test stage's none (three
+#: sweeps made its runs, tools/select_vrn.py compared them)
+VRN_WEIGHT_COMPARISONS = (("tuning", "tuning/comparison"), ("test", "comparison"))
+
+
+@pytest.mark.parametrize(("runs", "folder"), VRN_WEIGHT_COMPARISONS)
+def test_vrn_weight_comparisons_render_byte_identical(runs, folder, tmp_path, monkeypatch):
+    from cl_diag.orchestration.compare import CompareConfig, compare
+
+    study = REPO / "reports" / "vrn-weight"
+    copy = tmp_path / "reports" / "vrn-weight"
+    shutil.copytree(study / runs, copy / runs, ignore=shutil.ignore_patterns("comparison"))
+    monkeypatch.chdir(tmp_path)
+    inputs = sorted(
+        Path("reports", "vrn-weight", runs, p.parent.parent.name, "analysis")
+        for p in (study / runs).glob("*/analysis/result.json")
+    )
+    recorded = json.loads((study / folder / "provenance.json").read_text(encoding="utf-8"))
+    compare(
+        CompareConfig(
+            inputs=inputs, out=Path("reports", "vrn-weight", folder), sweep=recorded["sweep"]
+        )
+    )
+    expected = sorted(p.name for p in (study / folder).iterdir())
+    assert sorted(p.name for p in (copy / folder).iterdir()) == expected
+    for name in expected:
+        if name.startswith("."):
+            continue
+        assert (copy / folder / name).read_bytes() == (study / folder / name).read_bytes(), name
+
+
+def test_vrn_weight_selection_is_what_the_tool_makes_of_the_tuning_runs(tmp_path):
+    # selection.json and selection.md: tools/select_vrn.py's choice of lambda from the committed
+    # tuning results, the same bytes
+    from cl_diag.orchestration.tune import load_tuning, select_vrn
+
+    study = REPO / "reports" / "vrn-weight"
+    selection = select_vrn(load_tuning(study / "tuning"))
+    assert selection.json_text() == (study / "selection.json").read_text(encoding="utf-8")
+    assert selection.markdown() == (study / "selection.md").read_text(encoding="utf-8")
+    # the README gives the choice as the tool printed it
+    readme = (study / "README.md").read_text(encoding="utf-8")
+    for setting in selection.settings:
+        assert f"{setting.label}: λ* = {setting.selected:g}" in readme
+    # the test stage's VRN runs trained at the selected lambda, recording that choice
+    chosen = {dict(s.values)["batch_size"]: s.selected for s in selection.settings}
+    tuned = [load(p) for p in sorted((study / "test").glob("*/analysis/result.json"))]
+    assert len(tuned) >= 20
+    for result in tuned:
+        config = result.config
+        if config["vrn"] > 0:
+            assert config["vrn"] == chosen[config["batch_size"]]
+            assert config["vrn_tuning_split"] == "validation"
+        else:
+            assert "vrn_tuning_grid" not in config

@@ -18,6 +18,7 @@ from cl_diag.measurement.theory import delta
 from cl_diag.orchestration.sweep import SweepConfig, sweep
 from cl_diag.orchestration.train import (
     RESUME_FREE_FIELDS,
+    TUNING_FIELDS,
     ResolvedTrainConfig,
     TrainConfig,
     resolve_config,
@@ -61,8 +62,23 @@ def test_steps_and_partial_epochs():
 def test_record_is_exactly_the_options():
     c = resolve_config(TrainConfig(dataset="toy", batch_size=2, steps=2))
     record = c.record()
-    assert list(record) == TrainConfig.option_names()
-    assert TrainConfig(**record).options() == record
+    # the VRN tuning record's options are recorded only when set: a run without one records
+    # the bytes it did before they existed
+    assert list(record) == [n for n in TrainConfig.option_names() if n not in TUNING_FIELDS]
+    assert TrainConfig(**record).options() == {**record, **dict.fromkeys(TUNING_FIELDS)}
+    tuned = resolve_config(
+        TrainConfig(
+            dataset="toy",
+            batch_size=2,
+            steps=2,
+            vrn=3.0,
+            vrn_tuning_grid="1,3,10",
+            vrn_tuning_split="validation",
+            vrn_tuning_criterion="top-1",
+        )
+    ).record()
+    assert list(tuned) == TrainConfig.option_names()
+    assert TrainConfig(**tuned).options() == tuned
     assert "log_every" in RESUME_FREE_FIELDS  # how often to log is not what a run computes
 
 

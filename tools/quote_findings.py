@@ -62,9 +62,9 @@ def generated(report_md: Path) -> list[str]:
 def fingerprint(folder: Path) -> list[str]:
     """The README's fingerprint lines: the fields of :data:`FINGERPRINT_FIELDS` and every
     environment variable set, of each distinct environment the runs in ``folder`` were trained
-    and analysed under (``*/analysis/result.json``)."""
+    and analysed under (``**/analysis/result.json``: a study may keep its runs in sub-folders)."""
     distinct: dict[str, tuple[dict, list[str]]] = {}
-    for path in sorted(folder.glob("*/analysis/result.json")):
+    for path in sorted(folder.glob("**/analysis/result.json")):
         result = json.loads(path.read_text(encoding="utf-8"))
         for stage, env in (
             ("training", result.get("source", {}).get("environment")),

@@ -155,6 +155,14 @@ def analyze(
         help="Probe on this many (seeded) images of the test split \\[default: all].",
         rich_help_panel=_CKPT,
     ),
+    validation_fraction: float | None = typer.Option(
+        None,
+        help="Hold out this share of the probes' train split (seeded by --seed, stratified by "
+        "class) as a validation split: the linear probe is also fitted on the rest and scored "
+        "on it, the accuracy to choose a training option on (e.g. a VRN weight) without the "
+        "test split. The test-split probes are unchanged \\[default: no validation split].",
+        rich_help_panel=_CKPT,
+    ),
     data_root: Path | None = typer.Option(
         None,
         help="Folder holding cifar-10-batches-py/ or cifar-100-python/, or the ImageFolder train "
@@ -302,6 +310,7 @@ def analyze(
         baselines=values["baselines"],
         probe_train_images=values["probe_train_images"],
         probe_test_images=values["probe_test_images"],
+        validation_fraction=values["validation_fraction"],
         arch=values["arch"],
         dataset=values["dataset"],
         data_root=values["data_root"],

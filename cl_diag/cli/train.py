@@ -174,6 +174,24 @@ def train_command(
     vrn_power: float = typer.Option(
         _D.vrn_power, help="VRN power p in mean (s - delta)^p.", rich_help_panel=_LOSS
     ),
+    vrn_tuning_grid: str | None = typer.Option(
+        None,
+        help="Record that --vrn was chosen from these weights (comma-separated, e.g. "
+        "0.1,0.3,1,3,10,30,100; --vrn among them): the reports then test the claims about a "
+        "tuned lambda on this run. Give --vrn-tuning-split too.",
+        rich_help_panel=_LOSS,
+    ),
+    vrn_tuning_split: str | None = typer.Option(
+        None,
+        help="Record the split --vrn was chosen on, e.g. validation (a split carved from the "
+        "training set; never test).",
+        rich_help_panel=_LOSS,
+    ),
+    vrn_tuning_criterion: str | None = typer.Option(
+        None,
+        help="Record what --vrn was chosen by, e.g. 'linear top-1, mean over seeds'.",
+        rich_help_panel=_LOSS,
+    ),
     # optimisation
     epochs: int = typer.Option(
         _D.epochs, help="Training epochs (each drops its last partial batch).", rich_help_panel=_OPT

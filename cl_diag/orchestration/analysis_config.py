@@ -60,6 +60,10 @@ EMBEDDINGS_FIELDS = ("keys", "cross_modal")
 #: batch in every command (issue 20); the value means the same
 _RENAMED = {"batch_size": "encode_batch_size"}
 
+#: options added after results were committed, recorded in ``commands.analyze`` only when
+#: set, so that an analysis that does not use them records the same bytes as before
+_RECORDED_WHEN_SET = frozenset({"validation_fraction"})
+
 
 @dataclass(frozen=True)
 class PairOptions:
@@ -107,6 +111,9 @@ class AnalyzeConfig:
     baselines: bool = True
     probe_train_images: int | None = None  # None: the whole train split
     probe_test_images: int | None = None  # None: the whole test split
+    # carve a seeded, stratified validation split of this share from the probes' train split:
+    # the linear probe fitted on the rest and scored on it (None: no validation split)
+    validation_fraction: float | None = None
     arch: str | None = None
     dataset: str | None = None
     data_root: Path | None = None
@@ -138,6 +145,8 @@ class AnalyzeConfig:
         for f in fields(AnalyzeConfig):
             if f.name in ("out", "overwrite"):
                 continue
+            if f.name in _RECORDED_WHEN_SET and getattr(self, f.name) is None:
+                continue  # added later: an analysis without it records what it always did
             value = getattr(self, f.name)
             if isinstance(value, Path):
                 value = str(value)

@@ -90,6 +90,7 @@ from cl_diag.result import (
     SplitSize,
     Theory,
     Tool,
+    Validation,
 )
 from cl_diag.runconfig import parse_run_config
 from cl_diag.runtime import SINGLE, Ranks, RanksMismatch, Runtime, resolve_device, resolve_workers
@@ -935,6 +936,32 @@ def _classification_probes(config: AnalyzeConfig, train, test) -> ProbeSet:
     return ProbeSet(linear=linear, knn=knn, clustering=scores)
 
 
+def _validation_probe(config: AnalyzeConfig, train) -> Validation:
+    """The linear probe on a validation split carved from the train split (``analyze
+    --validation-fraction``): each class sends ``round(fraction * n_c)`` of its images, drawn
+    with the analysis seed, to validation (:func:`stratified_split`, per class: the same
+    images for every run of a dataset, so runs are chosen between on one split); the probe is
+    fitted on the rest, with its own weight decay chosen inside them, and scored on the
+    held-out images. The test split takes no part."""
+    import numpy as np
+
+    from cl_diag.measurement.probes import linear_probe, stratified_split
+
+    assert config.validation_fraction is not None
+    x, y = train
+    labels = np.asarray(y.cpu() if isinstance(y, torch.Tensor) else y)
+    fit, held = stratified_split(labels, config.validation_fraction, config.seed)
+    fit_t, held_t = torch.from_numpy(fit), torch.from_numpy(held)
+    linear = linear_probe(x[fit_t], labels[fit], x[held_t], labels[held], seed=config.seed)
+    return Validation(
+        fraction=float(config.validation_fraction),
+        seed=int(config.seed),
+        n_fit=int(fit.size),
+        n_val=int(held.size),
+        linear=linear,
+    )
+
+
 def _probes(
     config: AnalyzeConfig, subject: Subject, views: dict, layers: list[str], progress, run: Runtime
 ) -> Probes | None:
@@ -942,6 +969,7 @@ def _probes(
     from cl_diag.measurement.views import Pixels, Taps, encode_images, sample_indices
 
     splits = None
+    validation = None
     trained = ProbeSet()
     baselines: dict[str, ProbeSet] = {}
     with_baselines = config.baselines
@@ -992,6 +1020,8 @@ def _probes(
 
         advance = progress("fitting the probes", None)
         trained = _classification_probes(config, *pair("trained", "backbone"))
+        if config.validation_fraction is not None and "linear" in config.probes:
+            validation = _validation_probe(config, pair("trained", "backbone")[0])
         if with_baselines:
             baselines["raw_pixels"] = _classification_probes(config, *pair("raw_pixels", "pixels"))
         if twin is not None:
@@ -1013,6 +1043,7 @@ def _probes(
     return Probes(
         layer="backbone",
         splits=splits,
+        validation=validation,
         linear=trained.linear,
         knn=trained.knn,
         clustering=trained.clustering,

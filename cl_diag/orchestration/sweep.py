@@ -117,6 +117,9 @@ class SweepConfig:
     probe: str | Path | None = None
     """The probe suite ``analysis`` was read from (``--probe``), recorded with its text in the
     comparison's provenance.json; the fields themselves are ``analysis``."""
+    compare: bool = True
+    """Compare the cells into ``out/comparison`` at the end; False when the caller compares
+    them together with the cells of other sweeps (:mod:`cl_diag.orchestration.tune`)."""
 
     def record(self) -> dict[str, Any]:
         """The sweep as run, for the comparison's provenance.json: the command line, the recipe
@@ -184,7 +187,7 @@ class SweepResult:
     out: Path
     cells: list[Cell]
     skipped: list[str]
-    comparison: Path
+    comparison: Path | None  # None: not compared (SweepConfig.compare)
 
 
 @dataclass(frozen=True)
@@ -573,6 +576,8 @@ def sweep(
             # after a failure no further cell starts; the running ones end (or stop) first
             pool.shutdown(wait=True, cancel_futures=True)
 
+    if not config.compare:
+        return SweepResult(out=out, cells=cells, skipped=skipped, comparison=None)
     inputs = [plan.folder / "analysis" for plan in plans]
     comparison = compare(
         CompareConfig(inputs=inputs, out=out / "comparison", sweep=config.record())

@@ -49,6 +49,7 @@ from cl_diag.options import (
     check_values,
     in_config,
 )
+from cl_diag.runconfig import TEST_SPLIT, lambda_grid_text, parse_lambda_grid
 
 if TYPE_CHECKING:  # the loop is imported lazily: resolving a config needs no torch model code
     from cl_diag.training.loop import FitProgress
@@ -61,6 +62,7 @@ __all__ = [
     "SESSION_FIELDS",
     "TRAINING_LOSSES",
     "TRAIN_RULES",
+    "TUNING_FIELDS",
     "ResolvedTrainConfig",
     "TrainConfig",
     "TrainResult",
@@ -111,6 +113,11 @@ RESUME_FREE_FIELDS = frozenset(
 )
 
 
+#: The options that record how --vrn was chosen (cl_diag.runconfig.TRAIN_TUNING_KEYS),
+#: left out of a run's record while unset.
+TUNING_FIELDS = ("vrn_tuning_grid", "vrn_tuning_split", "vrn_tuning_criterion")
+
+
 #: Options that say how one invocation behaves, not what the run computes: left out of the
 #: training command a result records (``commands.train``), so that a run resumed after an
 #: interrupt records the command of the same run as one that was not.
@@ -151,6 +158,10 @@ class TrainConfig:
     vrn: float = 0.0
     vrn_delta: float | None = None
     vrn_power: float = 2.0
+    # how --vrn was chosen, recorded with the run (cl_diag.runconfig reads it as vrn_tuning)
+    vrn_tuning_grid: str | None = None
+    vrn_tuning_split: str | None = None
+    vrn_tuning_criterion: str | None = None
     # optimisation
     epochs: int = 40
     steps: int | None = None
@@ -248,7 +259,11 @@ class ResolvedTrainConfig(TrainConfig):
         """The dict stored as a checkpoint's ``config``: the option fields only, each as
         resolved except ``warmup_steps``, recorded as given (None unless set), so that runs
         warming up over the same epochs at different batch sizes record the same options."""
-        return {**self.options(), "warmup_steps": self.warmup_steps_given}
+        record = {**self.options(), "warmup_steps": self.warmup_steps_given}
+        for name in TUNING_FIELDS:  # added later: a run without a tuning records as before
+            if record[name] is None:
+                del record[name]
+        return record
 
 
 @dataclass
@@ -375,7 +390,50 @@ TRAIN_RULES: tuple[Rule, ...] = (
         lambda c: c.dataset == "toy" and c.precision not in ("auto", "fp32"),
         "--dataset toy trains free vectors in fp32; drop --precision.",
     ),
+    Rule(
+        lambda c: (c.vrn_tuning_grid is None) != (c.vrn_tuning_split is None),
+        "--vrn-tuning-grid and --vrn-tuning-split record together how --vrn was chosen: the "
+        "grid tried and the split it was chosen on; give both (or neither).",
+    ),
+    Rule(
+        lambda c: c.vrn_tuning_criterion is not None and c.vrn_tuning_grid is None,
+        "--vrn-tuning-criterion {vrn_tuning_criterion!r} records how --vrn was chosen from a "
+        "grid; add --vrn-tuning-grid and --vrn-tuning-split (or drop it).",
+    ),
+    Rule(
+        lambda c: c.vrn_tuning_grid is not None and c.vrn <= 0,
+        "--vrn-tuning-grid records how the VRN weight was chosen, but --vrn is {vrn:g} (off); "
+        "give the chosen --vrn, or drop the --vrn-tuning-* options for a run without VRN.",
+    ),
+    Rule(
+        lambda c: (
+            c.vrn_tuning_split is not None and c.vrn_tuning_split.strip().lower() == TEST_SPLIT
+        ),
+        "--vrn-tuning-split test: a weight chosen on the test split is not tuned (its "
+        "accuracy is reported there); choose it on a validation split carved from the "
+        "training set (cl-diag analyze --validation-fraction) and record that split.",
+    ),
 )
+
+
+def _check_tuning_grid(c: TrainConfig) -> TrainConfig:
+    """``--vrn-tuning-grid`` parsed and written in its one form (``lambda_grid_text``), and
+    holding ``--vrn``; UserError naming the fix."""
+    if c.vrn_tuning_grid is None:
+        return c
+    try:
+        grid = parse_lambda_grid(c.vrn_tuning_grid)
+    except ValueError as exc:
+        raise UserError(
+            f"--vrn-tuning-grid {c.vrn_tuning_grid!r}: {exc}; give the weights tried, "
+            "comma-separated, e.g. 0.1,0.3,1,3,10,30,100."
+        ) from None
+    if not any(math.isclose(g, c.vrn, rel_tol=1e-9) for g in grid):
+        raise UserError(
+            f"--vrn {c.vrn:g} is not in --vrn-tuning-grid {c.vrn_tuning_grid!r}: the grid "
+            "records the weights --vrn was chosen from; give the chosen one."
+        )
+    return replace(c, vrn_tuning_grid=lambda_grid_text(grid))
 
 
 def check_train_options(c: TrainConfig, spelling: Spelling = CLI) -> TrainConfig:
@@ -386,6 +444,7 @@ def check_train_options(c: TrainConfig, spelling: Spelling = CLI) -> TrainConfig
     c = TrainConfig(**check_values(c.options(), TRAIN, spelling=spelling, products=False))
     for rule in TRAIN_RULES:
         rule.check(c)
+    c = _check_tuning_grid(c)
     require_logger(c.logger)  # an extra that is not installed: said before anything loads
     return c
 

@@ -721,8 +721,8 @@ def _study_blocks(cmp: Comparison, layer: str | None) -> list:
 
 # ---- a metric against any swept numeric option ---------------------------------------------
 
-#: options that have a study view of their own (above) or group runs (the seed)
-_OWN_VIEWS = frozenset({"batch_size", "temperature", SEED_KEY})
+#: options that have a study view of their own (above and below) or group runs (the seed)
+_OWN_VIEWS = frozenset({"batch_size", "temperature", "vrn", SEED_KEY})
 #: a curve needs this many distinct values of the option
 _STUDY_MIN_VALUES = 3
 
@@ -835,6 +835,155 @@ def _option_study_blocks(cmp: Comparison, layer: str | None) -> list:
     return blocks
 
 
+# ---- the VRN weight study -------------------------------------------------------------------
+
+
+def _validation_top1(result: Result) -> float | None:
+    """The linear probe's top-1 on the validation split carved from the train split
+    (``analyze --validation-fraction``), None when none was carved."""
+    probes = result.probes
+    block = None if probes is None else probes.validation
+    linear = None if block is None else block.linear
+    return None if linear is None else linear.top1
+
+
+def _interval_series(
+    configs: Sequence[RunConfig], ys: Sequence[float | None]
+) -> list[figures.Series]:
+    """The points of ``ys`` (one per run) against λ, one series per config without λ and the
+    seed, each point the mean over seeds with ``err`` the half-width of its 95 % Student-t
+    interval (0 for one seed)."""
+    study = _Study.collect(configs, "vrn", list(ys))
+    out = []
+    for series in study.series:
+        half = [
+            t_half_width(sd, n) if n > 1 else 0.0
+            for sd, n in zip(series.err, series.n, strict=True)
+        ]
+        out.append(figures.Series(series.label, series.x, series.y, err=half, n=series.n))
+    return out
+
+
+def _interval_cell(series: figures.Series, x: float, digits: int = 4) -> str:
+    """mean [95 % interval] (n) of one point, or the value of a single run."""
+    for sx, y, half, k in zip(series.x, series.y, series.err, series.n, strict=True):
+        if sx == x:
+            if k == 1:
+                return fmt(y, digits)
+            return f"{fmt(y, digits)} [{fmt(y - half, digits)}, {fmt(y + half, digits)}] (n = {k})"
+    return MISSING
+
+
+def _vrn_study_blocks(cmp: Comparison, layer: str | None) -> list:
+    """The VRN weight study (runs at three or more VRN weights λ, 0 = none): linear-probe
+    accuracy on the test split, on the validation split when one was carved, and the
+    variance of the cross-view negatives and the positive mean on the loss's layer, against
+    λ, one line per setting (e.g. batch size), each point the mean over seeds with its 95 %
+    Student-t interval: a table and one figure per quantity."""
+    weights = sorted(
+        {w for c in cmp.configs if c.vrn.weight is not None for w in [float(c.vrn.weight)]}
+    )
+    if len(weights) < _STUDY_MIN_VALUES:
+        return []
+    n_runs = len(cmp.runs)
+    quantities: list[tuple[str, str, list[float | None], int]] = []
+
+    def scaled(values: Sequence[float | None], scale: float) -> list[float | None]:
+        return [None if v is None else scale * v for v in values]
+
+    top1 = [cmp.value(i, "linear_top1") for i in range(n_runs)]
+    if any(v is not None for v in top1):
+        quantities.append(
+            (
+                "accuracy_vs_vrn.svg",
+                "linear-probe top-1, test split (%)",
+                scaled(top1, 100),
+                4,
+            )
+        )
+    val = [_validation_top1(r) for r in cmp.results]
+    if any(v is not None for v in val):
+        quantities.append(
+            (
+                "validation_accuracy_vs_vrn.svg",
+                "linear-probe top-1, validation split (%)",
+                scaled(val, 100),
+                4,
+            )
+        )
+    if layer is not None:
+        var = [
+            cmp.value(i, _col(layer, f"{PairType.CROSS_VIEW_NEGATIVE.value}_var"))
+            for i in range(n_runs)
+        ]
+        pos = [cmp.value(i, _col(layer, f"{PairType.POSITIVE.value}_mean")) for i in range(n_runs)]
+        quantities.append(
+            (
+                "variance_vs_vrn.svg",
+                f"Var of cross-view negative similarity ('{layer}')",
+                var,
+                4,
+            )
+        )
+        quantities.append(
+            (
+                "positive_mean_vs_vrn.svg",
+                f"positive mean similarity ('{layer}')",
+                pos,
+                4,
+            )
+        )
+    if not quantities:
+        return []
+    collected = [(q, _interval_series(cmp.configs, q[2])) for q in quantities]
+    settings = [s.label for s in collected[0][1]]
+    replicated = any(k > 1 for _, series in collected for s in series for k in s.n)
+    interval_words = (
+        "mean over seeds [95 % Student-t interval] (n seeds)" if replicated else "one run each"
+    )
+    blocks: list = [Heading(2, "VRN weight study")]
+    rows: list[list[Cell]] = []
+    for label in settings:
+        for w in weights:
+            row: list[Cell] = [label, fmt(w)]
+            for (_, _, _, digits), series in collected:
+                match = next((s for s in series if s.label == label), None)
+                row.append(MISSING if match is None else _interval_cell(match, w, digits))
+            rows.append(row)
+    blocks.append(
+        Table(
+            columns=["setting", "VRN λ", *[q[1] for q, _ in collected]],
+            rows=rows,
+            caption=f"Against the VRN weight λ (0: no VRN), {interval_words}. The validation "
+            "split is carved from the train split (analyze --validation-fraction): the split "
+            "λ is chosen on; the test split is the one a claim about a tuned λ is tested on.",
+        )
+    )
+    positive = [w for w in weights if w > 0]
+    for (filename, ylabel, _, _), series in collected:
+        blocks.append(
+            Figure(
+                filename=filename,
+                svg=figures.metric_vs(
+                    series,
+                    xlabel="VRN weight λ (symmetric log; 0 = no VRN)",
+                    ylabel=ylabel,
+                    title=f"{ylabel} vs VRN weight λ",
+                    log_base=None,
+                    symlog_below=min(positive) if positive else None,
+                ),
+                alt=f"{ylabel} versus the VRN weight",
+                caption=f"{ylabel} against the VRN weight λ, one line per setting"
+                + (
+                    "; points: mean over seeds, bars: its 95 % Student-t interval."
+                    if replicated
+                    else "."
+                ),
+            )
+        )
+    return blocks
+
+
 def _probe_caption(runs: Sequence[Named]) -> str:
     """Say which features each probe saw: the classification probes one layer, retrieval every
     layer."""
@@ -877,7 +1026,8 @@ def build_comparison(
         cmp = Comparison(runs, baseline=baseline)
     labels, base_index, n_runs = cmp.labels, cmp.baseline, len(cmp.runs)
     study = _study_blocks(cmp, primary_layer(cmp.runs))
-    option_study = _option_study_blocks(cmp, primary_layer(cmp.runs))
+    option_study = _vrn_study_blocks(cmp, primary_layer(cmp.runs))
+    option_study += _option_study_blocks(cmp, primary_layer(cmp.runs))
     # the figures that carry a finding sit next to it; the study sections keep the others
     carried = {f.figure for f in cmp.findings if f.figure is not None}
     beside = [b for b in (*study, *option_study) if isinstance(b, Figure) and b.filename in carried]

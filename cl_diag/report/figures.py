@@ -356,9 +356,12 @@ def metric_vs(
     title: str,
     log_base: float | None,
     markers: Sequence[tuple[float, str]] = (),
+    symlog_below: float | None = None,
 ) -> bytes:
     """Fig. 3 / Fig. 4 views: one line per series (e.g. with and without VRN); ``markers``
-    (x, label) are drawn as dashed vertical lines (a theory's threshold on the x option)."""
+    (x, label) are drawn as dashed vertical lines (a theory's threshold on the x option).
+    ``symlog_below``: a symmetric-log x axis, linear below this value and logarithmic above
+    it (a VRN weight grid that starts at 0), ticked at the measured values."""
     with _fixed_style():
         fig, (ax,) = _panels(9.5, 1, panel_height=2.9, gap=0.0, right=3.1)
         for k, (x, label) in enumerate(markers):
@@ -368,6 +371,9 @@ def metric_vs(
         _plot_series(ax, series)
         if log_base is not None:
             ax.set_xscale("log", base=log_base)
+            _data_ticks(ax, series)
+        elif symlog_below is not None:
+            ax.set_xscale("symlog", linthresh=symlog_below, linscale=0.5)
             _data_ticks(ax, series)
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)

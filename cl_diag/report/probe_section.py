@@ -158,6 +158,20 @@ def probe_blocks(result: Result) -> list:
             ),
         ),
     ]
+    validation = probes.validation
+    if validation is not None and validation.linear is not None:
+        blocks.append(
+            Note(
+                "Validation split (for choosing a training option, never the test split): "
+                f"{fmt(validation.n_val)} of the {fmt(validation.n_fit + validation.n_val)} "
+                f"train-split images ({pct(validation.fraction)} of each class, seed "
+                f"{fmt(validation.seed)}) held out; the linear probe fitted on the other "
+                f"{fmt(validation.n_fit)} scores linear top-1 "
+                f"{pct_interval(validation.linear.top1, validation.n_val)} on them."
+                if validation.n_fit is not None and validation.n_val is not None
+                else "A validation split was carved, but its sizes are not recorded."
+            )
+        )
     for probe, reason in (probes.skipped or {}).items():
         blocks.append(Note(f"The {probe} probe was not run: {reason}."))
     return blocks

@@ -121,6 +121,8 @@ def _part(key: str, value: object) -> str:
         return f"t{fmt(value, 6)}"
     if key == SEED_KEY:
         return f"seed{fmt(value, 6)}"
+    if key.startswith("vrn_tuning."):  # how λ was chosen: one word, beside "+VRN3"
+        return "tuned" if key == "vrn_tuning.selected" else ""
     return f"{key}={fmt(value, 6)}"
 
 
