@@ -99,6 +99,7 @@ def test_bundled_recipes_and_probe_suites_are_the_checkout_files():
         "paper",
         "digits-study",
         "sigmoid-study",
+        "vrn-weight",
     }
 
 
