@@ -385,7 +385,7 @@ def _check_no_links(out: Path, folders: Sequence[str]) -> None:
 # ------------------------------------------------------------------ a cell in its own process
 
 
-def _analysis_from_json(values: Mapping[str, Any]) -> dict[str, Any]:
+def analysis_options_from_json(values: Mapping[str, Any]) -> dict[str, Any]:
     """JSON's lists and strings back into AnalyzeConfig's tuples and paths."""
     from cl_diag.orchestration.analyze import AnalyzeConfig
 
@@ -493,7 +493,7 @@ def _run_cell(spec: Mapping[str, Any]) -> int:
     folder = Path(spec["folder"])
     try:
         print(train(TrainConfig(**spec["train"])).summary(), flush=True)
-        outcome = analyze(_analysis(folder, _analysis_from_json(spec["analysis"])))
+        outcome = analyze(_analysis(folder, analysis_options_from_json(spec["analysis"])))
         print(f"report: {outcome.out / 'report.html'}", flush=True)
     except UserError as err:
         print(f"error: {err}", file=sys.stderr, flush=True)

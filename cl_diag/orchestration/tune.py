@@ -319,7 +319,7 @@ def run_test_stage(
     ``--vrn-tuning-grid``, ``--vrn-tuning-split`` and ``--vrn-tuning-criterion``. None of them
     compares its own cells; the one comparison covers every cell."""
     from cl_diag.orchestration.compare import CompareConfig, compare
-    from cl_diag.orchestration.sweep import SweepConfig, _analysis_from_json, sweep
+    from cl_diag.orchestration.sweep import SweepConfig, analysis_options_from_json, sweep
 
     record = _sweep_record(tuning)
     tuning_seeds = {k for s in selection.settings for score in s.scores for k in score.seeds}
@@ -338,7 +338,7 @@ def run_test_stage(
         "out": Path(out) / "test",
         "compare": False,
         # JSON's lists back into the analysis options' tuples
-        "analysis": _analysis_from_json(record.get("analysis") or {}),
+        "analysis": analysis_options_from_json(record.get("analysis") or {}),
         "equal_steps": record.get("equal_steps"),
         "probe": record.get("probe"),
     }

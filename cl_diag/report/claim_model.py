@@ -198,13 +198,6 @@ class RunData:
         return None if self.collapse is None else self.collapse.instance_within_class_variance
 
     @property
-    def view_floor(self) -> float | None:
-        """(1 − mean positive similarity) / 2: the part of the within-class variance of the view
-        embeddings that is the spread of each instance's views about their mean (the
-        within-class variance is this plus the within-class variance of the instance means)."""
-        return None if self.pos_mean is None else (1.0 - self.pos_mean) / 2.0
-
-    @property
     def ssem_prediction(self) -> float | None:
         """The SSEM's within-class variance 1 − β* for this run (None without the panel)."""
         return None if self.ssem is None else self.ssem.predicted.within_class_variance
