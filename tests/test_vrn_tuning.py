@@ -323,6 +323,12 @@ def test_the_tool_writes_the_selection_and_exits_2_without_validation(tmp_path, 
     empty.mkdir()
     assert tool.main([str(empty), "--out", str(tmp_path / "s2"), "--select-only"]) == 2
     assert "holds no <cell>/analysis/result.json" in capsys.readouterr().err
+    # a test stage it cannot run is refused before anything is written: a reused seed, or none
+    assert tool.main([str(tuning), "--out", str(tmp_path / "s3"), "--test-seeds", "1,9"]) == 2
+    assert "Seed(s) 1 trained the tuning runs" in capsys.readouterr().err
+    assert tool.main([str(tuning), "--out", str(tmp_path / "s4")]) == 2
+    assert "Give --test-seeds" in capsys.readouterr().err
+    assert not (tmp_path / "s3").exists() and not (tmp_path / "s4").exists()
 
 
 # ---- the comparison's VRN weight view ------------------------------------------------------------

@@ -37,7 +37,12 @@ def _seeds(text: str) -> list[int]:
 def main(argv: list[str] | None = None) -> int:
     from cl_diag.errors import UserError
     from cl_diag.io.atomic import atomic_write_text
-    from cl_diag.orchestration.tune import load_tuning, run_test_stage, select_vrn
+    from cl_diag.orchestration.tune import (
+        check_test_seeds,
+        load_tuning,
+        run_test_stage,
+        select_vrn,
+    )
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("tuning", type=Path, help="the --out folder of the tuning sweep")
@@ -51,16 +56,19 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         selection = select_vrn(load_tuning(args.tuning))
+        if not args.select_only:
+            # refused before anything is written: no selection without a test stage it can run
+            if args.test_seeds is None:
+                raise UserError("Give --test-seeds (fresh seeds, e.g. 4,5,6,7,8) or --select-only.")
+            check_test_seeds(selection, args.test_seeds)
         args.out.mkdir(parents=True, exist_ok=True)
         atomic_write_text(args.out / "selection.json", selection.json_text())
         atomic_write_text(args.out / "selection.md", selection.markdown())
         for setting in selection.settings:
             print(f"{setting.label}: λ* = {setting.selected:g}")
         print(f"selection: {args.out / 'selection.md'}")
-        if args.select_only:
+        if args.select_only or args.test_seeds is None:
             return 0
-        if args.test_seeds is None:
-            raise UserError("Give --test-seeds (fresh seeds, e.g. 4,5,6,7,8) or --select-only.")
         report = run_test_stage(
             args.tuning,
             selection,

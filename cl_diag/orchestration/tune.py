@@ -44,6 +44,7 @@ __all__ = [
     "LambdaScore",
     "Setting",
     "VrnSelection",
+    "check_test_seeds",
     "load_tuning",
     "run_test_stage",
     "select_vrn",
@@ -302,6 +303,20 @@ def _sweep_record(folder: Path) -> dict[str, Any]:
     return record
 
 
+def check_test_seeds(selection: VrnSelection, seeds: Sequence[int]) -> None:
+    """Refuse (:class:`UserError`) test seeds that are missing or trained a tuning run: the
+    test stage takes fresh seeds, else λ* is tested on the noise it was chosen on."""
+    tuning_seeds = {k for s in selection.settings for score in s.scores for k in score.seeds}
+    reused = sorted(tuning_seeds & set(seeds))
+    if reused:
+        raise UserError(
+            f"Seed(s) {', '.join(map(str, reused))} trained the tuning runs; the test stage "
+            "takes fresh seeds (else λ* is tested on the noise it was chosen on)."
+        )
+    if not seeds:
+        raise UserError("Give the test stage's seeds, e.g. --test-seeds 6,7,8,9,10.")
+
+
 def run_test_stage(
     tuning: Path,
     selection: VrnSelection,
@@ -322,15 +337,7 @@ def run_test_stage(
     from cl_diag.orchestration.sweep import SweepConfig, analysis_options_from_json, sweep
 
     record = _sweep_record(tuning)
-    tuning_seeds = {k for s in selection.settings for score in s.scores for k in score.seeds}
-    reused = sorted(tuning_seeds & set(seeds))
-    if reused:
-        raise UserError(
-            f"Seed(s) {', '.join(map(str, reused))} trained the tuning runs; the test stage "
-            "takes fresh seeds (else λ* is tested on the noise it was chosen on)."
-        )
-    if not seeds:
-        raise UserError("Give the test stage's seeds, e.g. --test-seeds 6,7,8,9,10.")
+    check_test_seeds(selection, seeds)
     seed_axis = "seed=" + ",".join(str(s) for s in seeds)
     overrides = dict(record.get("overrides") or {})
     common: dict[str, Any] = {
