@@ -146,6 +146,32 @@ def test_parallel_cells_run_in_their_own_processes(run_cli, tmp_path):
         assert (out / cell / "analysis" / "result.json").is_file()
         assert "trained 10 steps" in (out / cell / "sweep.log").read_text()
     assert (out / "comparison" / "report.md").is_file()
+    # a cell in a process of its own is the run it is in this process: the same weights, and
+    # on a CPU the same fingerprint (no CUDA_VISIBLE_DEVICES set for it)
+    serial = tmp_path / "serial"
+    again = run_cli("sweep", TOY, "--grid", "vrn=0,3", "--steps", "10", "--out", serial, "-q")
+    assert again.code == 0, again.err
+    for cell in ("vrn=0", "vrn=3"):
+        apart, here = (
+            json.loads((root / cell / "analysis" / "result.json").read_text())
+            for root in (out, serial)
+        )
+        assert apart["source"]["weights_sha256"] == here["source"]["weights_sha256"]
+        assert apart["environment"] == here["environment"]
+
+
+def test_parallel_cells_take_the_visible_gpus_in_turn_and_leave_a_cpu_alone(monkeypatch):
+    from cl_diag.orchestration.sweep import _cell_gpu
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,5")
+    assert [_cell_gpu(slot) for slot in range(3)] == ["2", "5", "2"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # no GPU visible: nothing to choose
+    assert _cell_gpu(1) is None
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    monkeypatch.setattr("torch.cuda.device_count", lambda: 0)
+    assert _cell_gpu(1) is None
+    monkeypatch.setattr("torch.cuda.device_count", lambda: 2)
+    assert [_cell_gpu(slot) for slot in range(3)] == ["0", "1", "0"]
 
 
 def test_equal_steps_mode_holds_steps_and_warm_up_across_batch_sizes(run_cli, tmp_path):

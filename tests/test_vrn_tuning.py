@@ -294,6 +294,36 @@ def test_the_test_stage_refuses_a_tuning_seed(tmp_path):
     assert not (tmp_path / "test").exists()
 
 
+def test_the_test_stage_runs_its_sweeps_with_the_given_parallel(tmp_path, monkeypatch):
+    # --parallel reaches every sweep of the test stage (the controls and each setting's λ*),
+    # which take the tuning sweep's recipe, overrides and equal steps
+    from cl_diag.orchestration import compare as compare_module
+    from cl_diag.orchestration import sweep as sweep_module
+
+    selection = select_vrn(_runs({16: {v: [0.6, 0.7] for v in GRID}}))
+    (tmp_path / "tuning" / "comparison").mkdir(parents=True)
+    (tmp_path / "tuning" / "comparison" / "provenance.json").write_text(
+        json.dumps(
+            {"sweep": {"recipe": "r.toml", "overrides": {}, "analysis": {}, "equal_steps": 200}}
+        )
+    )
+    seen = []
+
+    def fake_sweep(config):
+        seen.append(config)
+        return sweep_module.SweepResult(out=config.out, cells=[], skipped=[], comparison=None)
+
+    class Made:
+        report_html = tmp_path / "report.html"
+
+    monkeypatch.setattr(sweep_module, "sweep", fake_sweep)
+    monkeypatch.setattr(compare_module, "compare", lambda config: Made())
+    run_test_stage(tmp_path / "tuning", selection, [7, 8], tmp_path / "study", parallel=2)
+    assert len(seen) == 2  # the controls, then batch 16 at its λ*
+    assert all(c.parallel == 2 and c.equal_steps == 200 for c in seen)
+    assert "--parallel 2" in seen[0].command_line()
+
+
 def _tool():
     spec = importlib.util.spec_from_file_location("select_vrn", REPO / "tools" / "select_vrn.py")
     assert spec is not None and spec.loader is not None
@@ -329,6 +359,13 @@ def test_the_tool_writes_the_selection_and_exits_2_without_validation(tmp_path, 
     assert tool.main([str(tuning), "--out", str(tmp_path / "s4")]) == 2
     assert "Give --test-seeds" in capsys.readouterr().err
     assert not (tmp_path / "s3").exists() and not (tmp_path / "s4").exists()
+    # a number of processes out of cl-diag sweep's bounds: argparse's exit 2, before any file
+    with pytest.raises(SystemExit) as stop:
+        tool.main(
+            [str(tuning), "--out", str(tmp_path / "s5"), "--test-seeds", "9", "--parallel", "0"]
+        )
+    assert stop.value.code == 2 and "--parallel 0 must be in [1, 64]" in capsys.readouterr().err
+    assert not (tmp_path / "s5").exists()
 
 
 # ---- the comparison's VRN weight view ------------------------------------------------------------

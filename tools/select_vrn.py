@@ -34,6 +34,18 @@ def _seeds(text: str) -> list[int]:
     return seeds
 
 
+def _parallel(text: str) -> int:
+    """``--parallel``, checked by the bounds ``cl-diag sweep --parallel`` declares."""
+    from cl_diag.options import SWEEP, OptionError
+
+    try:
+        return SWEEP["parallel"].normalise(int(text))
+    except (ValueError, OptionError) as exc:
+        raise argparse.ArgumentTypeError(
+            str(exc) if isinstance(exc, OptionError) else f"{text!r} is not a whole number"
+        ) from None
+
+
 def main(argv: list[str] | None = None) -> int:
     from cl_diag.errors import UserError
     from cl_diag.io.atomic import atomic_write_text
@@ -52,6 +64,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--select-only", action="store_true", help="write the selection; train nothing"
+    )
+    parser.add_argument(
+        "--parallel",
+        type=_parallel,
+        default=1,
+        help="test runs trained at once, each in its own process (cl-diag sweep --parallel)",
     )
     args = parser.parse_args(argv)
     try:
@@ -74,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
             selection,
             args.test_seeds,
             args.out,
+            parallel=args.parallel,
             on_sweep=lambda command: print(command, flush=True),
         )
     except UserError as exc:

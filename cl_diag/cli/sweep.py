@@ -98,7 +98,9 @@ def sweep(
         None, help="Probe suite for each cell's analysis: a path (probes/*.toml) or a bundled name."
     ),
     parallel: int = typer.Option(
-        1, help="Cells run at once, each in its own process on its own GPU."
+        1,
+        help="Cells run at once, each in its own process (on its own GPU where there are "
+        "GPUs; on CPUs set OMP_NUM_THREADS to the cores / N).",
     ),
     equal_steps: int | None = typer.Option(
         None,

@@ -14,9 +14,11 @@ the same options are the same run, and every cell is checked before the first on
 A cell whose ``analysis/result.json`` exists is complete and skipped, and a cell whose training
 was cut short is resumed from its ``last.pt``, so re-running an interrupted sweep finishes it;
 a rerun whose options differ from those a cell was trained with is refused, naming the option.
-Cells run in this process, or with ``parallel > 1`` each in a process of its own on its own GPU
-(``python -m cl_diag.orchestration.sweep``, the cell's options on stdin). The sweep ends with
-``compare`` over all cells into ``OUT/comparison/``.
+Cells run in this process, or with ``parallel > 1`` each in a process of its own
+(``python -m cl_diag.orchestration.sweep``, the cell's options on stdin), on a GPU of its own
+where there are GPUs (:func:`_cell_gpu`); on CPUs give each process its share of the cores with
+``OMP_NUM_THREADS`` (e.g. ``OMP_NUM_THREADS=1`` and ``--parallel 2`` on 2 cores). The sweep
+ends with ``compare`` over all cells into ``OUT/comparison/``.
 
 A batch-size study can hold the epochs (the default: a larger batch then takes fewer steps) or,
 with ``equal_steps`` (``--equal-steps N``), the number of optimiser steps and the warm-up, which
@@ -434,7 +436,9 @@ def _run_in_subprocess(
         default=str,  # paths
     )
     env = dict(os.environ)
-    env["CUDA_VISIBLE_DEVICES"] = str(device_index)  # one device per concurrent cell
+    gpu = _cell_gpu(device_index)
+    if gpu is not None:  # one device per concurrent cell
+        env["CUDA_VISIBLE_DEVICES"] = gpu
     env[_PARENT_ENV] = str(os.getpid())  # the cell stops when this process is gone
     with open(log, "a", encoding="utf-8") as stream:
         child = children.start(
@@ -459,6 +463,21 @@ def _run_in_subprocess(
         raise UserError(
             f"Sweep cell {plan.cell.name} failed (exit {code}); see {log}: {' | '.join(tail)}"
         )
+
+
+def _cell_gpu(slot: int) -> str | None:
+    """The GPU the cell running in ``slot`` is given (its ``CUDA_VISIBLE_DEVICES``): the
+    visible GPUs in turn (those ``CUDA_VISIBLE_DEVICES`` lists, else every one), so slots
+    beyond the number of GPUs share them. None without a GPU: a CPU cell's environment is
+    left as it is, since the variable is part of the results' fingerprint."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        listed = [part.strip() for part in visible.split(",") if part.strip()]
+        return listed[slot % len(listed)] if listed else None
+    import torch
+
+    count = torch.cuda.device_count()
+    return str(slot % count) if count else None
 
 
 #: the environment variable that gives a cell process the sweep's process id

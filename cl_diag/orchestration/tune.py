@@ -323,6 +323,7 @@ def run_test_stage(
     seeds: Sequence[int],
     out: Path,
     *,
+    parallel: int = 1,
     on_sweep=None,
 ) -> Path:
     """Train and analyse, on fresh ``seeds``, λ = 0 and each setting's λ* with its tuning
@@ -332,7 +333,8 @@ def run_test_stage(
     Sweeps write the cells into ``out/test`` (cell names differ by λ, so they share it): one
     of the controls (λ = 0 at every setting) and one per setting at its λ*, whose runs record
     ``--vrn-tuning-grid``, ``--vrn-tuning-split`` and ``--vrn-tuning-criterion``. None of them
-    compares its own cells; the one comparison covers every cell."""
+    compares its own cells; the one comparison covers every cell. ``parallel`` cells run at
+    once (``cl-diag sweep --parallel``); it changes how long the stage takes, not its results."""
     from cl_diag.orchestration.compare import CompareConfig, compare
     from cl_diag.orchestration.sweep import SweepConfig, analysis_options_from_json, sweep
 
@@ -348,6 +350,7 @@ def run_test_stage(
         "analysis": analysis_options_from_json(record.get("analysis") or {}),
         "equal_steps": record.get("equal_steps"),
         "probe": record.get("probe"),
+        "parallel": parallel,
     }
 
     def axes(setting: Setting | None) -> list[str]:
