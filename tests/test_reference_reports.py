@@ -110,6 +110,25 @@ QUOTED = [
 ]
 
 
+def test_the_reports_index_tables_the_verdicts_the_registry_computes():
+    # reports/README.md's verdict table is generated from the committed results (every study,
+    # the VRN weight study's tuning sweep too), never written by hand
+    tool = _quote_findings()
+    folders = list(dict.fromkeys(REPO / "reports" / f for f in QUOTED))
+    lines = tool.verdict_table(folders, REPO / "reports")
+    readme = REPO / "reports" / "README.md"
+    assert tool.quoted_table(readme) == lines
+    names = {line.split(" | ")[0].removeprefix("| ") for line in lines[2:]}
+    assert names == {f"`{f}/`" for f in QUOTED} | {"`vrn-weight/tuning/`"}
+    # the main job's primary claims, as the README of the project reports them
+    assert (
+        "| `digits-batch-study/` | `vrn_variance`: VRN lowers the variance of cross-view "
+        "negative similarities | **supported**: simclr b16: VRN 3 vs none, simclr b64: VRN 3 "
+        "vs none |" in lines
+    )
+    assert tool.main(["--check", "--table", str(readme), *map(str, folders)]) == 0
+
+
 @pytest.mark.parametrize("folder", QUOTED)
 def test_reference_readmes_quote_the_generated_findings(folder):
     # issue 12: the READMEs quote the findings the tool wrote, never a paraphrase of them

@@ -19,6 +19,13 @@ repository root after regenerating a report::
 
 ``--check`` changes nothing and exits 1 when a README's block differs from its report
 (``tests/test_reference_reports.py`` makes the same check).
+
+``--table reports/README.md`` writes (with ``--check``: checks) the verdict table of the
+folders instead, between ``<!-- verdicts: ... -->`` and ``<!-- /verdicts -->``: one row per
+claim a study's comparison predicts, with the subjects grouped by verdict, computed from the
+committed results by the claims registry, as ``cl-diag compare`` computed the Findings::
+
+    python tools/quote_findings.py --table reports/README.md reports/toy-vrn reports/vrn-weight
 """
 
 from __future__ import annotations
@@ -47,6 +54,10 @@ FINGERPRINT_FIELDS = (
     ("builds", "numpy_blas"),
     ("flags", "deterministic_algorithms"),
 )
+TABLE_BEGIN = "<!-- verdicts: generated, see tools/quote_findings.py -->"
+TABLE_END = "<!-- /verdicts -->"
+#: the order the verdict table lists a claim's verdicts in
+VERDICT_ORDER = ("supported", "contradicted", "inconclusive", "not applicable")
 #: how the Findings section of a report marks a claim's summary sentence
 BULLET = "• "
 
@@ -84,6 +95,78 @@ def fingerprint(folder: Path) -> list[str]:
         set_ = ", ".join(f"{k}={v}" for k, v in variables.items()) or "none"
         lines.append(f"environment variables set: {set_}")
     return lines
+
+
+def findings_of(comparison: Path) -> list:
+    """The findings of a comparison folder, computed again from the results its
+    provenance.json names (:class:`cl_diag.report.comparison.Comparison`, as ``cl-diag
+    compare`` computes them)."""
+    from cl_diag.report.comparison import Comparison
+    from cl_diag.result import load
+
+    record = json.loads((comparison / "provenance.json").read_text(encoding="utf-8"))
+    runs = []
+    for entry in record["inputs"]:
+        folder = comparison / entry  # recorded relative to the comparison folder
+        runs.append((folder.parent.name, load(folder / "result.json")))
+    return Comparison(runs).findings
+
+
+def verdict_rows(name: str, comparison: Path) -> list[str]:
+    """The verdict table's rows of one study: per claim the comparison predicts, its key and
+    statement, and the subjects grouped by verdict ("borderline" kept with its verdict)."""
+    from cl_diag.report.findings import CLAIMS
+
+    by_claim: dict[str, dict[str, list[str]]] = {}
+    for finding in findings_of(comparison):
+        if finding.kind != "prediction" or finding.verdict is None:
+            continue
+        verdict = finding.verdict + (" (borderline)" if finding.borderline else "")
+        by_claim.setdefault(finding.claim, {}).setdefault(verdict, []).append(finding.subject)
+
+    def order(verdict: str) -> tuple[int, str]:
+        return VERDICT_ORDER.index(verdict.split(" (")[0]), verdict
+
+    rows = []
+    for claim, verdicts in by_claim.items():
+        cells = "; ".join(
+            f"**{verdict}**: {', '.join(verdicts[verdict])}"
+            for verdict in sorted(verdicts, key=order)
+        )
+        statement = _escape(CLAIMS[claim].statement)
+        rows.append(f"| `{name}` | `{claim}`: {statement} | {_escape(cells)} |")
+    return rows
+
+
+def _escape(text: str) -> str:
+    """Text for a Markdown table cell (a literal | would end the cell)."""
+    return text.replace("|", "\\|")
+
+
+def verdict_table(folders: list[Path], root: Path) -> list[str]:
+    """The whole table (header and rows) of the studies in ``folders`` (each with a
+    comparison/; a folder with a tuning/comparison/ too gives a row block for it), named
+    relative to ``root``."""
+    lines = ["| study | claim | verdicts (subjects) |", "|---|---|---|"]
+    for folder in folders:
+        for comparison in (folder / "comparison", folder / "tuning" / "comparison"):
+            if comparison.is_dir():
+                name = comparison.parent.relative_to(root).as_posix() + "/"
+                lines += verdict_rows(name, comparison)
+    return lines
+
+
+def quoted_table(readme: Path) -> list[str]:
+    """The lines a README's verdict table block holds."""
+    text = readme.read_text(encoding="utf-8")
+    return _block(text, TABLE_BEGIN, TABLE_END).strip().splitlines()
+
+
+def rewrite_table(readme: Path, lines: list[str]) -> str:
+    head, rest = readme.read_text(encoding="utf-8").split(TABLE_BEGIN, 1)
+    _, tail = rest.split(TABLE_END, 1)
+    body = "".join(f"{line}\n" for line in lines)
+    return f"{head}{TABLE_BEGIN}\n{body}{TABLE_END}{tail}"
 
 
 def _block(text: str, begin: str, end: str) -> str:
@@ -124,7 +207,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folders", nargs="+", type=Path, help="reference report folders")
     parser.add_argument("--check", action="store_true", help="only compare; exit 1 on a difference")
+    parser.add_argument(
+        "--table", type=Path, help="write the folders' verdict table into this README instead"
+    )
     args = parser.parse_args(argv)
+    if args.table is not None:
+        lines = verdict_table(args.folders, args.table.parent)
+        if args.check:
+            if quoted_table(args.table) != lines:
+                print(f"{args.table}: the verdict table differs from the results", file=sys.stderr)
+                return 1
+            return 0
+        args.table.write_text(rewrite_table(args.table, lines), encoding="utf-8")
+        print(f"{args.table}: {len(lines) - 2} claims of {len(args.folders)} studies tabled")
+        return 0
     status = 0
     for folder in args.folders:
         readme, report = folder / "README.md", folder / "comparison" / "report.md"
