@@ -126,7 +126,47 @@ def test_recipe_with_unknown_key(run_cli, tmp_path):
 
 
 @pytest.mark.slow  # end to end, in processes of its own: the full suite runs it
-def test_parallel_cells_run_in_their_own_processes(run_cli, tmp_path):
+def test_parallel_cells_run_in_worker_processes_as_they_run_here(run_cli, tmp_path, monkeypatch):
+    # three cells on --parallel 2: two worker processes, one of them running two cells, each
+    # cell's output in its own sweep.log
+    from cl_diag.orchestration import sweep as sweep_module
+
+    started = []
+    start = sweep_module._Children.start
+
+    def counted(self, command, **kwargs):
+        started.append(command)
+        return start(self, command, **kwargs)
+
+    monkeypatch.setattr(sweep_module._Children, "start", counted)
+    out = tmp_path / "sweep"
+    grid = ("--grid", "vrn=0,1,3", "--steps", "10")
+    result = run_cli("sweep", TOY, *grid, "--parallel", "2", "--out", out, "--quiet")
+    assert result.code == 0, result.err
+    assert len(started) == 2
+    for cell in ("vrn=0", "vrn=1", "vrn=3"):
+        assert (out / cell / "analysis" / "result.json").is_file()
+        log = (out / cell / "sweep.log").read_text()
+        assert log.count("trained 10 steps") == 1 and f"{cell}/analysis/report.html" in log
+    assert (out / "comparison" / "report.md").is_file()
+    # a cell in a worker is the run it is in this process: the same weights, and on a CPU the
+    # same fingerprint (no CUDA_VISIBLE_DEVICES set for it)
+    serial = tmp_path / "serial"
+    again = run_cli("sweep", TOY, *grid, "--out", serial, "-q")
+    assert again.code == 0, again.err
+    for cell in ("vrn=0", "vrn=1", "vrn=3"):
+        apart, here = (
+            json.loads((root / cell / "analysis" / "result.json").read_text())
+            for root in (out, serial)
+        )
+        assert apart["source"]["weights_sha256"] == here["source"]["weights_sha256"]
+        assert apart["environment"] == here["environment"]
+        assert apart["layers"] == here["layers"]
+
+
+def test_a_parallel_cell_that_fails_stops_the_sweep_with_its_log(run_cli, tmp_path):
+    # a cell's error (here: a data root that is not there) ends the sweep with exit 2, naming
+    # the cell and quoting its log, and no comparison
     out = tmp_path / "sweep"
     result = run_cli(
         "sweep",
@@ -134,30 +174,21 @@ def test_parallel_cells_run_in_their_own_processes(run_cli, tmp_path):
         "--grid",
         "vrn=0,3",
         "--steps",
-        "10",
+        "2",
         "--parallel",
         "2",
         "--out",
         out,
-        "--quiet",
+        "-q",
+        "--dataset",
+        "cifar10",
+        "--data-root",
+        tmp_path / "nowhere",
     )
-    assert result.code == 0, result.err
-    for cell in ("vrn=0", "vrn=3"):
-        assert (out / cell / "analysis" / "result.json").is_file()
-        assert "trained 10 steps" in (out / cell / "sweep.log").read_text()
-    assert (out / "comparison" / "report.md").is_file()
-    # a cell in a process of its own is the run it is in this process: the same weights, and
-    # on a CPU the same fingerprint (no CUDA_VISIBLE_DEVICES set for it)
-    serial = tmp_path / "serial"
-    again = run_cli("sweep", TOY, "--grid", "vrn=0,3", "--steps", "10", "--out", serial, "-q")
-    assert again.code == 0, again.err
-    for cell in ("vrn=0", "vrn=3"):
-        apart, here = (
-            json.loads((root / cell / "analysis" / "result.json").read_text())
-            for root in (out, serial)
-        )
-        assert apart["source"]["weights_sha256"] == here["source"]["weights_sha256"]
-        assert apart["environment"] == here["environment"]
+    assert result.code == 2, result.err
+    assert "Traceback" not in result.err
+    assert "Sweep cell vrn=" in result.err and "failed (exit 2)" in result.err
+    assert not (out / "comparison").exists()
 
 
 def test_parallel_cells_take_the_visible_gpus_in_turn_and_leave_a_cpu_alone(monkeypatch):

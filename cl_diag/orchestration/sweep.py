@@ -14,10 +14,11 @@ the same options are the same run, and every cell is checked before the first on
 A cell whose ``analysis/result.json`` exists is complete and skipped, and a cell whose training
 was cut short is resumed from its ``last.pt``, so re-running an interrupted sweep finishes it;
 a rerun whose options differ from those a cell was trained with is refused, naming the option.
-Cells run in this process, or with ``parallel > 1`` each in a process of its own
-(``python -m cl_diag.orchestration.sweep``, the cell's options on stdin), on a GPU of its own
-where there are GPUs (:func:`_cell_gpu`); on CPUs give each process its share of the cores with
-``OMP_NUM_THREADS`` (e.g. ``OMP_NUM_THREADS=1`` and ``--parallel 2`` on 2 cores). The sweep
+Cells run in this process, or with ``parallel > 1`` in that many worker processes
+(:class:`_CellWorkers`, ``python -m cl_diag.orchestration.sweep``, each running cell after
+cell), each on a GPU of its own where there are GPUs (:func:`_cell_gpu`); on CPUs give each
+process its share of the cores with ``OMP_NUM_THREADS`` (e.g. ``OMP_NUM_THREADS=1`` and
+``--parallel 2`` on 2 cores). The sweep
 ends with ``compare`` over all cells into ``OUT/comparison/``.
 
 A batch-size study can hold the epochs (the default: a larger batch then takes fewer steps) or,
@@ -34,12 +35,13 @@ import hashlib
 import itertools
 import json
 import os
+import queue
 import signal
 import stat
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -427,42 +429,108 @@ class _Children:
                     child.send_signal(signum)
 
 
-def _run_in_subprocess(
-    plan: _Plan, analysis: Mapping[str, Any], device_index: int, children: _Children
-) -> None:
-    log = plan.folder / "sweep.log"
-    spec = json.dumps(
-        {"train": plan.options.options(), "folder": str(plan.folder), "analysis": dict(analysis)},
-        default=str,  # paths
-    )
-    env = dict(os.environ)
-    gpu = _cell_gpu(device_index)
-    if gpu is not None:  # one device per concurrent cell
-        env["CUDA_VISIBLE_DEVICES"] = gpu
-    env[_PARENT_ENV] = str(os.getpid())  # the cell stops when this process is gone
-    with open(log, "a", encoding="utf-8") as stream:
-        child = children.start(
+class _CellWorkers:
+    """The cell processes of a sweep with ``parallel > 1``: one long-lived process per slot
+    (``python -m cl_diag.orchestration.sweep``), each running cell after cell, so a cell does
+    not pay for a fresh interpreter and its imports (torch, torchvision, scikit-learn: about 4
+    CPU-seconds, a third of a small digits cell). A slot is one GPU where there are GPUs
+    (:func:`_cell_gpu`), and a thread of the sweep's pool takes a free slot for each cell, so
+    two cells never share one.
+
+    The protocol: the sweep writes a cell's spec (JSON, one line) to the worker's stdin; the
+    worker trains and analyses it with its stdout and stderr in the cell's ``sweep.log`` and
+    answers with the cell's exit status on a line of its own stdout. A worker that ends
+    instead of answering (interrupted, killed, crashed) is read by its exit status, and a new
+    one is started for the next cell of its slot."""
+
+    def __init__(self, slots: int, children: _Children):
+        self._free: queue.SimpleQueue[int] = queue.SimpleQueue()
+        for slot in range(slots):
+            self._free.put(slot)
+        self._slots = slots
+        self._running: dict[int, subprocess.Popen] = {}
+        self._children = children
+
+    def start(self, count: int) -> None:
+        """Start the first ``count`` workers now, from the calling thread (the sweep's main
+        thread: a worker is told of the end of the thread that started it, see
+        :func:`cl_diag.io.signals.watch_parent`)."""
+        for slot in range(min(count, self._slots)):
+            self._worker(slot)
+
+    def _worker(self, slot: int) -> subprocess.Popen:
+        child = self._running.get(slot)
+        if child is not None and child.poll() is None:
+            return child
+        env = dict(os.environ)
+        gpu = _cell_gpu(slot)
+        if gpu is not None:  # one device per slot
+            env["CUDA_VISIBLE_DEVICES"] = gpu
+        env[_PARENT_ENV] = str(os.getpid())  # the worker stops when this process is gone
+        started = self._children.start(
             [sys.executable, "-m", "cl_diag.orchestration.sweep"],
             stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
             text=True,
+            encoding="utf-8",
             env=env,
-            stdout=stream,
-            stderr=stream,
         )
-        if child is None:  # the sweep is being interrupted
+        if started is None:  # the sweep is being interrupted
             raise KeyboardInterrupt
+        self._running[slot] = started
+        return started
+
+    def run(self, plan: _Plan, analysis: Mapping[str, Any]) -> None:
+        """Train and analyse ``plan``'s cell in a free worker; KeyboardInterrupt if the cell
+        was interrupted, UserError if it failed."""
+        slot = self._free.get()
         try:
-            child.communicate(spec)
+            self._run(slot, plan, analysis)
         finally:
-            children.finished(child)
-        code = child.returncode
-    if code in _INTERRUPTED:  # the cell was interrupted
-        raise KeyboardInterrupt
-    if code != 0:
-        tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-3:]
-        raise UserError(
-            f"Sweep cell {plan.cell.name} failed (exit {code}); see {log}: {' | '.join(tail)}"
+            self._free.put(slot)
+
+    def _run(self, slot: int, plan: _Plan, analysis: Mapping[str, Any]) -> None:
+        log = plan.folder / "sweep.log"
+        spec = json.dumps(
+            {
+                "train": plan.options.options(),
+                "folder": str(plan.folder),
+                "analysis": dict(analysis),
+            },
+            default=str,  # paths
         )
+        child = self._worker(slot)
+        assert child.stdin is not None and child.stdout is not None
+        try:
+            child.stdin.write(spec + "\n")
+            child.stdin.flush()
+            reply = child.stdout.readline().strip()
+        except OSError:  # the worker is gone (a broken pipe)
+            reply = ""
+        if reply.lstrip("-").isdigit():
+            code = int(reply)
+        else:  # the worker ended during the cell
+            code = child.wait()
+            self._children.finished(child)
+            del self._running[slot]
+        if code in _INTERRUPTED:  # the cell was interrupted
+            raise KeyboardInterrupt
+        if code != 0:
+            text = log.read_text(encoding="utf-8", errors="replace") if log.is_file() else ""
+            tail = text.strip().splitlines()[-3:]
+            raise UserError(
+                f"Sweep cell {plan.cell.name} failed (exit {code}); see {log}: {' | '.join(tail)}"
+            )
+
+    def close(self) -> None:
+        """End the workers (end of their input) and wait for them."""
+        for child in self._running.values():
+            with contextlib.suppress(OSError):
+                if child.stdin is not None:
+                    child.stdin.close()
+            child.wait()
+            self._children.finished(child)
+        self._running.clear()
 
 
 def _cell_gpu(slot: int) -> str | None:
@@ -487,22 +555,61 @@ _INTERRUPTED = frozenset({130, 143, -signal.SIGINT, -signal.SIGTERM})
 
 
 def _cell_main() -> int:
-    """One cell, trained and analysed in this process: the entry point behind ``parallel > 1``.
+    """A worker of :class:`_CellWorkers`: cell after cell (a spec per line of stdin), each
+    trained and analysed in this process with its output in the cell's sweep.log, its exit
+    status answered on stdout; the end of stdin ends the worker.
 
-    SIGINT and SIGTERM stop it as they stop ``cl-diag train`` (its last.pt kept, exit status
-    130 or 143), and so does the end of the sweep's process, even by SIGKILL
-    (:func:`cl_diag.io.signals.watch_parent`): a cell never trains on for nobody."""
+    SIGINT and SIGTERM stop the cell running as they stop ``cl-diag train`` (its last.pt kept)
+    and end the worker with exit status 130 or 143; so does the end of the sweep's process,
+    even by SIGKILL (:func:`cl_diag.io.signals.watch_parent`): a cell never trains on for
+    nobody."""
     from cl_diag.io.signals import exit_status, interrupts, watch_parent
 
+    # the answers have stdout to themselves: anything else printed goes to stderr
+    answers = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)
     try:
         with interrupts(sigint=True):
             parent = os.environ.get(_PARENT_ENV, "")
             if parent.isdigit():
                 watch_parent(int(parent))
-            return _run_cell(json.loads(sys.stdin.read()))
+            while line := sys.stdin.readline():
+                spec = json.loads(line)
+                with _output_to(Path(spec["folder"]) / "sweep.log"):
+                    try:
+                        code = _run_cell(spec)
+                    except KeyboardInterrupt:
+                        print(
+                            "interrupted: the sweep resumes this cell when run again",
+                            file=sys.stderr,
+                        )
+                        raise
+                answers.write(f"{code}\n")
+                answers.flush()
+        return 0
     except KeyboardInterrupt as exc:
-        print("interrupted: the sweep resumes this cell when run again", file=sys.stderr)
         return exit_status(exc)
+
+
+@contextlib.contextmanager
+def _output_to(log: Path) -> Iterator[None]:
+    """This process's stdout and stderr (the file descriptors, so that what C code prints goes
+    there too) appended to ``log`` within the block."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = (os.dup(1), os.dup(2))
+    target = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.dup2(target, 1)
+        os.dup2(target, 2)
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (target, *saved):
+            os.close(fd)
 
 
 def _run_cell(spec: Mapping[str, Any]) -> int:
@@ -558,11 +665,12 @@ def sweep(
         on_progress("", done, len(cells))
 
     children = _Children()
+    workers = _CellWorkers(config.parallel, children)
 
-    def run_cell(plan: _Plan, slot: int) -> None:
+    def run_cell(plan: _Plan) -> None:
         plan.folder.mkdir(parents=True, exist_ok=True)
         if config.parallel > 1:
-            _run_in_subprocess(plan, config.analysis, slot, children)
+            workers.run(plan, config.analysis)
             return
         display = train_progress(plan.cell.name) if train_progress is not None else None
         train(plan.options, progress=display)
@@ -570,16 +678,15 @@ def sweep(
 
     if config.parallel == 1:
         for plan in todo:
-            run_cell(plan, 0)
+            run_cell(plan)
             done += 1
             if on_progress is not None:
                 on_progress(plan.cell.name, done, len(cells))
     else:
         pool = ThreadPoolExecutor(max_workers=config.parallel)
         try:
-            futures = [
-                pool.submit(run_cell, plan, i % config.parallel) for i, plan in enumerate(todo)
-            ]
+            workers.start(len(todo))
+            futures = [pool.submit(run_cell, plan) for plan in todo]
             for plan, future in zip(todo, futures, strict=True):
                 future.result()
                 done += 1
@@ -594,6 +701,7 @@ def sweep(
         finally:
             # after a failure no further cell starts; the running ones end (or stop) first
             pool.shutdown(wait=True, cancel_futures=True)
+            workers.close()
 
     if not config.compare:
         return SweepResult(out=out, cells=cells, skipped=skipped, comparison=None)
