@@ -4,6 +4,9 @@ input."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -149,11 +152,18 @@ def test_parallel_cells_run_in_worker_processes_as_they_run_here(run_cli, tmp_pa
         log = (out / cell / "sweep.log").read_text()
         assert log.count("trained 10 steps") == 1 and f"{cell}/analysis/report.html" in log
     assert (out / "comparison" / "report.md").is_file()
-    # a cell in a worker is the run it is in this process: the same weights, and on a CPU the
-    # same fingerprint (no CUDA_VISIBLE_DEVICES set for it)
+    # a cell in a worker is the run a one-process sweep makes: the same weights, and on a CPU
+    # the same fingerprint (no CUDA_VISIBLE_DEVICES set for it). The one-process sweep runs in
+    # a fresh interpreter: this test process's torch flags are whatever earlier tests' imports
+    # left them at
     serial = tmp_path / "serial"
-    again = run_cli("sweep", TOY, *grid, "--out", serial, "-q")
-    assert again.code == 0, again.err
+    again = subprocess.run(
+        [sys.executable, "-m", "cl_diag", "sweep", str(TOY), *grid, "--out", str(serial), "-q"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert again.returncode == 0, again.stderr
     for cell in ("vrn=0", "vrn=1", "vrn=3"):
         apart, here = (
             json.loads((root / cell / "analysis" / "result.json").read_text())
