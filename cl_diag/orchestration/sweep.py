@@ -18,8 +18,8 @@ Cells run in this process, or with ``parallel > 1`` in that many worker processe
 (:class:`_CellWorkers`, ``python -m cl_diag.orchestration.sweep``, each running cell after
 cell), each on a GPU of its own where there are GPUs (:func:`_cell_gpu`); on CPUs give each
 process its share of the cores with ``OMP_NUM_THREADS`` (e.g. ``OMP_NUM_THREADS=1`` and
-``--parallel 2`` on 2 cores). The sweep
-ends with ``compare`` over all cells into ``OUT/comparison/``.
+``--parallel 2`` on 2 cores). The sweep ends with ``compare`` over all cells into
+``OUT/comparison/``.
 
 A batch-size study can hold the epochs (the default: a larger batch then takes fewer steps) or,
 with ``equal_steps`` (``--equal-steps N``), the number of optimiser steps and the warm-up, which
@@ -386,7 +386,7 @@ def _check_no_links(out: Path, folders: Sequence[str]) -> None:
                 )
 
 
-# ------------------------------------------------------------------ a cell in its own process
+# ------------------------------------------------------------------ cells in worker processes
 
 
 def analysis_options_from_json(values: Mapping[str, Any]) -> dict[str, Any]:
