@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import io
 import json
 import os
 import pickle
@@ -19,6 +20,7 @@ from cl_diag.io import atomic
 from cl_diag.io.atomic import atomic_write, atomic_write_bytes, atomic_write_text
 from cl_diag.io.checkpoints import TorchFileError, safe_torch_load, unsafe_globals
 from cl_diag.io.output import write_json
+from cl_diag.io.signals import Terminated
 from cl_diag.io.synthetic import save_npz_atomically
 
 
@@ -203,6 +205,38 @@ def test_a_failure_mid_write_keeps_the_old_file_and_leaves_no_temp(tmp_path):
         atomic_write(path, interrupted)
     assert path.read_bytes() == b"old content"
     assert [p.name for p in tmp_path.iterdir()] == ["result.json"]
+
+
+@pytest.mark.parametrize("signal_error", [KeyboardInterrupt, Terminated])
+@pytest.mark.parametrize("failing_write", [1, 2, 3, 5])
+def test_an_interrupt_inside_torch_save_stays_an_interrupt(tmp_path, signal_error, failing_write):
+    """torch.save turns an interrupt during its writes into a RuntimeError ("unexpected pos",
+    from closing its zip writer) whose context is the interrupt; a checkpoint written when the
+    signal came must stop the command as the signal does, not as a crash with a traceback."""
+    path = tmp_path / "last.pt"
+    path.write_bytes(b"old content")
+
+    class Interrupted(io.RawIOBase):
+        def __init__(self):
+            self.calls = 0
+
+        def writable(self):
+            return True
+
+        def write(self, data):
+            self.calls += 1
+            if self.calls == failing_write:
+                raise signal_error
+            return len(data)
+
+    def save(handle):
+        torch.save({"weights": torch.zeros(10_000), "step": torch.ones(10)}, Interrupted())
+
+    with pytest.raises(signal_error) as caught:
+        atomic_write(path, save)
+    assert type(caught.value) is signal_error
+    assert path.read_bytes() == b"old content"
+    assert [p.name for p in tmp_path.iterdir()] == ["last.pt"]
 
 
 def test_a_failed_fsync_or_rename_keeps_the_old_file(tmp_path, monkeypatch):

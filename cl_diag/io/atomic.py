@@ -105,11 +105,30 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[BinaryIO], objec
     except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        interrupt = _interrupt_in(exc)
+        if interrupt is not None and interrupt is not exc:
+            raise interrupt from None
         full = storage_error(exc, path)
         if full is not None:
             raise full from None
         raise
     _fsync_dir(folder)
+
+
+def _interrupt_in(exc: BaseException) -> KeyboardInterrupt | None:
+    """The KeyboardInterrupt (or :class:`~cl_diag.io.signals.Terminated`) in ``exc``'s chain of
+    causes, if any. torch.save, interrupted while it writes, closes its zip writer and that
+    raises a RuntimeError ("unexpected pos") whose context is the interrupt: re-raised as such,
+    the signal stops the command as a signal does (its message, exit 130 or 143), not as a
+    crash."""
+    seen = 0
+    current: BaseException | None = exc
+    while current is not None and seen < 10:
+        if isinstance(current, KeyboardInterrupt):
+            return current
+        current = current.__cause__ or current.__context__
+        seen += 1
+    return None
 
 
 #: errno values that say the storage is full: the disk, the user's quota, or the file-size
