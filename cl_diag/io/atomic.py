@@ -27,7 +27,7 @@ import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, TypeVar
 
 from cl_diag.errors import StorageFullError, UserError
 from cl_diag.io.leftovers import tagged
@@ -105,7 +105,10 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[BinaryIO], objec
     except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        interrupt = _interrupt_in(exc)
+        # torch.save, interrupted while it writes, closes its zip writer, which raises a
+        # RuntimeError ("unexpected pos") whose context is the interrupt: re-raised as such, the
+        # signal stops the command as a signal does (exit 130 or 143), not as a crash
+        interrupt = _in_chain(exc, KeyboardInterrupt)
         if interrupt is not None and interrupt is not exc:
             raise interrupt from None
         full = storage_error(exc, path)
@@ -115,18 +118,17 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[BinaryIO], objec
     _fsync_dir(folder)
 
 
-def _interrupt_in(exc: BaseException) -> KeyboardInterrupt | None:
-    """The KeyboardInterrupt (or :class:`~cl_diag.io.signals.Terminated`) in ``exc``'s chain of
-    causes, if any. torch.save, interrupted while it writes, closes its zip writer and that
-    raises a RuntimeError ("unexpected pos") whose context is the interrupt: re-raised as such,
-    the signal stops the command as a signal does (its message, exit 130 or 143), not as a
-    crash."""
+_Found = TypeVar("_Found", bound=BaseException)
+
+
+def _in_chain(exc: BaseException | None, kind: type[_Found]) -> _Found | None:
+    """The first exception of type ``kind`` in ``exc``'s chain of causes (or contexts), within
+    ten links."""
     seen = 0
-    current: BaseException | None = exc
-    while current is not None and seen < 10:
-        if isinstance(current, KeyboardInterrupt):
-            return current
-        current = current.__cause__ or current.__context__
+    while exc is not None and seen < 10:
+        if isinstance(exc, kind):
+            return exc
+        exc = exc.__cause__ or exc.__context__
         seen += 1
     return None
 
@@ -138,14 +140,8 @@ STORAGE_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 def _os_error(exc: BaseException | None) -> OSError | None:
     # torch.save reports a failed write of its stream as a RuntimeError whose cause (or text)
-    # holds the OSError; walk the chain of causes to find it
-    seen = 0
-    while exc is not None and seen < 10:
-        if isinstance(exc, OSError):
-            return exc
-        exc = exc.__cause__ or exc.__context__
-        seen += 1
-    return None
+    # holds the OSError
+    return _in_chain(exc, OSError)
 
 
 def storage_error(
