@@ -72,7 +72,8 @@ def test_known_truth_large_effect_is_supported_and_null_effect_inconclusive(tmp_
         # the report opens with its findings
         assert md.index("## Findings") < md.index("## Runs") < md.index("## Layer 'projector'")
         row = _finding_row(md, "vrn_variance")
-        # cells after the subject: measured, effect, interval, n, verdict, borderline, power, how
+        # cells after the subject: measured, effect, interval, n, verdict, replicates,
+        # sensitivity or power, how
         assert row[4] == want, row
         assert row[3] == "3 seeds"
     md = large.read_text(encoding="utf-8")
@@ -81,13 +82,17 @@ def test_known_truth_large_effect_is_supported_and_null_effect_inconclusive(tmp_
     logs = np.log(np.array([0.033, 0.035, 0.031]) / np.array([0.100, 0.104, 0.098]))
     assert row[1] == f"{100 * math.expm1(logs.mean()):+.4g} %"
     assert "paired by seed" in row[7]
-    # a decided verdict prints its power figure too (issue 23): the seeds for 80 % power at
-    # the margin, in the table and in the summary sentence
-    assert row[6].split(" ")[0].isdigit() and "Power: an effect at the margin" in row[7]
-    assert "seeds for 80 % power at the margin" in md[md.index("VRN lowers the variance") :]
+    # a decided verdict prints its replication odds and the design's sensitivity (issue 32),
+    # in the table and in the summary sentence
+    assert row[5].endswith(" %") and float(row[5].split(" ")[0]) > 99, row
+    assert row[6].startswith("true effects of -") and row[6].endswith(" % or beyond"), row
+    assert "Sensitivity: 3 seeds call a true effect of -" in row[7]
+    summary = md[md.index("VRN lowers the variance") :]
+    assert "; replicates " in summary and "; sensitive to true effects of -" in summary
     # the null effect's row says how many seeds would give 80 % power at the margin
     null_row = _finding_row(null.read_text(encoding="utf-8"), "vrn_variance")
     assert null_row[6].split(" ")[0].isdigit() and "80 % power" in null_row[7]
+    assert null_row[6].endswith(" seeds (add " + null_row[6].split("(add ")[1])
     # a fixed lambda = 30 is not a tuned one: the accuracy claim is not applicable
     assert "VRN at a tuned λ raises linear-probe accuracy" in md
     assert "not applicable to simclr: VRN 30 vs none (needs a tuned λ" in md
@@ -100,8 +105,9 @@ def test_analysis_report_opens_with_its_findings(tmp_path):
     md = (tmp_path / "report.md").read_text(encoding="utf-8")
     # issue 24: the headline counts this run's verdicts, then the contents, then the Findings
     assert md.startswith(
-        "# cl-diag analysis\n\n**Findings: 0 supported, 0 contradicted, 1 inconclusive, "
-        "0 not applicable (predictions of the registry); 1 described without a verdict; "
+        "# cl-diag analysis\n\n**Findings: 0 supported, 0 not borne out, 0 contradicted, "
+        "1 inconclusive, 0 not applicable (predictions of the registry); 1 described without a "
+        "verdict; "
         "consistency checks: 4 of 4 hold.**\n"
     )
     assert md.index("**Contents**") < md.index("## Findings") < md.index("## Run")

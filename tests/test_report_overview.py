@@ -37,14 +37,16 @@ def test_verdict_line_counts_every_kind():
         Finding("a", "r1", "prediction", "supported"),
         Finding("a", "r2", "prediction", "supported"),
         Finding("b", "r1", "prediction", "inconclusive"),
+        Finding("b", "r2", "prediction", "not borne out"),
         Finding("c", "r1", "prediction", "not applicable"),
         Finding("d", "r1", "description", None),
         Finding("e", "r1", "consistency", "holds"),
         Finding("f", "r1", "consistency", "violated"),
     ]
     assert verdict_line(findings) == (
-        "Findings: 2 supported, 0 contradicted, 1 inconclusive, 1 not applicable (predictions "
-        "of the registry); 1 described without a verdict; consistency checks: 1 of 2 hold."
+        "Findings: 2 supported, 1 not borne out, 0 contradicted, 1 inconclusive, 1 not "
+        "applicable (predictions of the registry); 1 described without a verdict; consistency "
+        "checks: 1 of 2 hold."
     )
     assert verdict_line([]) == "Findings: no claim of the registry (docs/claims.md) applies."
 

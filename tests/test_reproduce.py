@@ -129,13 +129,13 @@ def _finding(
     *,
     claim="vrn_accuracy",
     verdict="supported",
-    borderline=False,
+    replication=0.99,
     scale="linear",
     p_adjusted=0.01,
     kind="prediction",
 ):
     """A finding as the claims evaluator makes one: its estimate, standard error and degrees
-    of freedom on the analysis scale, its verdict, borderline flag and Holm-adjusted p."""
+    of freedom on the analysis scale, its verdict, replication odds and Holm-adjusted p."""
     display = math.expm1 if scale == "log" else (lambda x: x)
     half = (stats.t.ppf(0.975, df) if math.isfinite(df) else 1.959964) * (se or 0.0)
     return Finding(
@@ -155,7 +155,7 @@ def _finding(
         minimum=0.005,
         p_value=p_adjusted,
         p_adjusted=p_adjusted,
-        borderline=borderline,
+        replication=replication,
     )
 
 
@@ -177,18 +177,21 @@ def test_finding_error_is_the_evaluators_standard_error():
     assert finding_error(_finding(0.1, None, math.nan)) is None
 
 
-def test_a_changed_verdict_differs_unless_the_evaluator_called_it_borderline():
+def test_a_changed_verdict_differs_unless_it_was_fragile_on_both_sides():
     old = _finding(0.012, 0.002, 2)
-    # the same effect, another verdict: explained only by a borderline flag on either side
-    for flags, status in (
-        ((False, False), DIFFERS),
-        ((True, False), WITHIN),
-        ((False, True), WITHIN),
+    # issue 32: the same effect, another verdict: explained only when the evaluator found it
+    # fragile (an independent replicate repeats it less than 80 % of the time) on both sides
+    for odds, status in (
+        ((0.99, 0.99), DIFFERS),
+        ((0.6, 0.99), DIFFERS),
+        ((0.99, 0.6), DIFFERS),
+        ((0.6, 0.55), WITHIN),
     ):
-        a = dataclasses.replace(old, borderline=flags[0])
-        b = dataclasses.replace(old, verdict="inconclusive", borderline=flags[1], p_adjusted=0.04)
+        a = dataclasses.replace(old, replication=odds[0])
+        b = dataclasses.replace(old, verdict="inconclusive", replication=odds[1], p_adjusted=0.04)
         (check,) = _finding_checks([a], [b])
-        assert check.status == status, flags
+        assert check.status == status, odds
+        assert check.fragile == (odds[0] < 0.8, odds[1] < 0.8)
         assert check.verdicts == ("supported", "inconclusive")
         assert check.p_adjusted == (0.01, 0.04)
     # a new estimate within the two findings' errors: within noise, Welch's df of the two
@@ -583,3 +586,33 @@ def test_the_fingerprint_round_trips_through_result_json(tmp_path):
     assert again.to_json() == result.to_json() and not again.environment.differences(
         result.environment
     )
+
+
+def _with_weights(result: Result, digest: str) -> Result:
+    return dataclasses.replace(
+        result, source=dataclasses.replace(result.source, weights_sha256=digest)
+    )
+
+
+def test_a_rerun_with_the_originals_weights_has_no_noise():
+    # issue 32: a planted shift (the variance x 5 + 0.1, the mean + 0.3) in one run whose re-run
+    # has the original's exact weights differs, however noisy its seed group; so does a shift
+    # of a thousandth of a standard error
+    runs = [(name, _with_weights(r, f"w{i}")) for i, (name, r) in enumerate(_study())]
+    subject, quantity = "simclr seed2", "projector / cross-view neg. mean"
+    for by in (0.3, 1e-9):
+        planted = [r for _, r in runs]
+        planted[1] = _moved(planted[1], "projector", "cross_view_negative", by)
+        rep = check_reproduction(runs, planted)
+        check = _check(rep, subject, quantity)
+        assert check.status == DIFFERS and "promise the same bytes" in check.note, by
+        assert rep.outcome == DIFFERS and not rep.reproduced
+        assert any(subject in note and "no noise is possible" in note for note in rep.notes)
+        # the other runs are exact; the planted run's seed mean differs too
+        assert all(
+            c.status == EXACT for c in rep.checks if c.kind == "run" and c.subject != subject
+        )
+    # the same tiny shift without equal weights or fingerprints is replicate noise
+    bare = [r for _, r in _study()]
+    bare[1] = _moved(bare[1], "projector", "cross_view_negative", 1e-9)
+    assert _check(check_reproduction(_study(), bare), subject, quantity).status == WITHIN

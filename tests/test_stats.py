@@ -11,6 +11,8 @@ from scipy import stats
 
 from cl_diag.measurement.stats import (
     borderline,
+    equivalence_sensitivity,
+    far_from_normal,
     holm_levels,
     interval_at,
     margin_p_values,
@@ -19,7 +21,10 @@ from cl_diag.measurement.stats import (
     pair_var_se,
     power,
     replicate_error,
+    replication,
+    replication_bootstrap,
     seeds_needed,
+    sensitivity,
     summarize,
     trend,
     verdict,
@@ -137,15 +142,17 @@ def test_pair_var_bound_covers_the_simulated_spread():
         (-0.6, (-0.7, -0.5), "decrease", 0.05, "supported"),
         (0.6, (0.5, 0.7), "decrease", 0.05, "contradicted"),
         (-0.6, (-1.2, 0.1), "decrease", 0.05, "inconclusive"),  # crosses zero
-        (-0.01, (-0.02, -0.005), "decrease", 0.05, "inconclusive"),  # consistent but tiny
+        # issue 32: consistent but tiny, wholly short of the claimed size: the data reject it
+        (-0.01, (-0.02, -0.005), "decrease", 0.05, "not borne out"),
         # issue 21: the point estimate beyond the margin is not enough, the interval must be
         (-0.06, (-0.08, -0.04), "decrease", 0.05, "inconclusive"),
         (-0.05, (-0.08, -0.05), "decrease", 0.05, "supported"),  # the end on the margin counts
         (0.02, (0.01, 0.03), "increase", 0.005, "supported"),
         (0.02, None, "increase", 0.005, "inconclusive"),  # no interval: one run per side
         (-0.02, (-0.03, -0.01), "increase", 0.005, "contradicted"),
-        # on the other side of zero, but not by the margin everywhere
-        (-0.02, (-0.03, -0.004), "increase", 0.005, "inconclusive"),
+        # on the other side of zero, but not by the margin everywhere: short of the claim
+        (-0.02, (-0.03, -0.004), "increase", 0.005, "not borne out"),
+        (0.004, (0.002, 0.006), "increase", 0.005, "inconclusive"),  # holds the claimed size
         (0.01, (-0.02, 0.04), "agree", 0.05, "supported"),
         (0.09, (0.06, 0.12), "agree", 0.05, "contradicted"),
         (-0.09, (-0.12, -0.06), "agree", 0.05, "contradicted"),
@@ -157,30 +164,165 @@ def test_verdict_rules(effect, interval, expect, minimum, want):
     assert verdict(effect, interval, expect=expect, minimum=minimum) == want
 
 
+@pytest.mark.parametrize(
+    "interval, expect, want",
+    [
+        # a source's own number c = 0.07 above a reference, margin 0.05 the other way
+        ((0.08, 0.1), "increase", "supported"),
+        ((0.03, 0.06), "increase", "not borne out"),
+        ((-0.04, 0.06), "increase", "not borne out"),  # crosses zero, still short of c
+        ((0.06, 0.09), "increase", "inconclusive"),
+        ((-0.09, -0.05), "increase", "contradicted"),
+        ((-0.1, -0.08), "decrease", "supported"),
+        ((-0.06, -0.03), "decrease", "not borne out"),
+        ((0.05, 0.07), "decrease", "contradicted"),
+    ],
+)
+def test_a_claimed_size_sets_supported_and_not_borne_out(interval, expect, want):
+    assert verdict(0.0, interval, expect=expect, minimum=0.05, claimed=0.07) == want
+
+
+def test_a_claimed_size_of_zero_and_its_bounds():
+    # the rebuttal's "over 57 %" as share - 57 %: claimed 0, contradicted at one half
+    assert verdict(0.0, (0.001, 0.01), expect="increase", minimum=0.07, claimed=0.0) == "supported"
+    assert verdict(0.0, (-0.02, -0.01), expect="increase", minimum=0.07, claimed=0.0) == (
+        "not borne out"
+    )
+    assert verdict(0.0, (-0.2, -0.08), expect="increase", minimum=0.07, claimed=0.0) == (
+        "contradicted"
+    )
+    with pytest.raises(ValueError, match="claimed size"):
+        verdict(0.0, (0.0, 1.0), expect="increase", minimum=0.07, claimed=-0.07)
+    with pytest.raises(ValueError, match="claimed size"):
+        verdict(0.0, (0.0, 1.0), expect="agree", minimum=0.07, claimed=0.01)
+
+
 def test_verdict_rejects_unknown_expectations():
     with pytest.raises(ValueError, match="expect must be one of"):
         verdict(1.0, (0.5, 1.5), expect="bigger", minimum=0.1)
 
 
+@pytest.mark.parametrize("claimed", [None, 0.0, 0.08])
 @pytest.mark.parametrize("expect", ["increase", "decrease", "agree"])
-def test_margin_p_values_decide_like_the_interval_at_that_level(expect):
+def test_margin_p_values_decide_like_the_interval_at_that_level(expect, claimed):
     # the interval at 1 - 2a clears a bound exactly when that bound's one-sided p <= a
+    if expect == "agree" and claimed is not None:
+        return
     rng = np.random.default_rng(5)
+    seen = set()
     for _ in range(300):
         effect, se, df = rng.normal(0, 0.1), rng.uniform(0.005, 0.08), int(rng.integers(2, 20))
         a = float(rng.choice([0.025, 0.0125, 0.005]))
         interval = interval_at(effect, se, df, 1 - 2 * a)
-        decided = verdict(effect, interval, expect=expect, minimum=0.05)
-        p_support, p_contra = margin_p_values(effect, se, df, expect=expect, minimum=0.05)
-        assert (decided == "supported") == (p_support <= a), (effect, se, df, a)
-        assert (decided == "contradicted") == (p_contra <= a), (effect, se, df, a)
+        decided = verdict(effect, interval, expect=expect, minimum=0.05, claimed=claimed)
+        seen.add(decided)
+        tests = margin_p_values(effect, se, df, expect=expect, minimum=0.05, claimed=claimed)
+        assert (decided == "supported") == (tests.supported <= a), (effect, se, df, a)
+        assert (decided == "contradicted") == (tests.contradicted <= a), (effect, se, df, a)
+        # not borne out: the claimed size rejected, but not contradicted
+        assert (decided == "not borne out") == (
+            tests.not_borne_out <= a and tests.contradicted > a
+        ), (effect, se, df, a)
+        assert (decided == "inconclusive") == (tests.deciding > a)
+    assert len(seen) == (3 if expect == "agree" else 4), seen
 
 
 def test_margin_p_value_is_scipys_one_sided_t_test():
     x = np.array([0.12, 0.09, 0.15, 0.11])
     se = stats.sem(x)
-    p_support, _ = margin_p_values(x.mean(), se, 3, expect="increase", minimum=0.05)
-    assert p_support == pytest.approx(stats.ttest_1samp(x, 0.05, alternative="greater").pvalue)
+    tests = margin_p_values(x.mean(), se, 3, expect="increase", minimum=0.05)
+    assert tests.supported == pytest.approx(
+        stats.ttest_1samp(x, 0.05, alternative="greater").pvalue
+    )
+    # the test of the claimed size the other way: H0 effect >= 0.2 rejected by the smaller mean
+    short = margin_p_values(x.mean(), se, 3, expect="increase", minimum=0.05, claimed=0.2)
+    assert short.not_borne_out == pytest.approx(
+        stats.ttest_1samp(x, 0.2, alternative="less").pvalue
+    )
+
+
+@pytest.mark.parametrize(
+    "interval, expect, claimed",
+    [
+        ((0.06, 0.2), "increase", None),
+        ((-0.01, 0.03), "increase", None),
+        ((0.01, 0.09), "increase", 0.0),
+        ((-0.2, -0.06), "decrease", None),
+        ((-0.2, 0.1), "decrease", None),
+        ((-0.02, 0.045), "agree", None),
+        ((-0.1, 0.1), "agree", None),
+        ((0.04, 0.2), "agree", None),
+    ],
+)
+def test_replication_is_the_predictive_probability_of_the_same_verdict(interval, expect, claimed):
+    # Monte Carlo of the definition: a replicate's estimate differs by sqrt(2) se T_df and its
+    # interval moves with it
+    se, df = 0.03, 5
+    want = replication(interval, expect=expect, minimum=0.05, se=se, df=df, claimed=claimed)
+    shifts = math.sqrt(2) * se * np.random.default_rng(3).standard_t(df, 40_000)
+    current = verdict(0.0, interval, expect=expect, minimum=0.05, claimed=claimed)
+    same = np.mean(
+        [
+            verdict(
+                0.0,
+                (interval[0] + s, interval[1] + s),
+                expect=expect,
+                minimum=0.05,
+                claimed=claimed,
+            )
+            == current
+            for s in shifts
+        ]
+    )
+    assert want == pytest.approx(same, abs=0.01)
+
+
+def test_replication_of_a_bimodal_seed_set_bootstraps():
+    # four seeds shrink tenfold, one does nothing: far from normal; the bootstrap gives the
+    # chance that a resample of five seeds is judged the same way
+    per_seed = [-2.3, -2.3, -2.31, -2.29, 0.0]
+    assert far_from_normal(per_seed)
+    assert not far_from_normal([-2.3, -2.1, -2.5, -2.2, -2.4])
+    odds = replication_bootstrap(
+        per_seed, "supported", expect="decrease", minimum=1.15, confidence=0.95
+    )
+    # by hand: a resample without the null seed has a tiny spread and is supported; with it,
+    # the mean -2.3 + 2.3 k/5 and the t interval decide
+    rng = np.random.default_rng(0)
+    draws = np.asarray(per_seed)[rng.integers(0, 5, size=(4000, 5))]
+    m, s = draws.mean(axis=1), draws.std(axis=1, ddof=1)
+    hi = m + stats.t.ppf(0.975, 4) * s / math.sqrt(5)
+    assert odds == pytest.approx(float(np.mean(hi <= -1.15)))
+    assert 0.3 < odds < 0.7
+
+
+@pytest.mark.parametrize("design, n, levels", [("one_sample", 6, ()), ("slope", 6, (4, 6))])
+def test_sensitivity_is_the_effect_detected_with_80_percent_power(design, n, levels):
+    sd, claimed, alpha = 0.1, 0.02, 0.025
+    size = sensitivity(design, n, claimed=claimed, sd=sd, alpha=alpha, levels=levels)
+    assert size is not None and size > claimed
+    # at that true effect the power against the claimed size is 80 %: noncentral t by hand
+    if design == "one_sample":
+        se, df = sd / math.sqrt(n), n - 1
+    else:
+        x = np.asarray(levels, dtype=float)
+        se, df = sd / math.sqrt(n * ((x - x.mean()) ** 2).sum()), n * x.size - 2
+    power = stats.nct.sf(stats.t.ppf(1 - alpha, df), df, (size - claimed) / se)
+    assert power == pytest.approx(0.8, abs=1e-6)
+    # and it is power()'s margin: a shift of claimed
+    assert power_of(design, n, size - claimed, sd, levels) == pytest.approx(0.8, abs=1e-6)
+    # an agreement claim: the largest deviation still supported with 80 % power
+    dev = equivalence_sensitivity("one_sample", 20, minimum=0.1, sd=0.1)
+    assert dev is not None and 0 < dev < 0.1
+    se20, t20 = 0.1 / math.sqrt(20), stats.t.ppf(0.975, 19)
+    p = stats.t.cdf((0.1 - dev) / se20 - t20, 19) - stats.t.cdf((-0.1 - dev) / se20 + t20, 19)
+    assert p == pytest.approx(0.8, abs=1e-6)
+    # too few seeds to show agreement at all: None
+    assert equivalence_sensitivity("one_sample", 3, minimum=0.1, sd=0.5) is None
+
+
+def power_of(design, n, margin, sd, levels):
+    return power(design, n, margin=margin, sd=sd, levels=levels)
 
 
 def test_holm_levels_step_down():

@@ -57,7 +57,7 @@ FINGERPRINT_FIELDS = (
 TABLE_BEGIN = "<!-- verdicts: generated, see tools/quote_findings.py -->"
 TABLE_END = "<!-- /verdicts -->"
 #: the order the verdict table lists a claim's verdicts in
-VERDICT_ORDER = ("supported", "contradicted", "inconclusive", "not applicable")
+VERDICT_ORDER = ("supported", "not borne out", "contradicted", "inconclusive", "not applicable")
 #: how the Findings section of a report marks a claim's summary sentence
 BULLET = "• "
 
@@ -114,14 +114,14 @@ def findings_of(comparison: Path) -> list:
 
 def verdict_rows(name: str, comparison: Path) -> list[str]:
     """The verdict table's rows of one study: per claim the comparison predicts, its key and
-    statement, and the subjects grouped by verdict ("borderline" kept with its verdict)."""
+    statement, and the subjects grouped by verdict ("fragile" kept with its verdict)."""
     from cl_diag.report.findings import CLAIMS
 
     by_claim: dict[str, dict[str, list[str]]] = {}
     for finding in findings_of(comparison):
         if finding.kind != "prediction" or finding.verdict is None:
             continue
-        verdict = finding.verdict + (" (borderline)" if finding.borderline else "")
+        verdict = finding.verdict + (" (fragile)" if finding.fragile else "")
         by_claim.setdefault(finding.claim, {}).setdefault(verdict, []).append(finding.subject)
 
     def order(verdict: str) -> tuple[int, str]:

@@ -29,7 +29,13 @@ def _status(status: str) -> Text:
 
 def _print(rep: Reproduction, console: Console) -> None:
     from cl_diag.environment import flatten_fingerprint
-    from cl_diag.report.reproduction import STATUSES, finding_rows, outcome_text, run_summary
+    from cl_diag.report.reproduction import (
+        FINDING_COLUMNS,
+        STATUSES,
+        finding_rows,
+        outcome_text,
+        run_summary,
+    )
 
     console.print(Text(outcome_text(rep)), highlight=False)
     for note in rep.notes:
@@ -43,9 +49,9 @@ def _print(rep: Reproduction, console: Console) -> None:
     findings = finding_rows(rep)
     if findings:
         table = Table(title="Findings", title_justify="left")
-        for column in ("finding", "original", "re-run", "tolerance", "verdict", "borderline"):
+        for column in FINDING_COLUMNS[:-1]:
             table.add_column(column, overflow="fold")
-        table.add_column("status")
+        table.add_column(FINDING_COLUMNS[-1])
         for row in findings:
             table.add_row(*row[:-1], _status(row[-1]))
         console.print(table)

@@ -85,6 +85,7 @@ from scipy import optimize, stats
 __all__ = [
     "CONFIDENCE",
     "EXPECTATIONS",
+    "FRAGILE",
     "POWER",
     "VERDICTS",
     "Agreement",
@@ -92,8 +93,11 @@ __all__ = [
     "HolmLevel",
     "Summary",
     "Trend",
+    "VerdictTests",
     "agreement",
     "borderline",
+    "equivalence_sensitivity",
+    "far_from_normal",
     "hinge_fit",
     "hinge_interval",
     "holm_levels",
@@ -105,8 +109,11 @@ __all__ = [
     "pair_var_se",
     "power",
     "replicate_error",
+    "replication",
+    "replication_bootstrap",
     "rounding_sd",
     "seeds_needed",
+    "sensitivity",
     "summarize",
     "t_half_width",
     "t_quantile",
@@ -121,8 +128,8 @@ __all__ = [
 
 #: the confidence level of every interval the reports print
 CONFIDENCE = 0.95
-#: the three verdicts a finding can have
-VERDICTS = ("supported", "contradicted", "inconclusive")
+#: the verdicts of a prediction (an agreement claim has all but *not borne out*)
+VERDICTS = ("supported", "not borne out", "contradicted", "inconclusive")
 #: what a claim expects of its effect (see :func:`verdict`)
 EXPECTATIONS = ("increase", "decrease", "agree")
 #: the power a study should have to detect a claim's minimum relevant effect
@@ -365,43 +372,101 @@ def welch_df(se1: float, df1: float, se2: float, df2: float) -> float:
     return math.inf if denominator == 0 else (a + b) ** 2 / denominator
 
 
+def _regions(
+    lo: float, hi: float, *, expect: str, minimum: float, claimed: float | None
+) -> dict[str, list[tuple[float, float]]]:
+    """The shifts s of the interval [lo + s, hi + s] at which each verdict holds, as unions of
+    closed spans (the boundaries have measure zero, so open or closed does not matter to a
+    probability). With c the claimed size and m the margin, for an expected increase:
+    supported on s >= c - lo, contradicted on s <= -m - hi, not borne out between them while
+    hi + s < c, inconclusive on the rest (the interval holds c); a decrease mirrors it. For an
+    agreement: supported on [-m - lo, m - hi] (empty when the interval is wider than 2m),
+    contradicted beyond m - lo or below -m - hi, inconclusive on the rest."""
+    m, inf = minimum, math.inf
+    if expect == "agree":
+        return {
+            "supported": [(-m - lo, m - hi)],
+            "contradicted": [(m - lo, inf), (-inf, -m - hi)],
+            "inconclusive": [(-m - hi, -m - lo), (m - hi, m - lo)],
+        }
+    c = m if claimed is None else claimed
+    if expect == "decrease":  # mirror: the interval of -effect
+        lo, hi = -hi, -lo
+    spans = {
+        "supported": [(c - lo, inf)],
+        "contradicted": [(-inf, -m - hi)],
+        "not borne out": [(-m - hi, c - hi)],
+        "inconclusive": [(c - hi, c - lo)],
+    }
+    if expect == "decrease":
+        spans = {k: [(-b, -a) for a, b in v] for k, v in spans.items()}
+    return spans
+
+
+def _merged(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Non-empty spans, overlapping or touching ones joined (a verdict's set as disjoint
+    spans, so that a probability over them counts no shift twice)."""
+    out: list[tuple[float, float]] = []
+    for a, b in sorted(span for span in spans if span[0] <= span[1]):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def _check_expectation(expect: str, minimum: float, claimed: float | None) -> None:
+    if expect not in EXPECTATIONS:
+        raise ValueError(f"expect must be one of {EXPECTATIONS}, got {expect!r}")
+    if claimed is not None and (expect == "agree" or not claimed > -minimum):
+        raise ValueError("a claimed size is for a directional claim and must exceed -minimum")
+
+
 def verdict(
     effect: float | None,
     interval: tuple[float, float] | None,
     *,
     expect: str,
     minimum: float,
+    claimed: float | None = None,
 ) -> str:
-    """*supported*, *contradicted* or *inconclusive* for an ``effect`` with its ``interval``
-    and the claim's ``minimum`` relevant effect m >= 0 (same scale):
+    """The verdict of an ``effect`` with its ``interval``, the claim's ``minimum`` relevant
+    effect m >= 0 and, for a directional claim, the size the source claims c (``claimed``,
+    default m; c > -m), all on one scale:
 
-    * ``"increase"``: supported when the whole interval lies at or above +m (superiority
-      with a margin); contradicted when it lies at or below -m (on the other side of zero by
-      at least the margin); otherwise inconclusive.
-    * ``"decrease"``: the mirror image (supported at or below -m, contradicted at or above +m).
+    * ``"increase"``: *supported* when the whole interval lies at or above c (beyond the
+      claimed size); *contradicted* when it lies at or below -m (on the other side of zero by
+      at least the margin); *not borne out* when it lies wholly below c otherwise (the
+      one-sided test of "effect >= c" rejects: the data show a smaller effect than the
+      source claims, or none); *inconclusive* when it holds c.
+    * ``"decrease"``: the mirror image (supported at or below -c, contradicted at or above
+      +m, not borne out wholly above -c).
     * ``"agree"`` (effect = measured - predicted; the claim is that they agree within m):
       supported when the interval lies inside [-m, m] (two one-sided tests); contradicted
       when it lies entirely above +m or entirely below -m; otherwise inconclusive.
 
     No interval (a single run where replicates are needed) is always inconclusive.
     """
-    if expect not in EXPECTATIONS:
-        raise ValueError(f"expect must be one of {EXPECTATIONS}, got {expect!r}")
+    _check_expectation(expect, minimum, claimed)
     if effect is None or interval is None or not all(map(math.isfinite, (effect, *interval))):
         return "inconclusive"
     lo, hi = interval
+    m = minimum
     if expect == "agree":
-        if -minimum <= lo and hi <= minimum:
+        if -m <= lo and hi <= m:
             return "supported"
-        if lo > minimum or hi < -minimum:
+        if lo > m or hi < -m:
             return "contradicted"
         return "inconclusive"
+    c = m if claimed is None else claimed
     if expect == "decrease":
         lo, hi = -hi, -lo
-    if lo >= minimum:
+    if lo >= c:
         return "supported"
-    if hi <= -minimum:
+    if hi <= -m:
         return "contradicted"
+    if hi < c:
+        return "not borne out"
     return "inconclusive"
 
 
@@ -410,21 +475,52 @@ def _sf(x: float, df: float) -> float:
     return float(stats.norm.sf(x) if not math.isfinite(df) else stats.t.sf(x, df))
 
 
-def margin_p_values(
-    effect: float, se: float, df: float, *, expect: str, minimum: float
-) -> tuple[float, float]:
-    """(p_supported, p_contradicted): the one-sided p-values of the tests behind the two
-    decided verdicts of :func:`verdict`, so that the interval at confidence 1 - 2a is
-    supported (contradicted) exactly when p_supported (p_contradicted) <= a.
+def _cdf(x: float, df: float) -> float:
+    """P(T_df <= x) (normal for df = inf), exact at +-inf."""
+    if math.isinf(x):
+        return 1.0 if x > 0 else 0.0
+    return float(stats.norm.cdf(x) if not math.isfinite(df) else stats.t.cdf(x, df))
 
-    For an expected increase, p_supported tests H0: effect <= +m and p_contradicted tests
-    H0: effect >= -m; a decrease mirrors them. For an agreement, p_supported is the larger of
-    the two one-sided p-values of H0: effect <= -m and H0: effect >= +m (TOST), and
-    p_contradicted the smaller of those of H0: effect <= +m and H0: effect >= -m. With se = 0
-    each p is 0 when its bound is cleared and 1 otherwise."""
-    if expect not in EXPECTATIONS:
-        raise ValueError(f"expect must be one of {EXPECTATIONS}, got {expect!r}")
+
+@dataclass(frozen=True)
+class VerdictTests:
+    """The one-sided p-values of the tests behind the decided verdicts of :func:`verdict`:
+    the interval at confidence 1 - 2a is supported (not borne out, contradicted) exactly when
+    ``supported`` (``not_borne_out``, ``contradicted``) <= a. ``not_borne_out`` is 1 for an
+    agreement (it has three outcomes)."""
+
+    supported: float
+    not_borne_out: float
+    contradicted: float
+
+    @property
+    def deciding(self) -> float:
+        """The smallest: the p-value of the test that would decide the verdict (a
+        contradiction is also a rejection of the claimed size, so its p is never the
+        smallest)."""
+        return min(self.supported, self.not_borne_out, self.contradicted)
+
+
+def margin_p_values(
+    effect: float,
+    se: float,
+    df: float,
+    *,
+    expect: str,
+    minimum: float,
+    claimed: float | None = None,
+) -> VerdictTests:
+    """The one-sided p-values of the tests behind :func:`verdict`'s decided verdicts.
+
+    For an expected increase with claimed size c (default m): *supported* tests
+    H0: effect <= c, *not borne out* H0: effect >= c, *contradicted* H0: effect >= -m; a
+    decrease mirrors them. For an agreement, *supported* is the larger of the two one-sided
+    p-values of H0: effect <= -m and H0: effect >= +m (TOST), *contradicted* the smaller of
+    those of H0: effect <= +m and H0: effect >= -m. With se = 0 each p is 0 when its bound
+    is cleared and 1 otherwise."""
+    _check_expectation(expect, minimum, claimed)
     m = minimum
+    c = m if claimed is None else claimed
 
     def above(bound: float) -> float:  # H0: effect <= bound
         if se <= 0:
@@ -437,10 +533,10 @@ def margin_p_values(
         return _sf((bound - effect) / se, df)
 
     if expect == "increase":
-        return above(m), below(-m)
+        return VerdictTests(above(c), below(c), below(-m))
     if expect == "decrease":
-        return below(-m), above(m)
-    return max(above(-m), below(m)), min(above(m), below(-m))
+        return VerdictTests(below(-c), above(-c), above(m))
+    return VerdictTests(max(above(-m), below(m)), 1.0, min(above(m), below(-m)))
 
 
 @dataclass(frozen=True)
@@ -495,44 +591,97 @@ def replicate_error(se: float, df: float, confidence: float = CONFIDENCE) -> flo
 
 
 def borderline(
-    interval: tuple[float, float] | None, *, expect: str, minimum: float, reach: float
+    interval: tuple[float, float] | None,
+    *,
+    expect: str,
+    minimum: float,
+    reach: float,
+    claimed: float | None = None,
 ) -> bool:
     """Whether moving ``interval`` by some amount within +-``reach`` (the replicate prediction
-    error, :func:`replicate_error`) changes :func:`verdict`.
-
-    In terms of the shift s of the interval [lo + s, hi + s], each verdict holds on a set of
-    s: for an expected increase, supported on s >= m - lo and contradicted on s <= -m - hi
-    (mirrored for a decrease); for an agreement, supported on [-m - lo, m - hi] (empty when
-    the interval is wider than 2m) and contradicted on s > m - lo or s < -m - hi; inconclusive
-    on the rest. A decided verdict is borderline when [-reach, reach] leaves its set, an
-    inconclusive one when [-reach, reach] meets the set of a decided verdict. No interval:
-    not borderline (inconclusive whatever a replicate gives)."""
+    error, :func:`replicate_error`) changes :func:`verdict` (the verdicts' sets of shifts are
+    :func:`_regions`'). No interval: not borderline (inconclusive whatever a replicate
+    gives)."""
     if interval is None or not all(map(math.isfinite, interval)):
         return False
-    lo, hi = interval
-    m, inf = minimum, math.inf
-    up, down = (m - lo, inf), (-inf, -m - hi)
-    if expect == "agree":
-        supported, contradicted = [(-m - lo, m - hi)], [up, down]
-    elif expect == "increase":
-        supported, contradicted = [up], [down]
-    elif expect == "decrease":
-        supported, contradicted = [down], [up]
-    else:
-        raise ValueError(f"expect must be one of {EXPECTATIONS}, got {expect!r}")
+    current = verdict(0.0, interval, expect=expect, minimum=minimum, claimed=claimed)
+    spans = _merged(_regions(*interval, expect=expect, minimum=minimum, claimed=claimed)[current])
+    return not any(a <= -reach and reach <= b for a, b in spans)
 
-    def inside(spans: list[tuple[float, float]]) -> bool:
-        return any(a <= -reach and reach <= b for a, b in spans)
 
-    def meets(spans: list[tuple[float, float]]) -> bool:
-        return any(a <= b and a <= reach and b >= -reach for a, b in spans)
+#: below this probability of being repeated by an independent replicate study, a verdict is
+#: *fragile*
+FRAGILE = 0.8
+#: resamples of the bootstrap over seeds (:func:`replication`)
+BOOTSTRAP = 4000
+#: Shapiro-Wilk's p below which per-seed effects count as far from normal (:func:`replication`)
+NORMALITY = 0.05
 
-    current = verdict(0.0, interval, expect=expect, minimum=minimum)
-    if current == "supported":
-        return not inside(supported)
-    if current == "contradicted":
-        return not inside(contradicted)
-    return meets(supported) or meets(contradicted)
+
+def replication(
+    interval: tuple[float, float] | None,
+    *,
+    expect: str,
+    minimum: float,
+    se: float,
+    df: float,
+    claimed: float | None = None,
+) -> float | None:
+    """The probability that an independent replicate study of the same design gets the same
+    verdict as ``interval``, from the predictive distribution of its estimate: the replicate's
+    estimate differs from this one by sqrt(2) se T_df (both have standard error se) and its
+    interval is this one moved by that difference, so the probability is that of the shift
+    landing in the verdict's set (:func:`_regions`). None without an interval or spread."""
+    if interval is None or not all(map(math.isfinite, interval)) or not math.isfinite(se):
+        return None
+    current = verdict(0.0, interval, expect=expect, minimum=minimum, claimed=claimed)
+    spans = _merged(_regions(*interval, expect=expect, minimum=minimum, claimed=claimed)[current])
+    spread = math.sqrt(2.0) * se
+    if spread <= 0:
+        return 1.0
+    total = math.fsum(
+        max(0.0, _cdf(b / spread, df) - _cdf(a / spread, df)) for a, b in spans if a < b
+    )
+    return min(1.0, total)
+
+
+def replication_bootstrap(
+    per_seed: Sequence[float],
+    current: str,
+    *,
+    expect: str,
+    minimum: float,
+    confidence: float,
+    claimed: float | None = None,
+    resamples: int = BOOTSTRAP,
+) -> float:
+    """The probability that a replicate study of the same seeds' count gets the verdict
+    ``current``, by a bootstrap over seeds: the per-seed effects drawn with replacement
+    (``resamples`` times, a fixed seed), each resample's mean and t interval at
+    ``confidence`` judged like the original; for per-seed effects far from normal (e.g. two
+    modes), where the t predictive distribution of :func:`replication` does not hold."""
+    x = np.asarray(per_seed, dtype=np.float64)
+    n = x.size
+    draws = x[np.random.default_rng(0).integers(0, n, size=(resamples, n))]
+    means = draws.mean(axis=1)
+    half = t_quantile(n - 1, confidence) * draws.std(axis=1, ddof=1) / math.sqrt(n)
+    same = sum(
+        verdict(
+            float(e), (float(e - h), float(e + h)), expect=expect, minimum=minimum, claimed=claimed
+        )
+        == current
+        for e, h in zip(means, half, strict=True)
+    )
+    return same / resamples
+
+
+def far_from_normal(values: Sequence[float]) -> bool:
+    """Whether Shapiro-Wilk rejects normality at :data:`NORMALITY` (needs 3 or more distinct
+    values; fewer: False)."""
+    x = np.asarray(values, dtype=np.float64)
+    if x.size < 3 or np.unique(x).size < 3:
+        return False
+    return float(stats.shapiro(x).pvalue) < NORMALITY
 
 
 def power(
@@ -614,6 +763,80 @@ def seeds_needed(
         else:
             lo = mid
     return hi
+
+
+def _unit_se(design: str, n: int, sd: float, levels: Sequence[float]) -> tuple[float, float]:
+    """(standard error of the estimate, its df) of a design with n seeds at replicate spread
+    sd: see :func:`power`."""
+    if design == "one_sample":
+        return sd / math.sqrt(n), n - 1
+    if design == "two_sample":
+        return sd * math.sqrt(2.0 / n), 2 * n - 2
+    if design == "slope":
+        xs = np.asarray(levels, dtype=np.float64)
+        sxx = float(((xs - xs.mean()) ** 2).sum())
+        return sd / math.sqrt(n * sxx), n * xs.size - 2
+    raise ValueError(f"unknown design {design!r}")
+
+
+def sensitivity(
+    design: str,
+    n: int,
+    *,
+    claimed: float,
+    sd: float,
+    alpha: float = (1 - CONFIDENCE) / 2,
+    levels: Sequence[float] = (),
+    target: float = POWER,
+) -> float | None:
+    """The design's sensitivity: the smallest true effect (beyond the claimed size ``claimed``,
+    in the expected direction, as a magnitude) that ``n`` seeds call *supported* with power
+    ``target`` at replicate spread ``sd``: claimed + ncp* se, where ncp* solves
+    P(T'_{df, ncp*} > t_{1 - alpha, df}) = target (scipy's noncentral t) and se, df are the
+    design's (:func:`power`). None without a spread or degrees of freedom."""
+    if not (math.isfinite(sd) and sd >= 0 and n >= 1):
+        return None
+    se, df = _unit_se(design, n, sd, levels)
+    if df < 1:
+        return None
+    if se == 0:
+        return claimed
+    critical = float(stats.t.ppf(1 - alpha, df))
+    ncp = optimize.brentq(
+        lambda k: float(stats.nct.sf(critical, df, k)) - target, 0.0, critical + 50.0
+    )
+    return claimed + ncp * se
+
+
+def equivalence_sensitivity(
+    design: str,
+    n: int,
+    *,
+    minimum: float,
+    sd: float,
+    alpha: float = (1 - CONFIDENCE) / 2,
+    levels: Sequence[float] = (),
+    target: float = POWER,
+) -> float | None:
+    """For an agreement claim: the largest true deviation |e| that ``n`` seeds still call
+    *supported* (the interval at 1 - 2 alpha inside +-``minimum``) with power ``target`` at
+    spread ``sd``, taking the estimate as e + se T_df; None when even exact agreement falls
+    short (then more seeds are needed: :func:`seeds_needed`)."""
+    if not (math.isfinite(sd) and sd >= 0 and n >= 1):
+        return None
+    se, df = _unit_se(design, n, sd, levels)
+    if df < 1:
+        return None
+    if se == 0:
+        return minimum
+    reach = minimum / se - float(stats.t.ppf(1 - alpha, df))
+
+    def supported(e: float) -> float:
+        return _cdf(reach - e / se, df) - _cdf(-reach - e / se, df)
+
+    if reach <= 0 or supported(0.0) < target:
+        return None
+    return float(optimize.brentq(lambda e: supported(e) - target, 0.0, minimum))
 
 
 # ---- agreement of an original and its reproduction ---------------------------------------------

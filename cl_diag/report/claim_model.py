@@ -474,7 +474,7 @@ class Estimate:
     per_seed: tuple[float, ...] = ()
     #: the interval at a confidence, for an estimate whose interval is not effect ± t se (a
     #: profile-likelihood interval); then ``se`` is its 95 % half-width over t_{0.975, df},
-    #: for the Holm ordering and the borderline reach only
+    #: for the Holm ordering and the replication odds only
     interval_at: Callable[[float], tuple[float, float]] | None = field(
         default=None, repr=False, compare=False
     )
@@ -1072,7 +1072,14 @@ class Claim:
     ``precondition`` a requirement on the data (*not applicable here* when unmet);
     ``figure`` the key of the figure that carries it; ``per_seed`` whether the summary also
     counts the seeds whose own effect meets the claim (for a claim a source makes of every run,
-    like the rebuttal's toy: each seed's statistic is exact over all its pairs)."""
+    like the rebuttal's toy: each seed's statistic is exact over all its pairs).
+
+    A directional claim has four outcomes (:func:`cl_diag.measurement.stats.verdict`): beyond
+    the *claimed size* (``claimed``, the number the source gives on the analysis scale; by
+    default the margin) it is supported, wholly short of it not borne out, beyond the margin
+    the other way contradicted. ``arm_margin`` gives a unit its own margin where the source's
+    size differs between the arms a unit can hold (e.g. Table 1's rows with and without VRN);
+    ``claimed_text`` says the claimed size as printed when it is not the margin."""
 
     key: str
     statement: str
@@ -1092,6 +1099,11 @@ class Claim:
     precondition: Precondition | None = None
     figure: str | None = None
     per_seed: bool = False
+    claimed: float | None = None
+    claimed_text: str = ""
+    arm_margin: Callable[[Unit], tuple[float, str] | None] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -1102,22 +1114,52 @@ class Claim:
             self.expect is None or self.margin is None or not self.margin > 0
         ):
             raise ValueError(f"{self.key}: a prediction needs an expectation and a margin > 0")
+        if self.claimed is not None and (
+            self.expect not in ("increase", "decrease")
+            or self.margin is None
+            or not self.claimed > -self.margin
+        ):
+            raise ValueError(
+                f"{self.key}: a claimed size is for a directional claim, above −margin"
+            )
+
+    def margin_for(self, unit: Unit | None) -> tuple[float, str]:
+        """The margin (analysis scale) and its text for one unit: the arm's own where the
+        claim gives one (``arm_margin``), else the claim's."""
+        if self.arm_margin is not None and unit is not None:
+            own = self.arm_margin(unit)
+            if own is not None:
+                return own
+        if self.margin is None:
+            raise ValueError(f"{self.key}: a description has no margin")
+        return self.margin, self.margin_text
+
+    def claimed_for(self, unit: Unit | None) -> float | None:
+        """The claimed size for one unit: the claim's ``claimed``, else the unit's margin
+        (None for an agreement or a description)."""
+        if self.expect not in ("increase", "decrease") or self.margin is None:
+            return None
+        return self.claimed if self.claimed is not None else self.margin_for(unit)[0]
 
     @property
     def title(self) -> str:
         return self.statement
 
-    def meets(self, effect: float) -> bool:
-        """Whether one effect (on the analysis scale) lies beyond the margin in the expected
-        direction (for an agreement: within ± the margin): the verdict's rule applied to a
-        point, as for one seed's exact statistic."""
+    def meets(self, effect: float, unit: Unit | None = None) -> bool:
+        """Whether one effect (on the analysis scale) lies beyond the claimed size in the
+        expected direction (for an agreement: within ± the margin): the supported rule applied
+        to a point, as for one seed's exact statistic."""
         if self.margin is None or self.expect is None:
             raise ValueError(f"{self.key}: a description has no margin to meet")
+        margin = self.margin_for(unit)[0]
+        claimed = self.claimed_for(unit)
         if self.expect == "decrease":
-            return effect <= -self.margin
+            assert claimed is not None
+            return effect <= -claimed
         if self.expect == "increase":
-            return effect >= self.margin
-        return abs(effect) <= self.margin
+            assert claimed is not None
+            return effect >= claimed
+        return abs(effect) <= margin
 
     @property
     def minimum(self) -> float | None:

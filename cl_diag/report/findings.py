@@ -16,15 +16,22 @@ runs one test is about), and for each unit:
    level at which each is judged, and its interval is printed at that level (effect ± t se,
    or the estimate's own interval at that level: the threshold's profile likelihood);
 4. the verdict (:func:`cl_diag.measurement.stats.verdict`): *supported* when the whole
-   interval lies beyond the margin in the expected direction, *contradicted* when it lies on
-   the other side of zero by at least the margin, else *inconclusive* with the reason; for an
-   agreement, supported inside ± the margin, contradicted entirely beyond it;
-5. *borderline* when moving the interval by up to the replicate prediction error
-   t_{0.975, df} √2 se (:func:`cl_diag.measurement.stats.replicate_error`) would change the
-   verdict; every verdict with a spread over seeds gives the seeds that would give 80 %
-   power to detect the margin at the observed spread
-   (:func:`cl_diag.measurement.stats.seeds_needed`, scipy's noncentral t), or why none is
-   given.
+   interval lies beyond the size the source claims (by default the margin) in the expected
+   direction, *not borne out* when it lies wholly short of that size (the one-sided test of
+   "effect ≥ claimed size" rejects), *contradicted* when it lies on the other side of zero by
+   at least the margin, else *inconclusive* (the interval holds the claimed size); for an
+   agreement, supported inside ± the margin, contradicted entirely beyond it, else
+   inconclusive;
+5. the *replication* probability: the chance that an independent replicate study of the same
+   design gets the same verdict (:func:`cl_diag.measurement.stats.replication`, the t
+   predictive distribution of its estimate; a bootstrap over seeds,
+   :func:`cl_diag.measurement.stats.replication_bootstrap`, where Shapiro-Wilk finds the
+   per-seed effects far from normal), *fragile* below
+   :data:`cl_diag.measurement.stats.FRAGILE`; a decided verdict with a spread over seeds gives
+   the design's *sensitivity* (the smallest true effect its seeds call supported with 80 %
+   power, :func:`cl_diag.measurement.stats.sensitivity`), an undecided or fragile one the
+   seeds that would give 80 % power at the margin
+   (:func:`cl_diag.measurement.stats.seeds_needed`), or why neither is given.
 
 Descriptions get their estimate and 95 % interval, no verdict. The consistency checks
 (identities, :class:`~cl_diag.report.claim_model.Identity`) are evaluated on every layer of
@@ -34,24 +41,30 @@ A :class:`Finding` keeps, for tools that compare findings (``cl-diag reproduce``
 effect and interval as printed (``effect``, ``interval``, at ``confidence``), the estimate's
 standard error ``se`` and degrees of freedom ``df`` on the analysis scale (``scale``: "log"
 when the printed effect is exp(x) − 1 or exp(x) of it), the margin ``minimum`` (analysis
-scale), ``verdict``, ``borderline``, ``prediction_error`` and ``seeds_needed``.
+scale), the ``claimed`` size, ``verdict``, ``replication`` (and ``fragile``),
+``prediction_error``, ``sensitivity`` and ``seeds_needed``.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from cl_diag.measurement.stats import (
     CONFIDENCE,
+    FRAGILE,
     HolmLevel,
-    borderline,
+    equivalence_sensitivity,
+    far_from_normal,
     holm_levels,
     interval_at,
     margin_p_values,
     replicate_error,
+    replication,
+    replication_bootstrap,
     seeds_needed,
+    sensitivity,
     verdict,
 )
 from cl_diag.report.claim_model import (
@@ -81,6 +94,8 @@ __all__ = [
 NOT_APPLICABLE = "not applicable"
 #: the one-sided family-wise level of the Holm family (a two-sided 95 % for one finding)
 FAMILY_ALPHA = (1 - CONFIDENCE) / 2
+#: the order a summary lists a claim's decided and undecided verdicts in
+DECIDED_ORDER = ("supported", "not borne out", "contradicted", "inconclusive")
 
 
 @dataclass(frozen=True)
@@ -89,16 +104,21 @@ class Finding:
 
     ``claim`` is the entry's key, ``subject`` names the runs it covers (``runs``: their
     labels), ``kind`` is "prediction", "description" or "consistency". ``verdict``:
-    "supported", "contradicted", "inconclusive" or "not applicable" for a prediction; None for
-    a description; "holds" or "violated" for a consistency check. ``effect`` and ``interval``
-    are as printed (the interval at ``confidence``, Holm-adjusted for a prediction);
+    "supported", "not borne out", "contradicted", "inconclusive" or "not applicable" for a
+    prediction; None for a description; "holds" or "violated" for a consistency check.
+    ``effect`` and ``interval`` are as printed (the interval at ``confidence``, Holm-adjusted
+    for a prediction);
     ``estimate``, ``se`` and ``df`` are on the analysis scale (``scale`` "log": the printed
     effect is exp(x) − 1 or exp(x)); ``n`` replicates of kind ``replicate``; ``minimum`` is
-    the margin (the minimum relevant effect) on the analysis scale; ``p_value`` is the
-    one-sided p of the verdict's deciding test and ``p_adjusted`` its Holm adjustment;
-    ``borderline``; ``prediction_error`` the replicate prediction error t √2 se;
-    ``seeds_needed`` (per condition, or per level of a trend) for 80 % power to detect the
-    margin at the observed spread, with ``seeds`` the number there is now; ``note`` why a
+    the margin (the minimum relevant effect) and ``claimed`` the size the source claims, on the
+    analysis scale; ``p_value`` is the one-sided p of the verdict's deciding test and
+    ``p_adjusted`` its Holm adjustment; ``replication`` the probability that an independent
+    replicate study gets the same verdict (``replication_method`` says how it was computed);
+    ``prediction_error`` the replicate prediction error t √2 se; ``sensitivity`` the smallest
+    true effect (analysis scale, signed as the claim expects; for an agreement the largest
+    deviation) the design calls supported with 80 % power; ``seeds_needed`` (per condition, or
+    per level of a trend) for 80 % power to detect the margin at the observed spread, with
+    ``seeds`` the number there is now; ``note`` why a
     verdict is what it is (or why not applicable); ``method`` how the interval was made,
     ``measured`` and ``data`` the numbers used; ``figure`` the figure that carries it."""
 
@@ -116,10 +136,13 @@ class Finding:
     n: int = 0
     replicate: str = ""
     minimum: float | None = None
+    claimed: float | None = None
     p_value: float | None = None
     p_adjusted: float | None = None
-    borderline: bool = False
+    replication: float | None = None
+    replication_method: str = ""
     prediction_error: float | None = None
+    sensitivity: float | None = None
     seeds_needed: int | None = None
     seeds: int | None = None
     note: str = ""
@@ -143,6 +166,12 @@ class Finding:
     @property
     def margin(self) -> float | None:
         return self.minimum
+
+    @property
+    def fragile(self) -> bool:
+        """An independent replicate study would give another verdict more often than
+        1 − :data:`~cl_diag.measurement.stats.FRAGILE` of the time."""
+        return self.replication is not None and self.replication < FRAGILE
 
     @property
     def seeds_to_add(self) -> int | None:
@@ -232,40 +261,47 @@ def run_findings(
 
 
 def _deciding_p(d: _Draft) -> float:
-    """The one-sided p-value of the test that would decide the draft's verdict: the smaller of
-    the tests for *supported* and for *contradicted* (at most one of them can be small)."""
+    """The one-sided p-value of the test that would decide the draft's verdict: the smallest
+    of the tests for *supported*, *not borne out* and *contradicted* (the test against the
+    claimed size is one of the family's like the others)."""
     est, claim = d.estimate, d.claim
     assert est.effect is not None and est.se is not None and claim.expect is not None
-    assert claim.margin is not None
-    return min(
-        margin_p_values(est.effect, est.se, est.df, expect=claim.expect, minimum=claim.margin)
-    )
+    return margin_p_values(
+        est.effect,
+        est.se,
+        est.df,
+        expect=claim.expect,
+        minimum=claim.margin_for(d.unit)[0],
+        claimed=claim.claimed_for(d.unit) if claim.expect != "agree" else None,
+    ).deciding
 
 
-def _per_seed_met(claim: Claim, estimate: Estimate | None) -> tuple[int, int] | None:
+def _per_seed_met(claim: Claim, unit: Unit, estimate: Estimate | None) -> tuple[int, int] | None:
     """How many seeds alone meet a per-seed claim, of how many (None for other claims)."""
     if not claim.per_seed or claim.kind != "prediction" or estimate is None:
         return None
     if not estimate.per_seed:
         return None
-    return sum(claim.meets(e) for e in estimate.per_seed), len(estimate.per_seed)
+    return sum(claim.meets(e, unit) for e in estimate.per_seed), len(estimate.per_seed)
 
 
 def _per_seed_text(claim: Claim, met: tuple[int, int]) -> str:
-    """'each seed alone: 7 of 10 beyond the margin'."""
-    where = "within ± the margin" if claim.expect == "agree" else "beyond the margin"
+    """'each seed alone: 7 of 10 beyond the claimed size'."""
+    where = "within ± the margin" if claim.expect == "agree" else "beyond the claimed size"
     return f"each seed alone: {met[0]} of {met[1]} {where}"
 
 
 def _common(claim: Claim, unit: Unit, estimate: Estimate | None) -> dict:
+    prediction = claim.kind == "prediction"
     return {
-        "per_seed_met": _per_seed_met(claim, estimate),
+        "per_seed_met": _per_seed_met(claim, unit, estimate),
         "claim": claim.key,
         "subject": unit.subject,
         "kind": claim.kind,
         "runs": tuple(r.label for r in unit.runs),
         "scale": "log" if claim.shows in ("relative", "factor") else "linear",
-        "minimum": claim.margin,
+        "minimum": claim.margin_for(unit)[0] if prediction else claim.margin,
+        "claimed": claim.claimed_for(unit) if prediction else None,
         "figure": None,
         **(
             {}
@@ -353,38 +389,98 @@ def _undecided(d: _Draft, figures: Mapping[str, str]) -> Finding:
     )
 
 
+def _replication(
+    claim: Claim, est: Estimate, interval: tuple[float, float], decided: str, confidence: float
+) -> tuple[float | None, str]:
+    """The probability that an independent replicate study gets ``decided`` again, and how it
+    was computed: a bootstrap over seeds where the per-seed effects are far from normal (a t
+    interval over seeds, so one value a seed), else the t predictive distribution."""
+    assert claim.expect is not None and est.se is not None
+    margin, claimed = claim.margin, claim.claimed
+    if est.per_seed and est.power_design == "one_sample" and far_from_normal(est.per_seed):
+        odds = replication_bootstrap(
+            est.per_seed,
+            decided,
+            expect=claim.expect,
+            minimum=margin or 0.0,
+            confidence=confidence,
+            claimed=claimed,
+        )
+        return odds, "bootstrap over seeds (per-seed effects far from normal, Shapiro-Wilk)"
+    predicted = replication(
+        interval,
+        expect=claim.expect,
+        minimum=margin or 0.0,
+        se=est.se,
+        df=est.df,
+        claimed=claimed,
+    )
+    return predicted, "t predictive distribution"
+
+
 def _decided(d: _Draft, level: HolmLevel, family: int, figures: Mapping[str, str]) -> Finding:
-    """A prediction judged at its Holm level: verdict, borderline, power."""
+    """A prediction judged at its Holm level: verdict, replication odds, sensitivity or power."""
     claim, est = d.claim, d.estimate
-    assert est.effect is not None and est.se is not None
-    assert claim.expect is not None and claim.margin is not None
+    assert est.effect is not None and est.se is not None and claim.expect is not None
+    margin, margin_text = claim.margin_for(d.unit)
+    claimed = claim.claimed_for(d.unit)
     confidence = 1.0 - 2.0 * level.level
     interval = _interval(est, confidence)
-    decided = verdict(est.effect, interval, expect=claim.expect, minimum=claim.margin)
+    decided = verdict(est.effect, interval, expect=claim.expect, minimum=margin, claimed=claimed)
     reach = replicate_error(est.se, est.df)
-    border = borderline(interval, expect=claim.expect, minimum=claim.margin, reach=reach)
+    unit_claim = replace(claim, margin=margin, claimed=claimed)
+    odds, how = _replication(unit_claim, est, interval, decided, confidence)
+    fragile = odds is not None and odds < FRAGILE
     p = _deciding_p(d)
-    needed = None
-    # every verdict with a spread over seeds gives its power figure, a decided one too, so that
-    # a reader can size the next study (issue 23: the power figure for every claim)
+    needed: int | None = None
+    sense: float | None = None
     if est.power_design and _finite(est.sd):
         assert est.sd is not None
-        needed = seeds_needed(
-            est.power_design,
-            margin=claim.margin,
-            sd=est.sd,
-            alpha=level.level,
-            levels=est.levels,
-            agree=claim.expect == "agree",
+        if decided in ("supported", "contradicted", "not borne out") and not fragile:
+            # a decided verdict: how small a true effect this design would call supported
+            if claim.expect == "agree":
+                sense = equivalence_sensitivity(
+                    est.power_design,
+                    est.seeds or 0,
+                    minimum=margin,
+                    sd=est.sd,
+                    alpha=level.level,
+                    levels=est.levels,
+                )
+            else:
+                assert claimed is not None
+                size = sensitivity(
+                    est.power_design,
+                    est.seeds or 0,
+                    claimed=claimed,
+                    sd=est.sd,
+                    alpha=level.level,
+                    levels=est.levels,
+                )
+                sense = None if size is None else (-size if claim.expect == "decrease" else size)
+        if sense is None:
+            needed = seeds_needed(
+                est.power_design,
+                margin=margin,
+                sd=est.sd,
+                alpha=level.level,
+                levels=est.levels,
+                agree=claim.expect == "agree",
+            )
+    notes = [_why(claim, decided, interval, p, family, margin, claimed)]
+    if odds is not None:
+        notes.append(
+            f"An independent replicate study gets this verdict again with probability "
+            f"{_odds(odds)} ({how})" + ("; fragile." if fragile else ".")
         )
-    notes = [_why(claim, decided, interval, p, level, family)]
-    if decided == "inconclusive" or border:
+    if sense is not None:
+        notes.append(_sensitivity_text(claim, est, sense))
+    else:
         notes.append(_power_text(est, needed))
-    elif needed is not None:
-        notes.append(_decided_power_text(est, needed))
-    met = _per_seed_met(claim, est)
+    met = _per_seed_met(claim, d.unit, est)
     if met is not None:
-        notes.append(_per_seed_text(claim, met).capitalize() + f" ({claim.margin_text}).")
+        what = margin_text if claim.expect == "agree" else claim.claimed_text or margin_text
+        notes.append(_per_seed_text(claim, met).capitalize() + f" ({what}).")
     return Finding(
         **{**_common(claim, d.unit, est), "figure": figures.get(claim.figure or "")},
         verdict=decided,
@@ -396,11 +492,20 @@ def _decided(d: _Draft, level: HolmLevel, family: int, figures: Mapping[str, str
         df=est.df,
         p_value=p,
         p_adjusted=level.adjusted,
-        borderline=border,
+        replication=odds,
+        replication_method=how if odds is not None else "",
         prediction_error=reach,
+        sensitivity=sense,
         seeds_needed=needed,
         note=" ".join(n for n in notes if n),
     )
+
+
+def _odds(p: float) -> str:
+    """A probability as a percentage that never rounds to a certainty it is not."""
+    if p >= 1.0:
+        return "100 %"
+    return f"{min(99.9, 100.0 * p):.3g} %" if p > 0.995 else f"{100.0 * p:.3g} %"
 
 
 def _why(
@@ -408,24 +513,36 @@ def _why(
     decided: str,
     interval: tuple[float, float],
     p: float,
-    level: HolmLevel,
     family: int,
+    margin: float,
+    claimed: float | None,
 ) -> str:
     """Why the verdict is what it is, in one sentence."""
-    margin = claim.margin
-    assert margin is not None
-    lo, hi = interval
     if decided == "supported":
         return (
             "Supported: the whole interval lies inside ± the margin."
             if claim.expect == "agree"
-            else "Supported: the whole interval lies beyond the margin in the expected direction."
+            else "Supported: the whole interval lies beyond the claimed size in the expected "
+            "direction."
         )
     if decided == "contradicted":
         return (
             "Contradicted: the whole interval lies beyond the margin."
             if claim.expect == "agree"
             else "Contradicted: the whole interval lies beyond the margin on the other side."
+        )
+    if decided == "not borne out":
+        assert claimed is not None
+        return (
+            "Not borne out: the whole interval lies short of the claimed size "
+            f"({claim.show(-claimed if claim.expect == 'decrease' else claimed)}), so the data "
+            "reject the effect the source states at this scope"
+            + (
+                " (the interval also lies within ± the margin: any effect is smaller than the "
+                "minimum relevant one)."
+                if -margin < interval[0] and interval[1] < margin
+                else "."
+            )
         )
     if family > 1 and p <= FAMILY_ALPHA:
         return (
@@ -434,14 +551,25 @@ def _why(
         )
     if claim.expect == "agree":
         return "Inconclusive: the interval reaches both inside and outside ± the margin."
-    if -margin < lo and hi < margin:
+    return "Inconclusive: the interval holds the claimed size."
+
+
+def _sensitivity_text(claim: Claim, est: Estimate, sense: float) -> str:
+    """'Sensitivity: 6 seeds call a true change of −18.7 % or beyond supported with 80 % power
+    (observed −35.2 %).'"""
+    per = {"one_sample": "", "two_sample": " per condition", "slope": " per level"}[
+        est.power_design or "one_sample"
+    ]
+    seeds = f"{est.seeds or 0} seeds{per}"
+    if claim.expect == "agree":
         return (
-            "Inconclusive: the interval lies within ± the margin, so any effect is smaller than "
-            "the minimum relevant one (neither side reaches it)."
+            f"Sensitivity: {seeds} call a true deviation up to ±{claim.show(sense, sign=False)} "
+            f"supported with 80 % power (observed {claim.show(est.effect)})."
         )
-    if lo < 0 < hi:
-        return "Inconclusive: the interval crosses zero."
-    return "Inconclusive: the interval does not clear the margin."
+    return (
+        f"Sensitivity: {seeds} call a true effect of {claim.show(sense)} or beyond supported "
+        f"with 80 % power (observed {claim.show(est.effect)})."
+    )
 
 
 def _power_text(est: Estimate, needed: int | None) -> str:
@@ -469,20 +597,6 @@ def _power_text(est: Estimate, needed: int | None) -> str:
     return (
         f"The {have} seeds{per} already give 80 % power to detect the margin at the observed "
         f"spread ({needed} would)."
-    )
-
-
-def _decided_power_text(est: Estimate, needed: int) -> str:
-    """The power figure of a verdict that is decided and not borderline: the seeds that detect
-    an effect at the margin itself with 80 % power at the observed spread (this effect lies
-    well beyond the margin, so fewer seeds decided it): what a study of a smaller effect would
-    need."""
-    per = {"one_sample": "", "two_sample": " per condition", "slope": " per level"}[
-        est.power_design or "one_sample"
-    ]
-    return (
-        "Power: an effect at the margin itself would need "
-        f"{needed} seeds{per} for 80 % power at the observed spread (here {est.seeds or 0})."
     )
 
 
@@ -584,24 +698,36 @@ def _level(confidence: float) -> str:
     return f"{100.0 * confidence:.4g} %"
 
 
-def _power_cell(f: Finding) -> str:
+def _replication_cell(f: Finding) -> str:
+    """'97.2 %' or '61 % (fragile)'; '—' without an interval."""
+    if f.replication is None:
+        return MISSING
+    return _odds(f.replication) + (" (fragile)" if f.fragile else "")
+
+
+def _power_cell(f: Finding, claim: Claim) -> str:
+    """The sensitivity of a decided verdict, or the seeds 80 % power at the margin needs."""
+    if f.sensitivity is not None:
+        if claim.expect == "agree":
+            return f"deviations up to ±{claim.show(f.sensitivity, sign=False)}"
+        return f"true effects of {claim.show(f.sensitivity)} or beyond"
     if f.seeds_needed is None:
-        if f.verdict == "inconclusive" or f.borderline:
-            return "> 10,000" if "10,000" in f.note else "unknown"
+        if f.verdict == "inconclusive" or f.fragile:
+            return "> 10,000 seeds" if "10,000" in f.note else "unknown"
         return MISSING
     add = f.seeds_to_add
-    if f.verdict in ("supported", "contradicted") and not f.borderline and add:
-        # the figure is for an effect at the margin; this one was decided with fewer
-        return f"{f.seeds_needed} (decided with {f.seeds})"
-    return f"{f.seeds_needed}" + (f" (add {add})" if add else " (enough)")
+    return f"{f.seeds_needed} seeds" + (f" (add {add})" if add else " (enough)")
 
 
-def _subject_text(f: Finding) -> str:
-    """A subject in a summary line, with its borderline mark and power figure."""
+def _subject_text(f: Finding, claim: Claim) -> str:
+    """A subject in a summary line, with its replication odds and its sensitivity or the
+    seeds 80 % power at the margin needs."""
     marks = []
-    if f.borderline:
-        marks.append("borderline")
-    if f.seeds_needed is not None:
+    if f.replication is not None:
+        marks.append(f"replicates {_replication_cell(f)}")
+    if f.sensitivity is not None:
+        marks.append(f"sensitive to {_power_cell(f, claim)}")
+    elif f.seeds_needed is not None:
         marks.append(f"{f.seeds_needed} seeds for 80 % power at the margin")
     return f.subject + (f" ({'; '.join(marks)})" if marks else "")
 
@@ -629,22 +755,24 @@ def summary_lines(findings: Sequence[Finding]) -> list[str]:
                 parts.append("no verdict; described for " + ", ".join(f.subject for f in tested))
         elif len(tested) == 1:
             f = tested[0]
-            power = (
-                f"; {f.seeds_needed} seeds for 80 % power at the margin"
-                if f.seeds_needed is not None
-                else ""
-            )
+            odds = f"; replicates {_replication_cell(f)}" if f.replication is not None else ""
+            if f.sensitivity is not None:
+                power = f"; sensitive to {_power_cell(f, claim)}"
+            elif f.seeds_needed is not None:
+                power = f"; {f.seeds_needed} seeds for 80 % power at the margin"
+            else:
+                power = ""
             seeds = (
                 f"; {_per_seed_text(claim, f.per_seed_met)}" if f.per_seed_met is not None else ""
             )
             parts.append(
-                f"{f.verdict}{' (borderline)' if f.borderline else ''}; {claim.effect} "
+                f"{f.verdict}; {claim.effect} "
                 f"{_effect_text(f, claim)} {_interval_text(f, claim)} ({f.subject}, "
-                f"{_count(f.n, f.replicate)}{power}{seeds})"
+                f"{_count(f.n, f.replicate)}{odds}{power}{seeds})"
             )
         elif tested:
-            for decided in ("supported", "contradicted", "inconclusive"):
-                subjects = [_subject_text(f) for f in tested if f.verdict == decided]
+            for decided in DECIDED_ORDER:
+                subjects = [_subject_text(f, claim) for f in tested if f.verdict == decided]
                 if subjects:
                     parts.append(f"{decided} for {', '.join(subjects)}")
         by_reason: dict[str, list[str]] = {}
@@ -677,35 +805,26 @@ def _method_paragraph(findings: Sequence[Finding]) -> Paragraph:
         "The claims of the sources that apply to these runs, from the registry in "
         "docs/claims.md, computed from the results. Sources: "
         + "; ".join(f"{_SHORT_WORK[k]} = {WORKS[k]}" for k in ("paper", "rebuttal", "SSEM"))
-        + ". A verdict is supported when the whole interval lies beyond the minimum relevant "
-        "effect (the margin) in the expected direction, contradicted when it lies on the other "
-        "side of zero by at least the margin (for an agreement: within ± the margin, or "
-        "entirely beyond it), inconclusive otherwise, and not applicable outside the source's "
-        "scope or when the data fail the claim's precondition. "
+        + ". A verdict is supported when the whole interval lies beyond the size the source "
+        "claims (by default the minimum relevant effect, the margin) in the expected "
+        "direction, not borne out when it lies wholly short of that size (the data reject "
+        "it), contradicted when it lies on the other side of zero by at least the margin (for "
+        "an agreement: supported within ± the margin, contradicted entirely beyond it), "
+        "inconclusive otherwise, and not applicable outside the source's scope or when the data"
+        " fail the claim's precondition. "
         + (
             f"Multiplicity: the {family} findings with a verdict are one family; Holm's "
             "step-down at a family-wise 5 % sets each interval's level (printed with it). "
             if family > 1
             else "Each interval is at 95 %. "
         )
-        + "Borderline: moving the interval by up to the replicate prediction error t·√2·se (the"
-        " 95 % range of a new, independent replicate study's estimate) would change the "
-        "verdict. Inconclusive and borderline verdicts give the seeds that would give 80 % "
-        "power to detect the margin at the observed spread (noncentral t)"
-        + (
-            "; so do the decided ones with a spread over seeds (what a study of an effect at "
-            "the margin would need)."
-            if any(_decided_with_power(f) for f in findings)
-            else "."
-        )
-    )
-
-
-def _decided_with_power(f: Finding) -> bool:
-    return (
-        f.verdict in ("supported", "contradicted")
-        and not f.borderline
-        and (f.seeds_needed is not None)
+        + "Replicates: the probability that an independent replicate study of the same design "
+        "gets the same verdict (the t predictive distribution of its estimate, or a bootstrap "
+        f"over seeds where the per-seed effects are far from normal); fragile below "
+        f"{100 * FRAGILE:.0f} %. A decided verdict with a spread over seeds gives the design's "
+        "sensitivity: the smallest true effect its seeds call supported with 80 % power "
+        "(noncentral t; for an agreement, the largest deviation); undecided and fragile ones "
+        "give the seeds that would give 80 % power to detect the margin at the observed spread."
     )
 
 
@@ -747,8 +866,8 @@ def findings_blocks(findings: Sequence[Finding], figures: Sequence = ()) -> list
                 _interval_text(f, claim),
                 _count(f.n, f.replicate),
                 f.verdict or MISSING,
-                "yes" if f.borderline else "no",
-                _power_cell(f),
+                _replication_cell(f),
+                _power_cell(f, claim),
                 " ".join(p for p in (f.method + "." if f.method else "", f.note) if p),
             ]
             for f in mine
@@ -762,15 +881,16 @@ def findings_blocks(findings: Sequence[Finding], figures: Sequence = ()) -> list
                     "interval (level)",
                     "n",
                     "verdict",
-                    "borderline",
-                    "seeds for 80 % power",
+                    "replicates",
+                    "sensitivity, or seeds for 80 % power",
                     "how / why",
                 ],
                 rows=rows,
                 caption=(
                     f"{claim.statement} ({claim.source.full}). At its scope: {claim.at_scope}. "
-                    f"Effect: {claim.effect}; expected: {claim.expect}; minimum relevant "
-                    f"effect {claim.margin_text} ({claim.margin_why})."
+                    f"Effect: {claim.effect}; expected: {claim.expect}; "
+                    + (f"claimed size {claim.claimed_text}; " if claim.claimed_text else "")
+                    + f"minimum relevant effect {claim.margin_text} ({claim.margin_why})."
                 ),
             )
         )

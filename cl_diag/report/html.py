@@ -55,7 +55,7 @@ figcaption { font-size: .85rem; color: #444; margin-top: .35rem; }
 .note { border-left: 4px solid #d4a72c; background: #fff8e5; padding: .5rem .8rem; \
 margin: .8rem 0; }
 td.supported { background: #e6f4ea; } td.contradicted { background: #fce8e6; }
-td.inconclusive { background: #f1f3f4; }
+td.inconclusive { background: #f1f3f4; } td.not-borne-out { background: #fdf0dc; }
 td.long { white-space: normal; min-width: 14rem; max-width: 36rem; overflow-wrap: break-word; }
 .headline { display: flex; flex-wrap: wrap; gap: .4rem 1.5rem; align-items: flex-start; \
 border: 1px solid #d0d7de; border-radius: 6px; padding: .6rem .9rem; margin: .6rem 0 1rem; }
@@ -69,7 +69,7 @@ font-size: 1.15rem; border-bottom: 1px solid #d0d7de; padding-bottom: .2rem; }
 
 
 #: table cells holding a finding's verdict are tinted by it
-_VERDICTS = frozenset({"supported", "contradicted", "inconclusive"})
+_VERDICTS = frozenset({"supported", "not borne out", "contradicted", "inconclusive"})
 
 
 #: a text cell longer than this wraps in a column of its own minimum width: without it a long
@@ -121,7 +121,7 @@ def _td(cell: Cell) -> str:
     if _is_number(cell):
         return f'<td class="num">{escape(cell)}</td>'
     if cell in _VERDICTS:
-        return f'<td class="{cell}">{escape(cell)}</td>'
+        return f'<td class="{cell.replace(" ", "-")}">{escape(cell)}</td>'
     if len(cell) > _LONG:
         return f'<td class="long">{escape(cell)}</td>'
     return f"<td>{escape(cell)}</td>"

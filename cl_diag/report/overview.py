@@ -52,7 +52,7 @@ __all__ = [
 APPENDIX = "Appendix: probe internals and fit diagnostics"
 
 #: what to count, in the order a headline names them: the predictions' verdicts
-_VERDICTS = ("supported", "contradicted", "inconclusive", NOT_APPLICABLE)
+_VERDICTS = ("supported", "not borne out", "contradicted", "inconclusive", NOT_APPLICABLE)
 
 
 def _pair_metric(kind: PairType, statistic: str, title: str) -> Metric:

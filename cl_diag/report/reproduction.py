@@ -29,15 +29,19 @@ Each quantity gets one of three statuses:
   gave both findings (:func:`finding_error`; on the claim's analysis scale, a log for a ratio
   or a factor), Welch's degrees of freedom.
 
-A reproduction compares hundreds of numbers, and 5 % of them fall outside their 95 % interval
-by chance; so a number *differs* only when its p-value survives Holm's correction over every
-number compared (family-wise 5 %). How many fall outside their unadjusted 95 % interval is
-reported beside (about 5 % for a faithful re-run). A finding also differs when its verdict
-changed and neither the original nor the re-run verdict is borderline: the evaluator's flag
-(:mod:`cl_diag.report.findings`), which moves the finding's Holm-adjusted interval by its
-replicate prediction error t·√2·se (:func:`cl_diag.measurement.stats.borderline`). A change
-to or from *not applicable*, or of a consistency check (*holds* / *violated*), is never
-borderline: it differs.
+A re-run that promises the original's bytes -- it has the original's exact weights, or both
+stages ran under equal environment fingerprints -- has no noise: every number of it that is
+not exact *differs*, and so does every finding of a reproduction whose runs all promise
+bytes. Elsewhere, a reproduction compares hundreds of numbers, and 5 % of them fall outside
+their 95 % interval by chance; so a number *differs* only when its p-value survives Holm's
+correction over every number compared (family-wise 5 %). How many fall outside their
+unadjusted 95 % interval is reported beside (about 5 % for a faithful re-run). A finding
+also differs when its verdict changed, unless the verdict was *fragile* on both sides (the
+evaluator's replication probability, :mod:`cl_diag.report.findings`, below
+:data:`cl_diag.measurement.stats.FRAGILE` in the original and in the re-run: a verdict that
+an independent replicate study repeats less often than that can change without anything
+being wrong). A change to or from *not applicable*, or of a consistency check (*holds* /
+*violated*), is never fragile: it differs.
 """
 
 from __future__ import annotations
@@ -84,6 +88,7 @@ from cl_diag.vocabulary import PairType
 __all__ = [
     "DIFFERS",
     "EXACT",
+    "FINDING_COLUMNS",
     "REPRODUCTION_SCHEMA",
     "STATUSES",
     "WITHIN",
@@ -100,7 +105,7 @@ __all__ = [
 EXACT, WITHIN, DIFFERS = "exact", "within noise", "differs"
 STATUSES = (EXACT, WITHIN, DIFFERS)
 #: reproduction.json's schema
-REPRODUCTION_SCHEMA = "cl-diag/reproduction/1"
+REPRODUCTION_SCHEMA = "cl-diag/reproduction/2"
 #: family-wise level of the Holm correction that decides "differs" (two-sided p-values)
 FAMILY_ALPHA = 1 - CONFIDENCE
 
@@ -111,7 +116,7 @@ class Check:
     run), "seed mean" (a seed group's mean) or "finding" (a finding's effect); ``subject`` the
     run, group or finding it belongs to; ``basis`` how ``se`` was made. ``verdicts``,
     ``borderline`` and ``p_adjusted`` (the findings' Holm-adjusted p-values) as (original,
-    re-run) for a finding."""
+    re-run) for a finding; ``fragile`` the findings' fragile flags (original, re-run)."""
 
     kind: str
     subject: str
@@ -126,7 +131,7 @@ class Check:
     basis: str = ""
     note: str = ""
     verdicts: tuple[str | None, str | None] | None = None
-    borderline: tuple[bool, bool] | None = None
+    fragile: tuple[bool, bool] | None = None
     p_adjusted: tuple[float | None, float | None] | None = None
 
     @property
@@ -506,7 +511,7 @@ def _finding_checks(original: list[Finding], reproduced: list[Finding]) -> list[
                 Check("finding", old.subject, title, old.effect, None, DIFFERS, note="not found")
             )
             continue
-        flags = (old.borderline, new.borderline)
+        flags = (old.fragile, new.fragile)
         verdicts = (old.verdict, new.verdict)
         error_old, error_new = finding_error(old), finding_error(new)
         check = Check(
@@ -517,7 +522,7 @@ def _finding_checks(original: list[Finding], reproduced: list[Finding]) -> list[
             new.effect,
             EXACT,
             verdicts=verdicts,
-            borderline=flags,
+            fragile=flags,
             p_adjusted=(old.p_adjusted, new.p_adjusted),
         )
         if _same(old.effect, new.effect) and old.interval == new.interval:
@@ -548,9 +553,11 @@ def _finding_checks(original: list[Finding], reproduced: list[Finding]) -> list[
                 ),
             )
         if verdicts[0] != verdicts[1]:
-            explained = any(flags)
+            explained = all(flags)
             note = f"verdict {verdicts[0]} → {verdicts[1]}: " + (
-                "borderline, a re-run can change it" if explained else "not borderline"
+                "fragile on both sides, a re-run can change it"
+                if explained
+                else "a changed verdict (not fragile on both sides)"
             )
             check = replace(
                 check,
@@ -585,6 +592,12 @@ def _correct(checks: list[Check]) -> list[Check]:
         if level.rejected:
             out[i] = replace(out[i], status=DIFFERS)
     return out
+
+
+def _no_noise(check: Check) -> Check:
+    """A check of a re-run that promises the original's bytes: any difference differs."""
+    why = "not exact where equal weights or fingerprints promise the same bytes"
+    return replace(check, status=DIFFERS, note=f"{check.note}; {why}" if check.note else why)
 
 
 def _same_environment(old: Result, new: Result) -> bool:
@@ -648,28 +661,43 @@ def check_reproduction(
             "are compared, against the other seeds' spread in the original; the seed means and "
             "the findings need every run and are not compared."
         )
-    checks = _correct(checks)
-    weights = sum(
-        1
+    exact_weights = [
+        i
         for i in rerun
         if results[i].source.weights_sha256 is not None
         and results[i].source.weights_sha256 == (reproduced[i] or results[i]).source.weights_sha256
-    )
+    ]
     same_environment = [
         i
         for i in rerun
         if (new := reproduced[i]) is not None and _same_environment(results[i], new)
     ]
-    if same_environment:
-        broken = {c.subject for c in checks if c.kind == "run" and c.status != EXACT} & {
-            labels[i] for i in same_environment
-        }
-        if broken:
-            notes.append(
-                "Equal fingerprints promise equal bytes, yet these runs differ: "
-                + ", ".join(sorted(broken))
-                + ". Something the fingerprint does not record changed; please report it."
-            )
+    promised = {labels[i] for i in {*exact_weights, *same_environment}}
+    groups_promised = {
+        g.label for g in groups_found if all(labels[j] in promised for j in g.members)
+    }
+    every_run_promised = len(complete) == len(results) and len(promised) == len(results)
+    checks = [
+        _no_noise(c)
+        if c.status != EXACT
+        and (
+            (c.kind == "run" and c.subject in promised)
+            or (c.kind == "seed mean" and c.subject in groups_promised)
+            or (c.kind == "finding" and every_run_promised)
+        )
+        else c
+        for c in _correct(checks)
+    ]
+    broken = {c.subject for c in checks if c.kind == "run" and c.status != EXACT} & promised
+    if broken:
+        notes.append(
+            "The original's exact weights or equal fingerprints promise equal bytes, yet these "
+            "runs differ: "
+            + ", ".join(sorted(broken))
+            + ". Every difference of theirs differs (no noise is possible); if the files were not "
+            "edited, something the fingerprint does not record changed: please report it."
+        )
+    weights = len(exact_weights)
     return Reproduction(
         original=original_name,
         reproduction=reproduction_name,
@@ -727,11 +755,9 @@ def finding_rows(rep: Reproduction) -> list[list[str]]:
         )
         flags = (
             ""
-            if c.borderline is None
+            if c.fragile is None
             else ", ".join(
-                side
-                for side, flag in zip(("original", "re-run"), c.borderline, strict=True)
-                if flag
+                side for side, flag in zip(("original", "re-run"), c.fragile, strict=True) if flag
             )
         )
         holm = MISSING if c.p_adjusted is None else " → ".join(map(_p, c.p_adjusted))
@@ -788,10 +814,23 @@ _METHOD = (
     "degrees of freedom; a seed group's mean, √(s1²/k1 + s2²/k2) with Welch's degrees of "
     "freedom; a run without replicates, the sampling error of its analysed images; a finding's "
     "effect, the standard errors the claims evaluator gave both findings, Welch's degrees of "
-    "freedom. A finding whose verdict changed is explained when either verdict is borderline: "
-    "moving its Holm-adjusted interval within the replicate prediction error (±t·√2·se) changes "
-    "the verdict (the flag the findings print). A change to or from not applicable, or of a "
-    "consistency check, always differs."
+    "freedom. A re-run with the original's exact weights or equal fingerprints promises the "
+    "same bytes: any difference of its numbers differs. A finding whose verdict changed is "
+    "explained only when the verdict was fragile on both sides (an independent replicate "
+    "study repeats it with a probability below the findings' fragile level). A change to or "
+    "from not applicable, or of a consistency check, always differs."
+)
+
+#: the columns of the findings table, in the document and on the terminal (one header a cell)
+FINDING_COLUMNS = (
+    "finding",
+    "original effect",
+    "re-run effect",
+    "tolerance (95 %)",
+    "verdict",
+    "Holm-adjusted p",
+    "fragile",
+    "status",
 )
 
 
@@ -808,16 +847,7 @@ def reproduction_document(rep: Reproduction) -> Document:
         blocks += [
             Heading(2, "Findings"),
             Table(
-                columns=[
-                    "finding",
-                    "original effect",
-                    "re-run effect",
-                    "tolerance (95 %)",
-                    "verdict",
-                    "Holm-adjusted p",
-                    "borderline",
-                    "status",
-                ],
+                columns=list(FINDING_COLUMNS),
                 rows=findings,
                 caption="Each finding of the original against the re-run's.",
             ),
@@ -907,7 +937,7 @@ def reproduction_record(rep: Reproduction) -> dict[str, Any]:
             "basis": c.basis,
             "note": c.note,
             "verdicts": None if c.verdicts is None else list(c.verdicts),
-            "borderline": None if c.borderline is None else list(c.borderline),
+            "fragile": None if c.fragile is None else list(c.fragile),
             "p_adjusted": None if c.p_adjusted is None else list(c.p_adjusted),
         }
 
