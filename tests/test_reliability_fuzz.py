@@ -418,3 +418,35 @@ def test_hostile_grid_values_stay_under_out(run_cli, scratch, key, value):
     )
     contract(result, jail, out, set())
     assert [p.name for p in folder.iterdir()] == ["jail"]
+
+
+# the corruptions hypothesis found in a clean clone (issue 35), kept as explicit cases: each
+# resumed optimiser state used to pass the load and fail inside the first step, after the run
+# folder was written
+OPTIMIZER_CORRUPTIONS = [
+    (("optimizer", "param_groups", 0, "momentum"), math.nan),
+    (("optimizer", "param_groups", 0, "momentum"), None),
+    (("optimizer", "param_groups", 0, "momentum"), "<delete>"),
+    (("optimizer", "param_groups", 0, "lr"), -0.5),
+    (("optimizer", "param_groups", 0, "nesterov"), 2),
+]
+
+
+@pytest.mark.parametrize(("where", "value"), OPTIMIZER_CORRUPTIONS)
+def test_a_resumed_optimizer_state_is_checked_before_the_first_step(
+    run_cli, scratch, toy_last, toy_checkpoint, where, value
+):
+    import copy
+
+    checkpoint = copy.deepcopy(toy_checkpoint)
+    _apply(checkpoint, where, value)
+    folder = scratch()
+    run = folder / "run"
+    run.mkdir()
+    bad = run / "last.pt"
+    torch.save(checkpoint, bad)
+    before = snapshot(run)
+    result = run_cli("train", "--resume", bad, "--quiet")
+    assert result.code == 2, result.out + result.err
+    assert "optimizer state does not fit" in result.err and where[-1] in result.err
+    contract(result, folder, run, {"out"}, before)

@@ -460,21 +460,76 @@ def _restoring(what: str, config: LoopConfig) -> Iterator[None]:
         ) from None
 
 
-def _check_optimizer_state(optimizer: torch.optim.Optimizer) -> None:
-    """ValueError unless every per-parameter buffer the optimiser restored (SGD's momentum,
-    Adam's moments) has its parameter's shape: ``load_state_dict`` does not check, and a
-    mismatch would fail only at the first step, inside the update."""
-    for group in optimizer.param_groups:
+def _hyperparameters(optimizer: torch.optim.Optimizer) -> list[dict[str, Any]]:
+    """Each parameter group's settings but its parameters: what a restored state is checked
+    against (:func:`_check_optimizer_state`)."""
+    return [{k: v for k, v in g.items() if k != "params"} for g in optimizer.param_groups]
+
+
+def _fits(reference: object, value: object) -> bool:
+    """Whether a restored group setting has the kind of the optimiser's own: a flag stays a
+    flag, a number a finite non-negative number (every rate, momentum, decay and epsilon of
+    SGD and AdamW is one), a pair a pair of such numbers; an unset (None) option may be a flag."""
+    if isinstance(reference, bool):
+        return isinstance(value, bool)
+    if isinstance(reference, (int, float)):
+        return (
+            isinstance(value, (int, float))
+            and not isinstance(value, bool)
+            and math.isfinite(value)
+            and value >= 0
+        )
+    if isinstance(reference, (tuple, list)):
+        return (
+            isinstance(value, (tuple, list))
+            and len(value) == len(reference)
+            and all(_fits(r, v) for r, v in zip(reference, value, strict=True))
+        )
+    if reference is None:
+        return value is None or isinstance(value, bool)
+    return type(value) is type(reference)
+
+
+def _check_optimizer_state(
+    optimizer: torch.optim.Optimizer, reference: list[dict[str, Any]]
+) -> None:
+    """ValueError unless the restored state fits the optimiser that will run it:
+    ``load_state_dict`` checks neither the groups' settings (a missing momentum, a NaN or None
+    rate) nor the buffers, and each would fail only at the first step, inside the update, after
+    the run folder was written. ``reference`` is the optimiser's own settings before the load
+    (:func:`_hyperparameters`): every one must be restored with its kind; every per-parameter
+    buffer (SGD's momentum, Adam's moments) must be a finite tensor of its parameter's shape
+    (``step`` a finite, non-negative count)."""
+    if len(optimizer.param_groups) != len(reference):
+        raise ValueError(
+            f"it has {len(optimizer.param_groups)} parameter groups, not {len(reference)}"
+        )
+    for i, (group, own) in enumerate(zip(optimizer.param_groups, reference, strict=True)):
+        for key, expected in own.items():
+            if key not in group:
+                raise ValueError(f"its parameter group {i} lacks {key!r}")
+            if not _fits(expected, group[key]):
+                raise ValueError(
+                    f"its parameter group {i} has {key} = {str(group[key])[:40]!r}, not a value "
+                    f"of the kind {expected!r} is"
+                )
         for param in group["params"]:
             for name, value in optimizer.state.get(param, {}).items():
-                if (
-                    isinstance(value, torch.Tensor)
-                    and value.dim() > 0
-                    and value.shape != param.shape
-                ):
+                if value is None:
+                    continue
+                if not isinstance(value, torch.Tensor):
+                    if name == "step" and _fits(0.0, value):
+                        continue
+                    raise ValueError(f"its {name} is not a tensor")
+                if value.is_floating_point() and not bool(torch.isfinite(value).all()):
+                    raise ValueError(f"its {name} holds values that are not finite")
+                if name == "step":
+                    if value.numel() != 1 or float(value) < 0:
+                        raise ValueError("its step is not one non-negative count")
+                elif value.shape != param.shape or not value.is_floating_point():
                     raise ValueError(
                         f"its {name} for a parameter of shape {tuple(param.shape)} has shape "
-                        f"{tuple(value.shape)}"
+                        f"{tuple(value.shape)} and type {value.dtype}"
                     )
 
 
@@ -559,8 +614,9 @@ def _build(
     # them so that an extension that does draw stays reproducible across a resume.
     if resume is not None:
         with _restoring("optimizer state", config):
+            own = _hyperparameters(optimizer)
             optimizer.load_state_dict(resume["optimizer"])
-            _check_optimizer_state(optimizer)
+            _check_optimizer_state(optimizer, own)
         with _restoring("AMP scaler state", config):
             if resume.get("scaler"):
                 scaler.load_state_dict(resume["scaler"])
