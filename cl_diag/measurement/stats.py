@@ -24,24 +24,27 @@ The verdict of a claim (issue 21) is made from an effect e (the claim's measured
 its analysis scale), its standard error se with df degrees of freedom, and the claim's
 minimum relevant effect (its *margin*) m > 0:
 
-- :func:`verdict`: superiority with a margin. For an expected increase, *supported* when the
-  whole interval lies at or beyond +m, *contradicted* when it lies at or beyond -m (on the
-  other side of zero by at least the margin), else *inconclusive*; a decrease mirrors it.
-  For an expected agreement (e = measured - predicted), *supported* when the whole interval
-  lies within [-m, m] (an equivalence test), *contradicted* when it lies entirely beyond
-  +m or -m.
-- :func:`margin_p_values`: the one-sided p-values of the two tests that decide those
-  verdicts (the interval at confidence 1 - 2a clears a bound exactly when its p <= a), for
-  Holm's step-down over the findings of one report (:func:`holm_levels`).
-- :func:`borderline`: whether moving the interval by up to the *replicate prediction error*
-  w = t_{0.975, df} sqrt(2) se (:func:`replicate_error`; the 95 % range of the estimate of a
-  new, independent replicate study of the same design about this one, whose standard error
-  is also se) would change the verdict, i.e. whether an interval end lies within w of a
-  verdict boundary.
+- :func:`verdict`: superiority with a margin. For an expected increase with claimed size c
+  (the source's own number, else m), *supported* when the whole interval lies at or beyond c,
+  *not borne out* when it lies wholly below c (the data reject the claimed size),
+  *contradicted* when it lies at or beyond -m (on the other side of zero by at least the
+  margin), else *inconclusive*; a decrease mirrors it. For an expected agreement
+  (e = measured - predicted), *supported* when the whole interval lies within [-m, m] (an
+  equivalence test), *contradicted* when it lies entirely beyond +m or -m, else inconclusive.
+- :func:`margin_p_values`: the one-sided p-values of the tests that decide those verdicts
+  (the interval at confidence 1 - 2a clears a bound exactly when its p <= a), for Holm's
+  step-down over the findings of one report (:func:`holm_levels`).
+- :func:`replication`: the probability that an independent replicate study of the same
+  design gets the same verdict (its estimate differs by sqrt(2) se T_df); where per-seed
+  effects are far from normal (:func:`far_from_normal`), :func:`replication_bootstrap`;
+  *fragile* below :data:`FRAGILE`. :func:`borderline`: whether a shift within the replicate
+  prediction error w = t_{0.975, df} sqrt(2) se (:func:`replicate_error`) would change the
+  verdict (the main job's design tool sizes designs by it).
 - :func:`power`, :func:`seeds_needed`: the power of the design to detect the margin (the
-  one-sided test of "no effect" at the finding's level when the true effect is m; the same
-  noncentral t gives the power to call a true effect of 2m *supported*), from scipy's
-  noncentral t, and the smallest number of seeds that reaches 80 %.
+  one-sided test of "no effect" at the finding's level when the true effect is m), from
+  scipy's noncentral t, and the smallest number of seeds that reaches 80 %;
+  :func:`sensitivity` (:func:`equivalence_sensitivity` for an agreement): the smallest true
+  effect a design calls supported with 80 % power.
 
 Whether two estimates of one quantity agree (an original and its reproduction, ``cl-diag
 reproduce``):
@@ -684,6 +687,20 @@ def far_from_normal(values: Sequence[float]) -> bool:
     return float(stats.shapiro(x).pvalue) < NORMALITY
 
 
+def _unit_se(design: str, n: int, sd: float, levels: Sequence[float]) -> tuple[float, float]:
+    """(standard error of the estimate, its df) of a design with n seeds at replicate spread
+    sd (the designs of :func:`power`)."""
+    if design == "one_sample":
+        return sd / math.sqrt(n), n - 1
+    if design == "two_sample":
+        return sd * math.sqrt(2.0 / n), 2 * n - 2
+    if design == "slope":
+        xs = np.asarray(levels, dtype=np.float64)
+        sxx = float(((xs - xs.mean()) ** 2).sum())
+        return sd / math.sqrt(n * sxx), n * xs.size - 2
+    raise ValueError(f"unknown design {design!r}")
+
+
 def power(
     design: str,
     n: int,
@@ -708,16 +725,8 @@ def power(
     effect of 2m *supported* (interval beyond m). With ``agree`` (an agreement claim whose
     true deviation is 0), 2 power - 1, floored at 0: a lower bound on the power of the two
     one-sided tests together."""
-    if design == "one_sample":
-        df, ncp = n - 1, margin * math.sqrt(n) / sd
-    elif design == "two_sample":
-        df, ncp = 2 * n - 2, margin / (sd * math.sqrt(2.0 / n))
-    elif design == "slope":
-        xs = np.asarray(levels, dtype=np.float64)
-        sxx = float(((xs - xs.mean()) ** 2).sum())
-        df, ncp = n * xs.size - 2, margin * math.sqrt(n * sxx) / sd
-    else:
-        raise ValueError(f"unknown design {design!r}")
+    se, df = _unit_se(design, n, sd, levels)
+    ncp = margin / se
     if df < 1:
         return 0.0
     critical = float(stats.t.ppf(1 - alpha, df))
@@ -763,20 +772,6 @@ def seeds_needed(
         else:
             lo = mid
     return hi
-
-
-def _unit_se(design: str, n: int, sd: float, levels: Sequence[float]) -> tuple[float, float]:
-    """(standard error of the estimate, its df) of a design with n seeds at replicate spread
-    sd: see :func:`power`."""
-    if design == "one_sample":
-        return sd / math.sqrt(n), n - 1
-    if design == "two_sample":
-        return sd * math.sqrt(2.0 / n), 2 * n - 2
-    if design == "slope":
-        xs = np.asarray(levels, dtype=np.float64)
-        sxx = float(((xs - xs.mean()) ** 2).sum())
-        return sd / math.sqrt(n * sxx), n * xs.size - 2
-    raise ValueError(f"unknown design {design!r}")
 
 
 def sensitivity(

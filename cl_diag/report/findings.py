@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from cl_diag.measurement.stats import (
     CONFIDENCE,
@@ -390,30 +390,30 @@ def _undecided(d: _Draft, figures: Mapping[str, str]) -> Finding:
 
 
 def _replication(
-    claim: Claim, est: Estimate, interval: tuple[float, float], decided: str, confidence: float
+    expect: str,
+    margin: float,
+    claimed: float | None,
+    est: Estimate,
+    interval: tuple[float, float],
+    decided: str,
+    confidence: float,
 ) -> tuple[float | None, str]:
     """The probability that an independent replicate study gets ``decided`` again, and how it
     was computed: a bootstrap over seeds where the per-seed effects are far from normal (a t
     interval over seeds, so one value a seed), else the t predictive distribution."""
-    assert claim.expect is not None and est.se is not None
-    margin, claimed = claim.margin, claim.claimed
+    assert est.se is not None
     if est.per_seed and est.power_design == "one_sample" and far_from_normal(est.per_seed):
         odds = replication_bootstrap(
             est.per_seed,
             decided,
-            expect=claim.expect,
-            minimum=margin or 0.0,
+            expect=expect,
+            minimum=margin,
             confidence=confidence,
             claimed=claimed,
         )
         return odds, "bootstrap over seeds (per-seed effects far from normal, Shapiro-Wilk)"
     predicted = replication(
-        interval,
-        expect=claim.expect,
-        minimum=margin or 0.0,
-        se=est.se,
-        df=est.df,
-        claimed=claimed,
+        interval, expect=expect, minimum=margin, se=est.se, df=est.df, claimed=claimed
     )
     return predicted, "t predictive distribution"
 
@@ -428,8 +428,7 @@ def _decided(d: _Draft, level: HolmLevel, family: int, figures: Mapping[str, str
     interval = _interval(est, confidence)
     decided = verdict(est.effect, interval, expect=claim.expect, minimum=margin, claimed=claimed)
     reach = replicate_error(est.se, est.df)
-    unit_claim = replace(claim, margin=margin, claimed=claimed)
-    odds, how = _replication(unit_claim, est, interval, decided, confidence)
+    odds, how = _replication(claim.expect, margin, claimed, est, interval, decided, confidence)
     fragile = odds is not None and odds < FRAGILE
     p = _deciding_p(d)
     needed: int | None = None
