@@ -430,10 +430,13 @@ OPTIMIZER_CORRUPTIONS = [
     (("optimizer", "param_groups", 0, "lr"), -0.5),
     (("optimizer", "param_groups", 0, "nesterov"), 2),
 ]
+#: found by an exploring run (--hypothesis-seed=11, derandomize off): a negative word in
+#: Python's random state overflowed inside random.setstate
+RNG_CORRUPTIONS = [(("rng", "python", "state", 0), -1)]
 
 
-@pytest.mark.parametrize(("where", "value"), OPTIMIZER_CORRUPTIONS)
-def test_a_resumed_optimizer_state_is_checked_before_the_first_step(
+@pytest.mark.parametrize(("where", "value"), OPTIMIZER_CORRUPTIONS + RNG_CORRUPTIONS)
+def test_a_resumed_state_is_checked_before_the_first_step(
     run_cli, scratch, toy_last, toy_checkpoint, where, value
 ):
     import copy
@@ -448,5 +451,8 @@ def test_a_resumed_optimizer_state_is_checked_before_the_first_step(
     before = snapshot(run)
     result = run_cli("train", "--resume", bad, "--quiet")
     assert result.code == 2, result.out + result.err
-    assert "optimizer state does not fit" in result.err and where[-1] in result.err
+    part = "random generator states" if where[0] == "rng" else "optimizer state"
+    assert f"{part} does not fit" in result.err
+    if where[0] == "optimizer":
+        assert where[-1] in result.err
     contract(result, folder, run, {"out"}, before)

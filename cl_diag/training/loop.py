@@ -451,7 +451,8 @@ def _restoring(what: str, config: LoopConfig) -> Iterator[None]:
     (a crafted or damaged file): a UserError naming the part, not torch's traceback."""
     try:
         yield
-    except (ValueError, KeyError, TypeError, IndexError, RuntimeError) as exc:
+    # OverflowError: a crafted count, e.g. a negative word of Python's random state
+    except (ValueError, KeyError, TypeError, IndexError, OverflowError, RuntimeError) as exc:
         text = str(exc).strip().splitlines()
         raise UserError(
             f"--resume {config.resume}: its {what} does not fit the run it describes "
