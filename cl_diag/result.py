@@ -766,6 +766,23 @@ class ImageSize(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class TrainingLoss(Record):
+    """The training loss over its last two windows of at least a tenth of the steps each, from
+    a cl-diag checkpoint's metrics rows (cl_diag.measurement.convergence.loss_trend): whether
+    the run reached a plateau, and the final loss a claim about an optimum compares with the
+    optimum loss. ``contrastive`` is the loss term without VRN's (equal without VRN)."""
+
+    steps: int = key("the run's optimiser steps")
+    final: float = key("mean loss over the last window of steps")
+    final_steps: int = key("the steps in the last window")
+    before: float = key("mean loss over the window before it")
+    before_steps: int = key("the steps in that window")
+    change: float = key("relative change per tenth of the steps (positive: still falling)")
+    change_se: float = key("its standard error, from the spread of the rows in each window")
+    contrastive: float | None = optional("the final mean of the contrastive term alone")
+
+
+@dataclass(frozen=True, kw_only=True)
 class Source(Record):
     """What was analysed: ``kind`` "embeddings" (a file, with its ``sha256``), "arrays"
     (given to :func:`cl_diag.measure`: no path, the arrays' ``sha256``), "module" (given to
@@ -794,6 +811,9 @@ class Source(Record):
     image_size: ImageSize | None = optional("the side of the images encoded, and why")
     environment: Environment | None = optional(
         "the fingerprint of the environment that trained the checkpoint (its last.pt's record)"
+    )
+    loss: TrainingLoss | None = optional(
+        "the training loss's last windows (cl-diag checkpoints): plateau and final loss"
     )
     #: the keys as they were given, in order: the readers record null values and key order
     #: (which differs between checkpoint formats) and both are written back as given

@@ -525,3 +525,15 @@ def test_hinge_fit_rejects_too_few_levels_and_a_falling_curve_fits_flat():
     x = [0.0, 0.25, 0.5, 0.75, 1.0]
     fit = hinge_fit(x, [1.0, 0.75, 0.5, 0.25, 0.0])
     assert fit.slope == 0.0 and fit.rss == pytest.approx(fit.rss_flat)
+
+
+def test_spread_exceeds_is_the_one_sided_f_test():
+    from scipy import stats as sp
+
+    from cl_diag.measurement.stats import spread_exceeds
+
+    # F = 4 with (2, 20) df: sf 0.0346 < 0.05; F = 3: sf 0.0724
+    assert sp.f.sf(4.0, 2, 20) < 0.05 < sp.f.sf(3.0, 2, 20)
+    assert spread_exceeds(4.0, 2, 1.0, 20) and not spread_exceeds(3.0, 2, 1.0, 20)
+    assert not spread_exceeds(0.5, 10, 1.0, 10)  # smaller: never exceeds
+    assert spread_exceeds(1e-9, 2, 0.0, 5) and not spread_exceeds(0.0, 2, 0.0, 5)

@@ -28,6 +28,7 @@ import torch
 from cl_diag.measurement.theory import collapse_threshold, ssem_optimum, view_split_threshold
 from cl_diag.orchestration.analyze import AnalyzeConfig, analyze
 from cl_diag.orchestration.train import TrainConfig, train
+from cl_diag.report.document import fmt
 
 SETTINGS = [(3, 4, 0.5), (4, 3, 1.0)]  # (m classes, n instances per class, tau)
 OFFSET = 0.1
@@ -117,7 +118,13 @@ def test_within_class_variance_follows_the_collapse_threshold(runs, m, n, tau):
 def test_report_shows_the_ssem_beside_the_measured_values(runs):
     _, result, folder = runs[SETTINGS[0]]
     report = (folder / "analysis" / "report.md").read_text()
-    assert "predicted (SSEM)" in report and "collapse threshold α_c" in report
+    assert "predicted (SSEM, variant B)" in report and "collapse threshold α_c" in report
+    # issue 32.5: the other variant's values beside the loss's, named (A keeps the self pair)
+    ssem = result["theory"]["ssem"]
+    other = ssem_optimum(ssem["alpha"], ssem["tau"], ssem["m"], ssem["n"], 2, variant="A")
+    assert f"| collapse threshold α_c | {fmt(result['theory']['ssem']['alpha_c'])} | " in report
+    assert f" | {fmt(other.alpha_c)} | α = " in report
+    assert "Under variant A (self kept) alpha_c would be " in result["theory"]["statement"]
     assert "Class collapse of 'embedding'" in report
     assert result["theory"]["statement"].startswith("Thms 5.1-5.5 do not apply")
     assert "alpha_c = " in result["theory"]["statement"]

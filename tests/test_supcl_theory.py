@@ -369,3 +369,22 @@ def test_report_notes_a_run_outside_the_region_also_from_an_older_result():
         isinstance(b, Note)
         for b in ssem_blocks(None, inside, None)  # type: ignore[arg-type]
     )
+
+
+def test_the_other_variant_is_computed_beside_the_recorded_one():
+    # issue 32.5: at the reference study's (m, n, p, tau) = (10, 10, 2, 0.3) alpha_c is 0.2508
+    # under variant B (the supcl loss) and 0.2815 under variant A (self kept)
+    from cl_diag.measurement.theory import ssem_other_variant
+    from cl_diag.result import Ssem
+
+    block = Ssem.from_dict({"alpha": 0.3, "tau": 0.3, "m": 10, "n": 10, "p": 2, "variant": "B"})
+    name, other = ssem_other_variant(block)
+    assert name == "A" and other.alpha_c == pytest.approx(0.2815, abs=5e-5)
+    assert collapse_threshold(0.3, 10, 10) == pytest.approx(0.2508, abs=5e-5)
+    # k_self = p under A: the closed form with k = 2
+    rho = math.exp(-10 / (9 * 0.3))
+    assert other.alpha_c == pytest.approx(1 - 9 * 2 * (1 - rho) / (2 + 18 + 9 * 10 * 2 * rho))
+    assert other.regime == "interior" and 0 < other.within_class_variance < 0.0598
+    back = ssem_other_variant(Ssem.from_dict({**block.to_dict(), "variant": "A"}))
+    assert back is not None and back[0] == "B"
+    assert ssem_other_variant(Ssem.from_dict({"alpha": 0.3})) is None

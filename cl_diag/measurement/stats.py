@@ -346,6 +346,18 @@ def interval_at(
     return effect - half, effect + half
 
 
+def share_interval(k: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """The Clopper-Pearson interval of a share k/n at ``confidence`` (two-sided, exact: the
+    beta quantiles B(a/2; k, n-k+1) and B(1-a/2; k+1, n-k), 0 and 1 at the ends), the
+    interval :meth:`scipy.stats.binomtest(k, n).proportion_ci` gives."""
+    if not (0 <= k <= n and n >= 1):
+        raise ValueError(f"need 0 <= k <= n and n >= 1, got k={k!r}, n={n!r}")
+    a = 1.0 - confidence
+    lo = 0.0 if k == 0 else float(stats.beta.ppf(a / 2, k, n - k + 1))
+    hi = 1.0 if k == n else float(stats.beta.ppf(1 - a / 2, k + 1, n - k))
+    return lo, hi
+
+
 def welch_se_df(
     y: Sequence[float] | np.ndarray, x: Sequence[float] | np.ndarray
 ) -> tuple[float, float]:
@@ -870,6 +882,17 @@ def agreement(
         return Agreement(difference, 0.0, df, 0.0, p)
     p = 2 * _sf(abs(difference) / se, df)
     return Agreement(difference, float(se), float(df), t_quantile(df, confidence) * se, p)
+
+
+def spread_exceeds(
+    variance: float, df: float, reference: float, reference_df: float, level: float = 0.05
+) -> bool:
+    """Whether a sample variance is larger than a reference variance beyond chance: the
+    one-sided F test of variance / reference at ``level`` (True when the reference is 0 and
+    the variance is not). Used to pool a spread over groups unless one group is noisier."""
+    if reference <= 0:
+        return variance > 0
+    return bool(stats.f.sf(variance / reference, df, reference_df) < level)
 
 
 # ---- a threshold: the two-segment (hinge) fit ------------------------------------------------

@@ -63,6 +63,7 @@ from cl_diag.runconfig import RunConfig
 from cl_diag.vocabulary import PairType
 
 __all__ = [
+    "SSEM_VARIANT_TEXT",
     "FreeOptimum",
     "SSEMOptimum",
     "SigmoidOptimum",
@@ -75,6 +76,7 @@ __all__ = [
     "sigmoid_eq10",
     "sigmoid_eq10_lhs",
     "sigmoid_optimum",
+    "sigmoid_optimum_loss",
     "split_ssem_embedding",
     "split_ssem_loss",
     "split_ssem_optimum",
@@ -83,6 +85,7 @@ __all__ = [
     "ssem_embedding",
     "ssem_loss",
     "ssem_optimum",
+    "ssem_other_variant",
     "ssem_panel",
     "ssem_similarities",
     "supcl_balanced_loss",
@@ -240,6 +243,18 @@ def sigmoid_optimum(t: float, b: float, n: int) -> SigmoidOptimum:
 
         x, regime = brentq(slope, 0.0, 1.0, xtol=1e-14, rtol=1e-14), "interior"
     return SigmoidOptimum(regime, x, 2 * x - 1, x * k - 1)
+
+
+def sigmoid_optimum_loss(t: float, b: float, n: int) -> float:
+    """The full-batch cross-view sigmoid loss (Eq. 9, ``within_view=False``) at its optimum
+    over N = n pairs, d >= N: l(x*) of :func:`sigmoid_optimum`,
+
+        l(x*) = softplus(b - t s_pos) + (N - 1) softplus(t s_neg - b),
+
+    the loss a converged run on the full batch reaches (each anchor's row is the same)."""
+    opt = sigmoid_optimum(t, b, n)
+    t, b = float(t), float(b)
+    return _softplus(b - t * opt.s_pos) + (n - 1) * _softplus(t * opt.s_neg - b)
 
 
 def additive_optimum_x(
@@ -454,6 +469,26 @@ def view_split_threshold(tau: float, m: int, n: int, p: int = 2) -> float:
     tau, m, n, p = _check_ssem(tau, m, n, p, "B")
     rho = math.exp(-m / ((m - 1) * tau))
     return (p - 1) * (1.0 - m * n * p * rho) / (n * p - 1 + (m - 1) * n * p * rho)
+
+
+#: the SSEM variants in words: which rows each keeps (paper-notes 11.3)
+SSEM_VARIANT_TEXT = {
+    "B": "self excluded from every denominator: the supcl loss, the authors' ImageNet code",
+    "A": "self pair kept in the denominator and as an L_self positive: the authors' "
+    "CIFAR/synthetic code",
+}
+
+
+def ssem_other_variant(ssem: Ssem) -> tuple[str, SSEMOptimum] | None:
+    """The other variant's optimum beside a recorded SSEM block's (variant B's beside A's and
+    A's beside B's), recomputed from its alpha, tau, m, n and p: how much the prediction
+    depends on which rows the loss keeps (at (m, n, p, tau) = (10, 10, 2, 0.3) alpha_c is
+    0.2508 under B and 0.2815 under A). None when the block lacks them."""
+    alpha, tau, m, n, p = ssem.alpha, ssem.tau, ssem.m, ssem.n, ssem.p
+    if alpha is None or tau is None or m is None or n is None or p is None:
+        return None
+    other = "A" if (ssem.variant or "B") == "B" else "B"
+    return other, ssem_optimum(alpha, tau, m, n, p, variant=other)
 
 
 def ssem_alpha_split(ssem: Ssem) -> float | None:
@@ -1015,10 +1050,13 @@ def ssem_panel(config: RunConfig, hp: Mapping[str, Any], d: object) -> tuple[Sse
         if outside
         else f"the SSEM is the optimum for alpha >= alpha_s = {alpha_split:.4g} (docs/ssem.md)"
     )
+    other = ssem_optimum(alpha, tau, m, n, p, variant="A")
     sentence = (
-        f"SSEM (paper-notes 11.3) for supcl on the balanced batch of m = {m} classes x n = {n} "
-        f"instances x p = {p} views at tau = {tau:g}: the collapse threshold is alpha_c = "
-        f"{opt.alpha_c:.4g}; {verdict}; {region}."
+        f"SSEM (paper-notes 11.3) for supcl (variant B: self excluded) on the balanced batch of "
+        f"m = {m} classes x n = {n} instances x p = {p} views at tau = {tau:g}: the collapse "
+        f"threshold is alpha_c = {opt.alpha_c:.4g}; {verdict}; {region}. Under variant A (self "
+        f"kept) alpha_c would be {other.alpha_c:.4g} and 1 - beta* "
+        f"{other.within_class_variance:.4g}."
     )
     return block, sentence
 

@@ -34,6 +34,7 @@ import torch
 from torch import nn
 
 from cl_diag.errors import UserError
+from cl_diag.measurement.convergence import loss_trend
 from cl_diag.models.build import build_model, seeded
 from cl_diag.models.checkpoints import CheckpointFile, check_checkpoint
 from cl_diag.models.foreign import lightning_metadata, load_foreign_encoder
@@ -107,6 +108,26 @@ class Subject:
     # a cl-diag checkpoint: every training option as its run recorded them (result.json's
     # commands.train, what `cl-diag reproduce` trains again); None for any other file
     training_command: dict | None = None
+
+
+def _loss_record(metrics: list[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The training loss's last windows from a checkpoint's metrics rows (checked numbers,
+    :func:`~cl_diag.models.checkpoints.check_checkpoint`), for result.json's ``source.loss``;
+    None when the rows hold too few steps (:func:`~cl_diag.measurement.convergence.loss_trend`)."""
+    trend = loss_trend(metrics)
+    if trend is None:
+        return None
+    contrastive = loss_trend(metrics, "contrastive")
+    return {
+        "steps": trend.steps,
+        "final": trend.final,
+        "final_steps": trend.final_steps,
+        "before": trend.before,
+        "before_steps": trend.before_steps,
+        "change": trend.change,
+        "change_se": trend.change_se,
+        "contrastive": None if contrastive is None else contrastive.final,
+    }
 
 
 def _plain_record(value: Any) -> dict | None:
@@ -243,6 +264,9 @@ def _cl_diag_subject(
         # where it was trained: the fingerprint last.pt records (None before cl-diag wrote one)
         "environment": _plain_record(ck.get("environment")),
     }
+    # whether it reached a plateau and its final loss (claims about an optimum read them)
+    if (loss := _loss_record(ck.get("metrics") or [])) is not None:
+        source["loss"] = loss
     subject = Subject(
         source=source,
         training_config=cfg,

@@ -42,15 +42,17 @@ from cl_diag.measurement.stats import (
     hinge_fit,
     hinge_interval,
     rounding_sd,
+    share_interval,
     summarize,
     t_quantile,
     trend,
     welch_df,
     welch_se_df,
 )
+from cl_diag.measurement.theory import sigmoid_optimum_loss, ssem_loss
 from cl_diag.report.document import MISSING, fmt
 from cl_diag.report.runs import SEED_KEY, loss_layer, replicate_key
-from cl_diag.result import Collapse, PairStats, Result, Ssem
+from cl_diag.result import Collapse, PairStats, Result, Ssem, TrainingLoss
 from cl_diag.runconfig import RunConfig
 from cl_diag.vocabulary import PairType
 
@@ -132,6 +134,8 @@ class RunData:
     neg_mean: float | None = None
     neg_var: float | None = None
     neg_largest: float | None = None  # max |s| over cross-view negatives
+    neg_min: float | None = None
+    neg_max: float | None = None
     neg_ratio: float | None = None  # share of cross-view negatives below δ
     top1: float | None = None
     n_test: int | None = None
@@ -140,6 +144,10 @@ class RunData:
     collapse: Collapse | None = None
     ssem: Ssem | None = None
     layers: tuple[LayerPairs, ...] = ()
+    #: the training loss's last windows (cl-diag checkpoints) and, where a source gives it in
+    #: closed form, the optimum loss of the run's loss on its batch (:func:`_optimum_loss`)
+    loss: TrainingLoss | None = None
+    optimum_loss: float | None = None
 
     # -- the config's facts, typed
 
@@ -269,6 +277,8 @@ class RunData:
             neg_mean=neg.mean,
             neg_var=neg.var,
             neg_largest=largest,
+            neg_min=neg.min,
+            neg_max=neg.max,
             neg_ratio=neg.excessive_ratio,
             top1=top1,
             n_test=n_test,
@@ -277,7 +287,37 @@ class RunData:
             collapse=measured.collapse,
             ssem=theory.ssem if theory is not None else None,
             layers=layers,
+            loss=result.source.loss,
+            optimum_loss=_optimum_loss(result, config),
         )
+
+
+def _optimum_loss(result: Result, config: RunConfig) -> float | None:
+    """The closed-form optimum loss of the run's loss on the batch it trained on, where a
+    source gives one: the SSEM's batch loss at β* (paper-notes 11.3, the variant the panel
+    names; the optimum for α ≥ α_s, docs/ssem.md) or the full-batch cross-view sigmoid loss
+    at the CCEM's x* (paper-notes 11.1; trained on the full batch, m ≥ n). None otherwise."""
+    theory = result.theory
+    if theory is None:
+        return None
+    ssem = theory.ssem
+    if ssem is not None:
+        beta, alpha, tau, m, n, p = (ssem.beta_star, ssem.alpha, ssem.tau, ssem.m, ssem.n, ssem.p)
+        if beta is None or alpha is None or tau is None or m is None or n is None or p is None:
+            return None
+        return ssem_loss(beta, alpha, tau, m, n, p, variant=ssem.variant or "B")
+    sigmoid = theory.sigmoid
+    m = config.batch_size
+    if (
+        sigmoid is not None
+        and sigmoid.t is not None
+        and sigmoid.b is not None
+        and config.within_view is not True
+        and m is not None
+        and m >= result.n_ref >= 3
+    ):
+        return sigmoid_optimum_loss(sigmoid.t, sigmoid.b, result.n_ref)
+    return None
 
 
 def _eq10_full_batch(result: Result) -> bool | None:
@@ -334,12 +374,18 @@ ARMS = ("all", "control", "treatment")
 class Condition:
     """A requirement on runs: ``requires`` says it in words (the docs table, the reason of a
     *not applicable* finding), ``holds`` tests one run, ``found`` says what a run that fails
-    it has instead ("loss dcl"); ``arm`` which runs of a paired unit it is checked on."""
+    it has instead ("loss dcl"); ``arm`` which runs of a paired unit it is checked on;
+    ``summary``, for a condition on what a run's data show (its convergence) rather than on
+    its config, says in a few words what the failing runs show, for the one-line summaries
+    ("not converged: loss 3.54–3.63, optimum 3.154")."""
 
     requires: str
     holds: Callable[[RunData], bool] = field(repr=False, compare=False)
     found: Callable[[RunData], str] | None = field(default=None, repr=False, compare=False)
     arm: str = "all"
+    summary: Callable[[Sequence[RunData]], str] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         if self.arm not in ARMS:
@@ -357,6 +403,15 @@ class Condition:
             return None
         found = sorted({self.found(r) for r in failing}) if self.found is not None else []
         return f"needs {self.requires}" + (f" (here: {', '.join(found)})" if found else "")
+
+    def short(self, unit: Unit) -> str:
+        """The reason in a summary line: "needs ..." for a condition on the config, what the
+        failing runs show ("here: not converged: ...") for one with a ``summary``."""
+        if self.summary is not None:
+            failing = self.failing(unit)
+            if failing:
+                return f"here: {self.summary(failing)}"
+        return f"needs {self.requires}"
 
 
 @dataclass(frozen=True)
@@ -728,6 +783,9 @@ class Threshold:
     reference_text: str = ""
     x_text: str = ""
     levels_name: str = "levels"
+    aside: Callable[[Sequence[RunData]], str] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     @property
     def text(self) -> str:
@@ -797,6 +855,7 @@ class Threshold:
                 f"break at {self.x_text} = {fmt(fit.break_)} [{fmt(lo)}, {fmt(hi)}] (95 %) "
                 f"against {self.reference_text} = {fmt(ref)}; slope above it "
                 f"{fmt(fit.slope)}; by level: {by_level}"
+                + (f"; {self.aside(unit.runs)}" if self.aside is not None else "")
             ),
             data=data,
             levels=levels,
@@ -962,6 +1021,10 @@ class OneSample:
     reference: Callable[[RunData], float | None] = field(repr=False, compare=False)
     reference_text: str = ""
     per_run: bool = False
+    #: what to add to the measured text (e.g. another variant's prediction beside this one)
+    aside: Callable[[Sequence[RunData]], str] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     @property
     def text(self) -> str:
@@ -988,6 +1051,8 @@ class OneSample:
             deviations.append(value - ref)
         data = tuple((r.label, metric.read(r)) for r in runs)
         measured = f"{metric.spread(runs)}"
+        if self.aside is not None:
+            measured += f"; {self.aside(runs)}"
         if len(runs) >= 2:
             per_seed = ", ".join(metric.show(metric.read(r)) for r in runs)
             s = summarize(deviations)
@@ -1037,7 +1102,88 @@ class OneSample:
         )
 
 
-Design = Paired | Trend | PairedTrend | OneSample | Threshold
+@dataclass(frozen=True)
+class SeedShare:
+    """The share of seeds whose own paired effect (``paired``'s per-seed difference on the
+    analysis scale) ``reaches`` the source's figure, less ``reference``, with the exact
+    (Clopper-Pearson) interval of the share: for a seed distribution with two modes (VRN
+    reaches the figure in some seeds and breaks alignment in others) a mean and a t interval
+    describe no seed, a count does. ``tally`` adds counts of the per-seed runs to the
+    finding's measured text (e.g. the seeds whose alignment breaks)."""
+
+    paired: Paired
+    reaches: Callable[[float], bool] = field(repr=False, compare=False)
+    reaches_text: str = ""
+    reference: float = 0.5
+    tally: Callable[[dict[str, RunData], dict[str, RunData]], str] | None = field(
+        default=None, repr=False, compare=False
+    )
+
+    @property
+    def text(self) -> str:
+        return (
+            f"the share of seeds (paired: {self.paired.treatment.requires} against "
+            f"{self.paired.control.requires}) whose own effect reaches {self.reaches_text}, "
+            f"less {fmt(100 * self.reference)} %, with its exact (Clopper-Pearson) interval"
+        )
+
+    def units(self, runs: Sequence[RunData], name: Namer) -> list[Unit]:
+        return self.paired.units(runs, name)
+
+    def estimate(self, unit: Unit, metric: Metric) -> Estimate | None:
+        if _values(metric, unit.control) is None or _values(metric, unit.treatment) is None:
+            return None
+        a, b = _by_seed(unit.control), _by_seed(unit.treatment)
+        data = tuple((r.label, metric.read(r)) for r in unit.runs)
+        if a is None or b is None or set(a) != set(b) or len(a) < 2:
+            return Estimate(
+                effect=None,
+                se=None,
+                df=math.nan,
+                n=len(unit.treatment),
+                replicate="seeds",
+                method="share of seeds",
+                measured=metric.spread(unit.runs),
+                data=data,
+                why_no_interval=(
+                    "a share of seeds needs both arms at the same seeds, at least 2 of them"
+                ),
+            )
+        seeds = _seed_order(a)
+        diffs = [_known(metric, b[k]) - _known(metric, a[k]) for k in seeds]
+        k, n = sum(self.reaches(d) for d in diffs), len(diffs)
+        lo, hi = share_interval(k, n)
+
+        def interval(confidence: float) -> tuple[float, float]:
+            low, high = share_interval(k, n, confidence)
+            return low - self.reference, high - self.reference
+
+        measured = f"{k} of {n} seeds reach {self.reaches_text}"
+        if self.tally is not None:
+            measured += f"; {self.tally(a, b)}"
+        measured += "; per seed: " + ", ".join(metric.show_difference(d) for d in diffs)
+        return Estimate(
+            effect=k / n - self.reference,
+            se=(hi - lo) / (2.0 * t_quantile(n - 1)),
+            df=n - 1,
+            n=n,
+            replicate="seeds",
+            method=(
+                f"share of {n} seeds, exact (Clopper-Pearson) interval; its 95 % half-width "
+                "over t orders Holm's family and gives the replication odds"
+            ),
+            measured=measured,
+            data=data,
+            seeds=n,
+            interval_at=interval,
+            why_no_power=(
+                "No seed count for 80 % power is computed for a share of seeds: each seed is "
+                "one Bernoulli trial, and more seeds narrow the exact interval"
+            ),
+        )
+
+
+Design = Paired | Trend | PairedTrend | OneSample | Threshold | SeedShare
 
 
 @dataclass(frozen=True)
@@ -1070,9 +1216,7 @@ class Claim:
     the analysis scale, ``margin_text`` it as printed and ``margin_why`` its one-line
     justification; ``effect`` says what the effect is, ``shows`` how it prints;
     ``precondition`` a requirement on the data (*not applicable here* when unmet);
-    ``figure`` the key of the figure that carries it; ``per_seed`` whether the summary also
-    counts the seeds whose own effect meets the claim (for a claim a source makes of every run,
-    like the rebuttal's toy: each seed's statistic is exact over all its pairs).
+    ``figure`` the key of the figure that carries it.
 
     A directional claim has four outcomes (:func:`cl_diag.measurement.stats.verdict`): beyond
     the *claimed size* (``claimed``, the number the source gives on the analysis scale; by
@@ -1098,7 +1242,6 @@ class Claim:
     at_scope: str = ""
     precondition: Precondition | None = None
     figure: str | None = None
-    per_seed: bool = False
     claimed: float | None = None
     claimed_text: str = ""
     arm_margin: Callable[[Unit], tuple[float, str] | None] | None = field(
@@ -1144,22 +1287,6 @@ class Claim:
     @property
     def title(self) -> str:
         return self.statement
-
-    def meets(self, effect: float, unit: Unit | None = None) -> bool:
-        """Whether one effect (on the analysis scale) lies beyond the claimed size in the
-        expected direction (for an agreement: within ± the margin): the supported rule applied
-        to a point, as for one seed's exact statistic."""
-        if self.margin is None or self.expect is None:
-            raise ValueError(f"{self.key}: a description has no margin to meet")
-        margin = self.margin_for(unit)[0]
-        claimed = self.claimed_for(unit)
-        if self.expect == "decrease":
-            assert claimed is not None
-            return effect <= -claimed
-        if self.expect == "increase":
-            assert claimed is not None
-            return effect >= claimed
-        return abs(effect) <= margin
 
     @property
     def minimum(self) -> float | None:

@@ -154,10 +154,6 @@ class Finding:
     runs: tuple[str, ...] = ()
     data: tuple[tuple[str, float | None], ...] = ()
     figure: str | None = None
-    #: for a claim tested seed by seed (``Claim.per_seed``): the seeds whose own effect meets
-    #: the claim (beyond the margin in the expected direction; for an agreement within it) and
-    #: the seeds
-    per_seed_met: tuple[int, int] | None = None
 
     @property
     def spec(self) -> Claim | Identity:
@@ -228,7 +224,9 @@ def run_findings(
             unmet = [c for c in claim.scope if c.unmet(unit) is not None]
             if unmet:
                 why = "; ".join(str(c.unmet(unit)) for c in unmet)
-                short = "needs " + ", ".join(c.requires for c in unmet)
+                # a run outside the source's setting needs no word on its convergence
+                shown = [c for c in unmet if c.summary is None] or unmet
+                short = ", ".join(c.short(unit) for c in shown)
                 out.append(_not_applicable(claim, unit, why, None, short))
                 continue
             estimate = claim.design.estimate(unit, claim.metric)
@@ -276,25 +274,9 @@ def _deciding_p(d: _Draft) -> float:
     ).deciding
 
 
-def _per_seed_met(claim: Claim, unit: Unit, estimate: Estimate | None) -> tuple[int, int] | None:
-    """How many seeds alone meet a per-seed claim, of how many (None for other claims)."""
-    if not claim.per_seed or claim.kind != "prediction" or estimate is None:
-        return None
-    if not estimate.per_seed:
-        return None
-    return sum(claim.meets(e, unit) for e in estimate.per_seed), len(estimate.per_seed)
-
-
-def _per_seed_text(claim: Claim, met: tuple[int, int]) -> str:
-    """'each seed alone: 7 of 10 beyond the claimed size'."""
-    where = "within ± the margin" if claim.expect == "agree" else "beyond the claimed size"
-    return f"each seed alone: {met[0]} of {met[1]} {where}"
-
-
 def _common(claim: Claim, unit: Unit, estimate: Estimate | None) -> dict:
     prediction = claim.kind == "prediction"
     return {
-        "per_seed_met": _per_seed_met(claim, unit, estimate),
         "claim": claim.key,
         "subject": unit.subject,
         "kind": claim.kind,
@@ -422,7 +404,7 @@ def _decided(d: _Draft, level: HolmLevel, family: int, figures: Mapping[str, str
     """A prediction judged at its Holm level: verdict, replication odds, sensitivity or power."""
     claim, est = d.claim, d.estimate
     assert est.effect is not None and est.se is not None and claim.expect is not None
-    margin, margin_text = claim.margin_for(d.unit)
+    margin = claim.margin_for(d.unit)[0]
     claimed = claim.claimed_for(d.unit)
     confidence = 1.0 - 2.0 * level.level
     interval = _interval(est, confidence)
@@ -476,10 +458,6 @@ def _decided(d: _Draft, level: HolmLevel, family: int, figures: Mapping[str, str
         notes.append(_sensitivity_text(claim, est, sense))
     else:
         notes.append(_power_text(est, needed))
-    met = _per_seed_met(claim, d.unit, est)
-    if met is not None:
-        what = margin_text if claim.expect == "agree" else claim.claimed_text or margin_text
-        notes.append(_per_seed_text(claim, met).capitalize() + f" ({what}).")
     return Finding(
         **{**_common(claim, d.unit, est), "figure": figures.get(claim.figure or "")},
         verdict=decided,
@@ -761,13 +739,10 @@ def summary_lines(findings: Sequence[Finding]) -> list[str]:
                 power = f"; {f.seeds_needed} seeds for 80 % power at the margin"
             else:
                 power = ""
-            seeds = (
-                f"; {_per_seed_text(claim, f.per_seed_met)}" if f.per_seed_met is not None else ""
-            )
             parts.append(
                 f"{f.verdict}; {claim.effect} "
                 f"{_effect_text(f, claim)} {_interval_text(f, claim)} ({f.subject}, "
-                f"{_count(f.n, f.replicate)}{odds}{power}{seeds})"
+                f"{_count(f.n, f.replicate)}{odds}{power})"
             )
         elif tested:
             for decided in DECIDED_ORDER:

@@ -14,9 +14,11 @@ Each quantity gets one of three statuses:
   environment is a new replicate, since training amplifies last-bit differences chaotically
   within a few hundred steps. Its noise is the between-seed standard deviation s of the
   quantity, pooled over the *other* seeds of the group in the original and in the re-run
-  (leaving the run out, so that a run that moved does not widen its own tolerance), and
-  se = √2·s (one new value against one old, n1 = n2 = 1), t with the pooled degrees of
-  freedom. A group of two seeds has no other seed: both are pooled, the run included. A
+  (leaving the run out, so that a run that moved does not widen its own tolerance) and over
+  the study's other seed groups (unless the group's spread exceeds theirs by the F test:
+  :func:`_replicate_error`), and se = √2·s (one new value against one old, n1 = n2 = 1), t
+  with the pooled degrees of freedom. A group of two seeds has no other seed: both are pooled,
+  the run included. A
   statistic counted on a grid (an accuracy on N test images, a ratio of pairs) has at least
   the spread of its rounding, step/√12, however few seeds landed on one grid point;
 * **a seed group's mean** (what the comparison report prints over seeds): the means of k1 and
@@ -58,6 +60,7 @@ from cl_diag.measurement.stats import (
     pair_mean_se,
     pair_var_se,
     rounding_sd,
+    spread_exceeds,
     welch_df,
     wilson_interval,
     z_value,
@@ -388,6 +391,74 @@ def _pending(
     )
 
 
+def _sides(
+    metric: Metric,
+    layer: str | None,
+    members: Sequence[int],
+    original: Sequence[Result],
+    reproduced: Sequence[Result | None],
+) -> list[list[float]]:
+    """A group's values of one quantity: the originals' and the re-runs' (two samples)."""
+    return [
+        [v for j in members if (v := _read(metric, original[j], layer)) is not None],
+        [
+            v
+            for j in members
+            if (r := reproduced[j]) is not None and (v := _read(metric, r, layer)) is not None
+        ],
+    ]
+
+
+def _replicate_error(
+    metric: Metric,
+    layer: str | None,
+    i: int,
+    members: tuple[int, ...],
+    groups: list[tuple[int, ...]],
+    original: Sequence[Result],
+    reproduced: Sequence[Result | None],
+    pair: tuple[Result, Result],
+) -> tuple[float | None, float, str]:
+    """(se, df, basis) of the difference between run ``i`` and its re-run, from the spread
+    between seeds: its own group's other seeds (both sides pooled) together with every other
+    seed group of the study (each about its own mean), for the degrees of freedom a few seeds
+    lack: with three seeds a group alone has df 2, where a true 10-standard-error shift has
+    p = 0.01 and no multiplicity correction over hundreds of numbers can catch it; pooled over
+    the study's groups it has dozens. A group whose spread exceeds the other groups' (the F
+    test at 5 %, :func:`~cl_diag.measurement.stats.spread_exceeds`) keeps its own spread and
+    degrees of freedom: pooling a quiet study into a noisy group would make its faithful
+    re-runs differ."""
+    others = [j for j in members if j != i]
+    own_sides = _sides(metric, layer, others, original, reproduced)
+    own = _pooled(own_sides)
+    own_text = f"the {len(others)} other seeds"
+    if own is None:  # two seeds: pool both, this run included
+        own_sides = _sides(metric, layer, members, original, reproduced)
+        own = _pooled(own_sides)
+        own_text = f"the group's {len(members)} seeds"
+    if own is None:
+        return None, math.inf, ""
+    rest_sides: list[list[float]] = []
+    for group in groups:
+        if group != members:
+            rest_sides += _sides(metric, layer, group, original, reproduced)
+    rest = _pooled(rest_sides)
+    variance, df = own
+    basis = f"between-seed sd of {own_text}, both sides pooled (df {df})"
+    if rest is not None and not spread_exceeds(variance, df, rest[0], rest[1]):
+        variance, df = _pooled(own_sides + rest_sides) or own
+        basis = (
+            f"between-seed sd of {own_text} pooled with the study's other seed groups, both "
+            f"sides (df {df})"
+        )
+    floor = _rounding_sd(metric, pair, layer)
+    sd = max(math.sqrt(variance), floor)
+    basis += ", √2 for one re-run"
+    if sd == floor > 0:
+        basis += "; at least the rounding of its grid"
+    return math.sqrt(2) * sd, float(df), basis
+
+
 def _run_checks(
     labels: list[str],
     original: Sequence[Result],
@@ -407,41 +478,9 @@ def _run_checks(
                 continue
             se, df, basis = None, math.inf, ""
             if members:
-                others = [j for j in members if j != i]
-                sides = [
-                    [v for j in others if (v := _read(metric, original[j], layer)) is not None],
-                    [
-                        v
-                        for j in others
-                        if (r := reproduced[j]) is not None
-                        and (v := _read(metric, r, layer)) is not None
-                    ],
-                ]
-                pooled = _pooled(sides)
-                basis = f"between-seed sd of the {len(others)} other seeds"
-                if pooled is None:  # two seeds: pool both, this run included
-                    every = [
-                        [
-                            v
-                            for j in members
-                            if (v := _read(metric, original[j], layer)) is not None
-                        ],
-                        [
-                            v
-                            for j in members
-                            if (r := reproduced[j]) is not None
-                            and (v := _read(metric, r, layer)) is not None
-                        ],
-                    ]
-                    pooled = _pooled(every)
-                    basis = f"between-seed sd of the group's {len(members)} seeds"
-                if pooled is not None:
-                    floor = _rounding_sd(metric, (old, new), layer)
-                    sd = max(math.sqrt(pooled[0]), floor)
-                    se, df = math.sqrt(2) * sd, float(pooled[1])
-                    basis += f", both sides pooled (df {pooled[1]}), √2 for one re-run"
-                    if sd == floor > 0:
-                        basis += "; at least the rounding of its grid"
+                se, df, basis = _replicate_error(
+                    metric, layer, i, members, groups, original, reproduced, (old, new)
+                )
             if se is None:
                 se1, basis = sampling_error(metric, old, layer)
                 se2, _ = sampling_error(metric, new, layer)

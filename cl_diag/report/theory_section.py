@@ -9,7 +9,12 @@ statistics and class-collapse diagnostics. Layers other than the loss layer are 
 
 from __future__ import annotations
 
-from cl_diag.measurement.theory import ssem_alpha_split, validity
+from cl_diag.measurement.theory import (
+    SSEM_VARIANT_TEXT,
+    ssem_alpha_split,
+    ssem_other_variant,
+    validity,
+)
 from cl_diag.report.document import MISSING, Cell, Heading, Note, Paragraph, Table, fmt
 from cl_diag.result import Eq10, Layer, Result, Ssem, Theory, VarianceBand
 from cl_diag.runconfig import RunConfig, Vrn
@@ -321,30 +326,53 @@ def ssem_blocks(result: Result, ssem: Ssem, loss_layer: str | None) -> list:
         else 1.0 - measured.within_class_variance
     )
     pred = ssem.predicted
+    variant = ssem.variant or "B"
+    other = ssem_other_variant(ssem)
+    other_name, other_opt = other if other is not None else ("A" if variant == "B" else "B", None)
+
+    def beside(read) -> str:
+        return MISSING if other_opt is None else fmt(read(other_opt))
+
+    s_w_b = (MISSING, MISSING) if other_opt is None else (fmt(other_opt.s_w), fmt(other_opt.s_b))
+    split = ssem_alpha_split(ssem) if variant == "B" else None
     where = f"m = {fmt(ssem.m)}, n = {fmt(ssem.n)}, p = {fmt(ssem.p)}, τ = {fmt(ssem.tau)}"
+    k_text = "k = p − 1" if variant == "B" else "k = p"
     rows = [
         [
             "collapse threshold α_c",
             fmt(ssem.alpha_c),
+            beside(lambda o: o.alpha_c),
             f"α = {fmt(ssem.alpha)}",
-            f"1 − (n−1)p(1−ρ)/(k + (n−1)p + (m−1)np·ρ), ρ = exp(−m/((m−1)τ)), k = p − 1; {where}",
+            f"1 − (n−1)p(1−ρ)/(k + (n−1)p + (m−1)np·ρ), ρ = exp(−m/((m−1)τ)), {k_text} "
+            f"(variant {other_name}: the other k); {where}",
+        ],
+        [
+            "view-split threshold α_s",
+            fmt(split),
+            "not derived",
+            f"α = {fmt(ssem.alpha)}",
+            "(p−1)(1 − mnpρ)/(np − 1 + (m−1)npρ): below it the views of an instance part at "
+            "variant B's optimum and the SSEM is not the optimum (docs/ssem.md)",
         ],
         [
             "β* (1 = class collapse)",
             fmt(ssem.beta_star),
+            beside(lambda o: o.beta),
             fmt(implied_beta),
             "argmin of the loss on the SSEM (convex in β); measured: 1 − within-class variance",
         ],
         [
             "within-class variance",
             fmt(pred.within_class_variance),
+            beside(lambda o: o.within_class_variance),
             got(lambda c: c.within_class_variance),
             "1 − β*",
         ],
-        ["s_w", fmt(pred.s_w), got(lambda c: c.s_w), "(nβ* − 1)/(n − 1)"],
-        ["s_b", fmt(pred.s_b), got(lambda c: c.s_b), "−β*/(m − 1)"],
+        ["s_w", fmt(pred.s_w), s_w_b[0], got(lambda c: c.s_w), "(nβ* − 1)/(n − 1)"],
+        ["s_b", fmt(pred.s_b), s_w_b[1], got(lambda c: c.s_b), "−β*/(m − 1)"],
         [
             "SSEM identity residual",
+            fmt(0.0),
             fmt(0.0),
             got(lambda c: c.ssem_residual),
             "1 + (n−1)s_w + n(m−1)s_b (measured with n, m of the measured sample)",
@@ -352,6 +380,7 @@ def ssem_blocks(result: Result, ssem: Ssem, loss_layer: str | None) -> list:
         [
             "class collapse",
             fmt(ssem.regime == "collapse"),
+            beside(lambda o: o.regime == "collapse"),
             got(lambda c: c.collapsed),
             "predicted: α ≤ α_c; measured: within-class variance < ε",
         ],
@@ -359,12 +388,21 @@ def ssem_blocks(result: Result, ssem: Ssem, loss_layer: str | None) -> list:
     name = loss_layer or MISSING
     blocks: list = [
         Table(
-            columns=["quantity", "predicted (SSEM)", f"measured ({name})", "formula"],
+            columns=[
+                "quantity",
+                f"predicted (SSEM, variant {variant})",
+                f"variant {other_name}",
+                f"measured ({name})",
+                "formula",
+            ],
             rows=rows,
             caption=(
-                f"Supervised contrastive with a self-supervised share (supcl, variant B): the "
+                f"Supervised contrastive with a self-supervised share (supcl): the "
                 f"simplex-to-simplex embedding model on the balanced batch ({where}) beside the "
-                f"class-collapse diagnostics of '{name}' (paper-notes 11.3)."
+                f"class-collapse diagnostics of '{name}' (paper-notes 11.3). The prediction is "
+                f"variant {variant}'s ({SSEM_VARIANT_TEXT[variant]}), the loss this run "
+                f"trained; variant {other_name}'s ({SSEM_VARIANT_TEXT[other_name]}) is beside "
+                "it, to show how much the prediction rests on which rows the loss keeps."
             ),
         )
     ]
