@@ -102,6 +102,7 @@ def _quote_findings():
 #: one such folder per data set)
 QUOTED = [
     "toy-vrn",
+    "toy-vrn-converged",
     "digits-batch-study",
     "supcl-collapse",
     "sigmoid-within-view/digits",
@@ -177,6 +178,7 @@ def _repository_files(folder: Path) -> list[Path]:
 
 STUDIES = (
     "toy-vrn",
+    "toy-vrn-converged",
     "digits-batch-study",
     "supcl-collapse",
     "sigmoid-within-view/digits",
@@ -195,6 +197,7 @@ REPRESENTATIVE = {
     "supcl-collapse/alpha=0_seed=1",
     "supcl-collapse/alpha=0.25_seed=1",
     "supcl-collapse/alpha=1_seed=1",
+    "toy-vrn-converged/seed=11_vrn=3",
     "sigmoid-within-view/digits/bias=-1_within-view=false_seed=1",
     "sigmoid-within-view/free/bias=-1_within-view=true_seed=1",
     "vrn-weight/tuning/batch-size=16_vrn=3_seed=1",
