@@ -77,7 +77,37 @@ def regenerate_comparison(runs: Path, comparison: Path) -> None:
     compare(CompareConfig(inputs=inputs, out=comparison, sweep=recorded["sweep"]))
 
 
+def _untracked_run_pages(runs: Path) -> list[Path]:
+    """Per-run report.html files that exist here but that git does not hold.
+
+    A comparison links each run's report.html when the file exists, so rendering one beside
+    pages a fresh clone lacks writes links that a clean checkout cannot reproduce.
+    """
+    pages = sorted(runs.glob("*/analysis/report.html"))
+    return [page for page in pages if page.name not in _tracked(page.parent)]
+
+
+def _untracked_run_pages_under(folder: Path) -> list[Path]:
+    """:func:`_untracked_run_pages` for every study under ``folder`` (vrn-weight's too)."""
+    homes = {p.parent.parent for p in folder.glob("**/comparison/provenance.json")}
+    found: list[Path] = []
+    for home in sorted(homes):
+        runs = home / "test" if (home / "test").is_dir() else home
+        found += _untracked_run_pages(runs)
+    return found
+
+
 def main(argv: list[str]) -> int:
+    for name in argv or ["reports"]:
+        stray = _untracked_run_pages_under(Path(name))
+        if stray:
+            print(
+                f"error: {len(stray)} per-run report.html files under {name} are not in git "
+                f"(e.g. {stray[0]}); the comparison would link them and a fresh clone would "
+                f"render it differently. Remove them first: git clean -fdX {name}",
+                file=sys.stderr,
+            )
+            return 2
     for name in argv or ["reports"]:
         folder = Path(name)
         studies = sorted(p.parent.parent for p in folder.glob("**/comparison/provenance.json"))
