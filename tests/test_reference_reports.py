@@ -105,6 +105,7 @@ QUOTED = [
     "toy-vrn-converged",
     "digits-batch-study",
     "supcl-collapse",
+    "supcl-collapse-free",
     "sigmoid-within-view/digits",
     "sigmoid-within-view/free",
     "vrn-weight",
@@ -181,6 +182,7 @@ STUDIES = (
     "toy-vrn-converged",
     "digits-batch-study",
     "supcl-collapse",
+    "supcl-collapse-free",
     "sigmoid-within-view/digits",
     "sigmoid-within-view/free",
 )
@@ -197,6 +199,7 @@ REPRESENTATIVE = {
     "supcl-collapse/alpha=0_seed=1",
     "supcl-collapse/alpha=0.25_seed=1",
     "supcl-collapse/alpha=1_seed=1",
+    "supcl-collapse-free/alpha=0.3_seed=1",
     "toy-vrn-converged/seed=11_vrn=3",
     "sigmoid-within-view/digits/bias=-1_within-view=false_seed=1",
     "sigmoid-within-view/free/bias=-1_within-view=true_seed=1",
