@@ -308,6 +308,23 @@ def test_train_interrupted_then_resumed_equals_an_uninterrupted_run(
     assert leftovers(run) == []
 
 
+def test_train_killed_at_its_last_write_resumes_to_the_same_files(
+    run_cli, tmp_path, train_reference
+):
+    # the last rename of a run is its final metrics.csv, after the complete last.pt: a kill
+    # there left the previous metrics.csv beside a complete checkpoint, and the resume, with no
+    # epoch left to train, kept it; the resume now writes the history last.pt holds
+    reference, calls = train_reference
+    run = tmp_path / "run"
+    done = interrupt(tmp_path, signal.SIGKILL, "replace", calls["replace"], *TRAIN, "--out", run)
+    assert_interrupted(done, signal.SIGKILL)
+    assert load_checkpoint(run / "last.pt")["complete"]
+    again = run_cli("train", "--resume", run / "last.pt", "--quiet")
+    assert again.code == 0, again.err
+    assert_same_run(reference, run)
+    assert leftovers(run) == []
+
+
 # --------------------------------------------------------------------------- analyze
 
 

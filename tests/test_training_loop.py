@@ -212,3 +212,35 @@ def test_pair_stats_both_ways_match_direct_computation_and_give_vrn(b, d):
     per_batch = [float(LOSSES["vrn"](z1, z2, delta=delta, power=2)) for z1, z2 in batches]
     assert r["vrn"] == pytest.approx(np.mean(per_batch), rel=1e-5)
     assert r["vrn"] == pytest.approx(np.var(cross) + (np.mean(cross) - delta) ** 2, rel=1e-6)
+
+
+def test_checkpoints_of_one_step_epochs_are_written_every_fifty_steps(tmp_path, monkeypatch):
+    # free embeddings on their full batch train one step an epoch: last.pt is written after the
+    # first epoch, once 50 steps have passed since the last write, at every save_every epoch
+    # and at the end, the same epochs on every machine, and the weights do not depend on it
+    written: list[tuple[str, int]] = []
+    real = loop.save_checkpoint
+
+    def save(path, checkpoint):
+        written.append((Path(path).name, checkpoint["epoch"]))
+        real(path, checkpoint)
+
+    monkeypatch.setattr(loop, "save_checkpoint", save)
+    assert loop.CHECKPOINT_STEPS == 50
+    full = dict(num_samples=4, batch_size=4, steps=130, vrn=0.0)
+    _, ck, out = _run(tmp_path, "full", **full)
+    assert written == [("last.pt", e) for e in (1, 51, 101, 130)]
+    assert ck["epoch"] == 130 and ck["complete"]
+    with open(out / "metrics.csv") as handle:
+        assert len(list(csv.DictReader(handle))) == 130  # every epoch's row, written at the end
+    written.clear()
+    _, again, _ = _run(tmp_path, "every40", **full, save_every=40)
+    assert written == [
+        ("last.pt", 1), ("last.pt", 40), ("epoch_0040.pt", 40), ("last.pt", 80),
+        ("epoch_0080.pt", 80), ("last.pt", 120), ("epoch_0120.pt", 120), ("last.pt", 130),
+    ]  # fmt: skip
+    assert torch.equal(again["embeddings"]["z1"], ck["embeddings"]["z1"])
+    # an epoch of 50 steps or more (any data set) writes at every end
+    written.clear()
+    _run(tmp_path, "long", num_samples=100, batch_size=2, steps=150, vrn=0.0)
+    assert written == [("last.pt", e) for e in (1, 2, 3)]

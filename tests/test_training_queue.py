@@ -188,6 +188,7 @@ def test_a_crash_and_resume_end_bit_identical(tmp_path, monkeypatch, key_encoder
             raise Crash
 
     monkeypatch.setattr(loop_module, "_save", save_then_crash)
+    monkeypatch.setattr(loop_module, "CHECKPOINT_STEPS", 1)  # every epoch end writes
     with pytest.raises(Crash):
         train(TrainConfig(out=str(tmp_path / "b"), **opts))
     monkeypatch.setattr(loop_module, "_save", real_save)

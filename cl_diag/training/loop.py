@@ -19,14 +19,20 @@ Every ``log_every`` steps and at each epoch end (one metrics *row*) the loop syn
 device once (:meth:`cl_diag.measurement.monitor.Monitor.flush`, the monitor any training loop
 can use): it reads the row's loss terms and in-batch pair statistics, stops if the loss
 stopped being finite (naming the step), appends the row to the history (``metrics.csv``) and
-hands it to the ``progress`` callback the caller supplied. At each epoch end ``last.pt`` is
-written atomically (plus ``epoch_NNNN.pt`` every ``save_every`` epochs).
+hands it to the ``progress`` callback the caller supplied. At an epoch end ``last.pt`` (and
+``metrics.csv``) is written atomically after the first epoch a process trains, at the end of
+training, with ``epoch_NNNN.pt`` every ``save_every`` epochs, and otherwise once
+:data:`CHECKPOINT_STEPS` steps have passed since the last write: an epoch of that many steps
+or more (any real data set) writes at every end, while epochs of one or two steps (free
+embeddings on their full batch) do not write checkpoints (and the whole metrics history)
+thousands of times. The rule counts steps, not seconds, so which epochs write is the same on
+every machine and every run.
 
 Reproducibility. The batches of epoch ``e`` are a permutation drawn from a generator
 seeded with ``(seed, e)`` and each sample's augmentation is seeded from ``(seed, e,
 index)`` (:class:`cl_diag.training.data.TwoViews`), so nothing about the data depends on
 state carried across epochs. Checkpoints are written at epoch ends; a run killed in the
-middle of an epoch resumes from the last epoch end and, on CPU, ends with bit-identical
+middle of an epoch resumes from the last epoch end written and, on CPU, ends with bit-identical
 weights. Under DDP rank r takes the r-th contiguous slice of each *global* batch, so the
 gathered batch is exactly the single-process batch.
 
@@ -655,6 +661,11 @@ def _keys(parts: _Parts, x: torch.Tensor, z1: torch.Tensor, z2: torch.Tensor):
     return nn.functional.normalize(k1.float(), dim=1), nn.functional.normalize(k2.float(), dim=1)
 
 
+#: an epoch end writes ``last.pt`` once this many steps have passed since the last write (a
+#: kill loses at most this many steps, or one epoch); see the module docstring for the others
+CHECKPOINT_STEPS = 50
+
+
 def _save(
     config: LoopConfig,
     data: TrainingData,
@@ -782,6 +793,10 @@ def _fit(
         logger=logger,
     )
 
+    if resume is not None and save_dir is not None:
+        # metrics.csv as last.pt knows it: a kill between writing last.pt and metrics.csv
+        # leaves an older history beside it (nothing else rewrites it when no epoch is left)
+        monitor.to_csv(save_dir / "metrics.csv")
     shown = progress if progress is not None else _Silent()
 
     def take(row: dict[str, Any]) -> float:
@@ -803,6 +818,7 @@ def _fit(
 
     shown.start(total_steps=config.total_steps, done_steps=step, epochs=config.run_epochs)
     start_step, train_seconds, ckpt_seconds = step, 0.0, 0.0
+    saved_step, first_epoch = step, True
     parts.net.train()
     while step < config.total_steps:
         sampler.set_epoch(epoch)
@@ -865,9 +881,17 @@ def _fit(
         if (row := monitor.flush(force=True, epoch=epoch + 1)) is not None:
             train_seconds += take(row)
         epoch += 1
-        if save_dir is not None:
+        due = (
+            first_epoch
+            or step >= config.total_steps
+            or (config.save_every and epoch % config.save_every == 0)
+            or step - saved_step >= CHECKPOINT_STEPS
+        )
+        first_epoch = False
+        if save_dir is not None and due:
             t1 = time.perf_counter()
             _save(config, data, parts, save_dir, epoch, step, monitor, env)
+            saved_step = step
             ckpt_seconds += time.perf_counter() - t1
     return FitResult(
         epochs=epoch,
