@@ -77,8 +77,9 @@ def measure(
 
     The statistics of each pair type (Lee et al., ICML 2025): count, mean, population
     variance, std, min, max, quantiles, histogram; for negatives the excessive ratio
-    #{s < delta} / count; and the layer's geometry (alignment, uniformity, RankMe, the
-    Thm 5.2 ceiling), under the layer ``"embedding"``. The result's ``source`` is
+    #{s < delta} / count (and the count below delta - 0.001, ``excessive_margin_count``);
+    and the layer's geometry (alignment, uniformity, RankMe, the Thm 5.2 ceiling), under
+    the layer ``"embedding"``. The result's ``source`` is
     ``{"kind": "arrays", "sha256": ...}`` (the arrays' digest, see
     :func:`cl_diag.io.embeddings.embeddings_from_arrays`).
     """

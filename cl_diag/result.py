@@ -141,6 +141,11 @@ class PairStats(Record):
     )
     #: None only for positives, which have no threshold: the key is then absent
     excessive_count: int | None = optional("negative types: similarities strictly below delta")
+    #: absent in results written before it was measured (the claims then fall back on min/max)
+    excessive_margin_count: int | None = optional(
+        "negative types: similarities below delta - 0.001 (EXCESS_MARGIN), to the fine "
+        "histogram's grid edge at or below it"
+    )
     #: ``--pairs moments``: the statistics that are exact although ``estimate`` is true (count,
     #: mean, var, std, over every pair); the others come from the sample ``sampling`` describes
     #: (its ``pairs`` similarities are what ``histogram`` and ``excessive_count`` count)
@@ -153,6 +158,15 @@ class PairStats(Record):
     def negative(self) -> bool:
         """True for a negative pair type (it carries the excessive ratio)."""
         return self.excessive_count is not None
+
+    @property
+    def excessive_margin_ratio(self) -> float | None:
+        """#{s < δ − ε} / count (ε = 0.001, ``excessive_margin_count``): the share of negatives
+        separated beyond δ by more than float residue; None for positives, for an empty split
+        and in results written before the count was measured."""
+        if self.excessive_margin_count is None or not self.count:
+            return None
+        return self.excessive_margin_count / self.count
 
     def quantile(self, level: int) -> float | None:
         """The ``level`` percent quantile (``level`` in :data:`QUANTILES`)."""
@@ -270,6 +284,9 @@ class ClassVariance(Record):
 
     count: int | None = None
     within_class_variance: float | None = None
+    instance_within_class_variance: float | None = optional(
+        "the within-class variance of the class's instance means (u_i + v_i)/2"
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -284,7 +301,11 @@ class Collapse(Record):
     the views splits into ``view_spread`` (the spread of each instance's views about their
     mean, (1 - s_pos)/2 averaged in each class) and ``instance_within_class_variance`` (that
     of the instance means (u_i + v_i)/2 about the class mean: class collapse of instances,
-    docs/ssem.md); results written before these two were measured hold none."""
+    docs/ssem.md); results written before these two were measured hold none.
+    ``batch_instance_within_class_variance``: the instance term at the scope of the SSEM, one
+    balanced batch of ``batch_instances`` instances per class, in expectation over such batches
+    drawn from this sample (cl_diag.measurement.collapse.at_batch_scope); for a supcl run
+    trained on balanced batches, absent otherwise."""
 
     classes: int
     instances: int
@@ -302,6 +323,13 @@ class Collapse(Record):
     instance_within_class_variance: float | None = optional(
         "mean over classes of the within-class variance of the instance means (u_i + v_i)/2: "
         "within_class_variance - view_spread"
+    )
+    batch_instances: int | None = optional(
+        "instances per class of the balanced batch the SSEM speaks of (the training batch's n)"
+    )
+    batch_instance_within_class_variance: float | None = optional(
+        "instance_within_class_variance at the batch's scope: its expectation over balanced "
+        "batches of batch_instances per class drawn without replacement from this sample"
     )
     epsilon: float | None = None
     collapsed: bool | None = None

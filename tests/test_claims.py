@@ -361,6 +361,16 @@ def eq10_etf(shift: float, scale: float, outside: bool = False) -> list[RunData]
     return one_sample(config, _mean, -1 / 99, shift, scale, delta=-1 / 99, **facts)
 
 
+def ccem_optimum(shift: float, scale: float, outside: bool = False) -> list[RunData]:
+    # free embeddings on the full batch of N = 8 pairs, d = 8; x = (1 + s_pos)/2 against x*
+    config = {**SIGMOID, "batch_size": 8, "temperature": 8.0, "bias": -1.0}
+    config["within_view"] = outside  # within-view negatives: outside the CCEM's loss
+    facts = {"free_embeddings": True, "n_ref": 8, "delta": -1 / 7, "n": 8, "d": 8}
+    return one_sample(
+        config, lambda x: {"pos_mean": 2 * x - 1}, 0.56, shift, scale, ccem_x=0.56, **facts
+    )
+
+
 def ssem_collapse(shift: float, scale: float, outside: bool = False) -> list[RunData]:
     ssem = _ssem(0.1, 0.0, regime="interior" if outside else "collapse")
     return one_sample(
@@ -437,6 +447,7 @@ CASES = {
     "batch_accuracy": Case(batch_accuracy, "slope"),
     "eq10_separation": Case(eq10_separation, "one_sample"),
     "eq10_etf": Case(eq10_etf, "one_sample"),
+    "ccem_optimum": Case(ccem_optimum, "one_sample"),
     "ssem_collapse": Case(ssem_collapse, "one_sample"),
     "ssem_variance": Case(ssem_variance, "one_sample"),
     "alpha_threshold": Case(alpha_threshold, "break"),
@@ -479,6 +490,8 @@ def test_every_entry_names_its_work_and_the_ssem_claims_are_not_the_icml_papers(
         assert claim.source.where or claim.source.work == "none", key
         if key.startswith("ssem") or key == "alpha_threshold":
             assert claim.source.work == "SSEM"
+        if key.startswith("ccem"):
+            assert claim.source.work == "CCEM"
     for key in PREDICTIONS:
         claim = _spec(key)
         assert claim.margin_why and claim.at_scope and claim.scope, key
@@ -715,6 +728,40 @@ def test_a_failed_precondition_is_not_applicable_here_never_contradicted():
     few = [r for r in alpha_threshold(0.0, 0.001) if (r.alpha or 0) <= 0.3]
     (k,) = run_findings(few, claims=["alpha_threshold"])
     assert k.verdict == NOT_APPLICABLE and "at least two on each side" in k.note
+
+
+def test_share_claims_read_the_share_below_delta_minus_epsilon_where_it_is_recorded():
+    # issue 32: "below δ" is s < δ − ε. A run that records the margin share is read by it, not
+    # by the strict share (here float residue at an ETF: 40 % strictly below, none beyond ε); a
+    # result written before the margin count existed falls back on its min and max
+    from cl_diag.report.claims import NEG_SHARE
+
+    run = excessive_share(0.0, 0.01)[0]
+    residue = replace(run, neg_ratio=0.4, neg_min=run.delta - 1e-6, neg_max=run.delta + 1e-6)
+    assert NEG_SHARE.read(replace(residue, neg_margin_ratio=0.0)) == 0.0
+    assert NEG_SHARE.read(residue) == 0.0  # no margin share recorded: min/max fallback
+    spread = replace(run, neg_ratio=0.58, neg_min=-0.9, neg_max=0.4)
+    assert NEG_SHARE.read(replace(spread, neg_margin_ratio=0.57)) == 0.57
+    assert NEG_SHARE.read(spread) == 0.58
+    # the margin share decides the verdict: 57 % strictly below δ but 40 % beyond ε contradicts
+    runs = [
+        replace(r, neg_margin_ratio=(r.neg_ratio or 0) - 0.17) for r in excessive_share(0.0, 0.005)
+    ]
+    (f,) = run_findings(runs, claims=["excessive_share"])
+    (g,) = run_findings(excessive_share(0.05, 0.005), claims=["excessive_share"])
+    assert f.verdict == "contradicted" and g.verdict == "supported", (f.note, g.note)
+
+
+def test_ssem_claims_read_the_batch_scope_where_the_result_records_it():
+    # issue 32: the SSEM speaks of one balanced batch; a result that records the collapse
+    # measure at that scope is judged by it, an older one by the sample's value
+    sample = replace(_collapse(0.05), batch_instances=10, batch_instance_within_class_variance=0.0)
+    runs = [replace(r, collapse=sample) for r in ssem_collapse(0.0, 0.0001)]
+    assert {r.instance_within_class_variance for r in runs} == {0.0}
+    (g,) = run_findings(runs, claims=["ssem_collapse"])
+    old = [replace(r, collapse=_collapse(0.05)) for r in ssem_collapse(0.0, 0.0001)]
+    (h,) = run_findings(old, claims=["ssem_collapse"])
+    assert (g.verdict, h.verdict) == ("supported", "contradicted"), (g.note, h.note)
 
 
 def test_ssem_claims_read_the_instance_means_whatever_the_views_spread():

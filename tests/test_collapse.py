@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from cl_diag.measurement.collapse import COLLAPSE_EPSILON, class_collapse
+from cl_diag.measurement.collapse import COLLAPSE_EPSILON, at_batch_scope, class_collapse
 from cl_diag.measurement.theory import split_ssem_embedding, ssem_embedding
 from cl_diag.report.metrics import COLLAPSE_METRICS
 from cl_diag.result import Collapse, Result
@@ -90,6 +90,43 @@ def test_instance_means_and_view_spread_equal_the_hand_computation(seed):
     assert got.view_spread == pytest.approx(np.mean(spread), abs=1e-6)
     assert got.within_class_variance == pytest.approx(np.mean(inst) + np.mean(spread), abs=1e-6)
     assert 0 < got.instance_within_class_variance < got.within_class_variance
+
+
+@pytest.mark.parametrize("batch", [2, 3, 5])
+def test_batch_scope_is_the_mean_over_every_balanced_batch(batch):
+    # issue 32: the SSEM's scope is one balanced batch. Every batch of `batch` instances per
+    # class that the sample allows, enumerated: the mean of each class's within-class variance
+    # of the instance means about the batch's own class mean, then over classes
+    from itertools import combinations
+
+    rng = np.random.default_rng(7)
+    labels = np.repeat(np.arange(3), [5, 6, 7])  # classes of unequal size
+    z1 = rng.standard_normal((len(labels), 4)) + 2 * np.eye(3, 4)[labels]
+    z2 = z1 + 0.5 * rng.standard_normal(z1.shape)
+    got = at_batch_scope(class_collapse(z1, z2, labels), batch)
+    u = z1 / np.linalg.norm(z1, axis=1, keepdims=True)
+    v = z2 / np.linalg.norm(z2, axis=1, keepdims=True)
+    means = (u + v) / 2
+    per_class = []
+    for c in range(3):
+        rows = means[labels == c]
+        values = [
+            np.mean(np.sum((rows[list(k)] - rows[list(k)].mean(0)) ** 2, axis=1))
+            for k in combinations(range(len(rows)), batch)
+        ]
+        per_class.append(np.mean(values))
+    assert got.batch_instances == batch
+    assert got.batch_instance_within_class_variance == pytest.approx(np.mean(per_class), rel=1e-9)
+    # a sample that is one batch (every class holds exactly n): the sample's own value
+    whole = class_collapse(z1[labels == 0], z2[labels == 0], labels[labels == 0])
+    assert at_batch_scope(whole, 5).batch_instance_within_class_variance == pytest.approx(
+        whole.instance_within_class_variance, rel=1e-12
+    )
+    # a class too small for the batch: no value, the batch size still stated
+    short = at_batch_scope(class_collapse(z1, z2, labels), 6)
+    assert short.batch_instances == 6 and short.batch_instance_within_class_variance is None
+    with pytest.raises(ValueError, match="at least 2"):
+        at_batch_scope(got, 1)
 
 
 @pytest.mark.parametrize(("beta", "delta"), [(1.0, 0.0), (0.946, 0.054), (0.7, 0.1), (0.5, 0.0)])

@@ -22,6 +22,7 @@ import torch
 
 from cl_diag.measurement import theory
 from cl_diag.measurement.pairs import (
+    EXCESS_MARGIN,
     QUANTILES,
     delta_float32,
     fine_bins,
@@ -50,7 +51,7 @@ SCHEMA_KEYS = [
     "quantile_error",
     "histogram",
 ]
-NEG_KEYS = [*SCHEMA_KEYS, "excessive_ratio", "excessive_count"]
+NEG_KEYS = [*SCHEMA_KEYS, "excessive_ratio", "excessive_count", "excessive_margin_count"]
 
 
 def gamma(d: int) -> float:
@@ -295,6 +296,9 @@ def test_simplex_etf_every_negative_at_delta(n):
     for kind in ("cross_view_negative", "within_view_negative"):
         assert below[kind].excessive_ratio == 0.0 and below[kind].excessive_count == 0
         assert above[kind].excessive_ratio == 1.0
+        # below δ − ε (issue 32): the float residue at the ETF never counts, whatever its sign
+        assert stats[kind].excessive_margin_count == one_tile[kind].excessive_margin_count == 0
+        assert stats[kind].excessive_margin_ratio == 0.0
     pos = stats["positive"]
     assert 1 - eps <= pos.min <= pos.max <= 1 + eps
 
@@ -538,6 +542,41 @@ def test_result_is_plain_json():
     walk(stats)
     assert list(stats["cross_view_negative"]) == [*NEG_KEYS, "by_class"]
     assert len(typed["positive"].histogram.counts) == 10
+
+
+@pytest.mark.parametrize("hist_bins", [1, 100, 1000])
+@pytest.mark.parametrize("mode", ["exact", "sampled", "moments"])
+def test_margin_count_is_below_the_grid_edge_under_delta_minus_epsilon(mode, hist_bins):
+    # issue 32: "below δ" counted as s < δ − ε, ε = 0.001, to the fine grid's edge at or below
+    # T − ε (T the float32 δ): the count of the similarities below that edge, found here with
+    # numpy from the same float32 GEMM, never counting one within ε of δ
+    rng = np.random.default_rng(3)
+    n, d = 120, 8
+    z1 = torch.tensor(rng.standard_normal((n, d)), dtype=torch.float32)
+    z2 = z1 + torch.tensor(0.7 * rng.standard_normal((n, d)), dtype=torch.float32)
+    stats = pair_statistics(z1, z2, mode=mode, num_pairs=4000, seed=1, hist_bins=hist_bins)
+    assert EXCESS_MARGIN == 1e-3
+    width = 2.0 / fine_bins(hist_bins)
+    t32 = delta_float32(n)
+    edge = -1.0 + math.floor((t32 - EXCESS_MARGIN + 1.0) / width) * width
+    assert t32 - EXCESS_MARGIN - width < edge <= t32 - EXCESS_MARGIN
+    cross = stats["cross_view_negative"]
+    assert stats["positive"].excessive_margin_count is None
+    assert 0 < cross.excessive_margin_count < cross.excessive_count
+    assert cross.excessive_margin_ratio == cross.excessive_margin_count / cross.count
+    if mode == "exact":
+        u, v = normalise_views(z1, z2)
+        threads = torch.get_num_threads()
+        try:
+            torch.set_num_threads(1)  # the library's workers are single-threaded
+            sims = torch.mm(u, v.T).numpy()
+        finally:
+            torch.set_num_threads(threads)
+        off = sims[~np.eye(n, dtype=bool)]
+        assert cross.excessive_margin_count == int(np.count_nonzero(off < edge))
+        # the negatives between δ − ε and δ are what the margin leaves out
+        within = np.count_nonzero((off >= edge) & (off < np.float32(t32)))
+        assert cross.excessive_count - cross.excessive_margin_count == within > 0
 
 
 @pytest.mark.parametrize("hist_bins", [1, 7, 64, 100, 128, 1000])

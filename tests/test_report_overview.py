@@ -98,6 +98,28 @@ def test_analysis_opens_with_headline_contents_then_sections(tmp_path):
     assert md.index("**Contents**") < md.index("## Findings") < md.index("## Run")
 
 
+def test_headline_counts_excessive_separation_beyond_float_residue(tmp_path):
+    # issue 32: a simplex ETF (every negative at δ up to float32 residue) is not excessively
+    # separated; the strict count says 0-100 % by rounding, the headline reads below δ − ε
+    import numpy as np
+
+    from cl_diag.api import measure
+    from cl_diag.report import render_analysis
+
+    n = 8
+    q = np.eye(n) - 1.0 / n
+    q = (q / np.linalg.norm(q, axis=1, keepdims=True)).astype(np.float32)
+    result = measure(q, q, probes="none")
+    cross = result.layers["embedding"].pairs["cross_view_negative"]
+    assert cross.excessive_margin_count == 0 and cross.count == n * (n - 1)
+    render_analysis(result, tmp_path)
+    md = (tmp_path / "report.md").read_text(encoding="utf-8")
+    rows = _headline_rows(md)
+    assert rows["excessive separation (share below δ − 0.001)"] == "0.00 %"
+    assert "excessive separation (share below δ)" not in rows
+    assert "| excessive ratio (s < δ − 0.001) | — | 0 | 0 |" in md
+
+
 def test_probe_internals_sit_in_the_collapsed_appendix(tmp_path):
     from cl_diag.report import render_analysis
     from cl_diag.report.analysis import build_analysis

@@ -110,6 +110,11 @@ def test_within_class_variance_follows_the_collapse_threshold(runs, m, n, tau):
     assert collapse["s_b"] == pytest.approx(opt.s_b, abs=2e-2)
     assert collapse["ssem_residual"] == pytest.approx(0.0, abs=1e-2)
     assert collapse["collapsed"] is False
+    # the SSEM's scope: one balanced batch of n per class, here the whole sample (issue 32)
+    assert collapse["batch_instances"] == n
+    assert collapse["batch_instance_within_class_variance"] == pytest.approx(
+        collapse["instance_within_class_variance"], rel=1e-12
+    )
     ssem = above["theory"]["ssem"]
     assert ssem["beta_star"] == pytest.approx(opt.beta)
     assert ssem["predicted"]["within_class_variance"] == pytest.approx(opt.within_class_variance)
@@ -126,5 +131,6 @@ def test_report_shows_the_ssem_beside_the_measured_values(runs):
     assert f" | {fmt(other.alpha_c)} | α = " in report
     assert "Under variant A (self kept) alpha_c would be " in result["theory"]["statement"]
     assert "Class collapse of 'embedding'" in report
+    assert f"| … at the batch's scope ({SETTINGS[0][1]} per class) | " in report
     assert result["theory"]["statement"].startswith("Thms 5.1-5.5 do not apply")
     assert "alpha_c = " in result["theory"]["statement"]

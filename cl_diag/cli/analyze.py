@@ -356,12 +356,15 @@ def analyze(
 def _print_summary(console: Console, result: Result) -> None:
     from rich.table import Table
 
+    from cl_diag.measurement.pairs import EXCESS_MARGIN  # late: torch, after the work is done
+
     for name, layer in result.layers.items():
         table = Table(title=f"{name}: n={layer.n}, d={layer.d}, threshold={result.delta:.6g}")
-        for column in ("pair type", "count", "mean", "var", "min", "max", "excessive ratio"):
+        columns = ("pair type", "count", "mean", "var", "min", "max", "excessive ratio")
+        for column in (*columns, f"below δ − {EXCESS_MARGIN:g}"):
             table.add_column(column, justify="right" if column != "pair type" else "left")
         for pair_type, stats in layer.pairs.items():
-            ratio = stats.excessive_ratio
+            ratio, beyond = stats.excessive_ratio, stats.excessive_margin_ratio
             table.add_row(
                 pair_type,
                 str(stats.count),
@@ -370,6 +373,7 @@ def _print_summary(console: Console, result: Result) -> None:
                 f"{stats.min:.4f}",
                 f"{stats.max:.4f}",
                 "" if ratio is None else f"{ratio:.4f}",
+                "" if beyond is None else f"{beyond:.4f}",
             )
         console.print(table)
         collapse = layer.collapse

@@ -37,7 +37,18 @@ mu_c = mean of class c's rows and the global mean mu:
   instance_within_class_variance. On the SSEM (views coincide) the instance term is its
   1 - beta, and on the split-view family of docs/ssem.md it is gamma, whatever the views'
   spread delta: it reads 0 when the instances of each class coincide;
-* ``collapsed``: ``within_class_variance < epsilon`` (default :data:`COLLAPSE_EPSILON`).
+* ``collapsed``: ``within_class_variance < epsilon`` (default :data:`COLLAPSE_EPSILON`);
+* ``batch_instance_within_class_variance`` (:func:`at_batch_scope`): the SSEM speaks of the
+  optimum on *one balanced batch*, whose class means are those of its n instances per class,
+  not of the whole sample. Drawing a batch's n instances of class c uniformly without
+  replacement from the sample's N_c, the within-class variance of its instance means about
+  their own mean has the expectation (the finite-population variance of a simple random
+  sample, per coordinate and summed)
+
+      E[batch_c] = (n - 1)/n * N_c/(N_c - 1) * instance_within_c,
+
+  exact, averaged over classes like the others; it equals the sample's value when the sample
+  is one batch (N_c = n, the free-embedding studies).
 
 Nothing needs an n x n matrix: with the class sums S_c = sum of class c's rows, the sums of
 squared norms Q_c and the positives' sums P_c = sum_{i in c} u_i.v_i (all O(n d), float64,
@@ -64,13 +75,15 @@ Example::
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import torch
 
 from cl_diag.measurement.inputs import UnitViews, label_codes, normalise_views
 from cl_diag.result import ClassVariance, Collapse
 
-__all__ = ["COLLAPSE_EPSILON", "class_collapse", "class_collapse_of"]
+__all__ = ["COLLAPSE_EPSILON", "at_batch_scope", "class_collapse", "class_collapse_of"]
 
 #: within-class variance below which a layer is flagged as class-collapsed (paper-notes 11.3)
 COLLAPSE_EPSILON = 0.01
@@ -136,10 +149,28 @@ def class_collapse_of(
         epsilon=float(epsilon),
         collapsed=within_mean < epsilon,
         per_class=[
-            ClassVariance(count=k, within_class_variance=w)
-            for k, w in zip(count_list, within_list, strict=True)
+            ClassVariance(count=k, within_class_variance=w, instance_within_class_variance=i)
+            for k, w, i in zip(count_list, within_list, (within - spread).tolist(), strict=True)
         ],
     )
+
+
+def at_batch_scope(collapse: Collapse, instances: int) -> Collapse:
+    """``collapse`` with the instance means' within-class variance at the scope of one balanced
+    batch of ``instances`` per class (module docstring): ``batch_instances`` and
+    ``batch_instance_within_class_variance``, None when a class holds fewer than ``instances``
+    (no such batch can be drawn) or a result lacks the per-class instance term."""
+    n = int(instances)
+    if n < 2:
+        raise ValueError(f"a balanced batch needs at least 2 instances per class, got {n}")
+    terms = []
+    for c in collapse.per_class:
+        count, within = c.count, c.instance_within_class_variance
+        if count is None or within is None or count < n:
+            return replace(collapse, batch_instances=n, batch_instance_within_class_variance=None)
+        terms.append((n - 1) / n * count / (count - 1) * within)
+    value = float(np.mean(terms)) if terms else None
+    return replace(collapse, batch_instances=n, batch_instance_within_class_variance=value)
 
 
 def class_collapse(

@@ -893,7 +893,21 @@ def _checkpoint_result(
 ) -> Result:
     """A checkpoint's result: its measured layers and probes beside the theory panel of its
     training config, with the commands that made it (this analysis, and the training a
-    cl-diag checkpoint records)."""
+    cl-diag checkpoint records). A supcl run trained on balanced batches gets its collapse
+    measure at the SSEM's scope too (one batch of the run's n instances per class)."""
+    theory = theory_panel(
+        parse_run_config(subject.training_config, n_train=subject.n_train), n_ref, layers
+    )
+    per_class = theory.ssem.n if theory.ssem is not None else None
+    if per_class is not None and per_class >= 2:
+        from cl_diag.measurement.collapse import at_batch_scope
+
+        layers = {
+            name: layer
+            if layer.collapse is None
+            else replace(layer, collapse=at_batch_scope(layer.collapse, per_class))
+            for name, layer in layers.items()
+        }
     return build_result(
         source=Source.from_dict(subject.source),
         n_ref=n_ref,
@@ -901,9 +915,7 @@ def _checkpoint_result(
         layers=layers,
         training_config=subject.training_config,
         probes=probes,
-        theory=theory_panel(
-            parse_run_config(subject.training_config, n_train=subject.n_train), n_ref, layers
-        ),
+        theory=theory,
         commands=Commands(analyze=config.record(), train=_training_command(subject)),
         device=run.device,
         workers=config.workers,

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+from cl_diag.measurement.pairs import EXCESS_MARGIN
 from cl_diag.measurement.stats import pair_mean_se, z_value
 from cl_diag.report import figures
 from cl_diag.report.document import (
@@ -92,6 +93,15 @@ def _stat_rows(
     rows.append(row("quantile error bound (|reported − exact|)", lambda s: s.quantile_error))
     rows.append(row("excessive count (s < δ)", lambda s: s.excessive_count, neg_only=True))
     rows.append(row("excessive ratio (s < δ)", lambda s: s.excessive_ratio, neg_only=True))
+    if any(s is not None and s.excessive_margin_count is not None for s in stats_by_column):
+        # results written before the margin count was measured render as they did
+        margin = f"s < δ − {fmt(EXCESS_MARGIN)}"
+        rows.append(
+            row(f"excessive count ({margin})", lambda s: s.excessive_margin_count, neg_only=True)
+        )
+        rows.append(
+            row(f"excessive ratio ({margin})", lambda s: s.excessive_margin_ratio, neg_only=True)
+        )
     return rows
 
 
@@ -358,6 +368,20 @@ def collapse_table(name: str, collapse: Collapse) -> tuple[Table, list[Note]]:
                     "mean over classes of the variance of (u_i + v_i)/2 about the class mean: "
                     "class collapse of the instances, their views' spread left out",
                 ],
+                *(
+                    [
+                        [
+                            f"… at the batch's scope ({fmt(c.batch_instances)} per class)",
+                            fmt(c.batch_instance_within_class_variance),
+                            "the same in one balanced batch of the run's n instances per class, "
+                            "the SSEM's scope: its expectation over such batches drawn from "
+                            "this sample, (n−1)/n · N_c/(N_c−1) per class (docs/ssem.md); "
+                            "what the SSEM claims read",
+                        ]
+                    ]
+                    if c.batch_instances is not None
+                    else []
+                ),
                 [
                     "views' spread",
                     fmt(c.view_spread),

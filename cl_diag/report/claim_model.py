@@ -137,10 +137,14 @@ class RunData:
     neg_min: float | None = None
     neg_max: float | None = None
     neg_ratio: float | None = None  # share of cross-view negatives below δ
+    #: share below δ − ε (ε = EXCESS_MARGIN); None in results written before it was measured
+    neg_margin_ratio: float | None = None
     top1: float | None = None
     n_test: int | None = None
     band: tuple[float, float] | None = None
     eq10_full: bool | None = None
+    #: the CCEM's x* of the full-batch cross-view sigmoid loss over N = n_ref (paper-notes 11.1)
+    ccem_x: float | None = None
     collapse: Collapse | None = None
     ssem: Ssem | None = None
     layers: tuple[LayerPairs, ...] = ()
@@ -201,9 +205,14 @@ class RunData:
     @property
     def instance_within_class_variance(self) -> float | None:
         """The within-class variance of the instance means (u_i + v_i)/2 (class collapse of
-        the instances, the view spread left out; None in results written before it was
-        measured)."""
-        return None if self.collapse is None else self.collapse.instance_within_class_variance
+        the instances, the view spread left out) at the SSEM's scope, one balanced batch of the
+        run's n instances per class, where the result records it; else over the analysed
+        sample (results written before the batch scope was measured; None before the instance
+        means were)."""
+        if self.collapse is None:
+            return None
+        batch = self.collapse.batch_instance_within_class_variance
+        return batch if batch is not None else self.collapse.instance_within_class_variance
 
     @property
     def ssem_prediction(self) -> float | None:
@@ -280,10 +289,12 @@ class RunData:
             neg_min=neg.min,
             neg_max=neg.max,
             neg_ratio=neg.excessive_ratio,
+            neg_margin_ratio=neg.excessive_margin_ratio,
             top1=top1,
             n_test=n_test,
             band=band,
             eq10_full=eq10,
+            ccem_x=_ccem_full_batch(result),
             collapse=measured.collapse,
             ssem=theory.ssem if theory is not None else None,
             layers=layers,
@@ -320,6 +331,16 @@ def _optimum_loss(result: Result, config: RunConfig) -> float | None:
     return None
 
 
+def _ccem_full_batch(result: Result) -> float | None:
+    """The CCEM's x* at N = n_ref (the full batch), from the theory panel's sigmoid block when
+    it is computed at that N; None otherwise."""
+    theory = result.theory
+    sigmoid = None if theory is None else theory.sigmoid
+    if sigmoid is None or result.n_ref != sigmoid.ccem.N:
+        return None
+    return sigmoid.ccem.x_star
+
+
 def _eq10_full_batch(result: Result) -> bool | None:
     """Example 5.4's Eq. 10 at N = n_ref: the theory panel's ``full_batch`` block, or its
     top-level sigmoid block when that one already is at N = n_ref."""
@@ -340,6 +361,10 @@ WORKS = {
     "paper": "Lee, Lim, Lee, Sohn (ICML 2025)",
     "rebuttal": "the authors' OpenReview rebuttal of Lee et al. (ICML 2025)",
     "SSEM": "the SSEM paper on supervised-contrastive class collapse (Lee, Oh, Lee et al.)",
+    "CCEM": (
+        "Lee, Chang, Sohn, Analysis of Using Sigmoid Loss for Contrastive Learning (AISTATS "
+        "2024), the constant-embedding model of the sigmoid loss's optimum"
+    ),
     "identity": "an identity for any unit vectors, from Lee et al. (ICML 2025)",
     "none": "no source predicts it for these runs",
 }

@@ -102,6 +102,7 @@ _FINDING_FIGURES = {
     "batch_variance": "variance_vs_batch.svg",
     "batch_accuracy": "accuracy_vs_batch.svg",
     "alpha_threshold": "instance_within_class_variance_vs_alpha.svg",
+    "ccem_optimum": "ccem_x_vs_temperature.svg",
 }
 
 
@@ -709,14 +710,81 @@ def _study_blocks(cmp: Comparison, layer: str | None) -> list:
                     "temperature, log scale.",
                 )
             )
-        else:
+        elif not _ccem_n(cmp):
             blocks.append(
                 Note(
                     "The runs differ in temperature but carry no linear-probe accuracy: no Fig. 3 "
                     "view."
                 )
             )
+        blocks += _ccem_blocks(cmp, layer)
     return blocks
+
+
+def _ccem_n(cmp: Comparison) -> int | None:
+    """N when every run carries the CCEM's x* of its full batch (a sigmoid loss on free
+    embeddings over N = n_ref pairs, paper-notes 11.1) at one N; None otherwise."""
+    found = set()
+    for result in cmp.results:
+        sigmoid = result.theory.sigmoid if result.theory is not None else None
+        if sigmoid is None or sigmoid.ccem.x_star is None or result.n_ref != sigmoid.ccem.N:
+            return None
+        found.add(result.n_ref)
+    return found.pop() if len(found) == 1 else None
+
+
+def _ccem_blocks(cmp: Comparison, layer: str | None) -> list:
+    """The CCEM view of a temperature study on free embeddings: the measured x = (1 + mean
+    positive similarity)/2 against t, one line per config without t and the seed (e.g. per b),
+    beside the CCEM's x*(t; b, N) drawn from its closed form (``ccem_optimum``'s figure)."""
+    n = _ccem_n(cmp)
+    if n is None or layer is None:
+        return []
+    from cl_diag.measurement.theory import sigmoid_optimum
+
+    column = _col(layer, f"{PairType.POSITIVE.value}_mean")
+    pos = [cmp.value(i, column) for i in range(len(cmp.runs))]
+    xs = [None if p is None else (1.0 + p) / 2.0 for p in pos]
+    study = _Study.collect(cmp.configs, "temperature", xs)
+    ts = [t for c in cmp.configs if (t := _number(c.temperature)) is not None]
+    if not ts or min(ts) <= 0:
+        return []
+    grid = np.geomspace(min(ts), max(ts), 200)
+    labels = config_labels(cmp.configs, exclude=("temperature", SEED_KEY))
+    bias_of = {
+        (label or "runs"): c.bias
+        for c, label in zip(cmp.configs, labels, strict=True)
+    }
+    predicted = []
+    for series in study.series:
+        b = bias_of.get(series.label)
+        if b is None:
+            return []
+        predicted.append(
+            figures.Series(
+                f"CCEM x* (b = {fmt(b)})", grid.tolist(), [sigmoid_optimum(t, b, n).x for t in grid]
+            )
+        )
+    return [
+        Figure(
+            filename="ccem_x_vs_temperature.svg",
+            svg=figures.metric_vs(
+                study.series,
+                xlabel="temperature t",
+                ylabel="x = (1 + mean positive similarity)/2",
+                title=f"learned structure vs the CCEM optimum (N = {n})",
+                log_base=2,
+                predicted=predicted,
+            ),
+            alt="Measured x against temperature beside the CCEM optimum x*",
+            caption=(
+                f"The CCEM view (layer '{layer}'): x = (1 + mean positive similarity)/2 of each "
+                "config against the temperature t (log scale; points: mean over seeds, bars ± 1 "
+                f"sd), dashed: the CCEM's optimum x*(t, b; N = {n}) (paper-notes 11.1), 1 at the "
+                "simplex ETF, 0 antipodal, in between the interior optimum."
+            ),
+        )
+    ]
 
 
 # ---- a metric against any swept numeric option ---------------------------------------------

@@ -357,9 +357,12 @@ def metric_vs(
     log_base: float | None,
     markers: Sequence[tuple[float, str]] = (),
     symlog_below: float | None = None,
+    predicted: Sequence[Series] = (),
 ) -> bytes:
     """Fig. 3 / Fig. 4 views: one line per series (e.g. with and without VRN); ``markers``
-    (x, label) are drawn as dashed vertical lines (a theory's threshold on the x option).
+    (x, label) are drawn as dashed vertical lines (a theory's threshold on the x option);
+    ``predicted``: a theory's curves, dashed without points, the k-th in the colour of the k-th
+    measured series.
     ``symlog_below``: a symmetric-log x axis, linear below this value and logarithmic above
     it (a VRN weight grid that starts at 0), ticked at the measured values."""
     with _fixed_style():
@@ -367,6 +370,16 @@ def metric_vs(
         for k, (x, label) in enumerate(markers):
             ax.axvline(
                 x, color="#555555", linestyle=LINESTYLES[1 + k % 3], linewidth=1.0, label=label
+            )
+        for k, curve in enumerate(predicted):
+            ax.plot(
+                curve.x,
+                curve.y,
+                color=COLORS[k % len(COLORS)],
+                linestyle="--",
+                linewidth=1.0,
+                alpha=0.8,
+                label=curve.label,
             )
         _plot_series(ax, series)
         if log_base is not None:

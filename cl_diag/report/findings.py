@@ -631,6 +631,7 @@ _SHORT_WORK = {
     "paper": "Lee et al. 2025",
     "rebuttal": "Lee et al. 2025, rebuttal",
     "SSEM": "SSEM paper",
+    "CCEM": "Lee et al. 2024 (CCEM)",
     "identity": "identity",
     "none": "no source",
 }
@@ -775,10 +776,13 @@ def summary_lines(findings: Sequence[Finding]) -> list[str]:
 
 def _method_paragraph(findings: Sequence[Finding]) -> Paragraph:
     family = sum(1 for f in findings if f.kind == "prediction" and f.p_value is not None)
+    works = ["paper", "rebuttal", "SSEM"]
+    if any(CLAIMS[f.claim].source.work == "CCEM" for f in findings):
+        works.append("CCEM")  # named only where cited: the other reports read as before
     return Paragraph(
         "The claims of the sources that apply to these runs, from the registry in "
         "docs/claims.md, computed from the results. Sources: "
-        + "; ".join(f"{_SHORT_WORK[k]} = {WORKS[k]}" for k in ("paper", "rebuttal", "SSEM"))
+        + "; ".join(f"{_SHORT_WORK[k]} = {WORKS[k]}" for k in works)
         + ". A verdict is supported when the whole interval lies beyond the size the source "
         "claims (by default the minimum relevant effect, the margin) in the expected "
         "direction, not borne out when it lies wholly short of that size (the data reject "

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from cl_diag.measurement.pairs import EXCESS_MARGIN
 from cl_diag.report.document import (
     Block,
     Cell,
@@ -112,8 +113,15 @@ def headline_rows(result: Result, layer: str) -> list[list[Cell]]:
     """One run's headline numbers (quantity, value) on ``layer``, and its best probe."""
     here = result.layers.get(layer)
     rows: list[list[Cell]] = []
+    cross = None if here is None else here.pairs.get(PairType.CROSS_VIEW_NEGATIVE)
+    beyond = None if cross is None else cross.excessive_margin_ratio
     for metric in HEADLINE_METRICS:
         value = None if here is None else metric.read(here)
+        if metric is HEADLINE_METRICS[-1] and beyond is not None:
+            # below δ − ε: at a simplex ETF the strict share is float residue (issue 32)
+            margin = f"share below δ − {fmt(EXCESS_MARGIN)}"
+            rows.append([f"excessive separation ({margin})", pct(beyond)])
+            continue
         if value is not None:
             rows.append([metric.title, _value(metric, value)])
     best = best_probe(result.probes)
