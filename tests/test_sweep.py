@@ -271,3 +271,19 @@ def test_equal_steps_refusals(run_cli, tmp_path, extra, fragment):
     assert fragment in " ".join(result.err.split())
     assert "Traceback" not in result.err
     assert not out.exists()
+
+
+def test_a_quiet_sweep_prints_a_line_per_run_and_no_training_rows(run_cli, tmp_path):
+    # issue 37: a sweep or reproduction without a bar printed every metrics row of every run (a
+    # free-embedding run of 2,000 one-step epochs: 2,000 lines); now one line per run done
+    recipe = Path(__file__).resolve().parents[1] / "trainers" / "rebuttal-toy.toml"
+    done = run_cli(
+        "sweep", recipe, "--grid", "seed=1,2", "--steps", "20", "--out", tmp_path / "s", "--quiet"
+    )
+    assert done.code == 0, done.err
+    lines = [line for line in done.out.splitlines() if line.strip()]
+    assert [line for line in lines if line.startswith("[")] == [
+        "[1/2] seed=1 done",
+        "[2/2] seed=2 done",
+    ]
+    assert not any(line.startswith("epoch ") for line in lines), lines

@@ -23,7 +23,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, TextIO, TypeVar
+from typing import TextIO, TypeVar
 
 from rich.console import Console
 from rich.progress import (
@@ -202,7 +202,7 @@ def train_display(console: Console, *, quiet: bool) -> Iterator[TrainDisplay]:
 def run_cells(work: Callable[..., T], console: Console, quiet: bool, *, what: str = "sweep") -> T:
     """Call ``work(on_progress=..., train_progress=...)`` (a sweep or a reproduction of many
     runs) with its display: on a terminal one bar over the runs, named ``what``, and a bar per
-    run's training; otherwise one plain line per run done and per metrics row."""
+    run's training; otherwise one plain line per run done."""
     if use_bar(quiet):
         with progress_bar(console) as bar:
             task = bar.add_task(what, total=None, details="")
@@ -224,8 +224,6 @@ def run_cells(work: Callable[..., T], console: Console, quiet: bool, *, what: st
         if name:
             console.print(f"[{done}/{total}] {name} done", highlight=False, markup=False)
 
-    # each run's training prints one plain line per metrics row, as `cl-diag train --quiet`
-    def lines(name: str) -> Any:
-        return TrainDisplay()
-
-    return work(on_progress=plain, train_progress=lines)
+    # one line per run, no training rows: a run's rows are in its metrics.csv, and a
+    # free-embedding run of 2,000 one-step epochs would print 2,000 of them (issue 37)
+    return work(on_progress=plain, train_progress=None)
