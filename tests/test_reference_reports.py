@@ -131,6 +131,20 @@ def test_the_reports_index_tables_the_verdicts_the_registry_computes():
     assert tool.main(["--check", "--table", str(readme), *map(str, folders)]) == 0
 
 
+def test_the_reports_index_says_which_studies_share_runs():
+    # issue 33: the main job and the VRN weight study hold the same 22 runs (same config and
+    # seed); the index says so, from the results, and the free and converged studies share none
+    tool = _quote_findings()
+    folders = list(dict.fromkeys(REPO / "reports" / f for f in QUOTED))
+    lines = tool.shared_runs(folders, REPO / "reports")
+    assert tool.quoted_shared(REPO / "reports" / "README.md") == lines
+    counts = {line.split(" share ")[0]: int(line.split(" share ")[1].split()[0]) for line in lines}
+    assert counts == {
+        "`digits-batch-study/` and `vrn-weight/`": 2,
+        "`digits-batch-study/` and `vrn-weight/tuning/`": 20,
+    }
+
+
 @pytest.mark.parametrize("folder", QUOTED)
 def test_reference_readmes_quote_the_generated_findings(folder):
     # issue 12: the READMEs quote the findings the tool wrote, never a paraphrase of them

@@ -54,6 +54,8 @@ FINGERPRINT_FIELDS = (
     ("builds", "numpy_blas"),
     ("flags", "deterministic_algorithms"),
 )
+SHARED_BEGIN = "<!-- shared runs: generated, see tools/quote_findings.py -->"
+SHARED_END = "<!-- /shared runs -->"
 TABLE_BEGIN = "<!-- verdicts: generated, see tools/quote_findings.py -->"
 TABLE_END = "<!-- /verdicts -->"
 #: the order the verdict table lists a claim's verdicts in
@@ -156,6 +158,55 @@ def verdict_table(folders: list[Path], root: Path) -> list[str]:
     return lines
 
 
+def _study_runs(folder: Path, root: Path) -> dict[str, list[tuple[str, str]]]:
+    """study name -> [(run, its training config as canonical JSON)] of the studies in
+    ``folder`` (a tuning sweep beside a test stage is a study of its own)."""
+    out: dict[str, list[tuple[str, str]]] = {}
+    for comparison in (folder / "comparison", folder / "tuning" / "comparison"):
+        if not comparison.is_dir():
+            continue
+        home = comparison.parent
+        runs_home = home / "test" if (home / "test").is_dir() else home
+        name = home.relative_to(root).as_posix() + "/"
+        out[name] = [
+            (
+                path.parent.parent.name,
+                json.dumps(json.loads(path.read_text(encoding="utf-8"))["config"], sort_keys=True),
+            )
+            for path in sorted(runs_home.glob("*/analysis/result.json"))
+        ]
+    return out
+
+
+def shared_runs(folders: list[Path], root: Path) -> list[str]:
+    """One line per pair of studies that hold the same runs: runs whose recorded training
+    configs are equal, seed included, were trained by the same command and are the same run
+    (training is deterministic under one fingerprint), so their verdicts are one piece of
+    evidence, not two. No line when every study's runs are its own."""
+    studies: dict[str, list[tuple[str, str]]] = {}
+    for folder in folders:
+        studies.update(_study_runs(folder, root))
+    names = list(studies)
+    lines = []
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            theirs = {config for _, config in studies[b]}
+            same = [run for run, config in studies[a] if config in theirs]
+            if same:
+                lines.append(
+                    f"`{a}` and `{b}` share {len(same)} of `{a}`'s {len(studies[a])} runs (the "
+                    f"same training config and seed: the same trained weights): {', '.join(same)}"
+                )
+    return lines or ["no two studies share a run"]
+
+
+def quoted_shared(readme: Path) -> list[str]:
+    """The lines a README's shared-runs block holds (its list items)."""
+    text = readme.read_text(encoding="utf-8")
+    block = _block(text, SHARED_BEGIN, SHARED_END)
+    return [line[2:] for line in block.strip().splitlines() if line.startswith("- ")]
+
+
 def quoted_table(readme: Path) -> list[str]:
     """The lines a README's verdict table block holds."""
     text = readme.read_text(encoding="utf-8")
@@ -213,12 +264,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.table is not None:
         lines = verdict_table(args.folders, args.table.parent)
+        shared = shared_runs(args.folders, args.table.parent)
         if args.check:
             if quoted_table(args.table) != lines:
                 print(f"{args.table}: the verdict table differs from the results", file=sys.stderr)
                 return 1
+            if quoted_shared(args.table) != shared:
+                print(f"{args.table}: the shared runs differ from the results", file=sys.stderr)
+                return 1
             return 0
-        args.table.write_text(rewrite_table(args.table, lines), encoding="utf-8")
+        text = rewrite_table(args.table, lines)
+        args.table.write_text(_replace(text, SHARED_BEGIN, SHARED_END, shared), encoding="utf-8")
         print(f"{args.table}: {len(lines) - 2} claims of {len(args.folders)} studies tabled")
         return 0
     status = 0
