@@ -108,6 +108,7 @@ QUOTED = [
     "supcl-collapse-free",
     "sigmoid-within-view/digits",
     "sigmoid-within-view/free",
+    "ccem-sigmoid",
     "vrn-weight",
 ]
 
@@ -199,6 +200,7 @@ STUDIES = (
     "supcl-collapse-free",
     "sigmoid-within-view/digits",
     "sigmoid-within-view/free",
+    "ccem-sigmoid",
 )
 #: studies that commit each run's result.json and report.md only: their .gitignore leaves out
 #: the per-run report.html and figures (common size rule), which render from the result
@@ -214,6 +216,7 @@ REPRESENTATIVE = {
     "supcl-collapse/alpha=0.25_seed=1",
     "supcl-collapse/alpha=1_seed=1",
     "supcl-collapse-free/alpha=0.3_seed=1",
+    "ccem-sigmoid/temperature=4_bias=2_seed=1",
     "toy-vrn-converged/seed=11_vrn=3",
     "sigmoid-within-view/digits/bias=-1_within-view=false_seed=1",
     "sigmoid-within-view/free/bias=-1_within-view=true_seed=1",
