@@ -117,11 +117,18 @@ def test_batch_scope_is_the_mean_over_every_balanced_batch(batch):
         per_class.append(np.mean(values))
     assert got.batch_instances == batch
     assert got.batch_instance_within_class_variance == pytest.approx(np.mean(per_class), rel=1e-9)
-    # a sample that is one batch (every class holds exactly n): the sample's own value
-    whole = class_collapse(z1[labels == 0], z2[labels == 0], labels[labels == 0])
-    assert at_batch_scope(whole, 5).batch_instance_within_class_variance == pytest.approx(
-        whole.instance_within_class_variance, rel=1e-12
-    )
+    # a sample that is one batch (every class holds exactly n): the sample's own value, bit for
+    # bit (a reproduction under an equal fingerprint compares exactly; the mean of the per-class
+    # terms differs from the sample's mean in the last bit for about half of such samples)
+    for seed in range(8):
+        rng = np.random.default_rng(100 + seed)
+        ten = np.repeat(np.arange(10), 4)
+        a1 = rng.standard_normal((40, 8))
+        whole = class_collapse(a1, a1 + 0.3 * rng.standard_normal((40, 8)), ten)
+        assert (
+            at_batch_scope(whole, 4).batch_instance_within_class_variance
+            == whole.instance_within_class_variance
+        )
     # a class too small for the batch: no value, the batch size still stated
     short = at_batch_scope(class_collapse(z1, z2, labels), 6)
     assert short.batch_instances == 6 and short.batch_instance_within_class_variance is None

@@ -163,13 +163,18 @@ def at_batch_scope(collapse: Collapse, instances: int) -> Collapse:
     n = int(instances)
     if n < 2:
         raise ValueError(f"a balanced batch needs at least 2 instances per class, got {n}")
-    terms = []
+    terms, factors = [], []
     for c in collapse.per_class:
         count, within = c.count, c.instance_within_class_variance
         if count is None or within is None or count < n:
             return replace(collapse, batch_instances=n, batch_instance_within_class_variance=None)
-        terms.append((n - 1) / n * count / (count - 1) * within)
-    value = float(np.mean(terms)) if terms else None
+        factors.append(((n - 1) * count) / (n * (count - 1)))  # exactly 1.0 when count == n
+        terms.append(factors[-1] * within)
+    if all(f == 1.0 for f in factors):
+        # the sample is one batch: its own value, bit for bit (a re-analysis compares exactly)
+        value = collapse.instance_within_class_variance
+    else:
+        value = float(np.mean(terms)) if terms else None
     return replace(collapse, batch_instances=n, batch_instance_within_class_variance=value)
 
 
