@@ -226,7 +226,8 @@ def test_sweep_cli_parses_shared_overrides_as_train_does(run_cli, tmp_path):
     assert r.code == 0, r.err
     config = load_checkpoint(out / "seed=1" / "last.pt")["config"]
     assert config["steps"] == 3 and config["seed"] == 1 and config["download"] is False
-    assert "epoch 2/2  step 3" in r.out  # the cell's training, as `train --quiet` prints it
+    # one line per cell, not its training rows (issue 37): those are in its metrics.csv
+    assert "[1/1] seed=1 done" in r.out and "epoch 2/2" not in r.out
 
 
 def test_train_summary_and_already_complete(tmp_path):
