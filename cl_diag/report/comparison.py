@@ -751,10 +751,7 @@ def _ccem_blocks(cmp: Comparison, layer: str | None) -> list:
         return []
     grid = np.geomspace(min(ts), max(ts), 200)
     labels = config_labels(cmp.configs, exclude=("temperature", SEED_KEY))
-    bias_of = {
-        (label or "runs"): c.bias
-        for c, label in zip(cmp.configs, labels, strict=True)
-    }
+    bias_of = {(label or "runs"): c.bias for c, label in zip(cmp.configs, labels, strict=True)}
     predicted = []
     for series in study.series:
         b = bias_of.get(series.label)
