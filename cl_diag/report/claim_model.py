@@ -294,7 +294,7 @@ class RunData:
             n_test=n_test,
             band=band,
             eq10_full=eq10,
-            ccem_x=_ccem_full_batch(result),
+            ccem_x=ccem_full_batch(result),
             collapse=measured.collapse,
             ssem=theory.ssem if theory is not None else None,
             layers=layers,
@@ -331,7 +331,7 @@ def _optimum_loss(result: Result, config: RunConfig) -> float | None:
     return None
 
 
-def _ccem_full_batch(result: Result) -> float | None:
+def ccem_full_batch(result: Result) -> float | None:
     """The CCEM's x* at N = n_ref (the full batch), from the theory panel's sigmoid block when
     it is computed at that N; None otherwise."""
     theory = result.theory

@@ -35,6 +35,7 @@ import pandas as pd
 
 from cl_diag.measurement.stats import mean_sd, t_half_width
 from cl_diag.report import figures
+from cl_diag.report.claim_model import ccem_full_batch
 from cl_diag.report.document import (
     MISSING,
     SIMILARITY_CONVENTION,
@@ -724,12 +725,9 @@ def _study_blocks(cmp: Comparison, layer: str | None) -> list:
 def _ccem_n(cmp: Comparison) -> int | None:
     """N when every run carries the CCEM's x* of its full batch (a sigmoid loss on free
     embeddings over N = n_ref pairs, paper-notes 11.1) at one N; None otherwise."""
-    found = set()
-    for result in cmp.results:
-        sigmoid = result.theory.sigmoid if result.theory is not None else None
-        if sigmoid is None or sigmoid.ccem.x_star is None or result.n_ref != sigmoid.ccem.N:
-            return None
-        found.add(result.n_ref)
+    if any(ccem_full_batch(result) is None for result in cmp.results):
+        return None
+    found = {result.n_ref for result in cmp.results}
     return found.pop() if len(found) == 1 else None
 
 
