@@ -336,6 +336,13 @@ def test_ceiling_below_one_is_flagged_only_beyond_its_sampling_error():
         f"The Theorem 5.2 alignment ceiling (0.97) is below 1 beyond its sampling error "
         f"(± {fmt(margin, 2)} at 95 %)" in md
     )
+    # issue 32: at a simplex ETF the negatives do not spread and the ceiling is 1 up to float
+    # residue; a ceiling within ε = EXCESS_MARGIN of 1 is not called below 1
+    result["layers"]["embedding"]["pairs"]["cross_view_negative"]["var"] = 0.0
+    result["layers"]["embedding"]["geometry"]["alignment_ceiling"]["value"] = 1 - 5e-4
+    assert "below 1 beyond its sampling error" not in _render_md(result)
+    result["layers"]["embedding"]["geometry"]["alignment_ceiling"]["value"] = 1 - 2e-3
+    assert "below 1 beyond its sampling error (± 0.001 at 95 %)" in _render_md(result)
 
 
 def test_non_negative_features_explain_a_zero_excessive_ratio():

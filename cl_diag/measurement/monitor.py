@@ -32,7 +32,10 @@ S2 = sum s^2. With a threshold delta (``n_ref``: delta = -1/(n_ref - 1), the sim
 simplex ETF of n_ref instances, Thm 5.1; the threshold ``cl-diag analyze`` counts against):
 
 * ``cross_neg_excessive_ratio``, ``within_neg_excessive_ratio``: #{s < delta} / n, the
-  fraction of negatives excessively separated (paper Sec. 5);
+  fraction of negatives excessively separated (paper Sec. 5), the strict count of the paper
+  and of ``excessive_ratio`` in a result.json. Near a simplex ETF (free embeddings at their
+  optimum) it counts float residue; the analysis's ``excessive_margin_count`` (s < delta - 0.001,
+  :data:`cl_diag.measurement.pairs.EXCESS_MARGIN`) is the count the claims read;
 * ``vrn``: the VRN term with p = 2 (Def. 5.7) over the cross-view negatives seen,
   mean (s - delta)^2 = var + (mean - delta)^2; over batches of one size, the mean of the
   per-batch VRN losses.

@@ -302,8 +302,9 @@ def geometry_table(result: Result, layer: Layer, name: str = "") -> tuple[Table,
     neg = layer.pairs.get(PairType.CROSS_VIEW_NEGATIVE)
     if ceiling.value is not None and neg is not None and neg.var is not None:
         # the ceiling is estimated from the sample's mean negative: call it below 1 only beyond
-        # that mean's sampling error (a conservative U-statistic bound, cl_diag.measurement.stats)
-        margin = z_value() * pair_mean_se(neg.var, layer.n)
+        # that mean's sampling error (a conservative U-statistic bound, cl_diag.measurement.stats),
+        # and never within ε = EXCESS_MARGIN of 1, where a simplex ETF's float residue sits
+        margin = max(z_value() * pair_mean_se(neg.var, layer.n), EXCESS_MARGIN)
         if ceiling.value + margin < 1.0:
             notes.append(
                 Note(
