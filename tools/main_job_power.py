@@ -38,6 +38,13 @@ would do) and on the earlier design's runs (commit 134a67a)::
     mkdir -p /tmp/old && git archive 134a67a reports/digits-batch-study | tar -x -C /tmp/old
     python tools/main_job_power.py /tmp/old/reports/digits-batch-study --design 16,32,64:30
 
+``--write README`` puts the first design's table between the README's power markers: the
+figures a study's README quotes are this tool's output on its committed runs, and
+``tests/test_main_job_power.py`` fails when they are stale::
+
+    python tools/main_job_power.py reports/digits-batch-study --design 16,64:3 --seeds 5,6,7 \
+        --write reports/digits-batch-study/README.md
+
 Each ``--design`` is ``BATCHES:LAMBDA`` (the batch sizes, the VRN weight); its runs must be in
 the folders given (every batch size with and without that λ). Deterministic: no random draw.
 """
@@ -193,6 +200,54 @@ def _seconds(text: str) -> dict[int, float]:
     return out
 
 
+#: the README block this tool writes (``--write``) and the tests compare with the committed runs
+BEGIN = "<!-- power: generated, see tools/main_job_power.py -->"
+END = "<!-- /power -->"
+
+
+def markdown(runs: Sequence[RunData], design: str, seeds: Sequence[int]) -> list[str]:
+    """The design's primary findings as a Markdown table: measured effect and sd (ln scale), the
+    margin, and for each seed count P(supported) and P(supported, not borderline)."""
+    batch_text, lam_text = design.split(":")
+    batches = [int(b) for b in batch_text.split(",")]
+    level = FAMILY_ALPHA / family_size(batches)
+    head = " | ".join(f"{n} seeds" for n in seeds)
+    lines = [
+        f"Design {design} (batch sizes {', '.join(map(str, batches))}, VRN λ = {lam_text}), "
+        f"K = {family_size(batches)} findings with a verdict, strictest one-sided level "
+        f"{level:.3g}; P(decided) / P(decided, not borderline) for a replicate study:",
+        "",
+        f"| finding | effect (ln) | sd | margin | {head} |",
+        "|---|---|---|---|" + "---|" * len(seeds),
+    ]
+    for spread in spreads(runs, batches, float(lam_text)):
+        margin = _claim(spread.claim).margin
+        cells = []
+        for n in seeds:
+            p = predict(spread, n, level)
+            cells.append(f"{p.decided:.2f} / {p.clear:.2f}")
+        lines.append(
+            f"| `{spread.claim}` {spread.subject} | {spread.effect:+.3f} | {spread.sd:.3f} | "
+            f"{margin:.3f} | {' | '.join(cells)} |"
+        )
+    return lines
+
+
+def quoted(readme: Path) -> list[str]:
+    """The lines of a README's generated power block."""
+    text = readme.read_text(encoding="utf-8")
+    block = text[text.index(BEGIN) + len(BEGIN) : text.index(END)]
+    return block.strip("\n").splitlines()
+
+
+def rewrite(readme: Path, lines: list[str]) -> str:
+    """The README's text with its power block replaced by ``lines``."""
+    head, rest = readme.read_text(encoding="utf-8").split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    body = "".join(f"{line}\n" for line in lines)
+    return f"{head}{BEGIN}\n{body}{END}{tail}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("folders", nargs="+", type=Path, help="study folders with the runs")
@@ -201,8 +256,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--seconds", default="", help="measured seconds per run by batch size, e.g. 16=7,128=12"
     )
+    parser.add_argument(
+        "--write",
+        type=Path,
+        metavar="README",
+        help=f"replace the README's block between {BEGIN} and {END} with the first design's table",
+    )
     args = parser.parse_args(argv)
     runs = read_runs(args.folders)
+    if args.write is not None:
+        seed_counts = [int(s) for s in args.seeds.split(",")]
+        args.write.write_text(
+            rewrite(args.write, markdown(runs, args.design[0], seed_counts)), encoding="utf-8"
+        )
+        print(f"wrote the power block of {args.write}")
+        return 0
     seconds = _seconds(args.seconds) if args.seconds else {}
     for folder in args.folders:
         mine = [r for r in runs if r.label.startswith(f"{folder.name}/")]
