@@ -156,6 +156,18 @@ def test_reference_readmes_quote_the_generated_findings(folder):
     assert tool.quoted(root / "README.md") == generated
 
 
+def test_the_vrn_weight_readme_quotes_the_nested_procedure():
+    # issue 33 item 2: the tuned-λ procedure's gain (leave one seed out) and the stability of
+    # its choice, quoted from the tuning comparison, one sentence per batch size
+    tool = _quote_findings()
+    root = REPO / "reports" / "vrn-weight"
+    lines = tool.nested(root)
+    assert [line.split(":")[0] for line in lines] == ["simclr b16", "simclr b64"]
+    assert all("leave one seed out" in line and "stable" in line for line in lines)
+    assert tool.quoted_nested(root / "README.md") == lines
+    assert (root / "tuning" / "comparison" / "vrn_selection_stability.svg").is_file()
+
+
 @pytest.mark.parametrize("folder", QUOTED)
 def test_reference_readmes_give_the_reproduction_and_the_fingerprint(folder):
     # issue 22: the command that checks the report, the fingerprint it was made under (quoted

@@ -9,7 +9,9 @@ A README in ``reports/`` holds two blocks, each between two lines::
     <!-- fingerprint: generated, see tools/quote_findings.py -->
     <!-- /fingerprint -->
 
-The first holds the summary sentences of the Findings section of ``comparison/report.md`` (one
+(A third, ``<!-- nested: ... -->`` … ``<!-- /nested -->``, is filled where a README has it: the
+summary sentences of the nested tuned-λ block of the folder's comparisons.) The first holds the
+summary sentences of the Findings section of ``comparison/report.md`` (one
 Markdown list item each), exactly as the tool wrote them; the second the environment fingerprint
 the runs were trained and analysed under, read from their result.json files (one list item per
 field that matters to the bits; each distinct fingerprint when they differ). Run it from the
@@ -54,6 +56,10 @@ FINGERPRINT_FIELDS = (
     ("builds", "numpy_blas"),
     ("flags", "deterministic_algorithms"),
 )
+NESTED_BEGIN = "<!-- nested: generated, see tools/quote_findings.py -->"
+NESTED_END = "<!-- /nested -->"
+#: the heading of a comparison's nested tuned-λ block (cl_diag.report.tuning_section)
+NESTED_HEADING = "### The tuned-λ procedure, nested"
 SHARED_BEGIN = "<!-- shared runs: generated, see tools/quote_findings.py -->"
 SHARED_END = "<!-- /shared runs -->"
 TABLE_BEGIN = "<!-- verdicts: generated, see tools/quote_findings.py -->"
@@ -70,6 +76,31 @@ def generated(report_md: Path) -> list[str]:
     start = text.index("## Findings")
     end = text.index("\n## ", start + 1)
     return [line[len(BULLET) :] for line in text[start:end].splitlines() if line.startswith(BULLET)]
+
+
+def nested(folder: Path) -> list[str]:
+    """The summary sentences of the nested tuned-λ block of the comparisons in ``folder`` (any
+    ``**/comparison/report.md``: the VRN weight study's is its tuning sweep's), in order."""
+    lines = []
+    for report in sorted(folder.glob("**/comparison/report.md")):
+        text = report.read_text(encoding="utf-8")
+        if NESTED_HEADING not in text:
+            continue
+        start = text.index(NESTED_HEADING)
+        end = text.index("\n## ", start + 1)
+        lines += [
+            line[len(BULLET) :] for line in text[start:end].splitlines() if line.startswith(BULLET)
+        ]
+    return lines
+
+
+def quoted_nested(readme: Path) -> list[str] | None:
+    """The lines of a README's nested block, None when it has none."""
+    text = readme.read_text(encoding="utf-8")
+    if NESTED_BEGIN not in text:
+        return None
+    block = _block(text, NESTED_BEGIN, NESTED_END)
+    return [line[2:] for line in block.strip().splitlines() if line.startswith("- ")]
 
 
 def fingerprint(folder: Path) -> list[str]:
@@ -281,6 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     for folder in args.folders:
         readme, report = folder / "README.md", folder / "comparison" / "report.md"
         lines, environment = generated(report), fingerprint(folder)
+        nested_lines = nested(folder)
         if args.check:
             if quoted(readme) != lines:
                 print(f"{readme}: the quoted findings differ from {report}", file=sys.stderr)
@@ -288,8 +320,14 @@ def main(argv: list[str] | None = None) -> int:
             if quoted_fingerprint(readme) != environment:
                 print(f"{readme}: the quoted fingerprint differs from the runs'", file=sys.stderr)
                 status = 1
+            if quoted_nested(readme) not in (None, nested_lines):
+                print(f"{readme}: the quoted nested tuning differs", file=sys.stderr)
+                status = 1
             continue
-        readme.write_text(rewrite(readme, lines, environment), encoding="utf-8")
+        text = rewrite(readme, lines, environment)
+        if NESTED_BEGIN in text:
+            text = _replace(text, NESTED_BEGIN, NESTED_END, nested_lines)
+        readme.write_text(text, encoding="utf-8")
         print(f"{readme}: {len(lines)} findings and the fingerprint quoted")
     return status
 

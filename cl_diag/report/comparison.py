@@ -78,6 +78,7 @@ from cl_diag.report.runs import (
     run_labels,
     unique_labels,
 )
+from cl_diag.report.tuning_section import tuning_blocks
 from cl_diag.result import RETRIEVAL_KS, Histogram, Result
 from cl_diag.runconfig import RunConfig
 from cl_diag.vocabulary import NEGATIVE_TYPES, PairType
@@ -1044,7 +1045,7 @@ def _vrn_study_blocks(cmp: Comparison, layer: str | None) -> list:
                 ),
             )
         )
-    return blocks
+    return blocks + tuning_blocks(cmp.configs, cmp.results)
 
 
 def _probe_caption(runs: Sequence[Named]) -> str:

@@ -395,6 +395,34 @@ def metric_vs(
         return to_svg(fig)
 
 
+def selection_shares(
+    candidates: Sequence[str],
+    shares: Mapping[str, Sequence[float]],
+    *,
+    title: str,
+    stable_share: float,
+) -> bytes:
+    """Grouped bars: for each setting (one colour) the share of resamples that choose each
+    candidate (x, in the given order), with a dashed line at ``stable_share``."""
+    with _fixed_style():
+        fig, (ax,) = _panels(9.5, 1, panel_height=2.6, gap=0.0, right=3.1)
+        x = np.arange(len(candidates), dtype=np.float64)
+        width = 0.8 / max(len(shares), 1)
+        for k, (label, values) in enumerate(shares.items()):
+            offset = (k - (len(shares) - 1) / 2) * width
+            ax.bar(x + offset, values, width, color=COLORS[k % len(COLORS)], label=label)
+        ax.axhline(
+            stable_share, color="#555555", linestyle="--", linewidth=1.0, label="stable choice"
+        )
+        ax.set_xticks(x, list(candidates))
+        ax.set_ylim(0.0, 1.0)
+        ax.set_xlabel("candidate chosen")
+        ax.set_ylabel("share of resamples")
+        ax.set_title(title)
+        _legend_outside(ax)
+        return to_svg(fig)
+
+
 #: a 2-D view names its classes in a legend up to this many; more are coloured without one
 MAX_LEGEND_CLASSES = 20
 #: the marker shapes that tell classes apart beyond the ten colours
