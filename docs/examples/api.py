@@ -1,5 +1,6 @@
 """cl-diag from Python, notebook style: measure two arrays, show a result, save and reload it,
-compare two results, read values by attribute. The README's "Python API" section shows this file's code.
+compare two results, read values by attribute. The README's "Python API" section shows this
+file's code.
 
     python docs/examples/api.py [OUT]      # OUT: where the outputs go (default: a temporary folder)
 """
