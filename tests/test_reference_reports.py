@@ -319,7 +319,7 @@ def test_lean_studies_leave_out_only_what_renders_from_the_results(study):
 def test_committed_comparisons_render_byte_identical(study, tmp_path, monkeypatch):
     # each study's comparison, made again by `cl-diag compare` from the committed results, run
     # from a copy of the repository's reports/ so that the recorded run names and links match
-    from cl_diag.orchestration.compare import CompareConfig, compare
+    from cl_diag.orchestration.compare import CompareConfig, compare, recorded_plan
 
     source = REPO / "reports" / study
     copy = tmp_path / "reports" / study
@@ -337,7 +337,10 @@ def test_committed_comparisons_render_byte_identical(study, tmp_path, monkeypatc
     recorded = json.loads((source / "comparison" / "provenance.json").read_text(encoding="utf-8"))
     compare(
         CompareConfig(
-            inputs=inputs, out=Path("reports", study, "comparison"), sweep=recorded["sweep"]
+            inputs=inputs,
+            out=Path("reports", study, "comparison"),
+            sweep=recorded["sweep"],
+            plan=recorded_plan(recorded),
         )
     )
     expected = sorted(p.name for p in (source / "comparison").iterdir())
@@ -358,7 +361,7 @@ VRN_WEIGHT_COMPARISONS = (("tuning", "tuning/comparison"), ("test", "comparison"
 
 @pytest.mark.parametrize(("runs", "folder"), VRN_WEIGHT_COMPARISONS)
 def test_vrn_weight_comparisons_render_byte_identical(runs, folder, tmp_path, monkeypatch):
-    from cl_diag.orchestration.compare import CompareConfig, compare
+    from cl_diag.orchestration.compare import CompareConfig, compare, recorded_plan
 
     study = REPO / "reports" / "vrn-weight"
     copy = tmp_path / "reports" / "vrn-weight"
@@ -371,7 +374,10 @@ def test_vrn_weight_comparisons_render_byte_identical(runs, folder, tmp_path, mo
     recorded = json.loads((study / folder / "provenance.json").read_text(encoding="utf-8"))
     compare(
         CompareConfig(
-            inputs=inputs, out=Path("reports", "vrn-weight", folder), sweep=recorded["sweep"]
+            inputs=inputs,
+            out=Path("reports", "vrn-weight", folder),
+            sweep=recorded["sweep"],
+            plan=recorded_plan(recorded),
         )
     )
     expected = sorted(p.name for p in (study / folder).iterdir())

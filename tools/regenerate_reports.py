@@ -70,11 +70,25 @@ def regenerate_analyses(study: Path) -> int:
     return count
 
 
+def study_plan(runs: Path) -> Path | None:
+    """The plans/*.toml whose ``study`` is the folder ``runs`` (relative to the repository
+    root), None when no plan names it."""
+    from cl_diag.io.plans import load_plan
+
+    target = runs.resolve()
+    for path in sorted(Path("plans").glob("*.toml")):
+        if (Path(load_plan(path).plan.study)).resolve() == target:
+            return path
+    return None
+
+
 def regenerate_comparison(runs: Path, comparison: Path) -> None:
-    """The comparison of the runs under ``runs`` into ``comparison``, with its recorded sweep."""
+    """The comparison of the runs under ``runs`` into ``comparison``, with its recorded sweep
+    and the study's plan (plans/*.toml naming the folder)."""
     recorded = json.loads((comparison / "provenance.json").read_text(encoding="utf-8"))
     inputs = sorted(p.parent for p in runs.glob("*/analysis/result.json"))
-    compare(CompareConfig(inputs=inputs, out=comparison, sweep=recorded["sweep"]))
+    plan = study_plan(runs)
+    compare(CompareConfig(inputs=inputs, out=comparison, sweep=recorded["sweep"], plan=plan))
 
 
 def _untracked_run_pages(runs: Path) -> list[Path]:

@@ -61,6 +61,12 @@ def compare(
         help="Replace files in --out that cl-diag did not write (or that changed since): "
         "without it such files stop the command.",
     ),
+    plan: Path | None = typer.Option(
+        None,
+        "--plan",
+        help="The study's plan (plans/*.toml): the report records its SHA-256, lists its primary "
+        "claims first and says where the runs differ from its design.",
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the report path."),
 ) -> None:
     """Compare analysed runs: tables per layer, the batch-size and temperature views, CSV.
@@ -79,6 +85,7 @@ def compare(
             inputs=list(runs),
             out=out,
             baseline=baseline,
+            plan=plan,
             overwrite=overwrite,
             labels=_labels(label),
         )

@@ -108,6 +108,12 @@ def sweep(
         "the same warm-up (--warmup-steps, else the recipe's warm-up fraction of its epochs). "
         "Without it the cells hold the epochs.",
     ),
+    plan: Path | None = typer.Option(
+        None,
+        "--plan",
+        help="The study's plan (plans/*.toml), checked before any run; the comparison records "
+        "its SHA-256, lists its primary claims first and says where the runs differ from it.",
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ) -> None:
     """Train and analyze every cell of a grid, skipping complete cells, then compare them all.
@@ -127,6 +133,7 @@ def sweep(
         parallel=parallel,
         equal_steps=equal_steps,
         probe=probe,
+        plan=plan,
     )
     console = Console()
     try:

@@ -28,6 +28,7 @@ from cl_diag.io.output import (
     ensure_writable_parent,
     staged_output,
 )
+from cl_diag.io.plans import PlanRecord, load_plan
 from cl_diag.report import Comparison, comparison_warnings, render_comparison, write_files
 from cl_diag.report.document import Table
 from cl_diag.report.headline import comparison_html, comparison_table, comparison_text
@@ -52,6 +53,10 @@ class CompareConfig:
     sweep: dict[str, Any] | None = None
     """The sweep that made the runs (:meth:`~cl_diag.orchestration.sweep.SweepConfig.record`),
     recorded in provenance.json beside the inputs."""
+    plan: Path | PlanRecord | None = None
+    """The study's plan (``--plan``: a plans/*.toml file, or its record as a provenance.json
+    holds it): recorded in provenance.json with its SHA-256; the report shows it, lists its
+    primary claims first and says where the runs differ from its design."""
 
 
 #: the comparison's record of what made it (schema ``PROVENANCE_SCHEMA``): the inputs, relative to
@@ -60,8 +65,33 @@ PROVENANCE_NAME = "provenance.json"
 PROVENANCE_SCHEMA = "cl-diag/provenance/1"
 
 
+def read_plan(given: Path | PlanRecord) -> PlanRecord:
+    """The plan ``given`` (a file, read and hashed, or a record already read), its claim keys
+    checked against the registry; a bad plan is a :class:`UserError`."""
+    from cl_diag.report.claims import CLAIMS
+
+    record = given if isinstance(given, PlanRecord) else load_plan(Path(given))
+    unknown = [k for k in (*record.plan.primary, *record.plan.secondary) if k not in CLAIMS]
+    if unknown:
+        raise UserError(
+            f"The plan {record.path} names claims the registry does not have: "
+            f"{', '.join(unknown)}. Use the keys of docs/claims.md."
+        )
+    return record
+
+
+def recorded_plan(record: dict[str, Any]) -> PlanRecord | None:
+    """The plan a provenance.json records (None when it records none); a malformed record is a
+    :class:`UserError` naming its key."""
+    given = record.get("plan")
+    return None if given is None else PlanRecord.from_dict(given)
+
+
 def provenance(
-    config: CompareConfig, runs: list[tuple[str, Path]], baseline: str | None
+    config: CompareConfig,
+    runs: list[tuple[str, Path]],
+    baseline: str | None,
+    plan: PlanRecord | None = None,
 ) -> dict[str, Any]:
     """provenance.json's content: each run's folder (or result file, when not called
     result.json) in the report's order, ``baseline`` the baseline run's name, and the sweep
@@ -83,6 +113,7 @@ def provenance(
         "inputs": list(places.values()),
         "baseline": None if baseline is None else places[baseline],
         "sweep": config.sweep,
+        **({} if plan is None else {"plan": plan.to_dict()}),
     }
 
 
@@ -248,6 +279,7 @@ def compare(config: CompareConfig) -> CompareResult:
             "No runs to compare. Pass one or more result.json files or analysis folders."
         )
     ensure_writable_parent(Path(config.out))  # a bad --out is named before the inputs are read
+    plan = None if config.plan is None else read_plan(config.plan)
     runs: list[_Run] = []
     seen: set[object] = set()
     for index, given in enumerate(config.inputs):
@@ -290,6 +322,7 @@ def compare(config: CompareConfig) -> CompareResult:
         baseline=baseline_name,
         reports=_report_links(runs, Path(config.out)),
         labels=labelled,
+        plan=plan,
     )
     warnings = comparison_warnings(
         pairs, dict(zip(comparison.names, comparison.labels, strict=True))
@@ -306,7 +339,9 @@ def compare(config: CompareConfig) -> CompareResult:
     # (from Python) has none, so a comparison holding one records no provenance
     record = None
     if len(files_only) == len(runs):
-        record = provenance(config, [(n, p) for n, p in files_only if p is not None], baseline_name)
+        record = provenance(
+            config, [(n, p) for n, p in files_only if p is not None], baseline_name, plan
+        )
     with staged_output(out, kind="comparison", overwrite=config.overwrite) as staging:
         written = render_comparison(comparison, staging)
         if record is not None:

@@ -330,7 +330,7 @@ def reproduce(
     """Re-run the original ``config.target`` into ``config.out`` and compare (module
     docstring). ``on_progress(run, done, total)`` follows the runs (first with an empty name);
     ``train_progress(run)`` gives a progress callback for a run's training."""
-    from cl_diag.orchestration.compare import CompareConfig, compare
+    from cl_diag.orchestration.compare import CompareConfig, compare, recorded_plan
     from cl_diag.report import write_files
 
     original = _locate(config.target)
@@ -365,6 +365,7 @@ def reproduce(
                 inputs=[folder / "analysis" for folder in folders],
                 out=out / "comparison",
                 baseline=baseline,
+                plan=recorded_plan(record),
             )
         )
     result = check_reproduction(

@@ -121,6 +121,9 @@ class SweepConfig:
     probe: str | Path | None = None
     """The probe suite ``analysis`` was read from (``--probe``), recorded with its text in the
     comparison's provenance.json; the fields themselves are ``analysis``."""
+    plan: Path | None = None
+    """The study's plan (``--plan``, :mod:`cl_diag.io.plans`): read and checked before any run,
+    recorded by the comparison."""
     compare: bool = True
     """Compare the cells into ``out/comparison`` at the end; False when the caller compares
     them together with the cells of other sweeps (:mod:`cl_diag.orchestration.tune`)."""
@@ -156,6 +159,8 @@ class SweepConfig:
             words += ["--equal-steps", str(self.equal_steps)]
         if self.probe is not None:
             words += ["--probe", str(self.probe)]
+        if self.plan is not None:
+            words += ["--plan", str(self.plan)]
         if self.parallel != 1:
             words += ["--parallel", str(self.parallel)]
         for key, value in self.overrides.items():
@@ -642,10 +647,11 @@ def sweep(
     """
     from cl_diag.io.output import ensure_writable_parent
     from cl_diag.orchestration.analyze import analyze
-    from cl_diag.orchestration.compare import CompareConfig, compare
+    from cl_diag.orchestration.compare import CompareConfig, compare, read_plan
     from cl_diag.orchestration.train import TrainConfig, train
 
     SWEEP["parallel"].normalise(config.parallel)
+    study_plan = None if config.plan is None else read_plan(config.plan)  # a bad one stops here
     kinds = option_types(TrainConfig)
     # unknown keys and bad values fail here, before any work
     recipe = read_recipe(config.recipe, TrainConfig) if config.recipe is not None else {}
@@ -707,7 +713,7 @@ def sweep(
         return SweepResult(out=out, cells=cells, skipped=skipped, comparison=None)
     inputs = [plan.folder / "analysis" for plan in plans]
     comparison = compare(
-        CompareConfig(inputs=inputs, out=out / "comparison", sweep=config.record())
+        CompareConfig(inputs=inputs, out=out / "comparison", sweep=config.record(), plan=study_plan)
     )
     return SweepResult(out=out, cells=cells, skipped=skipped, comparison=comparison.report_html)
 

@@ -33,6 +33,7 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
+from cl_diag.io.plans import PlanRecord
 from cl_diag.measurement.stats import mean_sd, t_half_width
 from cl_diag.report import figures
 from cl_diag.report.claim_model import ccem_full_batch
@@ -64,6 +65,7 @@ from cl_diag.report.metrics import (
     retrieval_metric,
 )
 from cl_diag.report.overview import HEADLINE_METRICS, arrange, verdict_line
+from cl_diag.report.plan_section import plan_blocks
 from cl_diag.report.probe_section import is_test_accuracy, test_images
 from cl_diag.report.runs import (
     SEED_KEY,
@@ -221,9 +223,12 @@ class Comparison:
         baseline: str | None = None,
         reports: Mapping[str, str] | None = None,
         labels: Mapping[str, str] | None = None,
+        plan: PlanRecord | None = None,
     ):
         #: run name -> the link to that run's own report.html (relative to the comparison)
         self.reports = dict(reports or {})
+        #: the study's plan (cl-diag compare/sweep --plan): its section, primaries first
+        self.plan = plan
         self.runs = ordered(runs)
         typed = [Run.of(name, result) for name, result in self.runs]
         self.names = [run.name for run in typed]
@@ -1100,7 +1105,11 @@ def build_comparison(
         b for b in option_study if not (isinstance(b, Figure) and b.filename in carried)
     ]
     blocks: list = [Heading(1, "cl-diag comparison")]
-    blocks += findings_blocks(cmp.findings, beside)
+    primary: tuple[str, ...] = ()
+    if cmp.plan is not None:
+        blocks += plan_blocks(cmp.plan, cmp.configs)
+        primary = cmp.plan.plan.primary
+    blocks += findings_blocks(cmp.findings, beside, primary)
     blocks.append(Heading(2, "Runs"))
     blocks.append(
         Table(

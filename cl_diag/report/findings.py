@@ -710,15 +710,22 @@ def _subject_text(f: Finding, claim: Claim) -> str:
     return f.subject + (f" ({'; '.join(marks)})" if marks else "")
 
 
-def summary_lines(findings: Sequence[Finding]) -> list[str]:
+def _claim_order(primary: Sequence[str]) -> list[str]:
+    """The registry's claim keys, a study plan's primary claims first (in the plan's order)."""
+    return [k for k in primary if k in CLAIMS] + [k for k in CLAIMS if k not in primary]
+
+
+def summary_lines(findings: Sequence[Finding], primary: Sequence[str] = ()) -> list[str]:
     """One sentence per entry: its verdict(s) with the runs they cover, its source; the
-    not-applicable units with the reason; one sentence for the consistency checks."""
+    not-applicable units with the reason; one sentence for the consistency checks. A study
+    plan's ``primary`` claims come first, marked "Primary:"."""
     lines = []
-    for key, claim in CLAIMS.items():
+    for key in _claim_order(primary):
+        claim = CLAIMS[key]
         mine = [f for f in findings if f.claim == key]
         if not mine or not isinstance(claim, Claim):
             continue
-        head = f"{claim.statement} ({_cite(claim)})"
+        head = ("Primary: " if key in primary else "") + f"{claim.statement} ({_cite(claim)})"
         tested = [f for f in mine if f.verdict != NOT_APPLICABLE]
         skipped = [f for f in mine if f.verdict == NOT_APPLICABLE]
         parts = []
@@ -806,10 +813,13 @@ def _method_paragraph(findings: Sequence[Finding]) -> Paragraph:
     )
 
 
-def findings_blocks(findings: Sequence[Finding], figures: Sequence = ()) -> list:
+def findings_blocks(
+    findings: Sequence[Finding], figures: Sequence = (), primary: Sequence[str] = ()
+) -> list:
     """The Findings section: how verdicts are made, one summary sentence per claim, a table
     per prediction (a row per subject) with the figures that carry it, the not-applicable
-    units, the descriptions and the consistency checks."""
+    units, the descriptions and the consistency checks; a study plan's ``primary`` claims
+    first."""
     blocks: list = [Heading(2, "Findings")]
     if not findings:
         blocks.append(
@@ -827,10 +837,11 @@ def findings_blocks(findings: Sequence[Finding], figures: Sequence = ()) -> list
                 "claim is about; only the consistency checks are made."
             )
         )
-    for line in summary_lines(findings):
+    for line in summary_lines(findings, primary):
         blocks.append(Paragraph("• " + line))
     placed: set[str] = set()
-    for key, claim in CLAIMS.items():
+    for key in _claim_order(primary):
+        claim = CLAIMS[key]
         if not isinstance(claim, Claim) or claim.kind != "prediction":
             continue
         mine = [f for f in findings if f.claim == key and f.verdict != NOT_APPLICABLE]
@@ -865,7 +876,8 @@ def findings_blocks(findings: Sequence[Finding], figures: Sequence = ()) -> list
                 ],
                 rows=rows,
                 caption=(
-                    f"{claim.statement} ({claim.source.full}). At its scope: {claim.at_scope}. "
+                    ("Primary claim of the study's plan. " if key in primary else "")
+                    + f"{claim.statement} ({claim.source.full}). At its scope: {claim.at_scope}. "
                     f"Effect: {claim.effect}; expected: {claim.expect}; "
                     + (f"claimed size {claim.claimed_text}; " if claim.claimed_text else "")
                     + f"minimum relevant effect {claim.margin_text} ({claim.margin_why})."
