@@ -329,6 +329,28 @@ def _rounding_sd(metric: Metric, results: Sequence[Result], layer: str | None) -
     return rounding_sd(step)
 
 
+def _binomial_sd(metric: Metric, pair: tuple[Result, Result], layer: str | None) -> float:
+    """The sampling sd of an accuracy on N test images at the pair's mean accuracy p,
+    √(p(1 − p)/N): the spread the reports' Wilson intervals give a test accuracy. Near a
+    bound (a top-5 of 0.99-1.00) the seeds of a study pile up on a few grid points and their
+    pooled sd understates how far one retrained encoder can move (issue 32: a faithful re-run
+    of a top-5 at 0.991 gave 1.000, 2.4 pooled-sd tolerances away); this floor keeps such a
+    re-run within noise while a shift of many of its sds is still caught. 0 for every other
+    statistic (and for Recall@k, whose images are the analysed ones, not a test split)."""
+    if layer is not None or not metric.accuracy or metric.k is not None:
+        return 0.0
+    values = [v for r in pair if (v := _read(metric, r, layer)) is not None]
+    test = next(
+        (t for r in pair if r.probes is not None and (t := (r.probes.splits or {}).get("test"))),
+        None,
+    )
+    n = test.images if test is not None else None
+    if not values or not n:
+        return 0.0
+    p = sum(values) / len(values)
+    return math.sqrt(max(p * (1.0 - p), 0.0) / n)
+
+
 def _same(a: float | None, b: float | None) -> bool:
     if a is None or b is None:
         return a is b
@@ -451,10 +473,12 @@ def _replicate_error(
             f"between-seed sd of {own_text} pooled with the study's other seed groups, both "
             f"sides (df {df})"
         )
-    floor = _rounding_sd(metric, pair, layer)
-    sd = max(math.sqrt(variance), floor)
+    rounding, binomial = _rounding_sd(metric, pair, layer), _binomial_sd(metric, pair, layer)
+    sd = max(math.sqrt(variance), rounding, binomial)
     basis += ", √2 for one re-run"
-    if sd == floor > 0:
+    if sd == binomial > 0:
+        basis += "; at least an accuracy's binomial sd on its test images"
+    elif sd == rounding > 0:
         basis += "; at least the rounding of its grid"
     return math.sqrt(2) * sd, float(df), basis
 
