@@ -28,8 +28,7 @@ import typing as _typing
 
 from cl_diag import upcalls as _upcalls
 from cl_diag.errors import UserError
-
-__version__ = "0.1.0"
+from cl_diag.version import __version__
 
 if _typing.TYPE_CHECKING:
     from pathlib import Path

@@ -157,7 +157,7 @@ def fingerprint(
     import numpy as np
     import torch
 
-    import cl_diag
+    from cl_diag.version import __version__
 
     if isinstance(device, str):
         device = torch.device(device)
@@ -178,7 +178,7 @@ def fingerprint(
         "cuda": _cuda(torch, device),
         "libraries": {
             "python": platform.python_version(),
-            "cl_diag": str(cl_diag.__version__),
+            "cl_diag": str(__version__),
             "torch": str(torch.__version__),
             "torch_git": str(torch.version.git_version),
             "torchvision": _installed("torchvision"),

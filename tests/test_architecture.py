@@ -66,14 +66,12 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "runtime",
         "environment",
         "upcalls",
+        "version",
     ),
 )
 
 #: The command line: the only units that may import cl_diag.cli.
 CLI = ("cli", "__main__")
-
-#: Names any module may import from the package root: the version string is no API.
-ROOT_CONSTANTS = frozenset({"__version__"})
 
 #: result.json's top-level keys (the keys the typed model declares).
 RESULT_KEYS = frozenset(Result.json_keys())
@@ -125,8 +123,10 @@ def imports_of(source: str, module: str, *, is_package: bool = False) -> list[tu
     """``(imported cl_diag module, line)`` for every import in ``source``, at any depth.
 
     ``module`` is the dotted name of the file (for relative imports). ``from P import x``
-    imports the module ``P.x`` when there is one, else ``P``; the package root's version
-    string, and a bare ``import cl_diag`` used only for it, are no import of the API.
+    imports the module ``P.x`` when there is one, else ``P``; ``import cl_diag`` and ``from
+    cl_diag import __version__`` import the package root (the top layer: the version's home is
+    ``cl_diag.version``); ``importlib.import_module("cl_diag.x")`` with a literal name imports
+    ``cl_diag.x`` as a statement would.
     """
     tree = ast.parse(source)
     package = module if is_package else module.rpartition(".")[0]
@@ -134,17 +134,7 @@ def imports_of(source: str, module: str, *, is_package: bool = False) -> list[tu
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                if alias.name == "cl_diag":
-                    used = {
-                        n.attr
-                        for n in ast.walk(tree)
-                        if isinstance(n, ast.Attribute)
-                        and isinstance(n.value, ast.Name)
-                        and n.value.id == (alias.asname or "cl_diag")
-                    }
-                    if not used <= ROOT_CONSTANTS:
-                        found.append(("cl_diag", node.lineno))
-                elif alias.name.startswith("cl_diag."):
+                if alias.name == "cl_diag" or alias.name.startswith("cl_diag."):
                     found.append((alias.name, node.lineno))
         elif isinstance(node, ast.ImportFrom):
             if node.level:
@@ -156,14 +146,26 @@ def imports_of(source: str, module: str, *, is_package: bool = False) -> list[tu
                 continue
             targets: list[str] = []
             for alias in node.names:
-                if target == "cl_diag" and alias.name in ROOT_CONSTANTS:
-                    continue
                 sub = f"{target}.{alias.name}"
                 name = sub if _is_module(sub) else target
                 if name not in targets:
                     targets.append(name)
             found += [(name, node.lineno) for name in targets]
+        elif isinstance(node, ast.Call) and _is_import_module(node.func) and node.args:
+            first = node.args[0]
+            if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                name = first.value
+                if name == "cl_diag" or name.startswith("cl_diag."):
+                    found.append((name, node.lineno))
     return found
+
+
+def _is_import_module(func: ast.expr) -> bool:
+    """``importlib.import_module`` (or ``import_module`` imported by name, or under an alias
+    of importlib such as ``_importlib``)."""
+    if isinstance(func, ast.Name):
+        return func.id == "import_module"
+    return isinstance(func, ast.Attribute) and func.attr == "import_module"
 
 
 def _modules(package: Path = PACKAGE) -> Iterator[tuple[str, Path]]:
@@ -519,18 +521,44 @@ def test_imports_are_read_at_every_depth_and_resolved():
     )
     found = imports_of(source, "cl_diag.models.subject")
     assert found == [
+        ("cl_diag", 2),
         ("cl_diag.models", 3),
         ("cl_diag.models.foreign", 4),
         ("cl_diag.training.data", 5),
         ("cl_diag.result", 6),
+        ("cl_diag", 6),
         ("cl_diag.cli.train", 8),
         ("cl_diag", 9),
     ]
-    # a bare ``import cl_diag`` that reaches past the version is an import of the API
-    assert imports_of("import cl_diag\ncl_diag.measure()\n", "cl_diag.io.x") == [("cl_diag", 1)]
+    # issue 36: a bare ``import cl_diag`` for the version is an import of the package root
+    assert imports_of("import cl_diag\ncl_diag.__version__\n", "cl_diag.io.x") == [("cl_diag", 1)]
+    assert imports_of("from cl_diag.version import __version__\n", "cl_diag.io.x") == [
+        ("cl_diag.version", 1)
+    ]
     # in a package's __init__, "." is the package itself
     assert imports_of("from .build import x\n", "cl_diag.models", is_package=True) == [
         ("cl_diag.models.build", 1)
+    ]
+
+
+def test_an_upward_import_through_importlib_or_the_root_is_reported():
+    # issue 36: importlib.import_module with a literal name is an import like any other, and
+    # the package root sits at the top: a bottom module reaching it for the version runs up
+    source = (
+        "import importlib\n"
+        "from importlib import import_module\n"
+        "def late():\n"
+        "    importlib.import_module('cl_diag.report.figures')\n"
+        "    import_module('cl_diag.orchestration')\n"
+        "    importlib.import_module(name)\n"
+        "    import cl_diag\n"
+        "    return cl_diag.__version__\n"
+    )
+    graph = {"cl_diag.environment": imports_of(source, "cl_diag.environment")}
+    assert sorted(layer_violations(graph)) == [
+        "cl_diag.environment:4 imports cl_diag.report.figures, a layer above environment",
+        "cl_diag.environment:5 imports cl_diag.orchestration, a layer above environment",
+        "cl_diag.environment:7 imports cl_diag, a layer above environment",
     ]
 
 

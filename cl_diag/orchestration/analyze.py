@@ -46,7 +46,6 @@ from typing import Any
 
 import torch
 
-import cl_diag
 from cl_diag.errors import UserError
 from cl_diag.io.embeddings import Embeddings, load_embeddings
 from cl_diag.io.output import OWNED_FILES, staged_output
@@ -94,6 +93,7 @@ from cl_diag.result import (
 )
 from cl_diag.runconfig import parse_run_config
 from cl_diag.runtime import SINGLE, Ranks, RanksMismatch, Runtime, resolve_device, resolve_workers
+from cl_diag.version import __version__
 from cl_diag.vocabulary import PairType
 
 #: what every number of a result means, written into it and printed in its report
@@ -292,7 +292,7 @@ def build_result(
     environment = fingerprint(device=device, workers=workers, processes=ranks.world)
     return Result(
         schema=SCHEMA,
-        tool=Tool(name="cl-diag", version=cl_diag.__version__),
+        tool=Tool(name="cl-diag", version=__version__),
         source=source,
         n_ref=n_ref,
         delta=delta(n_ref),

@@ -220,10 +220,10 @@ def restore_rng_state(
 def library_versions() -> dict[str, str]:
     import torchvision
 
-    import cl_diag
+    from cl_diag.version import __version__
 
     return {
-        "cl_diag": str(cl_diag.__version__),
+        "cl_diag": str(__version__),
         "torch": str(torch.__version__),
         "torchvision": str(torchvision.__version__),
         "numpy": str(np.__version__),
