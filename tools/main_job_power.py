@@ -16,8 +16,8 @@ given study folders as the truth, with the project's own functions:
 * the finding's level is the strictest one Holm's step-down can give it,
   a = 2.5 % / K (:data:`cl_diag.report.findings.FAMILY_ALPHA`), K the findings with a verdict
   in the design's report (counted by :func:`cl_diag.report.findings.run_findings` on the
-  measured runs, and for a design with other batch sizes by the claims' units: 2 B + 4 for
-  B batch sizes, with and without VRN);
+  measured runs, and for a design with other batch sizes by the claims' units: (B + 2)(L + 1) for
+  B batch sizes and L VRN weights beside no VRN);
 * *supported* needs the interval at level a to clear the margin m: the one-sided t test of
   H0: |effect| <= m, whose power at the true |e| is
   :func:`cl_diag.measurement.stats.power` with the margin |e| - m (a shift of the null);
@@ -45,7 +45,7 @@ figures a study's README quotes are this tool's output on its committed runs, an
     python tools/main_job_power.py reports/digits-batch-study --design 16,64:3 --seeds 5,6,7 \
         --write reports/digits-batch-study/README.md
 
-Each ``--design`` is ``BATCHES:LAMBDA`` (the batch sizes, the VRN weight); its runs must be in
+Each ``--design`` is ``BATCHES:LAMBDAS`` (the batch sizes, the VRN weights); its runs must be in
 the folders given (every batch size with and without that λ). Deterministic: no random draw.
 """
 
@@ -106,26 +106,28 @@ def _by(runs: Sequence[RunData], batch: float, vrn: float) -> dict[object, RunDa
     return {r.seed: r for r in runs if r.batch_size == batch and (r.vrn or 0.0) == vrn}
 
 
-def spreads(runs: Sequence[RunData], batches: Sequence[int], lam: float) -> list[Spread]:
-    """The primary findings' effects and spreads for the design's batch sizes and λ, from the
-    seeds both arms (or every level) share, with the claims' own metric (ln variance)."""
+def spreads(runs: Sequence[RunData], batches: Sequence[int], lams: Sequence[float]) -> list[Spread]:
+    """The primary findings' effects and spreads for the design's batch sizes and VRN weights
+    ``lams``, from the seeds both arms (or every level) share, with the claims' own metric (ln
+    variance): vrn_variance per batch size and λ, batch_variance per arm (none, then each λ)."""
     out = []
     metric = _claim("vrn_variance").metric
-    for m in batches:
-        control, treated = _by(runs, m, 0.0), _by(runs, m, lam)
-        seeds = sorted(set(control) & set(treated), key=repr)
-        if len(seeds) < 2:
-            raise SystemExit(f"need >= 2 seeds of batch {m} with and without VRN {lam:g}")
-        diffs = []
-        for s in seeds:
-            a, b = metric.value(control[s]), metric.value(treated[s])
-            assert a is not None and b is not None
-            diffs.append(b - a)
-        mean = sum(diffs) / len(diffs)
-        sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1))
-        out.append(Spread("vrn_variance", f"b{m}: VRN {lam:g} vs none", mean, sd, "one_sample"))
+    for lam in lams:
+        for m in batches:
+            control, treated = _by(runs, m, 0.0), _by(runs, m, lam)
+            seeds = sorted(set(control) & set(treated), key=repr)
+            if len(seeds) < 2:
+                raise SystemExit(f"need >= 2 seeds of batch {m} with and without VRN {lam:g}")
+            diffs = []
+            for s in seeds:
+                a, b = metric.value(control[s]), metric.value(treated[s])
+                assert a is not None and b is not None
+                diffs.append(b - a)
+            mean = sum(diffs) / len(diffs)
+            sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1))
+            out.append(Spread("vrn_variance", f"b{m}: VRN {lam:g} vs none", mean, sd, "one_sample"))
     metric = _claim("batch_variance").metric
-    for lam_arm in (0.0, lam):
+    for lam_arm in (0.0, *lams):
         xs, ys = [], []
         for m in batches:
             for r in _by(runs, m, lam_arm).values():
@@ -144,11 +146,18 @@ def spreads(runs: Sequence[RunData], batches: Sequence[int], lam: float) -> list
     return out
 
 
-def family_size(batches: Sequence[int]) -> int:
-    """K, the findings with a verdict in the main job's report: per batch size vrn_variance and
-    excessive_share (no VRN), per VRN arm batch_variance and batch_accuracy (vrn_accuracy is not
-    applicable at a fixed λ)."""
-    return 2 * len(batches) + 4
+def parse_design(design: str) -> tuple[list[int], list[float]]:
+    """``BATCHES:LAMBDAS`` (e.g. ``16,64:3,30``) -> the batch sizes and the VRN weights."""
+    batch_text, lam_text = design.split(":")
+    return [int(b) for b in batch_text.split(",")], [float(w) for w in lam_text.split(",")]
+
+
+def family_size(batches: Sequence[int], arms: int = 1) -> int:
+    """K, the findings with a verdict in the main job's report with ``arms`` VRN weights: per
+    batch size vrn_variance for each weight and excessive_share (no VRN), per arm (none and each
+    weight) batch_variance and batch_accuracy (vrn_accuracy is not applicable at a fixed λ):
+    (B + 2)(arms + 1)."""
+    return (len(batches) + 2) * (arms + 1)
 
 
 def measured_family(runs: Sequence[RunData]) -> int:
@@ -208,19 +217,20 @@ END = "<!-- /power -->"
 def markdown(runs: Sequence[RunData], design: str, seeds: Sequence[int]) -> list[str]:
     """The design's primary findings as a Markdown table: measured effect and sd (ln scale), the
     margin, and for each seed count P(supported) and P(supported, not borderline)."""
-    batch_text, lam_text = design.split(":")
-    batches = [int(b) for b in batch_text.split(",")]
-    level = FAMILY_ALPHA / family_size(batches)
+    batches, lams = parse_design(design)
+    k = family_size(batches, len(lams))
+    level = FAMILY_ALPHA / k
     head = " | ".join(f"{n} seeds" for n in seeds)
     lines = [
-        f"Design {design} (batch sizes {', '.join(map(str, batches))}, VRN λ = {lam_text}), "
-        f"K = {family_size(batches)} findings with a verdict, strictest one-sided level "
+        f"Design {design} (batch sizes {', '.join(map(str, batches))}, VRN λ = "
+        f"{', '.join(f'{w:g}' for w in lams)}), "
+        f"K = {k} findings with a verdict, strictest one-sided level "
         f"{level:.3g}; P(decided) / P(decided, not borderline) for a replicate study:",
         "",
         f"| finding | effect (ln) | sd | margin | {head} |",
         "|---|---|---|---|" + "---|" * len(seeds),
     ]
-    for spread in spreads(runs, batches, float(lam_text)):
+    for spread in spreads(runs, batches, lams):
         margin = _claim(spread.claim).margin
         cells = []
         for n in seeds:
@@ -251,7 +261,7 @@ def rewrite(readme: Path, lines: list[str]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("folders", nargs="+", type=Path, help="study folders with the runs")
-    parser.add_argument("--design", action="append", required=True, help="BATCHES:LAMBDA")
+    parser.add_argument("--design", action="append", required=True, help="BATCHES:LAMBDAS")
     parser.add_argument("--seeds", default="3,4,5,6", help="seed counts to evaluate")
     parser.add_argument(
         "--seconds", default="", help="measured seconds per run by batch size, e.g. 16=7,128=12"
@@ -276,13 +286,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         mine = [r for r in runs if r.label.startswith(f"{folder.name}/")]
         print(f"{folder}: {len(mine)} runs, K = {measured_family(mine)} findings with a verdict")
     for design in args.design:
-        batch_text, lam_text = design.split(":")
-        batches = [int(b) for b in batch_text.split(",")]
-        lam = float(lam_text)
-        k = family_size(batches)
+        batches, lams = parse_design(design)
+        k = family_size(batches, len(lams))
         level = FAMILY_ALPHA / k
-        print(f"\ndesign: batch sizes {batches}, VRN {lam:g}; K = {k}, strictest level {level:.3g}")
-        for spread in spreads(runs, batches, lam):
+        weights = ", ".join(f"{w:g}" for w in lams)
+        print(
+            f"\ndesign: batch sizes {batches}, VRN {weights}; K = {k}, strictest level {level:.3g}"
+        )
+        for spread in spreads(runs, batches, lams):
             claim = _claim(spread.claim)
             assert claim.margin is not None
             print(
@@ -304,8 +315,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"{p.needed}"
                 )
         if seconds:
-            per_seed = 2 * sum(seconds[m] for m in batches)
-            print(f"  time: {per_seed:.0f} s per seed (every batch size, with and without VRN)")
+            per_seed = (len(lams) + 1) * sum(seconds[m] for m in batches)
+            print(f"  time: {per_seed:.0f} s per seed (every batch size and VRN arm)")
     return 0
 
 
