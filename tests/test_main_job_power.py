@@ -78,7 +78,8 @@ def test_family_size_is_what_the_report_counts():
     tool = _tool()
     runs = tool.read_runs([STUDY])
     sizes = {r.batch_size for r in runs}
-    assert tool.family_size(sorted(sizes)) == tool.measured_family(runs)
+    arms = len({r.vrn or 0.0 for r in runs}) - 1
+    assert tool.family_size(sorted(sizes), arms) == tool.measured_family(runs)
 
 
 def test_the_study_readme_quotes_the_tool_on_the_committed_runs():
@@ -87,7 +88,7 @@ def test_the_study_readme_quotes_the_tool_on_the_committed_runs():
     tool = _tool()
     readme = STUDY / "README.md"
     runs = tool.read_runs([STUDY])
-    assert tool.quoted(readme) == tool.markdown(runs, "16,64:3", [5, 6, 7, 10])
+    assert tool.quoted(readme) == tool.markdown(runs, "16,64:3,30", [5, 6, 7, 10])
     # the README does not keep the figures of an earlier state of the runs outside the block
     text = readme.read_text(encoding="utf-8")
     assert "0.83 for the batch" not in text

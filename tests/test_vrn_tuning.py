@@ -378,13 +378,17 @@ def test_the_vrn_weight_view_shows_means_with_their_t_intervals():
     runs = _runs({16: {v: [0.6 + v / 100, 0.7, 0.65] for v in GRID}})
     cmp = Comparison([(name, r) for name, r in runs])
     blocks = _vrn_study_blocks(cmp, "projector")
-    (table,) = [b for b in blocks if isinstance(b, Table)]
+    # the weight table first; then (validation split, λ = 0 and a grid on 3 seeds) the nested
+    # tuned-λ procedure's tables (cl_diag.report.tuning_section)
+    table, *nested = [b for b in blocks if isinstance(b, Table)]
+    assert len(nested) == 2 and nested[0].columns[0] == "setting"
     figures = [b.filename for b in blocks if isinstance(b, Figure)]
     assert figures == [
         "accuracy_vs_vrn.svg",
         "validation_accuracy_vs_vrn.svg",
         "variance_vs_vrn.svg",
         "positive_mean_vs_vrn.svg",
+        "vrn_selection_stability.svg",
     ]
     row = next(r for r in table.rows if r[1] == "10")
     values = 100 * np.array([0.7, 0.7, 0.65])
