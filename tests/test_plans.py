@@ -64,6 +64,8 @@ def test_a_plan_naming_an_unknown_claim_is_refused(tmp_path):
 def _toy_runs(tmp_path: Path) -> list[Path]:
     runs = []
     for result in sorted(TOY.glob("*/analysis/result.json")):
+        if result.parent.parent.name.endswith("_vrn=30"):
+            continue  # the tests' plan names none and λ = 3: 20 runs
         folder = tmp_path / "toy" / result.parent.parent.name / "analysis"
         folder.mkdir(parents=True)
         shutil.copy(result, folder / "result.json")

@@ -23,7 +23,9 @@ COMMAND = [
     "--grid",
     "seed=1,2,3,4,5,6,7,8,9,10",
     "--grid",
-    "vrn=0,3",
+    "vrn=0,3,30",
+    "--plan",
+    "plans/toy-vrn-v2.toml",
     "--out",
     "reports/toy-vrn",
     "--quiet",
@@ -41,11 +43,11 @@ def _committed_files(root: Path) -> list[Path]:
 
 def test_the_toy_command_is_the_readmes():
     # the fast check of the slow regeneration below: it runs the README's command, and the
-    # committed folder holds its 10 seeds x 2 arms
-    readme = " ".join((TOY / "README.md").read_text(encoding="utf-8").split())
-    assert "cl-diag " + " ".join(COMMAND[:-1]) in readme
+    # committed folder holds its 10 seeds x 3 arms (none, λ = 3, the paper's λ = 30)
+    text = (TOY / "README.md").read_text(encoding="utf-8").replace("\\\n", " ")
+    assert "cl-diag " + " ".join(COMMAND[:-1]) in " ".join(text.split())
     cells = sorted(p.parent.parent.name for p in TOY.glob("*/analysis/result.json"))
-    assert cells == sorted(f"seed={s}_vrn={v}" for s in range(1, 11) for v in (0, 3))
+    assert cells == sorted(f"seed={s}_vrn={v}" for s in range(1, 11) for v in (0, 3, 30))
 
 
 def _environments(root: Path) -> list[object]:
@@ -60,6 +62,9 @@ def test_toy_vrn_reference_report_regenerates(run_cli, tmp_path, monkeypatch):
     # Same relative paths as the README's command, so paths recorded in the results match.
     (tmp_path / "trainers").mkdir()
     shutil.copy(REPO / "trainers" / "rebuttal-toy.toml", tmp_path / "trainers")
+    (tmp_path / "plans").mkdir()
+    for name in ("toy-vrn-v2.toml", "toy-vrn-lambda30.md"):  # the plan the command records
+        shutil.copy(REPO / "plans" / name, tmp_path / "plans")
     monkeypatch.chdir(tmp_path)
     result = run_cli(*COMMAND)
     assert result.code == 0, result.err
@@ -67,8 +72,8 @@ def test_toy_vrn_reference_report_regenerates(run_cli, tmp_path, monkeypatch):
 
     expected = _committed_files(TOY)
     regenerated = _committed_files(made)
-    # 20 cells x (result.json, 2 reports, 2 figures) + the comparison and its provenance.json
-    assert len(expected) >= 20 * 5 + 5 and (Path("comparison") / "provenance.json") in expected
+    # 30 cells x (result.json, 2 reports, 2 figures) + the comparison and its provenance.json
+    assert len(expected) >= 30 * 5 + 5 and (Path("comparison") / "provenance.json") in expected
     assert regenerated == expected
     if _environments(made) == _environments(TOY):
         # an equal fingerprint promises the same bytes, every file
