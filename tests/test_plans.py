@@ -171,30 +171,37 @@ def test_every_reference_study_records_its_unedited_plan(comparison):
     assert "## Plan" in md and "The runs differ from the plan's design" not in md
 
 
-def _first_commit(path: Path) -> int | None:
-    """When ``path`` was first added (commit time), None outside a git checkout. Not
-    ``--follow``: its copy detection takes a new result.json for an old one of another study."""
+def _commit_time(path: Path, *, first: bool) -> int | None:
+    """The commit time of ``path``'s first addition (``first``) or of its last change; None
+    outside a git checkout. Not ``--follow``: its copy detection takes a new result.json for an
+    old one of another study. A study made again changes its results: its runs are their last
+    change."""
+    filters = ["--diff-filter=A"] if first else ["-1"]
     out = subprocess.run(
-        ["git", "log", "--diff-filter=A", "--format=%ct", "--", str(path)],
+        ["git", "log", *filters, "--format=%ct", "--", str(path)],
         cwd=REPO, capture_output=True, text=True, check=False,
     )  # fmt: skip
     stamps = out.stdout.split()
-    return int(stamps[-1]) if out.returncode == 0 and stamps else None
+    if out.returncode != 0 or not stamps:
+        return None
+    return int(stamps[-1])
 
 
 def test_plans_declared_before_their_runs_were_committed_before_them():
-    if _first_commit(REPO / "plans" / "README.md") is None:
+    if _commit_time(REPO / "plans" / "README.md", first=True) is None:
         pytest.skip("not a git checkout with history")
     checked = 0
     for path in sorted((REPO / "plans").glob("*.toml")):
         plan = load_plan(path).plan
         if plan.declared != "before the runs" or plan.text is None:
             continue
-        prose = _first_commit(REPO / "plans" / plan.text)
+        prose = _commit_time(REPO / "plans" / plan.text, first=True)
         results = [
-            _first_commit(p) for p in sorted((REPO / plan.study).glob("*/analysis/result.json"))
+            _commit_time(p, first=False)
+            for p in sorted((REPO / plan.study).glob("*/analysis/result.json"))
         ]
         assert prose is not None and results and all(r is not None for r in results)
         assert prose <= min(r for r in results if r is not None), path.name
         checked += 1
-    assert checked == 4  # ccem-sigmoid, main-job, supcl-collapse-free, toy-vrn-converged
+    # ccem-sigmoid, main-job, supcl-collapse-free, toy-vrn-v2, toy-vrn-converged-v2
+    assert checked == 5
