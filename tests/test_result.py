@@ -62,10 +62,10 @@ def test_reference_results_exist():
     # x 2 kinds of negatives x 5 seeds) + 100 vrn-weight cells (80 tuning: 2 sizes x 8 lambda x
     # 5 seeds; 20 test) + 40 toy-vrn-converged cells (20 seeds x 2 VRN) + 21 supcl-collapse-free
     # cells (7 alpha x 3 seeds) + 36 ccem-sigmoid cells (6 t x 2 b x 3 seeds)
-    assert len(REFERENCE) == 344
+    assert len(REFERENCE) == 364
     # ... and every other result.json of the repository is in the round trip below
     everywhere = {p for p in _repository_files("*.json") if is_result_file(p)}
-    assert everywhere == set(EVERY_RESULT) and len(EVERY_RESULT) == 345
+    assert everywhere == set(EVERY_RESULT) and len(EVERY_RESULT) == 365
 
 
 @pytest.mark.parametrize("path", EVERY_RESULT, ids=lambda p: str(p.relative_to(REPO)))
