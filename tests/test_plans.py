@@ -47,6 +47,11 @@ def _write(tmp_path: Path, text: str, name: str = "plan.toml") -> Path:
         (PLAN.replace("before the runs", "yesterday"), "declared = 'yesterday'"),
         (PLAN.replace('["toy_spread"]', "[]"), "names no primary claim"),
         (PLAN.replace('study = "runs/toy"', 'study = "runs/toy"\ntext = "gone.md"'), "gone.md"),
+        (
+            PLAN.replace('study = "runs/toy"', 'study = "runs/toy"\ntext = "../x.md"'),
+            "without '..'",
+        ),
+        (PLAN.replace('study = "runs/toy"', 'study = "runs/toy"\ntext = "/etc/hosts"'), "relative"),
     ],
 )
 def test_a_bad_plan_is_refused_with_its_problem(tmp_path, text, message):

@@ -117,6 +117,11 @@ def load_plan(path: Path) -> PlanRecord:
         raise UserError(f"The plan {path} names no primary claim. List at least one.")
     text_sha = None
     if plan.text is not None:
+        if Path(plan.text).is_absolute() or ".." in Path(plan.text).parts:
+            raise UserError(
+                f"The plan {path} says text = {plan.text!r}. Name the prose plan beside it by a "
+                "relative path without '..', e.g. text = \"my-study.md\"."
+            )
         prose = _read_bytes(path.parent / plan.text, "prose plan")
         text_sha = hashlib.sha256(prose).hexdigest()
     return PlanRecord(
