@@ -28,6 +28,18 @@ class CliRun:
         self.code, self.out, self.err = code, out, err
 
 
+def refused(result, *fragments: str) -> str:
+    """A user's mistake as the CLI must end it: exit 2, one ``error:`` paragraph on stderr
+    holding every fragment, no traceback; the paragraph, whitespace collapsed."""
+    assert result.code == 2, (result.code, result.out[-2000:], result.err[-2000:])
+    assert "Traceback" not in result.err and "Traceback" not in result.out
+    message = " ".join(result.err.split())
+    assert message.startswith("error: "), message
+    for fragment in fragments:
+        assert fragment in message, (fragment, message)
+    return message
+
+
 @pytest.fixture
 def run_cli(capsys):
     """Call ``cl-diag ARGS...`` in-process; return exit code, stdout and stderr."""

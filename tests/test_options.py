@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 import torch
 import typer.main
+from conftest import refused
 
 import cl_diag
 from cl_diag.cli import app
@@ -40,17 +41,6 @@ from cl_diag.orchestration.train import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 TOY = ROOT / "trainers" / "rebuttal-toy.toml"
-
-
-def refused(result, *fragments: str) -> str:
-    """Exit 2, one ``error:`` paragraph holding every fragment, no traceback."""
-    assert result.code == 2, (result.code, result.out[-2000:], result.err[-2000:])
-    assert "Traceback" not in result.err + result.out
-    message = " ".join(result.err.split())
-    assert message.startswith("error: "), message
-    for fragment in fragments:
-        assert fragment in message, (fragment, message)
-    return message
 
 
 # --------------------------------------------------------------------------- the declarations

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import refused
 
 ROOT = Path(__file__).resolve().parents[1]
 TOY = ROOT / "trainers" / "rebuttal-toy.toml"
@@ -39,17 +40,6 @@ def snapshot(folder: Path) -> dict[str, bytes | str]:
         else:
             out[key] = path.read_bytes()
     return out
-
-
-def refused(result, *fragments: str) -> str:
-    """Assert exit 2 with a one-paragraph message (no traceback) holding ``fragments``."""
-    assert result.code == 2, (result.code, result.out[-2000:], result.err[-2000:])
-    assert "Traceback" not in result.err and "Traceback" not in result.out
-    message = " ".join(result.err.split())
-    assert message.startswith("error: "), message
-    for fragment in fragments:
-        assert fragment in message, (fragment, message)
-    return message
 
 
 def embeddings(path: Path, n: int = 40, d: int = 6, seed: int = 0, **extra) -> Path:

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import refused
 
 from cl_diag.io.output import (
     OWNED_FILES,
@@ -35,16 +36,6 @@ from cl_diag.io.output import (
 
 ROOT = Path(__file__).resolve().parents[1]
 TOY = ROOT / "trainers" / "rebuttal-toy.toml"
-
-
-def refused(result, *fragments: str) -> str:
-    assert result.code == 2, (result.code, result.out[-2000:], result.err[-2000:])
-    assert "Traceback" not in result.err and "Traceback" not in result.out
-    message = " ".join(result.err.split())
-    assert message.startswith("error: "), message
-    for fragment in fragments:
-        assert fragment in message, (fragment, message)
-    return message
 
 
 def embeddings(path: Path, n: int = 40, d: int = 6, seed: int = 0) -> Path:

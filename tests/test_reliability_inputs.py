@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import refused
 from torch import nn
 
 import cl_diag
@@ -26,16 +27,6 @@ from cl_diag.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
 TOY = ROOT / "trainers" / "rebuttal-toy.toml"
-
-
-def refused(result, *fragments: str) -> str:
-    assert result.code == 2, (result.code, result.out[-2000:], result.err[-2000:])
-    assert "Traceback" not in result.err and "Traceback" not in result.out
-    message = " ".join(result.err.split())
-    assert message.startswith("error: "), message
-    for fragment in fragments:
-        assert fragment in message, (fragment, message)
-    return message
 
 
 def views(n: int = 30, d: int = 5, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -34,9 +34,9 @@ import torch
 from torch.utils.data import Dataset
 
 from cl_diag.errors import UserError
+from cl_diag.options import DATASETS
 
 __all__ = [
-    "DATASETS",
     "DIGITS_SPLIT_SEED",
     "DIGITS_TEST_FRACTION",
     "IMAGE_DATASETS",
@@ -57,8 +57,8 @@ __all__ = [
     "training_data",
 ]
 
-DATASETS = ("digits", "cifar10", "cifar100", "imagefolder", "toy")
-IMAGE_DATASETS = ("digits", "cifar10", "cifar100", "imagefolder")
+#: the data sets of images (``options.DATASETS`` is every data set a run may name, "toy" too)
+IMAGE_DATASETS = tuple(d for d in DATASETS if d != "toy")
 
 #: The digits split never changes with ``--seed``: every run, and every analysis of any
 #: run, sees the same 1,347 training and 450 test images.
