@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from cl_diag.measurement.collapse import COLLAPSE_EPSILON, at_batch_scope, class_collapse
-from cl_diag.measurement.theory import split_ssem_embedding, ssem_embedding
+from cl_diag.measurement.ssem import split_ssem_embedding, ssem_embedding
 from cl_diag.report.metrics import COLLAPSE_METRICS
 from cl_diag.result import Collapse, Result
 

@@ -12,7 +12,8 @@ import torch
 
 from cl_diag.losses import LOSSES
 from cl_diag.measurement.convergence import loss_trend, plateaued
-from cl_diag.measurement.theory import sigmoid_optimum, sigmoid_optimum_loss, ssem_loss
+from cl_diag.measurement.ssem import ssem_loss
+from cl_diag.measurement.theory import sigmoid_optimum, sigmoid_optimum_loss
 from cl_diag.models.subject import _loss_record
 from cl_diag.result import TrainingLoss
 
@@ -113,7 +114,7 @@ def test_the_sigmoid_optimum_loss_is_the_loss_at_the_ccem_optimum(t, b):
 def test_the_ssem_optimum_loss_is_the_supcl_losss_floor_on_its_batch():
     # the SSEM's batch loss at beta* is no more than at any other beta (the optimum)
     for alpha in (0.0, 0.3, 1.0):
-        from cl_diag.measurement.theory import ssem_optimum
+        from cl_diag.measurement.ssem import ssem_optimum
 
         best = ssem_optimum(alpha, 0.3, 10, 10, 2)
         floor = ssem_loss(best.beta, alpha, 0.3, 10, 10, 2)

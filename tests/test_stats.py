@@ -506,8 +506,8 @@ def test_hinge_fit_of_the_ssem_curve_breaks_near_alpha_c():
     # the SSEM's exact 1 - beta* at the reference study's alphas (m = n = 10, p = 2,
     # tau = 0.3, alpha_c = 0.2508): the fit's break lies 0.012 above alpha_c, a quarter of the
     # alpha_threshold claim's margin (0.05) -- the fit's bias on the curve it is used on
+    from cl_diag.measurement.ssem import ssem_optimum
     from cl_diag.measurement.stats import hinge_fit
-    from cl_diag.measurement.theory import ssem_optimum
 
     alphas = [0.0, 0.1, 0.2, 0.25, 0.3, 0.35, 0.5, 1.0]
     y = [ssem_optimum(a, 0.3, 10, 10, 2).within_class_variance for a in alphas]

@@ -25,7 +25,7 @@ import os
 import pytest
 import torch
 
-from cl_diag.measurement.theory import collapse_threshold, ssem_optimum, view_split_threshold
+from cl_diag.measurement.ssem import collapse_threshold, ssem_optimum, view_split_threshold
 from cl_diag.orchestration.analyze import AnalyzeConfig, analyze
 from cl_diag.orchestration.train import TrainConfig, train
 from cl_diag.report.document import fmt

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from cl_diag.losses import LOSSES
-from cl_diag.measurement.theory import (
+from cl_diag.measurement.ssem import (
     collapse_threshold,
     split_ssem_embedding,
     split_ssem_loss,
@@ -24,12 +24,12 @@ from cl_diag.measurement.theory import (
     ssem_embedding,
     ssem_loss,
     ssem_optimum,
-    ssem_panel,
     ssem_similarities,
     supcl_balanced_loss,
     supcl_free_optimum,
     view_split_threshold,
 )
+from cl_diag.measurement.theory import ssem_panel
 from cl_diag.runconfig import RunConfig
 
 REPO = Path(__file__).resolve().parents[1]
@@ -374,7 +374,7 @@ def test_report_notes_a_run_outside_the_region_also_from_an_older_result():
 def test_the_other_variant_is_computed_beside_the_recorded_one():
     # issue 32.5: at the reference study's (m, n, p, tau) = (10, 10, 2, 0.3) alpha_c is 0.2508
     # under variant B (the supcl loss) and 0.2815 under variant A (self kept)
-    from cl_diag.measurement.theory import ssem_other_variant
+    from cl_diag.measurement.ssem import ssem_other_variant
     from cl_diag.result import Ssem
 
     block = Ssem.from_dict({"alpha": 0.3, "tau": 0.3, "m": 10, "n": 10, "p": 2, "variant": "B"})

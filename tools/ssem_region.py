@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from cl_diag.io.atomic import atomic_write_text
-from cl_diag.measurement.theory import (
+from cl_diag.measurement.ssem import (
     collapse_threshold,
     split_ssem_optimum,
     ssem_loss,

@@ -41,7 +41,7 @@ Limits, tested in tests/test_supcl.py:
 
 Outside the paper's Def. 3.1 / 3.2 framework (``family`` is None); the theory panel shows
 the SSEM collapse threshold alpha_c and optimum beta* for it
-(:func:`cl_diag.measurement.theory.collapse_threshold`).
+(:func:`cl_diag.measurement.ssem.collapse_threshold`).
 
 Example::
 

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from cl_diag.measurement.ssem import ssem_loss
 from cl_diag.measurement.stats import (
     hinge_fit,
     hinge_interval,
@@ -49,7 +50,7 @@ from cl_diag.measurement.stats import (
     welch_df,
     welch_se_df,
 )
-from cl_diag.measurement.theory import sigmoid_optimum_loss, ssem_loss
+from cl_diag.measurement.theory import sigmoid_optimum_loss
 from cl_diag.report.document import MISSING, fmt
 from cl_diag.report.runs import SEED_KEY, loss_layer, replicate_key
 from cl_diag.result import Collapse, PairStats, Result, Ssem, TrainingLoss

@@ -29,8 +29,8 @@ from collections.abc import Callable, Sequence
 from cl_diag.measurement.collapse import COLLAPSE_EPSILON
 from cl_diag.measurement.convergence import GAP, PLATEAU, RESOLUTION, plateaued
 from cl_diag.measurement.pairs import EXCESS_MARGIN
+from cl_diag.measurement.ssem import ssem_alpha_split, ssem_other_variant
 from cl_diag.measurement.stats import FRAGILE, pair_mean_se, pair_var_se
-from cl_diag.measurement.theory import ssem_alpha_split, ssem_other_variant
 from cl_diag.report.claim_model import (
     WORKS,
     Claim,

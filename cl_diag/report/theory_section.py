@@ -9,12 +9,8 @@ statistics and class-collapse diagnostics. Layers other than the loss layer are 
 
 from __future__ import annotations
 
-from cl_diag.measurement.theory import (
-    SSEM_VARIANT_TEXT,
-    ssem_alpha_split,
-    ssem_other_variant,
-    validity,
-)
+from cl_diag.measurement.ssem import SSEM_VARIANT_TEXT, ssem_alpha_split, ssem_other_variant
+from cl_diag.measurement.theory import validity
 from cl_diag.report.document import MISSING, Cell, Heading, Note, Paragraph, Table, fmt
 from cl_diag.result import Eq10, Layer, Result, Ssem, Theory, VarianceBand
 from cl_diag.runconfig import RunConfig, Vrn
