@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import sys
 import types
 import typing
 from collections.abc import Mapping
@@ -40,11 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from cl_diag.errors import UserError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # Python 3.10: the same parser, as the tomli package (a declared dependency there)
-    import tomli as tomllib
+from cl_diag.io.tomlfile import tomllib
 
 __all__ = [
     "BUNDLED",

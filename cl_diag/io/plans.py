@@ -31,18 +31,13 @@ by the caller (:mod:`cl_diag.orchestration.compare`), which this layer cannot im
 from __future__ import annotations
 
 import hashlib
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from cl_diag.errors import UserError
 from cl_diag.io.records import Record, key, optional
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # Python 3.10: the same parser, as the tomli package (a declared dependency there)
-    import tomli as tomllib
+from cl_diag.io.tomlfile import tomllib
 
 __all__ = ["DECLARED", "PlanRecord", "StudyPlan", "load_plan"]
 

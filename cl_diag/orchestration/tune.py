@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from cl_diag.errors import UserError
+from cl_diag.report.probe_section import validation_top1
 from cl_diag.result import RESULT_NAME, Result, load
 from cl_diag.runconfig import (
     MIN_TUNING_GRID,
@@ -185,9 +186,7 @@ def load_tuning(folder: Path) -> list[tuple[str, Result]]:
 
 
 def _validation_top1(name: str, result: Result) -> float:
-    probes = result.probes
-    validation = None if probes is None else probes.validation
-    top1 = None if validation is None or validation.linear is None else validation.linear.top1
+    top1 = validation_top1(result.probes)
     if top1 is None:
         raise UserError(
             f"{name} has no validation accuracy: analyse the tuning runs with a validation "

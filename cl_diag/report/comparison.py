@@ -66,7 +66,7 @@ from cl_diag.report.metrics import (
 )
 from cl_diag.report.overview import HEADLINE_METRICS, arrange, verdict_line
 from cl_diag.report.plan_section import plan_blocks
-from cl_diag.report.probe_section import is_test_accuracy, test_images
+from cl_diag.report.probe_section import is_test_accuracy, test_images, validation_top1
 from cl_diag.report.runs import (
     SEED_KEY,
     Run,
@@ -907,15 +907,6 @@ def _option_study_blocks(cmp: Comparison, layer: str | None) -> list:
 # ---- the VRN weight study -------------------------------------------------------------------
 
 
-def _validation_top1(result: Result) -> float | None:
-    """The linear probe's top-1 on the validation split carved from the train split
-    (``analyze --validation-fraction``), None when none was carved."""
-    probes = result.probes
-    block = None if probes is None else probes.validation
-    linear = None if block is None else block.linear
-    return None if linear is None else linear.top1
-
-
 def _interval_series(
     configs: Sequence[RunConfig], ys: Sequence[float | None]
 ) -> list[figures.Series]:
@@ -970,7 +961,7 @@ def _vrn_study_blocks(cmp: Comparison, layer: str | None) -> list:
                 4,
             )
         )
-    val = [_validation_top1(r) for r in cmp.results]
+    val = [validation_top1(r.probes) for r in cmp.results]
     if any(v is not None for v in val):
         quantities.append(
             (

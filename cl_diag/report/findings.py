@@ -94,6 +94,9 @@ __all__ = [
 NOT_APPLICABLE = "not applicable"
 #: the one-sided family-wise level of the Holm family (a two-sided 95 % for one finding)
 FAMILY_ALPHA = (1 - CONFIDENCE) / 2
+#: how the Findings (and a study section's summary) mark a summary sentence; tools/quote_findings.py
+#: quotes the sentences so marked in a study's README
+BULLET = "• "
 #: the order a summary lists a claim's decided and undecided verdicts in
 DECIDED_ORDER = ("supported", "not borne out", "contradicted", "inconclusive")
 
@@ -838,7 +841,7 @@ def findings_blocks(
             )
         )
     for line in summary_lines(findings, primary):
-        blocks.append(Paragraph("• " + line))
+        blocks.append(Paragraph(BULLET + line))
     placed: set[str] = set()
     for key in _claim_order(primary):
         claim = CLAIMS[key]

@@ -60,6 +60,14 @@ def test_images(probes: Probes | None) -> int | None:
     return split.images if split is not None else None
 
 
+def validation_top1(probes: Probes | None) -> float | None:
+    """The linear probe's top-1 on the validation split carved from the train split
+    (``analyze --validation-fraction``), None when none was carved."""
+    block = None if probes is None else probes.validation
+    linear = None if block is None else block.linear
+    return None if linear is None else linear.top1
+
+
 def is_test_accuracy(metric: Metric) -> bool:
     """An accuracy scored on the test split (linear and kNN), which carries a Wilson interval."""
     return metric.accuracy and metric.key.startswith(("linear_", "knn_"))

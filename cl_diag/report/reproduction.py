@@ -84,6 +84,7 @@ from cl_diag.report.metrics import (
     retrieval_metric,
     reverse_retrieval_metric,
 )
+from cl_diag.report.probe_section import test_images
 from cl_diag.report.runs import run_labels, seed_groups
 from cl_diag.result import RETRIEVAL_KS, Environment, Layer, Result
 from cl_diag.vocabulary import PairType
@@ -340,11 +341,7 @@ def _binomial_sd(metric: Metric, pair: tuple[Result, Result], layer: str | None)
     if layer is not None or not metric.accuracy or metric.k is not None:
         return 0.0
     values = [v for r in pair if (v := _read(metric, r, layer)) is not None]
-    test = next(
-        (t for r in pair if r.probes is not None and (t := (r.probes.splits or {}).get("test"))),
-        None,
-    )
-    n = test.images if test is not None else None
+    n = next((k for r in pair if (k := test_images(r.probes))), None)
     if not values or not n:
         return 0.0
     p = sum(values) / len(values)

@@ -20,12 +20,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
 from cl_diag.measurement.selection import (
     BOOTSTRAP_RESAMPLES,
     STABLE_SHARE,
+    NestedGains,
     nested_gains,
     one_se_choice,
     selection_shares,
@@ -39,12 +41,14 @@ from cl_diag.measurement.stats import (
 )
 from cl_diag.report import figures
 from cl_diag.report.document import Figure, Heading, Paragraph, Table, fmt
+from cl_diag.report.findings import BULLET
+from cl_diag.report.metrics import PROBE_METRICS
+from cl_diag.report.probe_section import validation_top1
 from cl_diag.report.runs import SEED_KEY, config_labels, natural_key
 from cl_diag.result import Result
 from cl_diag.runconfig import MIN_TUNING_GRID, RunConfig
 
 __all__ = [
-    "BULLET",
     "MARGIN",
     "NestedSetting",
     "ProcedureFinding",
@@ -53,9 +57,6 @@ __all__ = [
     "tuning_blocks",
 ]
 
-#: how the block marks its summary sentences (as the Findings section does; tools/quote_findings.py
-#: quotes them in a study's README)
-BULLET = "• "
 #: the minimum relevant gain in linear top-1, the registry's ``vrn_accuracy`` margin (0.5 pp)
 MARGIN = 0.005
 
@@ -72,32 +73,23 @@ class NestedSetting:
     test: np.ndarray
     n_val: int | None
 
-    @property
-    def gains(self):
+    @cached_property
+    def gains(self) -> NestedGains:
         return nested_gains(self.validation, self.test, self.seeds, n_val=self.n_val)
 
-    @property
+    @cached_property
     def choice_all_seeds(self) -> float:
         """The λ the rule chooses on every tuning seed (what a user of this study would
         train with)."""
         return self.weights[one_se_choice(self.validation, self.n_val)]
 
-    @property
+    @cached_property
     def shares(self) -> np.ndarray:
         return selection_shares(self.validation, n_val=self.n_val)
 
 
-def _validation(result: Result) -> tuple[float | None, int | None]:
-    probes = result.probes
-    block = None if probes is None else probes.validation
-    linear = None if block is None else block.linear
-    return (None if linear is None else linear.top1), (None if block is None else block.n_val)
-
-
-def _test_top1(result: Result) -> float | None:
-    probes = result.probes
-    linear = None if probes is None else probes.linear
-    return None if linear is None else linear.top1
+#: the test split's linear top-1, as the comparison's probe tables read it
+_TEST_TOP1 = next(m for m in PROBE_METRICS if m.key == "linear_top1")
 
 
 def nested_settings(configs: Sequence[RunConfig], results: Sequence[Result]) -> list[NestedSetting]:
@@ -129,8 +121,12 @@ def nested_settings(configs: Sequence[RunConfig], results: Sequence[Result]) -> 
         n_vals = set()
         for i, w in enumerate(weights):
             for j, s in enumerate(seeds):
-                v, n_val = _validation(by_weight[w][s])
-                t = _test_top1(by_weight[w][s])
+                probes = by_weight[w][s].probes
+                v = validation_top1(probes)
+                t = None if probes is None else _TEST_TOP1.read(probes)
+                n_val = (
+                    None if probes is None or probes.validation is None else probes.validation.n_val
+                )
                 val[i, j] = np.nan if v is None else v
                 tst[i, j] = np.nan if t is None else t
                 n_vals.add(n_val)
