@@ -59,6 +59,13 @@ def test_a_bad_plan_is_refused_with_its_problem(tmp_path, text, message):
         load_plan(_write(tmp_path, text))
 
 
+def test_a_folder_or_a_missing_file_is_no_plan(tmp_path):
+    with pytest.raises(UserError, match="is a folder"):
+        load_plan(tmp_path)
+    with pytest.raises(UserError, match="does not exist"):
+        load_plan(tmp_path / "nope.toml")
+
+
 def test_a_plan_naming_an_unknown_claim_is_refused(tmp_path):
     from cl_diag.orchestration.compare import read_plan
 

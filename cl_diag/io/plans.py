@@ -82,7 +82,8 @@ class PlanRecord(Record):
 
 def _read_bytes(path: Path, what: str) -> bytes:
     if not path.is_file():
-        raise UserError(f"The {what} {path} does not exist. Give the path of a plans/*.toml file.")
+        problem = "is a folder" if path.is_dir() else "does not exist"
+        raise UserError(f"The {what} {path} {problem}. Give the path of a plans/*.toml file.")
     if path.stat().st_size > _MAX_BYTES:
         raise UserError(f"The {what} {path} is over 1 MiB: not a plan. Give a plans/*.toml file.")
     return path.read_bytes()
