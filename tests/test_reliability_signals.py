@@ -447,6 +447,13 @@ def cell_processes(folder: Path) -> list[int]:
     return found
 
 
+#: the steps of a parallel sweep's toy cells: enough that both are still training when the
+#: signal arrives. A toy step takes a few milliseconds once checkpoints are written every 50
+#: steps rather than every epoch, so 200 steps could end in the moment between the cells'
+#: first metrics.csv and the kill (a fresh machine's CI saw one cell complete).
+PARALLEL_STEPS = "1000"
+
+
 def start_parallel_sweep(tmp_path: Path, args: list) -> tuple[subprocess.Popen, Path]:
     """``cl-diag sweep ARGS --parallel 2`` in a child, returned once both cells have finished an
     epoch (their metrics.csv exist) and have hundreds to go."""
@@ -487,7 +494,7 @@ def test_a_parallel_sweep_passes_its_signal_to_every_cell(run_cli, tmp_path, sig
     alone (as ``kill`` or a scheduler sends it) reaches both, the sweep waits for them and exits
     130 or 143 without a comparison, no cell outlives it, and rerunning it finishes both cells
     as an uninterrupted sweep does (issues 11 and 26)."""
-    args = ["sweep", TOY, "--grid", "seed=1,2", "--steps", "200", "--quiet"]
+    args = ["sweep", TOY, "--grid", "seed=1,2", "--steps", PARALLEL_STEPS, "--quiet"]
     child, out = start_parallel_sweep(tmp_path, args)
     assert len(cell_processes(tmp_path)) == 2
     child.send_signal(sig)
@@ -509,7 +516,7 @@ def test_the_cells_of_a_killed_parallel_sweep_stop(run_cli, tmp_path):
     """SIGKILL gives the sweep no chance to pass anything on (issue 26: its cells trained on for
     a minute); each cell notices its parent is gone and stops as on SIGTERM, keeping its
     last.pt, so the rerun finishes the sweep."""
-    args = ["sweep", TOY, "--grid", "seed=1,2", "--steps", "200", "--quiet"]
+    args = ["sweep", TOY, "--grid", "seed=1,2", "--steps", PARALLEL_STEPS, "--quiet"]
     child, out = start_parallel_sweep(tmp_path, args)
     cells = cell_processes(tmp_path)
     assert len(cells) == 2
