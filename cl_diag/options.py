@@ -36,11 +36,13 @@ options before any of those load.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
 import operator
 import os
 import re
+import typing
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import PurePath
@@ -68,10 +70,8 @@ __all__ = [
     "PYTHON",
     "QUEUE_LOSSES",
     "REPRODUCE",
-    "RUN_CONFIG",
     "SWEEP",
     "SYNTH",
-    "TRAIN",
     "TRAINING_LOSSES",
     "Option",
     "OptionError",
@@ -79,10 +79,10 @@ __all__ = [
     "Product",
     "Rule",
     "Spelling",
-    "check",
     "check_products",
     "check_values",
     "in_config",
+    "option",
     "split_keys",
 ]
 
@@ -243,6 +243,14 @@ class Option:
     high_open: bool = False
     choices: tuple[str, ...] | None = None
     hint: str = ""
+    #: what ``--help`` says, the help panel it is listed under, and its spellings on the
+    #: command line when not ``--name`` (``("--quiet", "-q")``): a config's declaration
+    #: (:func:`option`) fills them, and the command's parameters are made from them
+    help: str = ""
+    panel: str = ""
+    flags: tuple[str, ...] = ()
+    #: the groups the option belongs to (:meth:`OptionTable.tagged`): e.g. ``"resume-free"``
+    tags: frozenset[str] = frozenset()
 
     def range_text(self) -> str:
         """``in [0, 1)``, ``at least 2``, ``< 1``; empty when unbounded."""
@@ -418,6 +426,28 @@ class OptionTable:
     def names(self) -> tuple[str, ...]:
         return tuple(o.name for o in self.options)
 
+    def tagged(self, tag: str) -> tuple[str, ...]:
+        """The names of the options declared with ``tag``, in declaration order."""
+        return tuple(o.name for o in self.options if tag in o.tags)
+
+    @classmethod
+    def of(cls, config: type, name: str, products: tuple[Product, ...] = ()) -> OptionTable:
+        """The table of a config dataclass whose fields are declared with :func:`option`:
+        each field's name, its annotation's type (``int | None``: optional) and its
+        declaration; a field declared otherwise is a TypeError (an undeclared option)."""
+        hints = typing.get_type_hints(config)
+        options = []
+        for f in dataclasses.fields(config):
+            spec = f.metadata.get(_DECLARATION)
+            if spec is None:
+                raise TypeError(f"{config.__name__}.{f.name} is not declared with option()")
+            kind, optional = _kind(hints[f.name], f"{config.__name__}.{f.name}")
+            if spec.get("path"):
+                kind = PurePath
+            fields = {k: v for k, v in spec.items() if k != "path"}
+            options.append(Option(f.name, kind, optional, **fields))
+        return cls(name, tuple(options), products)
+
     def only(self, names: Iterable[str], name: str | None = None) -> OptionTable:
         """The table of a subset of these options (and the products among them)."""
         keep = set(names)
@@ -428,13 +458,53 @@ class OptionTable:
         )
 
 
-def check(
-    name: str, value: Any, *, table: OptionTable | None = None, spelling: Spelling = CLI
+_DECLARATION = "cl_diag.option"
+
+
+def _kind(annotation: Any, where: str) -> tuple[type, bool]:
+    """An option field's annotation as (its type, whether None is allowed)."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    optional = len(args) < len(typing.get_args(annotation))
+    kind = args[0] if optional and len(args) == 1 else annotation
+    if kind not in _KIND_WORDS:
+        raise TypeError(f"{where}: an option is an int, float, str or bool (or one | None)")
+    return kind, optional
+
+
+def option(
+    default: Any,
+    panel: str,
+    help: str,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+    high_open: bool = False,
+    choices: tuple[str, ...] | None = None,
+    hint: str = "",
+    path: bool = False,
+    flags: tuple[str, ...] = (),
+    tags: Iterable[str] = (),
 ) -> Any:
-    """``value`` of the option ``name`` normalised (:meth:`Option.normalise`), or
-    :class:`OptionError`. ``table``: where ``name`` is declared (default: ``train``'s,
-    the vocabulary of a training config)."""
-    return (table or TRAIN)[name].normalise(value, spelling)
+    """A config dataclass's field declared as an option, in one place: its default, the
+    ``--help`` panel and text, its bounds and choices (:class:`Option`; its type is the
+    field's annotation, ``path`` makes a str a path) and its ``tags``.
+    :meth:`OptionTable.of` reads the declarations; the command's parameters are made from
+    them (cl_diag.cli.declared)."""
+    spec = dict(
+        low=low,
+        high=high,
+        low_open=low_open,
+        high_open=high_open,
+        choices=choices,
+        hint=hint,
+        help=help,
+        panel=panel,
+        flags=tuple(flags),
+        tags=frozenset(tags),
+        path=path,
+    )
+    return dataclasses.field(default=default, metadata={_DECLARATION: spec})
 
 
 def check_values(
@@ -493,132 +563,6 @@ def _maybe(name: str, kind: type, **kw: Any) -> Option:
 _SEED = _opt("seed", int, low=0, high=MAX_SEED, hint="what numpy and torch generators take")
 _WORKERS = _maybe("workers", int, low=0, high=MAX_WORKERS, hint="DataLoader worker processes")
 _DEVICE = _opt("device", str, choices=DEVICES)
-
-# --------------------------------------------------------------------------- cl-diag train
-
-TRAIN = OptionTable(
-    "train",
-    (
-        # data
-        _opt("dataset", str, choices=DATASETS),
-        _maybe("data_root", PurePath),
-        _maybe("val_root", PurePath),
-        _opt("download", bool),
-        _maybe(
-            "num_samples",
-            int,
-            low=2,
-            high=MAX_INSTANCES,
-            hint="a single instance has no negatives",
-        ),
-        _opt("dim", int, low=1, high=MAX_WIDTH),
-        _maybe("num_classes", int, low=1, high=MAX_INSTANCES),
-        _maybe("image_size", int, low=1, high=MAX_IMAGE_SIZE, hint="the crop side in pixels"),
-        # model
-        _opt("arch", str),
-        _maybe("projector_hidden", int, low=1, high=MAX_WIDTH),
-        _opt("projector_dim", int, low=1, high=MAX_WIDTH),
-        # loss (hyper-parameters: their bounds are the loss's HParam declarations)
-        _opt(
-            "loss",
-            str,
-            choices=TRAINING_LOSSES,
-            hint="vrn is a regulariser: --vrn LAMBDA adds it to any of them",
-        ),
-        _maybe("temperature", float),
-        _maybe("bias", float),
-        _maybe("within_view", bool),
-        _maybe("margin", float),
-        _maybe("mining", str),
-        _maybe("alpha", float),
-        _maybe("beta", float),
-        _maybe("tau_plus", float),
-        _opt("views", int, low=2, high=MAX_VIEWS, hint="two views make a positive"),
-        _opt("queue", int, low=0, high=MAX_QUEUE, hint="0: no queue; MoCo keeps 65536"),
-        _opt("key_encoder", str, choices=KEY_ENCODERS),
-        _opt("key_momentum", float, low=0, high=1, high_open=True, hint="MoCo uses 0.99 or 0.999"),
-        _opt("vrn", float, low=0, hint="0 turns VRN off; the paper uses 30"),
-        _maybe("vrn_delta", float, low=-1, high=1, hint="a cosine similarity"),
-        _opt("vrn_power", float, low=1, hint="the paper uses 2"),
-        _maybe("vrn_tuning_grid", str, hint="the VRN weights tried, e.g. 0.1,0.3,1,3,10,30,100"),
-        _maybe("vrn_tuning_split", str, hint="the split the weight was chosen on: validation"),
-        _maybe("vrn_tuning_criterion", str),
-        # optimisation
-        _opt("epochs", int, low=1, high=MAX_EPOCHS),
-        _maybe("steps", int, low=1, high=MAX_STEPS, hint="or omit it to train --epochs"),
-        _opt("batch_size", int, low=2, high=MAX_BATCH, hint="a batch of 1 has no negative pairs"),
-        _opt("balanced_batch", bool),
-        _maybe(
-            "classes_per_batch",
-            int,
-            low=2,
-            high=MAX_BATCH,
-            hint="a batch needs negatives of another class",
-        ),
-        _opt("optimizer", str, choices=OPTIMIZERS),
-        _opt("lr", float, low=0, low_open=True),
-        _opt("lr_scaling", str, choices=LR_SCALINGS),
-        _opt("momentum", float, low=0, high=1, high_open=True),
-        _opt("weight_decay", float, low=0),
-        _opt("warmup_epochs", float, low=0, high=MAX_EPOCHS),
-        _maybe(
-            "warmup_steps", int, low=0, high=MAX_STEPS, hint="or omit it to use --warmup-epochs"
-        ),
-        _opt("schedule", str, choices=SCHEDULES),
-        _SEED,
-        # running
-        _DEVICE,
-        _opt("precision", str, choices=PRECISIONS),
-        _opt("compile", bool),
-        _WORKERS,
-        _opt("sync_bn", bool),
-        _opt("deterministic", bool),
-        # records
-        _maybe("out", PurePath),
-        _opt("save_every", int, low=0, high=MAX_EPOCHS, hint="0: only last.pt"),
-        _opt("log_every", int, low=0, high=MAX_STEPS, hint="0: once per epoch"),
-        _opt("logger", str, choices=LOGGERS),
-        _maybe("resume", PurePath),
-        _opt("overwrite", bool),
-        _opt("quiet", bool),
-    ),
-    (
-        # the projector's second Linear (hidden x dim float32 weights, and Adam's two moments)
-        Product(
-            ("projector_hidden", "projector_dim"),
-            1 << 26,
-            "the projector's hidden x output weights",
-            "projector_hidden",
-        ),
-        # MoCo's queue: K keys of the projector's width per view
-        Product(("queue", "projector_dim"), 1 << 27, "the key queue", "queue", factor=2),
-        # one step's (views x batch) rows: their similarity matrix is (V B)^2 numbers
-        Product(
-            ("views", "batch_size", "views", "batch_size"),
-            1 << 32,
-            "one step's similarities of (views x batch) rows",
-            "batch_size",
-        ),
-        # one step's images (per process): views x batch x 3 channels x side^2 float32
-        Product(
-            ("views", "batch_size", "image_size", "image_size"),
-            1 << 32,
-            "one batch's image views (3 channels)",
-            "batch_size",
-            factor=3,
-        ),
-        # the toy dataset's free vectors: two views of num_samples x dim
-        Product(("num_samples", "dim"), 1 << 28, "the toy's free vectors", "num_samples", factor=2),
-    ),
-)
-
-#: What a training config stored in a checkpoint may hold: train's options, and the CIFAR
-#: stem's padding a config of another trainer can name (the model is rebuilt with it).
-RUN_CONFIG = OptionTable(
-    "config",
-    (*TRAIN.options, _maybe("conv1_padding", int, low=0, high=8)),
-    TRAIN.products,
-)
 
 # --------------------------------------------------------------------------- cl-diag analyze
 

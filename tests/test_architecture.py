@@ -63,6 +63,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "runconfig",
         "vocabulary",
         "options",
+        "trainconfig",
         "runtime",
         "environment",
         "upcalls",
@@ -855,3 +856,170 @@ def test_a_planted_shared_module_name_is_reported(tmp_path):
         "cl_diag.measurement.inputs does not name cl_diag.measurement.probes.inputs",
         "cl_diag.measurement.probes.inputs does not name cl_diag.measurement.inputs",
     ]
+
+
+# --------------------------------------------------------------------------- (i) one declaration
+
+#: the calls that declare an option by name (cl_diag.options: the Option class and its two
+#: shorthands); ``option(...)`` declares one as a config dataclass's field
+_OPTION_CALLS = ("Option", "_opt", "_maybe")
+#: the option tables of commands that are not (yet) made from a config's fields: the names they
+#: declare by hand may coincide with a declared config's (``--seed`` of synth is not train's)
+HAND_TABLES = (
+    "_SEED",
+    "_WORKERS",
+    "_DEVICE",
+    "_PAIRS",
+    "ANALYZE",
+    "SYNTH",
+    "SWEEP",
+    "REPRODUCE",
+    "MONITOR",
+)
+
+
+def declared_configs(package: Path = PACKAGE) -> dict[str, set[str]]:
+    """Each config class whose fields are declared with ``option(...)`` -> its field names."""
+    configs: dict[str, set[str]] = {}
+    for _, path in _modules(package):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                names = {
+                    item.target.id
+                    for item in node.body
+                    if isinstance(item, ast.AnnAssign)
+                    and isinstance(item.target, ast.Name)
+                    and isinstance(item.value, ast.Call)
+                    and _identifier(item.value.func) == "option"
+                }
+                if names:
+                    configs[node.name] = names
+    return configs
+
+
+def second_declarations(package: Path = PACKAGE) -> list[str]:
+    """Where an option that a config field declares is declared again (rule (i)): a Typer
+    parameter of the command made from that config (``@declared_options(Config, ...)``), an
+    ``Option``/``_opt``/``_maybe`` of its name outside the hand-written tables of other
+    commands (:data:`HAND_TABLES`), or a Protocol restating the config's fields (what the
+    training loop's ``LoopConfig`` once did)."""
+    configs = declared_configs(package)
+    declared = set().union(*configs.values()) if configs else set()
+    found = []
+    for _, path in _modules(package):
+        where = path.relative_to(package.parent).as_posix()
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        hand = {
+            id(call)
+            for node in tree.body
+            if isinstance(node, (ast.Assign, ast.AnnAssign))
+            and any(
+                _identifier(t) in HAND_TABLES
+                for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+            )
+            for call in ast.walk(node)
+        }
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef):
+                made_from = {
+                    _identifier(d.args[0])
+                    for d in node.decorator_list
+                    if isinstance(d, ast.Call)
+                    and _identifier(d.func) == "declared_options"
+                    and d.args
+                }
+                fields = set().union(*(configs.get(c or "", set()) for c in made_from))
+                args = node.args.args + node.args.kwonlyargs
+                found += [
+                    f"{where}:{a.lineno} --{a.arg.replace('_', '-')} again as a Typer parameter"
+                    for a in args
+                    if a.arg in fields
+                ]
+            elif (
+                isinstance(node, ast.Call)
+                and _identifier(node.func) in _OPTION_CALLS
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and node.args[0].value in declared
+                and id(node) not in hand
+            ):
+                found.append(f"{where}:{node.lineno} {node.args[0].value!r} again as an Option")
+            elif isinstance(node, ast.ClassDef) and any(
+                _identifier(b) == "Protocol" for b in node.bases
+            ):
+                restated = {
+                    item.name if isinstance(item, ast.FunctionDef) else _identifier(item.target)
+                    for item in node.body
+                    if isinstance(item, (ast.FunctionDef, ast.AnnAssign))
+                }
+                for config, names in configs.items():
+                    if len(restated & names) >= 3:
+                        found.append(f"{where}:{node.lineno} {node.name} restates {config}")
+    return found
+
+
+def test_each_option_is_declared_once():
+    """Rule (i): train's options are the fields of TrainConfig (declared with option()), and
+    nothing declares one of them again."""
+    configs = declared_configs()
+    assert len(configs.get("TrainConfig", ())) >= 50, "the check would pass vacuously"
+    assert second_declarations() == []
+
+
+def test_a_planted_second_declaration_of_an_option_is_reported(tmp_path):
+    """A Typer parameter for --batch-size in the train command, a hand-written table that
+    declares batch_size again, and a Protocol restating the config are each reported."""
+    command = (PACKAGE / "cli" / "train.py").read_text(encoding="utf-8")
+    assert "    **declared: Any," in command
+    planted_command = command.replace(
+        "    **declared: Any,",
+        '    batch_size: int = typer.Option(128, help="Global batch."),\n    **declared: Any,',
+    )
+    package = _planted(
+        tmp_path,
+        {
+            "cli/train.py": planted_command,
+            "orchestration/zz_planted.py": (
+                "from cl_diag.options import Option, OptionTable\n"
+                'AGAIN = OptionTable("again", (Option("batch_size", int, low=2),))\n'
+            ),
+            "training/zz_planted.py": (
+                "from typing import Protocol\n"
+                "class Config(Protocol):\n"
+                "    loss: str\n    batch_size: int\n    seed: int\n"
+            ),
+        },
+    )
+    assert sorted(second_declarations(package)) == sorted(
+        [
+            next(
+                f"cl_diag/cli/train.py:{i} --batch-size again as a Typer parameter"
+                for i, line in enumerate(planted_command.splitlines(), 1)
+                if line.startswith("    batch_size: int")
+            ),
+            "cl_diag/orchestration/zz_planted.py:2 'batch_size' again as an Option",
+            "cl_diag/training/zz_planted.py:2 Config restates TrainConfig",
+        ]
+    )
+
+
+def test_the_train_command_is_made_from_the_declarations():
+    """Every field of TrainConfig is an option of ``cl-diag train`` with the field's default,
+    help and panel, and the config and the command agree on what a value must be."""
+    import typer.core
+    import typer.main
+
+    from cl_diag.cli import app
+    from cl_diag.trainconfig import TRAIN, TrainConfig
+
+    command = typer.main.get_command(app).commands["train"]  # type: ignore[attr-defined]
+    params = {p.name: p for p in command.params if isinstance(p, typer.core.TyperOption)}
+    defaults = TrainConfig.defaults()
+    for option in TRAIN.options:
+        param = params[option.name]
+        assert param.default == defaults[option.name], option.name
+        assert param.help == option.help and option.help, option.name
+        assert param.rich_help_panel == option.panel, option.name  # type: ignore[attr-defined]
+    assert params["quiet"].opts == ["--quiet", "-q"]
+    assert params["within_view"].secondary_opts == ["--no-within-view"]
+    assert set(params) == set(TRAIN.names) | {"recipe_name"}

@@ -10,7 +10,12 @@ import pytest
 import torch
 
 from cl_diag.errors import UserError
-from cl_diag.orchestration.train import TrainConfig, resolve_config, train
+from cl_diag.orchestration.train import (
+    TrainConfig,
+    config_from_checkpoint,
+    resolve_config,
+    train,
+)
 from cl_diag.training.checkpoint import load_checkpoint
 from cl_diag.training.data import class_counts, toy_labels
 from cl_diag.training.loop import BalancedBatchSampler
@@ -171,7 +176,7 @@ def test_balanced_supcl_run_resumes_bit_exact(tmp_path):
     full = _run(tmp_path, "full", save_every=3)
     assert full.steps == 6 * 4
     half = tmp_path / "full" / "epoch_0003.pt"
-    resumed = train(TrainConfig.from_checkpoint(half, out=str(tmp_path / "resumed"), quiet=True))
+    resumed = train(config_from_checkpoint(half, out=str(tmp_path / "resumed"), quiet=True))
     assert resumed.steps_this_run == 3 * 4
     a = load_checkpoint(tmp_path / "full" / "last.pt")
     b = load_checkpoint(tmp_path / "resumed" / "last.pt")

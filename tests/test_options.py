@@ -29,21 +29,23 @@ from cl_diag.options import (
     CLI,
     MEASURE,
     PYTHON,
-    RUN_CONFIG,
-    TRAIN,
     OptionError,
-    check,
+    Spelling,
     check_values,
     in_config,
 )
 from cl_diag.orchestration.analysis_config import AnalyzeConfig
-from cl_diag.orchestration.train import TrainConfig
+from cl_diag.trainconfig import RUN_CONFIG, TRAIN, TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 TOY = ROOT / "trainers" / "rebuttal-toy.toml"
 
 
 # --------------------------------------------------------------------------- the declarations
+
+
+def check(name: str, value: typing.Any, spelling: Spelling = CLI) -> typing.Any:
+    return TRAIN[name].normalise(value, spelling)
 
 
 def _kind(annotation: typing.Any, name: str) -> type:

@@ -14,7 +14,8 @@ import typer.main
 
 from cl_diag.cli import app
 from cl_diag.errors import UserError
-from cl_diag.orchestration.train import TRAINING_LOSSES, TrainConfig, resolve_config, train
+from cl_diag.options import TRAINING_LOSSES
+from cl_diag.orchestration.train import TrainConfig, resolve_config, train
 from cl_diag.recipes import read_recipe
 from cl_diag.training.checkpoint import load_checkpoint
 from cl_diag.training.loop import METRIC_COLUMNS

@@ -17,15 +17,15 @@ from cl_diag.errors import UserError
 from cl_diag.measurement.theory import delta
 from cl_diag.orchestration.sweep import SweepConfig, sweep
 from cl_diag.orchestration.train import (
-    RESUME_FREE_FIELDS,
-    TUNING_FIELDS,
     ResolvedTrainConfig,
     TrainConfig,
+    config_from_checkpoint,
     resolve_config,
     train,
     train_options,
 )
 from cl_diag.recipes import merge_layers, read_recipe
+from cl_diag.trainconfig import RESUME_FREE_FIELDS, TUNING_FIELDS
 from cl_diag.training.checkpoint import load_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -234,7 +234,7 @@ def test_train_summary_and_already_complete(tmp_path):
     out = tmp_path / "run"
     first = train(TrainConfig(dataset="toy", num_samples=4, batch_size=2, steps=2, out=str(out)))
     assert first.summary().startswith("trained 2 steps (1 epochs) on 4 toy instances: loss ")
-    again = train(TrainConfig.from_checkpoint(out / "last.pt"))
+    again = train(config_from_checkpoint(out / "last.pt"))
     assert again.steps_this_run == 0
     expected = f"{out / 'last.pt'}: the run is already complete (2 steps); nothing to do."
     assert again.summary() == expected

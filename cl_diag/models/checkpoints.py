@@ -43,7 +43,8 @@ from cl_diag.models.keymap import (
     mapping_example,
     raw_weights,
 )
-from cl_diag.options import RUN_CONFIG, check_values, in_config
+from cl_diag.options import check_values, in_config
+from cl_diag.trainconfig import RUN_CONFIG
 
 __all__ = [
     "FORMAT",

@@ -682,7 +682,7 @@ def _analyze_checkpoint(
     progress: ProgressFactory,
     run: Runtime,
 ) -> Result:
-    from cl_diag.orchestration.train import RESUME_FREE_FIELDS
+    from cl_diag.trainconfig import RESUME_FREE_FIELDS
 
     # The model rebuilt and its data opened (orchestration.subject); from here on it is measuring.
     subject = open_subject(
@@ -851,7 +851,7 @@ def _measure_subject(
 def _training_command(subject: Subject) -> dict | None:
     """The training options a cl-diag checkpoint recorded, but for those of one invocation
     (``--resume``, ``--overwrite``, ``--quiet``): the command that trains the run again."""
-    from cl_diag.orchestration.train import SESSION_FIELDS
+    from cl_diag.trainconfig import SESSION_FIELDS
 
     recorded = subject.training_command
     if recorded is None:

@@ -2,16 +2,12 @@
 
 (:mod:`cl_diag.cli.train` is its command line: the same concept one layer up.)
 
-Two config types, one way between them:
-
-* :class:`TrainConfig` has exactly one field per option of ``cl-diag train`` (same names, same
-  defaults); ``None``/``"auto"`` mean "the documented default". Its defaults are the embedded
-  recipe: digits, SimCLR, the small CNN, CPU, a few minutes on two cores.
-* :class:`ResolvedTrainConfig` is what a run actually uses: every option filled in and checked,
-  plus the values derived from them (training-set size, VRN delta, peak lr, total and warm-up
-  steps, device, autocast precision, workers). It is frozen and built by one function,
-  :func:`resolve_config`, which ``train`` and ``sweep`` both call: each option is parsed by
-  the CLI (or the sweep's grid) and range-checked here, once.
+Two config types (declared in :mod:`cl_diag.trainconfig`), one way between them:
+:class:`TrainConfig` (one field per option of ``cl-diag train``) becomes the
+:class:`ResolvedTrainConfig` a run uses (every option filled in and checked, plus the values
+derived from them: training-set size, VRN delta, peak lr, total and warm-up steps, device,
+autocast precision, workers) through one function, :func:`resolve_config`, which ``train``
+and ``sweep`` both call.
 
 Where the options come from is one path too: :func:`train_options` turns merged option values
 (default < recipe < command line, see :mod:`cl_diag.recipes`) into a ``TrainConfig``, or, with
@@ -33,7 +29,6 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cl_diag import options as _options
 from cl_diag.errors import UserError
 from cl_diag.io.atomic import storage_error
 from cl_diag.io.leftovers import log, remove_leftovers, temp_files
@@ -42,7 +37,6 @@ from cl_diag.options import (
     CLI,
     MULTI_VIEW_LOSSES,
     QUEUE_LOSSES,
-    TRAIN,
     Rule,
     Spelling,
     check_products,
@@ -50,220 +44,29 @@ from cl_diag.options import (
     in_config,
 )
 from cl_diag.runconfig import TEST_SPLIT, lambda_grid_text, parse_lambda_grid
+from cl_diag.trainconfig import (
+    LOSS_HPARAM_FIELDS,
+    RESUME_FREE_FIELDS,
+    TRAIN,
+    ResolvedTrainConfig,
+    TrainConfig,
+)
 
 if TYPE_CHECKING:  # the loop is imported lazily: resolving a config needs no torch model code
     from cl_diag.training.loop import FitProgress
 
 __all__ = [
-    "LOSS_HPARAM_FIELDS",
-    "MAX_WORKERS",
-    "OPTIMIZERS",
-    "RESUME_FREE_FIELDS",
-    "SESSION_FIELDS",
-    "TRAINING_LOSSES",
     "TRAIN_RULES",
-    "TUNING_FIELDS",
     "ResolvedTrainConfig",
     "TrainConfig",
     "TrainResult",
     "check_resume",
     "check_train_options",
+    "config_from_checkpoint",
     "resolve_config",
     "train",
     "train_options",
 ]
-
-# The options' choices and bounds are declared once, in cl_diag.options (TRAIN).
-OPTIMIZERS = _options.OPTIMIZERS
-TRAINING_LOSSES = _options.TRAINING_LOSSES
-MAX_WORKERS = _options.MAX_WORKERS
-
-
-#: TrainConfig fields that carry loss-library hyper-parameters (None: the loss's default).
-LOSS_HPARAM_FIELDS = (
-    "temperature",
-    "bias",
-    "within_view",
-    "margin",
-    "mining",
-    "beta",
-    "tau_plus",
-    "alpha",
-)
-#: Fields a resumed run may change: where and how it runs, not what it computes.
-RESUME_FREE_FIELDS = frozenset(
-    {
-        "resume",
-        "out",
-        "overwrite",
-        "quiet",
-        "workers",
-        "device",
-        "precision",
-        "compile",
-        "data_root",
-        "val_root",
-        "download",
-        "save_every",
-        "log_every",
-        # how the bits are made, not what is computed: a resumed run may turn it on or off
-        "deterministic",
-        "logger",
-    }
-)
-
-
-#: The options that record how --vrn was chosen (cl_diag.runconfig.TRAIN_TUNING_KEYS),
-#: left out of a run's record while unset.
-TUNING_FIELDS = ("vrn_tuning_grid", "vrn_tuning_split", "vrn_tuning_criterion")
-
-
-#: Options that say how one invocation behaves, not what the run computes: left out of the
-#: training command a result records (``commands.train``), so that a run resumed after an
-#: interrupt records the command of the same run as one that was not.
-SESSION_FIELDS = frozenset({"resume", "overwrite", "quiet"})
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """One field per ``cl-diag train`` option; ``None``/``"auto"`` mean "the documented default"."""
-
-    # data
-    dataset: str = "digits"
-    data_root: str | None = None
-    val_root: str | None = None
-    download: bool = False
-    num_samples: int | None = None
-    dim: int = 3
-    num_classes: int | None = None
-    image_size: int | None = None
-    # model
-    arch: str = "auto"
-    projector_hidden: int | None = None
-    projector_dim: int = 128
-    # loss
-    loss: str = "simclr"
-    temperature: float | None = None
-    bias: float | None = None
-    within_view: bool | None = None
-    margin: float | None = None
-    mining: str | None = None
-    alpha: float | None = None
-    beta: float | None = None
-    tau_plus: float | None = None
-    views: int = 2
-    queue: int = 0
-    key_encoder: str = "momentum"
-    key_momentum: float = 0.99
-    vrn: float = 0.0
-    vrn_delta: float | None = None
-    vrn_power: float = 2.0
-    # how --vrn was chosen, recorded with the run (cl_diag.runconfig reads it as vrn_tuning)
-    vrn_tuning_grid: str | None = None
-    vrn_tuning_split: str | None = None
-    vrn_tuning_criterion: str | None = None
-    # optimisation
-    epochs: int = 40
-    steps: int | None = None
-    batch_size: int = 128
-    balanced_batch: bool = False
-    classes_per_batch: int | None = None
-    optimizer: str = "sgd"
-    lr: float = 1.0
-    lr_scaling: str = "auto"
-    momentum: float = 0.9
-    weight_decay: float = 1e-4
-    warmup_epochs: float = 3.0
-    warmup_steps: int | None = None
-    schedule: str = "cosine"
-    seed: int = 0
-    # running
-    device: str = "auto"
-    precision: str = "auto"
-    compile: bool = False
-    workers: int | None = None
-    sync_bn: bool = False
-    deterministic: bool = False
-    # records
-    out: str | None = None
-    save_every: int = 0
-    log_every: int = 0
-    logger: str = "csv"
-    resume: str | None = None
-    overwrite: bool = False
-    quiet: bool = False
-
-    @classmethod
-    def option_names(cls) -> list[str]:
-        return [f.name for f in fields(TrainConfig)]
-
-    @classmethod
-    def defaults(cls) -> dict[str, Any]:
-        """``{option: default}``: the bottom layer a recipe and the command line go over."""
-        return {f.name: f.default for f in fields(TrainConfig)}
-
-    def options(self) -> dict[str, Any]:
-        """The option fields only, as a dict (what a checkpoint records as its ``config``)."""
-        return {name: getattr(self, name) for name in TrainConfig.option_names()}
-
-    @classmethod
-    def from_checkpoint(cls, path: str | os.PathLike, **overrides: Any) -> TrainConfig:
-        """The config to continue the run saved in ``path``, with ``overrides`` applied.
-
-        ``out`` defaults to the checkpoint's folder (not the saved ``out``, which may be
-        relative to another working directory); ``workers``, ``quiet`` and ``overwrite``
-        to their defaults (they describe the machine and the session, not the run)."""
-        from cl_diag.training.checkpoint import load_checkpoint
-
-        saved = load_checkpoint(path, for_resume=True)["config"]
-        known = set(TrainConfig.option_names())
-        base = _check_saved_types({k: v for k, v in saved.items() if k in known}, path)
-        base.update(out=None, resume=str(path), workers=None, quiet=False, overwrite=False)
-        base.update(overrides)
-        return TrainConfig(**base)
-
-
-def _check_saved_types(saved: Mapping[str, Any], path: str | os.PathLike) -> dict[str, Any]:
-    """A checkpoint's stored options checked against their declarations (the command line's:
-    :data:`cl_diag.options.TRAIN`), normalised; UserError naming the first one at fault (a
-    damaged or crafted file) before any of them is compared or used."""
-    return check_values(saved, TRAIN, spelling=in_config(path), products=False)
-
-
-@dataclass(frozen=True, kw_only=True)
-class ResolvedTrainConfig(TrainConfig):
-    """Every option of a run filled in and checked, and every value derived from them.
-
-    The option fields hold what the checkpoint records (``arch``, ``projector_hidden``,
-    ``lr_scaling``, ``num_samples``, the loss's hyper-parameters, ``vrn_delta``, ``workers`` and
-    ``out`` resolved; ``device`` and ``precision`` as given, so that a resumed run picks its
-    machine again). The fields below are derived; build one with :func:`resolve_config`.
-    """
-
-    n_train: int  # training instances (after --num-samples)
-    world: int  # processes (torchrun's WORLD_SIZE; 1 otherwise)
-    device_type: str  # "cpu" or "cuda"
-    autocast: str  # "fp32", "bf16" or "fp16": --precision with auto resolved for device_type
-    peak_lr: float  # lr after warm-up: --lr, times batch/256 under linear scaling
-    steps_per_epoch: int  # full batches per epoch (the last partial batch is dropped)
-    total_steps: int  # --steps, or --epochs x steps_per_epoch
-    run_epochs: int  # epochs the run spans (the last one may stop early under --steps)
-    # the resolved warm-up: --warmup-steps, or --warmup-epochs x steps_per_epoch rounded (the
-    # option's field, holding the value the loop uses; the option as given is below)
-    warmup_steps: int
-    warmup_steps_given: int | None = None  # --warmup-steps as given (None: from the epochs)
-    # --balanced-batch: n = batch_size / classes_per_batch instances of each class per batch
-    instances_per_class: int | None = None
-
-    def record(self) -> dict[str, Any]:
-        """The dict stored as a checkpoint's ``config``: the option fields only, each as
-        resolved except ``warmup_steps``, recorded as given (None unless set), so that runs
-        warming up over the same epochs at different batch sizes record the same options."""
-        record = {**self.options(), "warmup_steps": self.warmup_steps_given}
-        for name in TUNING_FIELDS:  # added later: a run without a tuning records as before
-            if record[name] is None:
-                del record[name]
-        return record
 
 
 @dataclass
@@ -316,8 +119,31 @@ def train_options(values: Mapping[str, Any], given: Collection[str]) -> TrainCon
     names = TrainConfig.option_names()
     if values.get("resume"):
         overrides = {k: values[k] for k in given if k in names and k != "resume"}
-        return TrainConfig.from_checkpoint(values["resume"], **overrides)
+        return config_from_checkpoint(values["resume"], **overrides)
     return TrainConfig(**{k: values[k] for k in names if k in values})
+
+
+def config_from_checkpoint(path: str | os.PathLike, **overrides: Any) -> TrainConfig:
+    """The config to continue the run saved in ``path``, with ``overrides`` applied.
+
+    ``out`` defaults to the checkpoint's folder (not the saved ``out``, which may be
+    relative to another working directory); ``workers``, ``quiet`` and ``overwrite``
+    to their defaults (they describe the machine and the session, not the run)."""
+    from cl_diag.training.checkpoint import load_checkpoint
+
+    saved = load_checkpoint(path, for_resume=True)["config"]
+    known = set(TrainConfig.option_names())
+    base = _check_saved_types({k: v for k, v in saved.items() if k in known}, path)
+    base.update(out=None, resume=str(path), workers=None, quiet=False, overwrite=False)
+    base.update(overrides)
+    return TrainConfig(**base)
+
+
+def _check_saved_types(saved: Mapping[str, Any], path: str | os.PathLike) -> dict[str, Any]:
+    """A checkpoint's stored options checked against their declarations (:data:`TRAIN`),
+    normalised; UserError naming the first one at fault (a damaged or crafted file) before
+    any of them is compared or used."""
+    return check_values(saved, TRAIN, spelling=in_config(path), products=False)
 
 
 # --------------------------------------------------------------------------- checks
@@ -350,7 +176,7 @@ ARCH_RULES: tuple[Rule, ...] = (
 )
 #: The relations between train's options, declared: when a combination is refused and what
 #: the message says (formatted with the config's fields). The options' own types and bounds
-#: are declared in :data:`cl_diag.options.TRAIN`.
+#: are declared in :data:`cl_diag.trainconfig.TRAIN`.
 TRAIN_RULES: tuple[Rule, ...] = (
     Rule(
         lambda c: c.num_classes is not None and c.dataset != "toy",
@@ -437,7 +263,7 @@ def _check_tuning_grid(c: TrainConfig) -> TrainConfig:
 
 
 def check_train_options(c: TrainConfig, spelling: Spelling = CLI) -> TrainConfig:
-    """``c`` with every option checked against its declaration (:data:`cl_diag.options.TRAIN`:
+    """``c`` with every option checked against its declaration (:data:`cl_diag.trainconfig.TRAIN`:
     types and bounds) and normalised, and the relations between options
     (:data:`TRAIN_RULES`); UserError naming the option as ``spelling`` spells it. Imports
     nothing heavy: the command line runs it before torch loads."""

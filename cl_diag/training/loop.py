@@ -69,6 +69,7 @@ from cl_diag.measurement.monitor import BatchPairMoments as BatchPairMoments  # 
 from cl_diag.models import ContrastiveModel, FreeEmbeddings, is_convolutional
 from cl_diag.models.checkpoints import FORMAT, FORMAT_VERSION
 from cl_diag.runtime import Runtime, amp_dtype
+from cl_diag.trainconfig import ResolvedTrainConfig
 from cl_diag.training.checkpoint import (
     capture_rng_state,
     library_versions,
@@ -268,81 +269,6 @@ def make_optimizer(
     raise ValueError(f"unknown optimizer {name!r}")
 
 
-# --------------------------------------------------------------------------- the run's config
-
-
-class LoopConfig(Protocol):
-    """What the loop reads of a run, typed (read-only): the options of ``cl-diag train`` it
-    acts on and the values resolved from them.
-    :class:`cl_diag.orchestration.train.ResolvedTrainConfig` is one (it is built above this
-    layer and handed down; mypy checks that it has every member below)."""
-
-    # the loss and VRN (the loss's hyper-parameters are read by name, LOSSES[loss])
-    @property
-    def loss(self) -> str: ...
-    @property
-    def vrn(self) -> float: ...
-    @property
-    def vrn_delta(self) -> float | None: ...
-    @property
-    def vrn_power(self) -> float: ...
-    @property
-    def views(self) -> int: ...
-    @property
-    def queue(self) -> int: ...
-    @property
-    def key_encoder(self) -> str: ...
-    @property
-    def key_momentum(self) -> float: ...
-    # the batches: m = batch_size, balanced (m classes x n instances) or not
-    @property
-    def batch_size(self) -> int: ...
-    @property
-    def balanced_batch(self) -> bool: ...
-    @property
-    def classes_per_batch(self) -> int | None: ...
-    @property
-    def seed(self) -> int: ...
-    @property
-    def workers(self) -> int | None: ...
-    # optimisation, resolved
-    @property
-    def optimizer(self) -> str: ...
-    @property
-    def peak_lr(self) -> float: ...
-    @property
-    def momentum(self) -> float: ...
-    @property
-    def weight_decay(self) -> float: ...
-    @property
-    def schedule(self) -> str: ...
-    @property
-    def warmup_steps(self) -> int: ...
-    @property
-    def total_steps(self) -> int: ...
-    @property
-    def run_epochs(self) -> int: ...
-    # running and records
-    @property
-    def autocast(self) -> str: ...
-    @property
-    def compile(self) -> bool: ...
-    @property
-    def sync_bn(self) -> bool: ...
-    @property
-    def deterministic(self) -> bool: ...
-    @property
-    def resume(self) -> str | None: ...
-    @property
-    def save_every(self) -> int: ...
-    @property
-    def log_every(self) -> int: ...
-
-    def record(self) -> dict[str, Any]:
-        """The dict a checkpoint stores as its ``config``."""
-        ...
-
-
 # --------------------------------------------------------------------------- progress
 
 
@@ -389,7 +315,7 @@ class FitResult:
     complete: bool = True
 
 
-def _loss_hparams(config: LoopConfig) -> dict[str, Any]:
+def _loss_hparams(config: ResolvedTrainConfig) -> dict[str, Any]:
     names = LOSSES[config.loss].hyperparameter_names
     return {k: getattr(config, k) for k in names if getattr(config, k, None) is not None}
 
@@ -452,7 +378,7 @@ def deterministic_mode(enabled: bool) -> Iterator[None]:
 
 
 @contextmanager
-def _restoring(what: str, config: LoopConfig) -> Iterator[None]:
+def _restoring(what: str, config: ResolvedTrainConfig) -> Iterator[None]:
     """A resumed checkpoint whose ``what`` passed the schema check but does not fit this run
     (a crafted or damaged file): a UserError naming the part, not torch's traceback."""
     try:
@@ -541,7 +467,7 @@ def _check_optimizer_state(
 
 
 def _build(
-    config: LoopConfig,
+    config: ResolvedTrainConfig,
     model: ContrastiveModel,
     data: TrainingData,
     env: Runtime,
@@ -667,7 +593,7 @@ CHECKPOINT_STEPS = 50
 
 
 def _save(
-    config: LoopConfig,
+    config: ResolvedTrainConfig,
     data: TrainingData,
     parts: _Parts,
     out_dir: Path,
@@ -719,7 +645,7 @@ def _save(
 
 
 def fit(
-    config: LoopConfig,
+    config: ResolvedTrainConfig,
     model: ContrastiveModel,
     data: TrainingData,
     out_dir: Path | None,
@@ -731,10 +657,9 @@ def fit(
 ) -> FitResult:
     """Train ``model`` on ``data`` as ``config`` says.
 
-    ``config`` is the run's :class:`LoopConfig` (a
-    :class:`~cl_diag.orchestration.train.ResolvedTrainConfig`: its options, ``peak_lr``,
-    ``warmup_steps``, ``total_steps``, ``run_epochs``, ``autocast`` and ``record()``, the dict
-    stored as the checkpoint's ``config``). ``out_dir`` receives
+    ``config`` is the run's :class:`~cl_diag.trainconfig.ResolvedTrainConfig` (its options,
+    ``peak_lr``, ``warmup_steps``, ``total_steps``, ``run_epochs``, ``autocast`` and
+    ``record()``, the dict stored as the checkpoint's ``config``). ``out_dir`` receives
     ``last.pt`` and ``metrics.csv`` (rank 0 only; None writes nothing). ``resume`` is a loaded
     checkpoint to continue from; ``progress`` is told about steps and rows; ``logger``
     (``--logger``, :mod:`cl_diag.io.loggers`) is given each row as it is made. With
@@ -747,7 +672,7 @@ def fit(
 
 
 def _fit(
-    config: LoopConfig,
+    config: ResolvedTrainConfig,
     model: ContrastiveModel,
     data: TrainingData,
     out_dir: Path | None,

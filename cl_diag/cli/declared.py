@@ -1,0 +1,55 @@
+"""A command's options made from the config dataclass that declares them (one declaration per
+option: :func:`cl_diag.options.option`), so that the command line, the API's checks and a
+checkpoint's stored config read one field.
+
+:func:`declared_options` gives a command function the parameters of every field of a config:
+the command is written with its own parameters (a recipe argument, say) and ``**options``;
+Typer sees one ``--option`` per field, with the field's default, spellings, help and panel.
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from collections.abc import Callable
+from dataclasses import fields
+from typing import Any, TypeVar
+
+import typer
+
+from cl_diag.options import OptionTable
+
+__all__ = ["declared_options"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def declared_options(config: type, table: OptionTable) -> Callable[[F], F]:
+    """Decorate a command ``f(..., **options)``: its ``**options`` become one parameter per
+    field of ``config`` (declared in ``table``), in declaration order, after ``f``'s own."""
+
+    def decorate(command: F) -> F:
+        signature = inspect.signature(command)
+        own = [p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD]
+        hints = typing.get_type_hints(command)
+        config_hints = typing.get_type_hints(config)
+        params = list(own)
+        for f in fields(config):
+            declared = table[f.name]
+            info = typer.Option(
+                f.default, *declared.flags, help=declared.help, rich_help_panel=declared.panel
+            )
+            params.append(
+                inspect.Parameter(
+                    f.name,
+                    inspect.Parameter.KEYWORD_ONLY,
+                    default=info,
+                    annotation=config_hints[f.name],
+                )
+            )
+            hints[f.name] = config_hints[f.name]
+        command.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
+        command.__annotations__ = hints
+        return command
+
+    return decorate
