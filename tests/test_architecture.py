@@ -13,7 +13,8 @@ module level and inside functions (a late import is still an arrow). The rules:
 (d) no circle of imports among cl_diag's modules (:func:`import_cycles`). The graph is the one
     of rule (b): imports at module level, inside functions (late imports) and under
     ``TYPE_CHECKING`` all count. A late import only postpones a circle to run time (that is
-    how report/analysis, report/comparison and report/findings once imported each other), and
+    how report/analysis, report/comparison and report/findings (now report/claims) once
+    imported each other), and
     a ``TYPE_CHECKING`` import is a dependency of the code's meaning all the same;
 (e) no report, finding or theory function (:data:`CONFIG_READERS`: the modules of
     ``cl_diag/report`` and ``cl_diag/measurement/theory.py``) takes a training config as a dict
@@ -611,7 +612,7 @@ def test_no_circle_of_imports():
 def test_no_report_finding_or_theory_function_reads_a_dict_config():
     paths = _config_reader_paths()
     assert PACKAGE / "measurement" / "theory.py" in paths
-    assert PACKAGE / "report" / "findings.py" in paths
+    assert PACKAGE / "report" / "claims" / "evaluate.py" in paths
     offenders = [
         f"{path.relative_to(PACKAGE.parent)}:{line} {what}"
         for path in paths

@@ -19,8 +19,8 @@ from cl_diag.measurement.modality import modality_gap, within_view_by_view
 from cl_diag.measurement.probes import ranking
 from cl_diag.measurement.probes import retrieval as rank_positives
 from cl_diag.options import OptionError, split_keys
+from cl_diag.report.claims import RunData, run_findings
 from cl_diag.report.document import fmt, pct
-from cl_diag.report.findings import RunData, run_findings
 from cl_diag.result import load
 from cl_diag.runconfig import parse_run_config
 

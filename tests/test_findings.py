@@ -16,8 +16,8 @@ import numpy as np
 from test_report import make_result, md_row
 
 from cl_diag.orchestration.compare import CompareConfig, compare
+from cl_diag.report.claims import CLAIMS, RunData, run_findings, summary_lines
 from cl_diag.report.comparison import Comparison
-from cl_diag.report.findings import CLAIMS, RunData, run_findings, summary_lines
 from cl_diag.result import Result
 
 SEEDS = (1, 2, 3)

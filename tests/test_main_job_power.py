@@ -12,12 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cl_diag.measurement.stats import (
-    borderline,
-    interval_at,
-    replicate_error,
-    verdict,
-)
+from cl_diag.report.claims.inference import borderline, interval_at, replicate_error, verdict
 
 REPO = Path(__file__).resolve().parents[1]
 STUDY = REPO / "reports" / "digits-batch-study"

@@ -22,8 +22,8 @@ import numpy as np
 import pytest
 from test_report import make_result
 
+from cl_diag.report.claims import Finding
 from cl_diag.report.document import Details, Table
-from cl_diag.report.findings import Finding
 from cl_diag.report.overview import APPENDIX, verdict_line
 from cl_diag.report.runs import unique_labels
 from cl_diag.result import Result

@@ -27,8 +27,9 @@ from scipy import stats
 from test_report import make_result
 
 from cl_diag.environment import VARIABLES, differences, fingerprint, flatten_fingerprint
-from cl_diag.measurement.stats import agreement, holm_levels, summarize, welch_df
-from cl_diag.report.findings import Finding
+from cl_diag.measurement.stats import summarize, welch_df
+from cl_diag.report.claims import Finding
+from cl_diag.report.claims.inference import agreement, holm_levels
 from cl_diag.report.metrics import PAIR_METRICS
 from cl_diag.report.reproduction import (
     DIFFERS,

@@ -14,8 +14,8 @@ from cl_diag.measurement.theory import theory_panel
 from cl_diag.models.foreign import solo_training_config
 from cl_diag.orchestration.train import TrainConfig, resolve_config
 from cl_diag.report.analysis import build_analysis
+from cl_diag.report.claims import RunData
 from cl_diag.report.comparison import Comparison
-from cl_diag.report.findings import RunData
 from cl_diag.report.markdown import render_markdown
 from cl_diag.report.runs import run_labels
 from cl_diag.result import Result, load

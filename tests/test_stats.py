@@ -10,27 +10,29 @@ import pytest
 from scipy import stats
 
 from cl_diag.measurement.stats import (
+    newcombe_interval,
+    pair_mean_se,
+    pair_var_se,
+    summarize,
+    welch_se_df,
+    wilson_interval,
+    z_value,
+)
+from cl_diag.report.claims.inference import (
     borderline,
     equivalence_sensitivity,
     far_from_normal,
     holm_levels,
     interval_at,
     margin_p_values,
-    newcombe_interval,
-    pair_mean_se,
-    pair_var_se,
     power,
     replicate_error,
     replication,
     replication_bootstrap,
     seeds_needed,
     sensitivity,
-    summarize,
     trend,
     verdict,
-    welch_se_df,
-    wilson_interval,
-    z_value,
 )
 
 
@@ -444,7 +446,7 @@ def _brute_hinge(x, y, groups, ks):
 
 def test_hinge_fit_recovers_an_exact_break_slope_and_offsets():
     # noise-free: y = a_seed + 2 max(0, x - 0.27), the break between two levels
-    from cl_diag.measurement.stats import hinge_fit, hinge_interval
+    from cl_diag.report.claims.inference import hinge_fit, hinge_interval
 
     x = np.tile([0.0, 0.1, 0.2, 0.25, 0.3, 0.35, 0.5, 1.0], 3)
     seeds = np.repeat([1, 2, 3], 8)
@@ -459,7 +461,7 @@ def test_hinge_fit_recovers_an_exact_break_slope_and_offsets():
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
 def test_hinge_fit_is_the_minimum_of_a_brute_force_grid(seed):
-    from cl_diag.measurement.stats import hinge_fit
+    from cl_diag.report.claims.inference import hinge_fit
 
     rng = np.random.default_rng(seed)
     levels = np.array([0.0, 0.1, 0.2, 0.25, 0.3, 0.35, 0.5, 1.0])
@@ -480,7 +482,7 @@ def test_hinge_fit_is_the_minimum_of_a_brute_force_grid(seed):
 
 def test_hinge_interval_is_the_level_set_of_the_profile():
     # RSS(k) <= RSS_min (1 + F_{0.95}(1, df) / df) exactly inside, equal at the ends
-    from cl_diag.measurement.stats import hinge_fit, hinge_interval
+    from cl_diag.report.claims.inference import hinge_fit, hinge_interval
 
     rng = np.random.default_rng(11)
     levels = np.array([0.0, 0.1, 0.2, 0.25, 0.3, 0.35, 0.5, 1.0])
@@ -507,7 +509,7 @@ def test_hinge_fit_of_the_ssem_curve_breaks_near_alpha_c():
     # tau = 0.3, alpha_c = 0.2508): the fit's break lies 0.012 above alpha_c, a quarter of the
     # alpha_threshold claim's margin (0.05) -- the fit's bias on the curve it is used on
     from cl_diag.measurement.ssem import ssem_optimum
-    from cl_diag.measurement.stats import hinge_fit
+    from cl_diag.report.claims.inference import hinge_fit
 
     alphas = [0.0, 0.1, 0.2, 0.25, 0.3, 0.35, 0.5, 1.0]
     y = [ssem_optimum(a, 0.3, 10, 10, 2).within_class_variance for a in alphas]
@@ -517,7 +519,7 @@ def test_hinge_fit_of_the_ssem_curve_breaks_near_alpha_c():
 
 
 def test_hinge_fit_rejects_too_few_levels_and_a_falling_curve_fits_flat():
-    from cl_diag.measurement.stats import hinge_fit
+    from cl_diag.report.claims.inference import hinge_fit
 
     with pytest.raises(ValueError, match="3 distinct x"):
         hinge_fit([0.0, 1.0, 0.0, 1.0], [0.0, 1.0, 0.0, 1.0])
@@ -530,7 +532,7 @@ def test_hinge_fit_rejects_too_few_levels_and_a_falling_curve_fits_flat():
 def test_spread_exceeds_is_the_one_sided_f_test():
     from scipy import stats as sp
 
-    from cl_diag.measurement.stats import spread_exceeds
+    from cl_diag.report.claims.inference import spread_exceeds
 
     # F = 4 with (2, 20) df: sf 0.0346 < 0.05; F = 3: sf 0.0724
     assert sp.f.sf(4.0, 2, 20) < 0.05 < sp.f.sf(3.0, 2, 20)

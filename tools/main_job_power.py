@@ -10,24 +10,24 @@ claims, the probability that it comes out *supported* and the probability that i
 supported and not *borderline*, taking the effect and the replicate spread measured in the
 given study folders as the truth, with the project's own functions:
 
-* the effect e and spread sd of a finding are those :mod:`cl_diag.report.claim_model`
+* the effect e and spread sd of a finding are those :mod:`cl_diag.report.claims.designs`
   estimates from the runs (per-seed differences for a paired claim; the residual sd of the
   slope for a trend), restricted to the candidate's batch sizes;
 * the finding's level is the strictest one Holm's step-down can give it,
-  a = 2.5 % / K (:data:`cl_diag.report.findings.FAMILY_ALPHA`), K the findings with a verdict
-  in the design's report (counted by :func:`cl_diag.report.findings.run_findings` on the
+  a = 2.5 % / K (:data:`cl_diag.report.claims.evaluate.FAMILY_ALPHA`), K the findings with a verdict
+  in the design's report (counted by :func:`cl_diag.report.claims.evaluate.run_findings` on the
   measured runs, and for a design with other batch sizes by the claims' units: (B + 2)(L + 1) for
   B batch sizes and L VRN weights beside no VRN);
 * *supported* needs the interval at level a to clear the margin m: the one-sided t test of
   H0: |effect| <= m, whose power at the true |e| is
-  :func:`cl_diag.measurement.stats.power` with the margin |e| - m (a shift of the null);
+  :func:`cl_diag.report.claims.inference.power` with the margin |e| - m (a shift of the null);
 * *not borderline* also needs the interval end to clear the margin by the replicate prediction
-  error w = t_{0.975, df} √2 se (:func:`cl_diag.measurement.stats.replicate_error`): the same
+  error w = t_{0.975, df} √2 se (:func:`cl_diag.report.claims.inference.replicate_error`): the same
   power at the larger critical value t_{1-a, df} + t_{0.975, df} √2, i.e. at the level
   P(T_df > t_{1-a, df} + t_{0.975, df} √2).
 
 The seed count a design needs for 80 % power to detect the margin itself
-(:func:`cl_diag.measurement.stats.seeds_needed`, the report's figure) is printed beside it.
+(:func:`cl_diag.report.claims.inference.seeds_needed`, the report's figure) is printed beside it.
 An effect that sits at its margin (|e| <= m) gets no power from any seed count: the tool says
 so. The run time of a design is the sum of its runs' measured seconds (``--seconds``).
 
@@ -60,10 +60,8 @@ from pathlib import Path
 
 from scipy import stats
 
-from cl_diag.measurement.stats import power, seeds_needed
-from cl_diag.report.claim_model import Claim, RunData
-from cl_diag.report.claims import CLAIMS
-from cl_diag.report.findings import FAMILY_ALPHA, run_findings
+from cl_diag.report.claims import CLAIMS, FAMILY_ALPHA, Claim, RunData, run_findings
+from cl_diag.report.claims.inference import power, seeds_needed
 from cl_diag.result import load
 
 PRIMARY = ("vrn_variance", "batch_variance")

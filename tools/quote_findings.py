@@ -148,7 +148,7 @@ def findings_of(comparison: Path) -> list:
 def verdict_rows(name: str, comparison: Path) -> list[str]:
     """The verdict table's rows of one study: per claim the comparison predicts, its key and
     statement, and the subjects grouped by verdict ("fragile" kept with its verdict)."""
-    from cl_diag.report.findings import CLAIMS
+    from cl_diag.report.claims import CLAIMS
 
     by_claim: dict[str, dict[str, list[str]]] = {}
     for finding in findings_of(comparison):

@@ -113,6 +113,7 @@ from cl_diag.measurement.inputs import (
     normalise_views,
 )
 from cl_diag.measurement.moments import MomentPass, Moments, one_blas_thread, pair_moments
+from cl_diag.measurement.stats import CONFIDENCE, wilson_interval, z_value
 from cl_diag.measurement.tile_parts import ALL, OFF_DIAGONAL, UPPER
 
 # the bounds of hist_bins (s * B/2 exact in float64: 24 + 21 bits < 53), of the seed (what
@@ -1225,20 +1226,11 @@ def _sampled_streamed(
 
 # --------------------------------------------------------------------------- moments mode
 
-#: confidence of the sampling intervals of moments mode
-CONFIDENCE = 0.95
-#: the standard normal quantile of (1 + CONFIDENCE) / 2
-_Z = 1.959963984540054
+#: the standard normal quantile of (1 + CONFIDENCE) / 2, the confidence of moments mode's
+#: sampling intervals (the reports' one confidence level)
+_Z = z_value(CONFIDENCE)
 #: the statistics of a moments-mode negative block that are exact (the rest are estimates)
 EXACT_IN_MOMENTS_MODE = ("count", "mean", "var", "std")
-
-
-def _wilson(below: int, k: int) -> Interval:
-    """Wilson score interval of a binomial proportion below / k at :data:`CONFIDENCE`."""
-    p, z2 = below / k, _Z * _Z
-    centre = (p + z2 / (2 * k)) / (1 + z2 / k)
-    half = _Z * math.sqrt(p * (1 - p) / k + z2 / (4 * k * k)) / (1 + z2 / k)
-    return (max(0.0, centre - half), min(1.0, centre + half))
 
 
 def _quantile_ranks(k: int, p: float) -> tuple[int, int]:
@@ -1278,7 +1270,7 @@ def _sampling_intervals(
     return Sampling(
         pairs=int(k),
         confidence=CONFIDENCE,
-        excessive_ratio=_wilson(below, k) if below is not None else None,
+        excessive_ratio=wilson_interval(below, k, CONFIDENCE) if below is not None else None,
         quantiles=quantiles,
     )
 

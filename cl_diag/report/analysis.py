@@ -14,6 +14,7 @@ from dataclasses import replace
 from cl_diag.measurement.pairs import EXCESS_MARGIN
 from cl_diag.measurement.stats import pair_mean_se, z_value
 from cl_diag.report import figures
+from cl_diag.report.claims import Finding, RunData, findings_blocks, run_findings
 from cl_diag.report.document import (
     MISSING,
     SIMILARITY_CONVENTION,
@@ -28,7 +29,6 @@ from cl_diag.report.document import (
 )
 from cl_diag.report.embedding_view import embedding_view_blocks
 from cl_diag.report.environment import analysis_environment
-from cl_diag.report.findings import Finding, RunData, findings_blocks, run_findings
 from cl_diag.report.overview import appendix, arrange, headline_rows, verdict_line
 from cl_diag.report.probe_section import probe_blocks, probe_settings_tables
 from cl_diag.report.runs import loss_layer
@@ -585,7 +585,7 @@ def source_rows(source: Source) -> list[list[str]]:
 
 def analysis_findings(result: Result, config: RunConfig) -> list[Finding]:
     """The claims that apply to one run, on the layer its loss sees: excessive separation,
-    the Thm 5.2 ceiling, and without VRN the Thm 5.5 band (cl_diag.report.findings)."""
+    the Thm 5.2 ceiling, and without VRN the Thm 5.5 band (cl_diag.report.claims)."""
     data = RunData.of(result, config=config)
     if data is None:
         return []

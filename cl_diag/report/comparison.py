@@ -36,7 +36,7 @@ import pandas as pd
 from cl_diag.io.plans import PlanRecord
 from cl_diag.measurement.stats import mean_sd, t_half_width
 from cl_diag.report import figures
-from cl_diag.report.claim_model import ccem_full_batch
+from cl_diag.report.claims import Finding, RunData, ccem_full_batch, findings_blocks, run_findings
 from cl_diag.report.document import (
     MISSING,
     SIMILARITY_CONVENTION,
@@ -53,7 +53,6 @@ from cl_diag.report.document import (
     pct_interval,
 )
 from cl_diag.report.environment import comparison_environment
-from cl_diag.report.findings import Finding, RunData, findings_blocks, run_findings
 from cl_diag.report.metrics import (
     COLLAPSE_METRICS,
     GEOMETRY_METRICS,
@@ -313,7 +312,7 @@ class Comparison:
 
     @cached_property
     def findings(self) -> list[Finding]:
-        """The paper's claims tested on these runs (cl_diag.report.findings), each on the layer
+        """The paper's claims tested on these runs (cl_diag.report.claims), each on the layer
         its loss sees; groups are named by the runs' config labels."""
         data = [
             RunData.of(result, label=label, config=config)

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from cl_diag.measurement.pairs import EXCESS_MARGIN
+from cl_diag.report.claims import NOT_APPLICABLE, Finding
 from cl_diag.report.document import (
     Block,
     Cell,
@@ -33,7 +34,6 @@ from cl_diag.report.document import (
     pct,
     pct_interval,
 )
-from cl_diag.report.findings import NOT_APPLICABLE, Finding
 from cl_diag.report.metrics import HEADLINE_PROBE_METRICS, PAIR_METRICS, Metric
 from cl_diag.report.probe_section import test_images
 from cl_diag.result import Probes, Result

@@ -39,8 +39,8 @@ their 95 % interval by chance; so a number *differs* only when its p-value survi
 correction over every number compared (family-wise 5 %). How many fall outside their
 unadjusted 95 % interval is reported beside (about 5 % for a faithful re-run). A finding
 also differs when its verdict changed, unless the verdict was *fragile* on both sides (the
-evaluator's replication probability, :mod:`cl_diag.report.findings`, below
-:data:`cl_diag.measurement.stats.FRAGILE` in the original and in the re-run: a verdict that
+evaluator's replication probability, :mod:`cl_diag.report.claims.evaluate`, below
+:data:`cl_diag.report.claims.inference.FRAGILE` in the original and in the re-run: a verdict that
 an independent replicate study repeats less often than that can change without anything
 being wrong). A change to or from *not applicable*, or of a consistency check (*holds* /
 *violated*), is never fragile: it differs.
@@ -55,16 +55,15 @@ from typing import Any
 
 from cl_diag.measurement.stats import (
     CONFIDENCE,
-    agreement,
-    holm_levels,
     pair_mean_se,
     pair_var_se,
     rounding_sd,
-    spread_exceeds,
     welch_df,
     wilson_interval,
     z_value,
 )
+from cl_diag.report.claims import CLAIMS, Finding
+from cl_diag.report.claims.inference import agreement, holm_levels, spread_exceeds
 from cl_diag.report.comparison import LAYER_METRICS, Comparison
 from cl_diag.report.document import (
     MISSING,
@@ -76,7 +75,6 @@ from cl_diag.report.document import (
     fmt,
 )
 from cl_diag.report.environment import GUARANTEE, distinct_environments, fingerprint_table
-from cl_diag.report.findings import CLAIMS, Finding
 from cl_diag.report.metrics import (
     MODALITY_GAP_METRICS,
     PROBE_METRICS,
@@ -444,7 +442,7 @@ def _replicate_error(
     lack: with three seeds a group alone has df 2, where a true 10-standard-error shift has
     p = 0.01 and no multiplicity correction over hundreds of numbers can catch it; pooled over
     the study's groups it has dozens. A group whose spread exceeds the other groups' (the F
-    test at 5 %, :func:`~cl_diag.measurement.stats.spread_exceeds`) keeps its own spread and
+    test at 5 %, :func:`~cl_diag.report.claims.inference.spread_exceeds`) keeps its own spread and
     degrees of freedom: pooling a quiet study into a noisy group would make its faithful
     re-runs differ."""
     others = [j for j in members if j != i]

@@ -32,16 +32,11 @@ from cl_diag.measurement.selection import (
     one_se_choice,
     selection_shares,
 )
-from cl_diag.measurement.stats import (
-    CONFIDENCE,
-    holm_levels,
-    interval_at,
-    margin_p_values,
-    verdict,
-)
+from cl_diag.measurement.stats import CONFIDENCE
 from cl_diag.report import figures
+from cl_diag.report.claims import BULLET
+from cl_diag.report.claims.inference import holm_levels, interval_at, margin_p_values, verdict
 from cl_diag.report.document import Figure, Heading, Paragraph, Table, fmt
-from cl_diag.report.findings import BULLET
 from cl_diag.report.metrics import PROBE_METRICS
 from cl_diag.report.probe_section import validation_top1
 from cl_diag.report.runs import SEED_KEY, config_labels, natural_key
