@@ -17,8 +17,8 @@ from pathlib import Path
 
 from cl_diag.report.claims import CLAIMS, Claim, Identity
 from cl_diag.report.claims.inference import FRAGILE
-from cl_diag.report.claims.table import ROUNDING, SAMPLING_SIGMAS
 from cl_diag.report.claims.schema import WORKS, Condition
+from cl_diag.report.claims.table import ROUNDING, SAMPLING_SIGMAS
 
 DOC = Path("docs") / "claims.md"
 

@@ -30,8 +30,8 @@ from cl_diag.report.claims.evaluate import (
     run_findings,
 )
 from cl_diag.report.claims.facts import RunData, ccem_full_batch
-from cl_diag.report.claims.table import CLAIMS
 from cl_diag.report.claims.section import findings_blocks, summary_lines
+from cl_diag.report.claims.table import CLAIMS
 
 __all__ = [
     "BULLET",

@@ -69,8 +69,8 @@ from cl_diag.report.claims.inference import (
     sensitivity,
     verdict,
 )
-from cl_diag.report.claims.table import CLAIMS
 from cl_diag.report.claims.schema import Estimate, Unit
+from cl_diag.report.claims.table import CLAIMS
 from cl_diag.report.document import fmt
 
 #: the verdict of a unit outside the source's scope, or whose data fail a precondition

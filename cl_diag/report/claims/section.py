@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from cl_diag.report.claims.entries import Claim, Identity
 from cl_diag.report.claims.evaluate import BULLET, DECIDED_ORDER, NOT_APPLICABLE, Finding, _odds
 from cl_diag.report.claims.inference import FRAGILE
-from cl_diag.report.claims.table import CLAIMS
 from cl_diag.report.claims.schema import WORKS
+from cl_diag.report.claims.table import CLAIMS
 from cl_diag.report.document import MISSING, Heading, Paragraph, Table
 
 # ---- rendering ---------------------------------------------------------------------------
