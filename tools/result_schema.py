@@ -2,7 +2,7 @@
 """Write docs/result.schema.json, the JSON Schema of result.json, from the typed result model.
 
 The schema is generated, never edited by hand: :func:`cl_diag.result.json_schema` derives it
-from the fields of cl_diag/result.py. Run it from the repository root after changing the model::
+from the fields of cl_diag/result/. Run it from the repository root after changing the model::
 
     python tools/result_schema.py
 

@@ -32,7 +32,6 @@ import dataclasses
 import json
 import math
 import re
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,9 +40,50 @@ from cl_diag import upcalls
 from cl_diag.errors import UserError
 from cl_diag.io import records
 from cl_diag.io.atomic import atomic_write_text
-from cl_diag.io.jsonfile import parse_json
 from cl_diag.io.output import dumps_json
 from cl_diag.io.records import At, Record, key, optional
+from cl_diag.io.resultfile import MAX_RESULT_BYTES as MAX_RESULT_BYTES
+from cl_diag.io.resultfile import is_result_file as is_result_file
+from cl_diag.io.resultfile import read_result_json
+from cl_diag.result.panel import (
+    Ccem as Ccem,
+)
+from cl_diag.result.panel import (
+    Condition as Condition,
+)
+from cl_diag.result.panel import (
+    Eq10 as Eq10,
+)
+from cl_diag.result.panel import (
+    FullBatch as FullBatch,
+)
+from cl_diag.result.panel import (
+    FullBatchSigmoid as FullBatchSigmoid,
+)
+from cl_diag.result.panel import (
+    LayerCheck as LayerCheck,
+)
+from cl_diag.result.panel import (
+    Predicted as Predicted,
+)
+from cl_diag.result.panel import (
+    SigmoidPanel as SigmoidPanel,
+)
+from cl_diag.result.panel import (
+    Ssem as Ssem,
+)
+from cl_diag.result.panel import (
+    SsemPredicted as SsemPredicted,
+)
+from cl_diag.result.panel import (
+    Theory as Theory,
+)
+from cl_diag.result.panel import (
+    TheoryLoss as TheoryLoss,
+)
+from cl_diag.result.panel import (
+    VarianceBand as VarianceBand,
+)
 
 # re-exported for the readers that take them from here; their home is cl_diag.vocabulary
 from cl_diag.vocabulary import LAYERS as LAYERS
@@ -536,198 +576,6 @@ class Probes(ProbeSet):
         return (self.baselines or {}).get(name)
 
 
-# --------------------------------------------------------------------------- theory
-
-
-@dataclass(frozen=True, kw_only=True)
-class TheoryLoss(Record):
-    """The training loss in the paper's framework: Def. 3.1 (``info_nce``) or Def. 3.2
-    (``independently_additive``) with coefficients (c1, c2)."""
-
-    name: str | None = None
-    family: str | None = None
-    c1: float | None = None
-    c2: float | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class Predicted(Record):
-    """The full-batch optimum's mean positive and negative similarity (Thm 5.1: 1, -1/(n-1))."""
-
-    positive_mean: float | None = None
-    negative_mean: float | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class VarianceBand(Record):
-    """Thm 5.5, Eq. 11: Var[s_neg] in [(n-m)/((m-1)(n-1)^2), n(n-m)/((m-1)(n-1)^2)]."""
-
-    n: int | None = None
-    m: int | None = None
-    lo: float | None = None
-    hi: float | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class Eq10(Record):
-    """Example 5.4, Eq. 10: (1 + e^{t/(N-1)+b}) / (1 + e^{t-b}) < (N-2)/2 predicts
-    excessive separation for the cross-view-only sigmoid loss."""
-
-    N: int | None = optional()
-    lhs: float | None = None
-    rhs: float | None = None
-    holds: bool | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class Ccem(Record):
-    """The constant-embedding-model optimum of the sigmoid loss (paper-notes 11.1):
-    s_pos = 2x* - 1, s_neg = x* (N-2)/(N-1) - 1."""
-
-    N: int | None = None
-    x_star: float | None = None
-    s_pos: float | None = None
-    s_neg: float | None = None
-    regime: str | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class SigmoidPanel(Record):
-    """The sigmoid loss's temperature t and bias b (paper sign, b = -b_SigLIP), Eq. 10 and
-    the CCEM optimum at N = m."""
-
-    t: float | None = None
-    b: float | None = None
-    eq10: Eq10 = key(factory=Eq10)
-    ccem: Ccem = key(factory=Ccem)
-
-
-@dataclass(frozen=True, kw_only=True)
-class Condition(Record):
-    """Thm 5.1 (iii) against Thm 5.3 (8) for a Def. 3.2 loss with (c1, c2) = (1, 0):
-    phi'(1) against rhs = ((N-2)/(2(N-1))) psi'(-1/(N-1))."""
-
-    N: int | None = None
-    dphi_at_1: float | None = None
-    rhs: float | None = None
-    verdict: str | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class LayerCheck(Record):
-    """Per layer: the Thm 5.2 ceiling beside the measured positive mean, and the validity
-    caveats: d < n_ref - 1 (no simplex fits) and d < m - 1 (not even per batch)."""
-
-    d: int | None = None
-    alignment_ceiling: float | None = None
-    positive_mean: float | None = None
-    caveat: bool = False
-    d_below_m_minus_1: bool = False
-
-
-@dataclass(frozen=True, kw_only=True)
-class FullBatchSigmoid(Record):
-    """The sigmoid loss's Eq. 10 and CCEM optimum at N = n_ref."""
-
-    eq10: Eq10 | None = optional()
-    ccem: Ccem | None = optional()
-
-
-@dataclass(frozen=True, kw_only=True)
-class FullBatch(Record):
-    """The theory panel's N-dependent entries evaluated for the full batch, N = n_ref (the
-    top-level ones take one fixed mini-batch, N = m): which theorem applies (Thm 5.1 (iii) or
-    Thm 5.3 for a Def. 3.2 loss with (c1, c2) = (1, 0)), its predicted means, the condition,
-    and for the sigmoid loss Eq. 10 and the CCEM optimum at N = n_ref."""
-
-    N: int | None = None
-    theorem: str | None = None
-    predicted: Predicted = key(factory=Predicted)
-    condition: Condition | None = optional()
-    sigmoid: FullBatchSigmoid | None = optional()
-
-    @property
-    def eq10(self) -> Eq10 | None:
-        return None if self.sigmoid is None else self.sigmoid.eq10
-
-    @property
-    def ccem(self) -> Ccem | None:
-        return None if self.sigmoid is None else self.sigmoid.ccem
-
-
-@dataclass(frozen=True, kw_only=True)
-class SsemPredicted(Record):
-    """The SSEM optimum's same-class and between-class similarities and within-class variance."""
-
-    s_w: float | None = None
-    s_b: float | None = None
-    within_class_variance: float | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class Ssem(Record):
-    """The simplex-to-simplex embedding model of a ``supcl`` run (paper-notes 11.3;
-    cl_diag.measurement.theory.ssem_panel): on the balanced batch of m classes x n instances
-    x p views at temperature tau, the collapse threshold alpha_c and the optimum beta* (1:
-    class collapse) with its predicted s_w, s_b and within-class variance 1 - beta*; the caveat
-    ``d_below_mn_minus_1`` (the model needs d >= mn - 1); ``alpha_split``, the alpha_s below
-    which the SSEM is not the optimum of variant B (its same-instance views part), and
-    ``outside_ssem_region`` (alpha < alpha_s: the SSEM's prediction does not apply;
-    docs/ssem.md)."""
-
-    alpha: float | None = None
-    tau: float | None = None
-    m: int | None = None
-    n: int | None = None
-    p: int | None = None
-    variant: str | None = None
-    alpha_c: float | None = None
-    beta_star: float | None = None
-    regime: str | None = None
-    predicted: SsemPredicted = key(factory=SsemPredicted)
-    d_below_mn_minus_1: bool = False
-    # optional: results written before they existed (with ``small_alpha``, now kept in extra)
-    # read and write back byte for byte
-    alpha_split: float | None = optional("alpha_s: below it the SSEM is not the optimum")
-    outside_ssem_region: bool | None = optional("alpha < alpha_s (docs/ssem.md)")
-
-
-@dataclass(frozen=True, kw_only=True)
-class Theory(Record):
-    """The theory panel (cl_diag.measurement.theory.theory_panel): which theorem of Lee et
-    al. (ICML 2025) applies to the run's loss and what it predicts, with per-layer checks."""
-
-    n_ref: int | None = None
-    batch_size: int | None = key("m, the training mini-batch size", default=None)
-    loss: TheoryLoss = key(factory=TheoryLoss)
-    theorem: str | None = key("e.g. 5.1(i), 5.1(ii), 5.1(iii), 5.3; null: none", default=None)
-    statement: str = ""
-    predicted: Predicted = key(factory=Predicted)
-    variance_band: VarianceBand | None = None
-    within_batch_optimum: float | None = key("-1/(m-1)", default=None)
-    sigmoid: SigmoidPanel | None = None
-    loss_layer: str | None = key("the layer the loss sees; null: every layer", default=None)
-    condition: Condition | None = optional()
-    full_batch: FullBatch | None = optional("the N-dependent entries at N = n_ref")
-    ssem: Ssem | None = optional("supcl runs with balanced batches")
-    layers: dict[str, LayerCheck] | None = optional()
-
-    @property
-    def N(self) -> int | None:
-        """The number of pairs the top-level theorem, condition and sigmoid entries were
-        evaluated at: one fixed mini-batch (N = m) when m >= 3, else n_ref."""
-        for block in (
-            self.condition,
-            self.sigmoid.ccem if self.sigmoid else None,
-            self.sigmoid.eq10 if self.sigmoid else None,
-        ):
-            if block is not None and block.N is not None:
-                return block.N
-        if self.batch_size is not None and self.batch_size >= 3:
-            return self.batch_size
-        return self.n_ref
-
-
 # --------------------------------------------------------------------------- environment, commands
 # Issue 22 (reproduction): the environment fingerprint a result (and a checkpoint) was made under,
 # and the resolved commands that made it, so that `cl-diag reproduce` re-runs them exactly.
@@ -1030,66 +878,11 @@ def _check_schema(schema: object, where: str) -> None:
     )
 
 
-#: the largest result.json :func:`load` reads (a real one is tens to hundreds of kilobytes)
-MAX_RESULT_BYTES = 256 << 20
-
-
 def load(path: str | Path) -> Result:
     """Read and check one result.json (or the folder holding it); every problem is a
     :class:`UserError` naming the file and the fix."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / RESULT_NAME
-    try:
-        # a regular file of bounded size only: a FIFO would block for ever, /dev/zero never end
-        info = path.stat()
-        if not stat.S_ISREG(info.st_mode):
-            raise UserError(
-                f"{path} is not a regular file (a device, FIFO or socket?), so not a result.json. "
-                "Pass the result.json `cl-diag analyze` wrote, or its folder."
-            )
-        if info.st_size > MAX_RESULT_BYTES:
-            raise UserError(
-                f"{path} has {info.st_size:,} bytes, more than any result.json cl-diag writes "
-                f"({MAX_RESULT_BYTES:,} at most). Pass the result.json `cl-diag analyze` wrote."
-            )
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise UserError(
-            f"{path} is not a text file, so not a result.json. "
-            "Pass the result.json `cl-diag analyze` wrote."
-        ) from None
-    except OSError as exc:
-        raise UserError(
-            f"Cannot read {path}: {exc.strerror or exc}. Check the path and its permissions."
-        ) from None
-    try:
-        data = parse_json(text, where=path, fix="Pass the result.json `cl-diag analyze` wrote.")
-    except json.JSONDecodeError as exc:
-        raise UserError(
-            f"{path} is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}); "
-            "it may be truncated or not a result file. "
-            "Re-run `cl-diag analyze` to write it again."
-        ) from None
+    data, path = read_result_json(path)
     return Result.from_dict(data, where=str(path))
-
-
-#: how every result.json cl-diag writes begins (:func:`dumps_json` of a Result: "schema" first)
-_RESULT_START = re.compile(rb'\{\s*"schema":\s*"cl-diag/result/\d+"')
-
-
-def is_result_file(path: str | Path) -> bool:
-    """True when ``path`` is a regular file that begins as every result.json cl-diag writes
-    (any schema version). Reads at most its first 64 bytes: a cheap test of whose file it is,
-    not a validation (that is :func:`load`)."""
-    path = Path(path)
-    try:
-        if not path.is_file():
-            return False
-        with open(path, "rb") as handle:
-            return _RESULT_START.match(handle.read(64)) is not None
-    except OSError:
-        return False
 
 
 # --------------------------------------------------------------------------- JSON Schema
@@ -1101,7 +894,7 @@ def json_schema() -> dict[str, Any]:
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": f"cl-diag result.json, schema {SCHEMA}",
-        "description": "Generated from cl_diag/result.py by tools/result_schema.py; "
+        "description": "Generated from cl_diag/result/ by tools/result_schema.py; "
         "docs/result-schema.md explains every block. Keys besides those listed are allowed: "
         "a newer writer's, which older readers keep.",
         **records.json_schema(Result),
