@@ -14,7 +14,8 @@ module level and inside functions (a late import is still an arrow). The rules:
     of rule (b): imports at module level, inside functions (late imports) and under
     ``TYPE_CHECKING`` all count. A late import only postpones a circle to run time (that is
     how report/analysis, report/comparison and report/findings (now report/claims) once
-    imported each other), and a ``TYPE_CHECKING`` import is a dependency of the code's meaning all the same;
+    imported each other), and a ``TYPE_CHECKING`` import is a dependency of the code's
+    meaning all the same;
 (e) no report, finding or theory function (:data:`CONFIG_READERS`: the modules of
     ``cl_diag/report`` and ``cl_diag/measurement/theory.py``) takes a training config as a dict
     or reads one of its keys (:func:`dict_config_reads`): they take the
