@@ -51,12 +51,8 @@ from torch import nn
 
 from . import (
     contrastive,
-    dcl,
-    dhel,
     hcl,
-    infonce,
     sigmoid,
-    simclr,
     spectral,
     supcl,
     supcon,
@@ -73,16 +69,13 @@ from ._common import (
     UnitBatch,
 )
 from .contrastive import ContrastiveLoss
-from .dcl import DCLLoss
-from .dhel import DHELLoss
 from .distributed import gather_batch, gather_with_grad, global_indices, global_loss
 from .families import IndependentlyAdditive, InfoNCEFamily, ind_add, info_sym
 from .hcl import HCLLoss
-from .infonce import InfoNCELoss
 from .pair_masks import Pairs
+from .presets import DCLLoss, DHELLoss, InfoNCELoss, SimCLRLoss
 from .regularised import RegularisedLoss
 from .sigmoid import SigmoidLoss
-from .simclr import SimCLRLoss
 from .spectral import SpectralLoss
 from .supcl import SupCLLoss
 from .supcon import SupConLoss
@@ -96,17 +89,16 @@ from .triplet import (
 )
 from .vrn import VRNLoss
 
-# The package attributes simclr, dhel, ... stay the submodules; the loss
-# objects are reached through LOSSES (or e.g. cl_diag.losses.simclr.simclr).
-# Each entry is a module at the library defaults: called with hyper-parameters it
+# The loss objects are reached through LOSSES (the package attributes sigmoid, hcl, ... stay
+# the submodules). Each entry is a module at the library defaults: called with hyper-parameters it
 # is the functional API, and build_loss() configures a copy of it.
 LOSSES: dict[str, Loss] = {
     loss.name: loss
     for loss in (
-        infonce.infonce,
-        simclr.simclr,
-        dcl.dcl,
-        dhel.dhel,
+        InfoNCELoss(),
+        SimCLRLoss(),
+        DCLLoss(),
+        DHELLoss(),
         sigmoid.sigmoid,
         spectral.spectral,
         triplet.triplet,
