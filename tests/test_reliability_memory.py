@@ -1,9 +1,9 @@
 """Bounded memory (issue 11, cases 6 and 7): analyze under an address-space cap (``ulimit -v``,
 RLIMIT_AS) with large options and files that declare large sizes.
 
-The child imports cl-diag (torch, numpy, the commands) first and then caps its address space at
-what it holds plus 1 GiB, so the cap does not depend on how much torch maps at import on this
-machine. Under the cap
+The child (``capped_cli``, tests/conftest.py) imports cl-diag (torch, numpy, the commands)
+first and then caps its address space at what it holds plus 1 GiB, so the cap does not depend
+on how much torch maps at import on this machine. Under the cap
 
 * sampled mode with 16 million pairs of each type finishes: it streams chunk by chunk, where the
   sample held at once (about 80 bytes a pair, as before the fix) needs 1.3 GB;
@@ -16,9 +16,6 @@ Any allocation past the cap would end the child with a MemoryError traceback, no
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
@@ -27,31 +24,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 HEADROOM = 1 << 30
-
-_CHILD = """
-import resource, sys
-import cl_diag.orchestration.analyze  # noqa: F401  (torch, numpy, the measuring: mapped before
-import cl_diag.orchestration.train  # noqa: F401  the cap; the command line imports them lazily)
-from cl_diag.cli import main
-
-
-def vm(key):
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(key):
-                return int(line.split()[1]) * 1024
-
-
-base = vm("VmSize")
-resource.setrlimit(resource.RLIMIT_AS, (base + int(sys.argv[1]), resource.RLIM_INFINITY))
-codes = []
-for command in sys.argv[2:]:
-    try:
-        main(command.split("|"))
-    except SystemExit as exc:
-        codes.append(exc.code)
-print("codes", codes, "grew", (vm("VmPeak") - base) >> 20, "MiB")
-"""
 
 
 def _bomb(path: Path, shape: tuple[int, int]) -> None:
@@ -70,7 +42,7 @@ def _bomb(path: Path, shape: tuple[int, int]) -> None:
 
 
 @pytest.mark.slow  # end to end, in processes of its own: the full suite runs it
-def test_analyze_stays_within_a_memory_cap(tmp_path):
+def test_analyze_stays_within_a_memory_cap(tmp_path, capped_cli):
     rng = np.random.default_rng(0)
     z1 = rng.standard_normal((50, 16)).astype(np.float32)
     small = tmp_path / "g50.npz"
@@ -80,19 +52,15 @@ def test_analyze_stays_within_a_memory_cap(tmp_path):
     assert bomb.stat().st_size < 4_000_000
     out = tmp_path / "out"
     commands = [
-        f"analyze|{small}|--pairs|sampled|--num-pairs|16000000|--out|{out}|-q",
-        f"analyze|{small}|--pairs|sampled|--num-pairs|10000000000|--out|{tmp_path / 'o2'}",
-        f"analyze|{bomb}|--out|{tmp_path / 'o3'}",
+        ["analyze", str(small), "--pairs", "sampled", "--num-pairs", "16000000", "--out", str(out)],
+        ["analyze", str(small), "--pairs", "sampled", "--num-pairs", "10000000000", "--out"],
+        ["analyze", str(bomb), "--out", str(tmp_path / "o3")],
     ]
-    child = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(HEADROOM), *commands],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"},
-        timeout=600,
-    )
+    commands[0].append("-q")
+    commands[1].append(str(tmp_path / "o2"))
+    child = capped_cli(commands, HEADROOM)
     assert "Traceback" not in child.stderr, child.stderr[-3000:]
-    assert "codes [0, 2, 2]" in child.stdout, (child.stdout, child.stderr[-3000:])
+    assert child.codes == [0, 2, 2], (child.stdout, child.stderr[-3000:])
     err = " ".join(child.stderr.split())
     assert "use --pairs exact" in err
     assert "decompression bomb" in err
@@ -118,7 +86,9 @@ def _legacy_file_declaring(path: Path, numel: int) -> None:
 
 
 @pytest.mark.slow
-def test_files_declaring_more_than_they_hold_are_refused_under_a_memory_cap(tmp_path, run_cli):
+def test_files_declaring_more_than_they_hold_are_refused_under_a_memory_cap(
+    tmp_path, run_cli, capped_cli
+):
     """Issue 26: the memory a file can make cl-diag take is bounded by what cl-diag reads, not by
     what the file declares. Each file is under a megabyte and declares gigabytes; under the cap
     of what the process holds plus 1 GiB each one is refused with a message (before, each
@@ -168,17 +138,13 @@ def test_files_declaring_more_than_they_hold_are_refused_under_a_memory_cap(tmp_
         "shared.pt": "once its shared parts are expanded",
         "legacy.pt": "declares storages of 8,000,000,000 bytes",
     }
-    commands = [f"analyze|{tmp_path / name}|--out|{tmp_path / ('o-' + name)}" for name in cases]
-    commands[2] += "|--arch|resnet18"
-    child = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(HEADROOM), *commands],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"},
-        timeout=600,
-    )
+    commands = [
+        ["analyze", str(tmp_path / name), "--out", str(tmp_path / f"o-{name}")] for name in cases
+    ]
+    commands[2] += ["--arch", "resnet18"]
+    child = capped_cli(commands, HEADROOM)
     assert "Traceback" not in child.stderr, child.stderr[-3000:]
-    assert f"codes {[2] * len(cases)}" in child.stdout, (child.stdout, child.stderr[-3000:])
+    assert child.codes == [2] * len(cases), (child.stdout, child.stderr[-3000:])
     err = " ".join(child.stderr.split())
     for fragment in cases.values():
         assert fragment in err, (fragment, err[-3000:])

@@ -149,6 +149,23 @@ class Paired:
         return _paired_estimate(unit.control, unit.treatment, metric, self.label)
 
 
+def _swept_units(
+    runs: Sequence[RunData],
+    name: Namer,
+    option: str,
+    x: Callable[[RunData], float | None],
+    *,
+    levels: int,
+) -> list[Unit]:
+    """The series of runs that differ in ``option`` (and the seed) alone, each one unit when
+    it holds at least ``levels`` levels of ``x``: the units of a trend and of a threshold."""
+    return [
+        Unit(name(series, (SEED_KEY, option)), series)
+        for series in _groups(runs, (SEED_KEY, option))
+        if len({v for r in series if (v := x(r)) is not None}) >= levels
+    ]
+
+
 def _paired_estimate(
     control: Sequence[RunData],
     treatment: Sequence[RunData],
@@ -246,12 +263,7 @@ class Trend:
         )
 
     def units(self, runs: Sequence[RunData], name: Namer) -> list[Unit]:
-        out = []
-        for series in _groups(runs, (SEED_KEY, self.option)):
-            levels = {x for r in series if (x := self.x(r)) is not None}
-            if len(levels) >= 2:
-                out.append(Unit(name(series, (SEED_KEY, self.option)), series))
-        return out
+        return _swept_units(runs, name, self.option, self.x, levels=2)
 
     def estimate(self, unit: Unit, metric: Metric) -> Estimate | None:
         points = [(self.x(r), metric.value(r)) for r in unit.runs]
@@ -299,12 +311,7 @@ class Threshold:
         )
 
     def units(self, runs: Sequence[RunData], name: Namer) -> list[Unit]:
-        out = []
-        for series in _groups(runs, (SEED_KEY, self.option)):
-            levels = {x for r in series if (x := self.x(r)) is not None}
-            if len(levels) >= 3:
-                out.append(Unit(name(series, (SEED_KEY, self.option)), series))
-        return out
+        return _swept_units(runs, name, self.option, self.x, levels=3)
 
     def estimate(self, unit: Unit, metric: Metric) -> Estimate | None:
         points = [(self.x(r), metric.value(r)) for r in unit.runs]
