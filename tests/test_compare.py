@@ -16,7 +16,7 @@ import pytest
 from test_report import make_result, md_row
 
 from cl_diag.orchestration.compare import CompareConfig, compare
-from cl_diag.report.comparison import _band
+from cl_diag.report.comparison.studies import _band
 from cl_diag.report.document import fmt, pct
 from cl_diag.report.runs import run_labels as _run_labels
 from cl_diag.result import Result, load
@@ -720,7 +720,7 @@ def test_over_seeds_table_and_csv_match_numpy(tmp_path):
 
 
 def test_seed_groups_pool_the_overlay_and_the_threshold_caption(tmp_path):
-    from cl_diag.report.comparison import _pooled_histograms
+    from cl_diag.report.comparison.frame import _pooled_histograms
     from cl_diag.report.runs import ordered, seed_groups
 
     runs = _seed_runs(tmp_path)

@@ -372,12 +372,13 @@ def test_the_tool_writes_the_selection_and_exits_2_without_validation(tmp_path, 
 
 
 def test_the_vrn_weight_view_shows_means_with_their_t_intervals():
-    from cl_diag.report.comparison import Comparison, _vrn_study_blocks
+    from cl_diag.report.comparison import Comparison
+    from cl_diag.report.comparison.studies import vrn_weight_study
     from cl_diag.report.document import Figure, Table, fmt
 
     runs = _runs({16: {v: [0.6 + v / 100, 0.7, 0.65] for v in GRID}})
     cmp = Comparison([(name, r) for name, r in runs])
-    blocks = _vrn_study_blocks(cmp, "projector")
+    blocks = vrn_weight_study(cmp, "projector")
     # the weight table first; then (validation split, λ = 0 and a grid on 3 seeds) the nested
     # tuned-λ procedure's tables (cl_diag.report.tuning_section)
     table, *nested = [b for b in blocks if isinstance(b, Table)]
@@ -397,4 +398,4 @@ def test_the_vrn_weight_view_shows_means_with_their_t_intervals():
     assert row[3] == f"{fmt(mean, 4)} [{fmt(mean - half, 4)}, {fmt(mean + half, 4)}] (n = 3)"
     # fewer than three weights: no view
     two = _runs({16: {0.0: [0.6, 0.7], 1.0: [0.6, 0.7]}})
-    assert _vrn_study_blocks(Comparison(two), "projector") == []
+    assert vrn_weight_study(Comparison(two), "projector") == []
