@@ -177,7 +177,7 @@ def test_the_validation_probe_holds_out_each_class_share_and_scores_on_it_only()
     import torch
 
     from cl_diag.measurement.probes import linear_probe
-    from cl_diag.orchestration.analyze import _validation_probe
+    from cl_diag.orchestration.probe_plan import _validation_probe
 
     rng = np.random.default_rng(3)
     sizes = {0: 40, 1: 25, 2: 17}

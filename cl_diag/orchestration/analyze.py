@@ -70,26 +70,27 @@ from cl_diag.orchestration.analysis_config import (
     check_analysis,
     option_names,
 )
+from cl_diag.orchestration.probe_plan import (
+    CLASSIFICATION_PROBES,
+    embeddings_probes,
+    probe_block,
+    retrieval_scores,
+    unrunnable_probes,
+)
 from cl_diag.orchestration.subject import open_module_subject, open_subject
 from cl_diag.result import (
     EMBEDDING_LAYER,
     LAYERS,
-    PIXELS,
     RESULT_NAME,
-    RETRIEVAL_KS,
     SCHEMA,
     Commands,
     Environment,
     Layer,
     Probes,
-    ProbeSet,
     Result,
-    Retrieval,
     Source,
-    SplitSize,
     Theory,
     Tool,
-    Validation,
 )
 from cl_diag.runconfig import parse_run_config
 from cl_diag.runtime import SINGLE, Ranks, RanksMismatch, Runtime, resolve_device, resolve_workers
@@ -127,13 +128,6 @@ __all__ = [
     "write_analysis",
 ]
 
-#: the probes that fit or score on the labelled train/test splits
-_CLASSIFICATION_PROBES = ("linear", "knn", "clustering")
-
-
-#: Neighbour counts and temperature of the kNN probe (solo-learn / InstDisc defaults).
-KNN_KS = (20, 200)
-KNN_TEMPERATURE = 0.07
 
 #: (description, total or None) -> advance(n). The CLI passes a rich progress bar.
 ProgressFactory = Callable[[str, "int | None"], Callable[[int], None]]
@@ -583,46 +577,6 @@ def embeddings_views(keys: tuple[str, str] | None, cross_modal: bool) -> dict[st
     return views
 
 
-#: why a probe of a checkpoint's labelled splits cannot run on an embeddings file
-_NO_SPLITS = (
-    "it fits and scores on the labelled train and test splits of a dataset; an embeddings "
-    "file holds one set of rows"
-)
-
-
-def embeddings_probes(
-    embeddings: Embeddings, probes: Sequence[str], mode: str, *, is_main: bool = True
-) -> Probes | None:
-    """The probes an embeddings file (or arrays) can feed: label-free retrieval of the positive
-    in both directions (view 1 -> view 2 and back) when asked for; every other probe asked for
-    is listed in ``skipped`` with the reason. Retrieval ranks every pair exactly
-    (O(n^2 d), blocked), so it runs with ``--pairs exact`` only: sampled and moments modes are
-    for sizes where every pair is out of reach, and say so. None when no probe was asked for
-    (and on the ranks > 0 of a torchrun job, which write no result)."""
-    if not probes or not is_main:
-        return None
-    skipped: dict[str, str] = {}
-    retrieval = None
-    if "retrieval" in probes:
-        if mode == "exact":
-            from cl_diag.measurement.probes import retrieval as rank_positives
-
-            scores = rank_positives(
-                embeddings.z1, embeddings.z2, ks=RETRIEVAL_KS, both_directions=True
-            )
-            retrieval = {EMBEDDING_LAYER: scores}
-        else:
-            skipped["retrieval"] = (
-                f"it ranks every pair exactly, O(n^2 d); --pairs {mode} is for sizes where "
-                "every pair is out of reach: run it with --pairs exact"
-            )
-    for probe in _CLASSIFICATION_PROBES:
-        if probe in probes:
-            no_labels = "" if embeddings.labels is not None else ", and no labels"
-            skipped[probe] = _NO_SPLITS + no_labels
-    return Probes(layer=EMBEDDING_LAYER, retrieval=retrieval, skipped=skipped or None)
-
-
 def measure_embeddings(
     embeddings: Embeddings,
     *,
@@ -738,7 +692,9 @@ def _measure_subject(
         layers: dict[str, Layer] = {EMBEDDING_LAYER: measured}
         probes = None
         if "retrieval" in config.probes and run.ranks.is_main:
-            probes = Probes(layer=EMBEDDING_LAYER, retrieval={EMBEDDING_LAYER: _retrieval(z1, z2)})
+            probes = Probes(
+                layer=EMBEDDING_LAYER, retrieval={EMBEDDING_LAYER: retrieval_scores(z1, z2)}
+            )
         return _checkpoint_result(config, subject, n_ref, layers, probes, run)
 
     layers_wanted = [layer for layer in LAYERS if layer in config.layers]
@@ -766,12 +722,12 @@ def _measure_subject(
 
     _check_encoding_batch(config, subject, name, spelling)
     skipped: dict[str, str] = {}
-    if any(p in config.probes for p in _CLASSIFICATION_PROBES):
+    if any(p in config.probes for p in CLASSIFICATION_PROBES):
         # Open both evaluation splits now: a missing test split should stop the run before
         # minutes of encoding, not after; and a probe the labels cannot feed (one class, too
         # few samples to hold some out) is skipped now, with its reason, not failed later.
         subject.splits = {split: eval_split(split) for split in ("train", "test")}
-        skipped = _unrunnable_probes(config, subject)
+        skipped = unrunnable_probes(config, subject)
     n_pool = len(subject.two_views)
     indices = sample_indices(n_pool, config.num_images, config.seed)
     taps: dict[str, torch.nn.Module] = {"trained": Taps(subject.backbone, subject.projector)}
@@ -840,7 +796,7 @@ def _measure_subject(
     probes = None
     if config.probes:
         runnable = tuple(p for p in config.probes if p not in skipped)
-        probes = _probes(
+        probes = probe_block(
             replace(config, probes=runnable), subject, views, layers_wanted, progress, run
         )
         if skipped and probes is not None:  # None on ranks > 0, which write no result
@@ -921,167 +877,3 @@ def _checkpoint_result(
         workers=config.workers,
         ranks=run.ranks,
     )
-
-
-# --------------------------------------------------------------------------- probes
-
-
-def _retrieval(u: torch.Tensor, v: torch.Tensor) -> Retrieval:
-    from cl_diag.measurement.probes import retrieval
-
-    return retrieval(u, v, ks=RETRIEVAL_KS)
-
-
-def _classification_probes(config: AnalyzeConfig, train, test) -> ProbeSet:
-    """linear, knn and clustering on one representation's (features, labels)."""
-    from cl_diag.measurement.probes import clustering, knn_probe, linear_probe
-
-    (train_x, train_y), (test_x, test_y) = train, test
-    linear = knn = scores = None
-    if "linear" in config.probes:
-        linear = linear_probe(train_x, train_y, test_x, test_y, seed=config.seed)
-    if "knn" in config.probes:
-        knn = knn_probe(train_x, train_y, test_x, test_y, ks=KNN_KS, temperature=KNN_TEMPERATURE)
-    if "clustering" in config.probes:
-        scores = clustering(test_x, test_y, seed=config.seed)
-        scores = replace(scores, settings={**(scores.settings or {}), "split": "test"})
-    return ProbeSet(linear=linear, knn=knn, clustering=scores)
-
-
-def _validation_probe(config: AnalyzeConfig, train) -> Validation:
-    """The linear probe on a validation split carved from the train split (``analyze
-    --validation-fraction``): each class sends ``round(fraction * n_c)`` of its images, drawn
-    with the analysis seed, to validation (:func:`stratified_split`, per class: the same
-    images for every run of a dataset, so runs are chosen between on one split); the probe is
-    fitted on the rest, with its own weight decay chosen inside them, and scored on the
-    held-out images. The test split takes no part."""
-    import numpy as np
-
-    from cl_diag.measurement.probes import linear_probe, stratified_split
-
-    assert config.validation_fraction is not None
-    x, y = train
-    labels = np.asarray(y.cpu() if isinstance(y, torch.Tensor) else y)
-    fit, held = stratified_split(labels, config.validation_fraction, config.seed)
-    fit_t, held_t = torch.from_numpy(fit), torch.from_numpy(held)
-    linear = linear_probe(x[fit_t], labels[fit], x[held_t], labels[held], seed=config.seed)
-    return Validation(
-        fraction=float(config.validation_fraction),
-        seed=int(config.seed),
-        n_fit=int(fit.size),
-        n_val=int(held.size),
-        linear=linear,
-    )
-
-
-def _probes(
-    config: AnalyzeConfig, subject: Subject, views: dict, layers: list[str], progress, run: Runtime
-) -> Probes | None:
-    """The probes block; None on the ranks > 0 of a torchrun job, which only help encode."""
-    from cl_diag.measurement.views import Pixels, Taps, encode_images, sample_indices
-
-    splits = None
-    validation = None
-    trained = ProbeSet()
-    baselines: dict[str, ProbeSet] = {}
-    with_baselines = config.baselines
-    # a module passed from Python has no random-init twin when it cannot be re-initialised
-    twin = subject.random_backbone if with_baselines else None
-    needs_splits = any(p in config.probes for p in _CLASSIFICATION_PROBES)
-    # _measure_subject has checked that the subject is an encoder (its twin: twin)
-    assert subject.backbone is not None
-    if needs_splits:
-        taps: dict[str, torch.nn.Module] = {"trained": Taps(subject.backbone)}
-        if twin is not None:
-            taps["random_init"] = Taps(twin)
-        if with_baselines:
-            taps["raw_pixels"] = Pixels()
-        split_features = {}
-        for split, limit in (
-            ("train", config.probe_train_images),
-            ("test", config.probe_test_images),
-        ):
-            dataset = subject.splits[split]
-            idx = sample_indices(len(dataset), limit, config.seed)
-            feats, labels = encode_images(
-                taps,
-                dataset,
-                idx,
-                batch_size=config.encode_batch_size,
-                device=run.device,
-                workers=config.workers or 0,  # resolved by analyze(): never None here
-                amp=config.amp,
-                progress=progress(
-                    f"encoding the un-augmented {split} split ({len(idx)} images)", len(idx)
-                ),
-                ranks=run.ranks,
-            )
-            split_features[split] = (feats, labels, len(dataset))
-        splits = {
-            split: SplitSize(images=len(split_features[split][1]), of=int(split_features[split][2]))
-            for split in ("train", "test")
-        }
-    if not run.ranks.is_main:  # the fitting is rank 0's alone: no collectives below
-        return None
-    if needs_splits:
-
-        def pair(name: str, layer: str):
-            return tuple(
-                (split_features[s][0][name][layer], split_features[s][1]) for s in ("train", "test")
-            )
-
-        advance = progress("fitting the probes", None)
-        trained = _classification_probes(config, *pair("trained", "backbone"))
-        if config.validation_fraction is not None and "linear" in config.probes:
-            validation = _validation_probe(config, pair("trained", "backbone")[0])
-        if with_baselines:
-            baselines["raw_pixels"] = _classification_probes(config, *pair("raw_pixels", "pixels"))
-        if twin is not None:
-            baselines["random_init"] = _classification_probes(
-                config, *pair("random_init", "backbone")
-            )
-        advance(1)
-    if "retrieval" in config.probes:
-        retrieval = {layer: _retrieval(*views["trained"][layer][:2]) for layer in layers}
-        trained = replace(trained, retrieval=retrieval)
-        if with_baselines:
-            pixels = {PIXELS: _retrieval(*views["raw_pixels"][PIXELS][:2])}
-            base = baselines.get("raw_pixels", ProbeSet())
-            baselines["raw_pixels"] = replace(base, retrieval=pixels)
-        if twin is not None:
-            retrieval = {layer: _retrieval(*views["random_init"][layer][:2]) for layer in layers}
-            base = baselines.get("random_init", ProbeSet())
-            baselines["random_init"] = replace(base, retrieval=retrieval)
-    return Probes(
-        layer="backbone",
-        splits=splits,
-        validation=validation,
-        linear=trained.linear,
-        knn=trained.knn,
-        clustering=trained.clustering,
-        retrieval=trained.retrieval,
-        baselines=baselines if with_baselines and baselines else None,
-    )
-
-
-def _unrunnable_probes(config: AnalyzeConfig, subject: Subject) -> dict[str, str]:
-    """``{probe: why it cannot run}`` for the classification probes asked for, decided from the
-    labels of the images the probes would encode
-    (:func:`cl_diag.measurement.probes.check_probe_inputs`, the rule the probes themselves
-    apply), before a single image is encoded."""
-    from cl_diag.measurement.probes import check_probe_inputs
-    from cl_diag.measurement.views import sample_indices
-    from cl_diag.training.data import dataset_labels
-
-    labels = {}
-    for split, limit in (("train", config.probe_train_images), ("test", config.probe_test_images)):
-        dataset = subject.splits[split]
-        every = dataset_labels(getattr(dataset, "base", dataset))
-        labels[split] = every[sample_indices(len(every), limit, config.seed)]
-    skipped = {}
-    for probe in _CLASSIFICATION_PROBES:
-        if probe in config.probes:
-            reason = check_probe_inputs(probe, train_y=labels["train"], test_y=labels["test"])
-            if reason is not None:
-                skipped[probe] = reason
-    return skipped
