@@ -163,17 +163,51 @@ def _as_tensor(
             )
         if getattr(value, "is_nested", False):
             raise UserError(f"'{key}' in {where} is a nested tensor, not an array. {fix}")
+        _refuse_expanded(
+            key,
+            where,
+            value.shape,
+            value.stride(),
+            value.numel() * 4,
+            value.untyped_storage().nbytes(),
+        )
         return value.detach() if device else value.detach().cpu()
     try:
         array = np.asarray(value)
     except (TypeError, ValueError, RuntimeError):
         raise UserError(f"'{key}' in {where} is not a numeric array. {fix}") from None
+    base = array
+    while isinstance(base.base, np.ndarray):
+        base = base.base
+    _refuse_expanded(key, where, array.shape, array.strides, array.size * 4, base.nbytes)
     try:
         return torch.as_tensor(numeric_array(array, f"'{key}' in {where}"))
     except (TypeError, ValueError, RuntimeError):
         raise UserError(
             f"'{key}' in {where} has dtype {array.dtype}, which cl-diag cannot read. {fix}"
         ) from None
+
+
+#: the largest expanded view (a stride-0 broadcast of a smaller array) measured as it is: an
+#: expanded view is materialised (float32, contiguous) before measuring, so the memory it takes
+#: is its logical size, not its storage's
+MAX_EXPANDED_BYTES = 64 << 20
+
+
+def _refuse_expanded(
+    key: str, where: object, shape: tuple, strides: tuple, logical: int, stored: int
+) -> None:
+    """UserError for an array whose float32 size exceeds both its storage and
+    :data:`MAX_EXPANDED_BYTES`: an expanded view (``expand``, ``np.broadcast_to``) that
+    measuring would materialise, as a file's expanded views are refused."""
+    if logical <= MAX_EXPANDED_BYTES or logical <= stored or 0 not in strides:
+        return
+    raise UserError(
+        f"'{key}' in {where} is an expanded view (strides {tuple(strides)}): its "
+        f"{' x '.join(map(str, shape))} elements ({logical:,} bytes as float32) repeat "
+        f"{stored:,} bytes, and measuring would materialise them. Pass the array it was "
+        "expanded from, or make the view contiguous yourself if its full size is meant."
+    )
 
 
 #: numpy dtype kinds that hold no numbers, in words

@@ -140,10 +140,65 @@ _MARK_SPAN = 4096
 # --------------------------------------------------------------------------- the folder
 
 
+#: system folders no output of cl-diag belongs in, nor anywhere below them
+_SYSTEM_TREES = (
+    "/bin",
+    "/boot",
+    "/dev",
+    "/etc",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/proc",
+    "/sbin",
+    "/sys",
+    "/usr",
+)
+#: folders that hold others' files: an output folder may lie below them, never be one of them
+_SHARED_FOLDERS = ("/", "/home", "/opt", "/root", "/srv", "/tmp", "/var", "/mnt", "/media")
+#: cl-diag's own source tree (the package) and, in a checkout, the checkout's folders
+_PACKAGE = Path(__file__).resolve().parents[1]
+_CHECKOUT = _PACKAGE.parent if (_PACKAGE.parent / "pyproject.toml").is_file() else None
+
+
+def refuse_unmeant_output(out: Path) -> None:
+    """UserError when ``out`` is a folder no user means to fill with cl-diag's files: the
+    file-system root, a home folder itself, a shared top-level folder (/tmp, /var, ...), a
+    system folder or anything below one (/etc, /usr, /proc, ...), or cl-diag's own source:
+    the package, and in a checkout its root, ``tests/`` and ``docs/``."""
+    if not str(out):
+        raise UserError("--out is empty. Give the folder to write into, e.g. --out results/a.")
+    try:
+        where = Path(os.path.abspath(Path(out).expanduser()))
+        resolved = where.resolve()
+    except (OSError, RuntimeError):  # a symlink loop: ensure_writable_parent names it
+        return
+    home = Path.home().resolve() if "HOME" in os.environ else None
+    why = None
+    for path in {where, resolved}:
+        if str(path) in _SHARED_FOLDERS or path == Path(path.anchor):
+            why = "the top of a file system or a folder shared by everyone"
+        elif home is not None and path == home:
+            why = "your home folder itself"
+        elif any(path == Path(t) or Path(t) in path.parents for t in _SYSTEM_TREES):
+            why = "a system folder"
+        elif path == _PACKAGE or _PACKAGE in path.parents:
+            why = "cl-diag's own source code"
+        elif _CHECKOUT is not None and path in (_CHECKOUT, _CHECKOUT / "tests", _CHECKOUT / "docs"):
+            why = "a folder of cl-diag's checkout"
+        if why is not None:
+            raise UserError(
+                f"--out {out} is {why}; cl-diag writes its files into a folder of their own. "
+                "Give a new or cl-diag's own folder, e.g. --out results/analysis."
+            )
+
+
 def ensure_writable_parent(out: Path) -> Path:
-    """Return the existing folder that will hold ``out``, or raise UserError (a file in the
-    way, a dangling link, a name longer than the file system allows, no permission)."""
+    """Return the existing folder that will hold ``out``, or raise UserError (a folder no one
+    means, :func:`refuse_unmeant_output`; a file in the way, a dangling link, a symlink loop,
+    a name longer than the file system allows, no permission)."""
     out = Path(out)
+    refuse_unmeant_output(out)
     _check_name_lengths(out)  # before any stat: a name too long fails every one of them
     if out.is_symlink() and not out.exists():
         raise UserError(

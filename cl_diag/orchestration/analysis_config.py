@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 from cl_diag.errors import UserError
@@ -20,6 +20,7 @@ from cl_diag.options import ANALYZE, CLI, MEASURE, PROBES, Spelling, check_value
 from cl_diag.vocabulary import LAYERS, RESULT_NAME
 
 __all__ = [
+    "ANALYSIS_FILES",
     "EMBEDDINGS_FIELDS",
     "FILE_FIELDS",
     "MODULE_INPUT",
@@ -30,7 +31,8 @@ __all__ = [
     "option_names",
 ]
 
-_FIXED_OUTPUTS = (RESULT_NAME, "report.md", "report.html")
+#: the files of an analysis folder whose names are fixed (the figures are listed as written)
+ANALYSIS_FILES = (RESULT_NAME, "report.md", "report.html")
 
 #: ``AnalyzeConfig.input`` of an analysis of modules passed from Python (there is no file).
 MODULE_INPUT = Path("<nn.Module>")
@@ -174,13 +176,18 @@ class AnalyzeConfig:
             )
         out = {"out": Path("."), **values}
         for f in fields(AnalyzeConfig):
-            if out.get(f.name) is None:
+            value = out.get(f.name)
+            if value is None:
                 continue
             hint = hints[f.name]
             if Path in (hint, *typing.get_args(hint)):
-                out[f.name] = Path(out[f.name])
+                if not isinstance(value, (str, PurePath)) or not str(value):
+                    raise _bad_record(f.name, value, "a path")
+                out[f.name] = Path(value)
             elif typing.get_origin(hint) is tuple:
-                out[f.name] = tuple(out[f.name])
+                if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                    raise _bad_record(f.name, value, "a list of names")
+                out[f.name] = tuple(value)
         return cls(**out)
 
     @property
@@ -203,6 +210,15 @@ class AnalyzeConfig:
             block_size=self.block_size,
             hist_bins=self.hist_bins,
         )
+
+
+def _bad_record(name: str, value: object, kind: str) -> UserError:
+    shown = repr(value)
+    shown = shown if len(shown) <= 60 else f"{shown[:28]}…{shown[-28:]} ({len(shown):,} characters)"
+    return UserError(
+        f"The recorded analysis option {name} = {shown} is not {kind}: the record is damaged. "
+        "Give an intact result.json (the one cl-diag analyze wrote)."
+    )
 
 
 def option_names(
@@ -279,5 +295,5 @@ def check_analysis(config: AnalyzeConfig, *, spelling: Spelling = CLI) -> Analyz
     from cl_diag.io.output import check_targets, ensure_writable_parent
 
     ensure_writable_parent(config.out)  # fail before the measuring, not after
-    check_targets(config.out, _FIXED_OUTPUTS, overwrite=config.overwrite, kind="analysis")
+    check_targets(config.out, ANALYSIS_FILES, overwrite=config.overwrite, kind="analysis")
     return config

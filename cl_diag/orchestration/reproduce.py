@@ -32,8 +32,10 @@ from typing import TYPE_CHECKING, Any
 
 from cl_diag.errors import UserError
 from cl_diag.io.embeddings import sha256_of
-from cl_diag.io.output import ensure_writable_parent, staged_output
-from cl_diag.options import REPRODUCE
+from cl_diag.io.jsonfile import parse_json
+from cl_diag.io.output import check_targets, ensure_writable_parent, staged_output
+from cl_diag.options import REPRODUCE, in_config
+from cl_diag.orchestration.analysis_config import ANALYSIS_FILES
 from cl_diag.orchestration.analyze import AnalyzeConfig
 from cl_diag.orchestration.compare import PROVENANCE_NAME, PROVENANCE_SCHEMA
 from cl_diag.report.reproduction import (
@@ -100,10 +102,9 @@ class _Original:
 
 
 def _read_provenance(path: Path) -> dict[str, Any]:
-    import json
-
+    fix = "Re-make the comparison (cl-diag compare or sweep)."
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
+        record = parse_json(path.read_text(encoding="utf-8"), where=path, fix=fix)
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise UserError(f"{path} cannot be read as JSON ({exc}); re-make the comparison.") from None
     inputs = record.get("inputs") if isinstance(record, dict) else None
@@ -117,6 +118,11 @@ def _read_provenance(path: Path) -> dict[str, Any]:
         raise UserError(
             f"{path} is not a comparison record of schema {PROVENANCE_SCHEMA}; re-make the "
             "comparison with this cl-diag (cl-diag compare or sweep)."
+        )
+    baseline = record.get("baseline")
+    if baseline is not None and (not isinstance(baseline, str) or baseline not in inputs):
+        raise UserError(
+            f"{path} names a baseline that is not one of its inputs; the record is damaged. " + fix
         )
     return record
 
@@ -183,13 +189,6 @@ def _locate(target: Path) -> _Original:
     return _Original(comparison, name or "comparison", runs, record)
 
 
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        return a.resolve() == b.resolve()
-    except OSError:
-        return False
-
-
 def _check_options(config: ReproduceConfig, original: _Original, out: Path) -> None:
     REPRODUCE["runs"].normalise(config.runs)  # a whole number >= 1 (cl_diag.options)
     if config.runs is not None and config.runs > len(original.runs):
@@ -233,23 +232,71 @@ def _check_options(config: ReproduceConfig, original: _Original, out: Path) -> N
 # --------------------------------------------------------------------------- one run again
 
 
-def _train_again(run: _Run, folder: Path, progress: FitProgress | None) -> Path:
-    """Train the run's recorded options into ``folder`` (resuming a run cut short there)."""
-    from cl_diag.orchestration.train import TrainConfig, train
+@dataclass(frozen=True)
+class _Plan:
+    """What one run is made again with, parsed and checked before anything is run: its
+    recorded analysis and, for a run cl-diag trained, its recorded training options."""
+
+    analysis: AnalyzeConfig
+    training: dict[str, Any] | None
+
+
+def _plan(run: _Run) -> _Plan:
+    """The run's recorded commands, each value checked against its declaration, and confined:
+    a recorded data root is read, never created (it must be there), and a recorded download
+    is refused (a reproduction writes nothing outside its --out)."""
+    from cl_diag.orchestration.train import TrainConfig, check_train_options
 
     commands = run.result.commands
-    assert commands is not None and commands.train is not None
+    assert commands is not None and commands.analyze is not None
+    analysis = AnalyzeConfig.from_record(commands.analyze)
+    for name in ("data_root", "val_root"):
+        _read_only(run, f"analysis's {name}", getattr(analysis, name))
+    if commands.train is None:
+        return _Plan(analysis, None)
     recorded = dict(commands.train)
-    known = set(TrainConfig.option_names())
-    unknown = sorted(set(recorded) - known)
+    unknown = sorted(set(recorded) - set(TrainConfig.option_names()))
     if unknown:
         raise UserError(
             f"{run.analysis}: the recorded training options name {', '.join(unknown)}, which "
             "this cl-diag does not know; reproduce it with the cl-diag version that wrote it."
         )
+    if recorded.get("download"):
+        raise UserError(
+            f"{run.analysis}: its recorded training downloads its data (download = true, into "
+            f"{recorded.get('data_root')!r}); a reproduction never downloads or writes outside "
+            "its --out. Put the data there first (cl-diag train --download), then reproduce."
+        )
+    try:
+        where = in_config(run.analysis / RESULT_NAME, checkpoint=False)
+        check_train_options(TrainConfig(**recorded), where)
+    except TypeError as exc:
+        raise UserError(
+            f"{run.analysis}: its recorded training options are damaged ({exc})."
+        ) from None
+    for name in ("data_root", "val_root"):
+        _read_only(run, f"training's {name}", recorded.get(name))
+    return _Plan(analysis, recorded)
+
+
+def _read_only(run: _Run, what: str, folder: object) -> None:
+    """A folder a recorded command reads: checked, never created."""
+    if folder is not None and not Path(str(folder)).expanduser().is_dir():
+        raise UserError(
+            f"{run.analysis}: its {what} {str(folder)!r} is not a folder here; a reproduction "
+            "reads the data where the run read it and creates nothing outside its --out. Put "
+            "the data there, then reproduce."
+        )
+
+
+def _train_again(run: _Run, plan: _Plan, folder: Path, progress: FitProgress | None) -> Path:
+    """Train the run's recorded options into ``folder`` (resuming a run cut short there)."""
+    from cl_diag.orchestration.train import TrainConfig, train
+
+    assert plan.training is not None
     last = folder / "last.pt"
     options = {
-        **recorded,
+        **plan.training,
         # where and how this run writes, not what it computes: the new folder, no display, and
         # the data-loader workers of this machine
         "out": str(folder),
@@ -283,16 +330,14 @@ def _check_weights(path: Path, analysis: AnalyzeConfig, expected: str | None, wh
 
 
 def _run_again(
-    run: _Run, folder: Path, checkpoint: Path | None, progress: FitProgress | None
+    run: _Run, plan: _Plan, folder: Path, checkpoint: Path | None, progress: FitProgress | None
 ) -> Result:
     """The run made again into ``folder``: trained (unless a checkpoint is given or it was not
     trained by cl-diag) and analysed with its recorded options."""
     from cl_diag.orchestration.analyze import analyze
 
     result = run.result
-    commands = result.commands
-    assert commands is not None and commands.analyze is not None
-    analysis = AnalyzeConfig.from_record(commands.analyze)
+    analysis = plan.analysis
     source = result.source
     if checkpoint is not None:
         _check_weights(checkpoint, analysis, source.weights_sha256, "--checkpoint")
@@ -304,8 +349,8 @@ def _run_again(
                 f"{run.analysis} measured the embeddings file {given}, which is missing or has "
                 "changed since (its sha256 differs); put the original file there to reproduce it."
             )
-    elif commands.train is not None:
-        given = _train_again(run, folder, progress)
+    elif plan.training is not None:
+        given = _train_again(run, plan, folder, progress)
     else:  # a foreign checkpoint: analysed again from where it was, if it is still the same
         given = analysis.input
         if not given.is_file():
@@ -340,8 +385,14 @@ def reproduce(
     selected = (
         list(range(len(pairs))) if config.runs is None else spot_check_runs(pairs, config.runs)
     )
-    out.mkdir(parents=True, exist_ok=True)
+    # everything that can be refused is refused here, before the first run and before --out
+    plans = {i: _plan(original.runs[i]) for i in selected}
     folders = [out if original.single else out / run.name for run in original.runs]
+    check_targets(out, REPRODUCTION_FILES, overwrite=False, kind="reproduction")
+    for i in selected:
+        analysis = folders[i] / "analysis"
+        check_targets(analysis, ANALYSIS_FILES, overwrite=False, kind="analysis")
+    out.mkdir(parents=True, exist_ok=True)
     reproduced: list[Result | None] = [None] * len(pairs)
     if on_progress is not None:
         on_progress("", 0, len(selected))
@@ -349,7 +400,7 @@ def reproduce(
         run = original.runs[i]
         folders[i].mkdir(parents=True, exist_ok=True)
         progress = train_progress(run.name) if train_progress is not None else None
-        reproduced[i] = _run_again(run, folders[i], config.checkpoint, progress)
+        reproduced[i] = _run_again(run, plans[i], folders[i], config.checkpoint, progress)
         if on_progress is not None:
             on_progress(run.name, done, len(selected))
     record = original.comparison

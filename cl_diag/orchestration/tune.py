@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from cl_diag.errors import UserError
+from cl_diag.io.jsonfile import parse_json
 from cl_diag.report.probe_section import validation_top1
 from cl_diag.result import RESULT_NAME, Result, load
 from cl_diag.runconfig import (
@@ -291,8 +292,9 @@ def _sweep_record(folder: Path) -> dict[str, Any]:
 
     path = Path(folder) / "comparison" / PROVENANCE_NAME
     try:
-        record = json.loads(path.read_text(encoding="utf-8")).get("sweep")
-    except (OSError, ValueError):
+        read = parse_json(path.read_text(encoding="utf-8"), where=path, fix="")
+        record = read.get("sweep") if isinstance(read, dict) else None
+    except (OSError, ValueError, UserError):
         record = None
     if not isinstance(record, dict):
         raise UserError(

@@ -86,6 +86,7 @@ def read_solo_args(ckpt_path: Path) -> tuple[dict | None, Path | None]:
             args_path.read_text(encoding="utf-8"),
             where=args_path,
             fix="Fix or remove it and give --arch and --dataset instead.",
+            finite=False,  # solo-learn writes it with Python's json: inf and NaN are possible
         )
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise UserError(

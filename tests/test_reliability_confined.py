@@ -1,0 +1,220 @@
+"""Hostile and broken inputs, round three (issue 35): ``reproduce`` confined to its ``--out`` and
+refusing before it writes, output folders no one means, JSON inputs with numbers no writer
+makes, damaged recorded commands, and the Python API as strict as the command line.
+
+Each case failed before the change it names: it wrote outside ``--out``, wrote and then
+refused, or ended in a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import refused
+from test_report import make_result
+
+import cl_diag
+from cl_diag.errors import UserError
+from cl_diag.io.jsonfile import parse_json
+from cl_diag.io.output import ensure_writable_parent
+
+
+def _analysis(folder: Path, *, train: dict | None = None, analyze: dict | None = None) -> Path:
+    """An analysis folder whose result records the commands that made it."""
+    d = make_result(n=20)
+    d["source"] = {"kind": "checkpoint" if train else "embeddings", "sha256": "0" * 64}
+    d["commands"] = {"analyze": analyze or {"input": "x.npz"}, "train": train}
+    folder.mkdir(parents=True)
+    (folder / "result.json").write_text(json.dumps(d))
+    return folder
+
+
+def _comparison(folder: Path, runs: list[Path], **record: object) -> Path:
+    folder.mkdir(parents=True)
+    provenance = {"schema": "cl-diag/provenance/1", "inputs": [str(r) for r in runs], **record}
+    (folder / "provenance.json").write_text(json.dumps(provenance))
+    return folder
+
+
+# --------------------------------------------------------------------------- reproduce
+
+
+def test_a_recorded_download_is_refused_before_anything_is_created(tmp_path, run_cli):
+    """The issue's case: a tampered result.json whose training downloads CIFAR into a folder
+    outside --out. Before, reproduce created that folder and started the download."""
+    elsewhere = tmp_path / "elsewhere" / "T2data"
+    train = {"dataset": "cifar10", "download": True, "data_root": str(elsewhere)}
+    original = _analysis(tmp_path / "orig", train=train, analyze={"input": "run/last.pt"})
+    out = tmp_path / "again"
+    result = run_cli("reproduce", original, "--out", out)
+    refused(result, "never downloads", "T2data")
+    assert not elsewhere.exists() and not elsewhere.parent.exists() and not out.exists()
+
+
+def test_a_recorded_data_root_is_read_never_created(tmp_path, run_cli):
+    missing = tmp_path / "nowhere" / "data"
+    train = {"dataset": "cifar10", "data_root": str(missing)}
+    original = _analysis(tmp_path / "orig", train=train, analyze={"input": "run/last.pt"})
+    out = tmp_path / "again"
+    refused(run_cli("reproduce", original, "--out", out), "not a folder here", "nowhere")
+    assert not missing.parent.exists() and not out.exists()
+    # the analysis's own data root too
+    analyze = {"input": "run/last.pt", "data_root": str(missing)}
+    original = _analysis(tmp_path / "orig2", train={"dataset": "digits"}, analyze=analyze)
+    refused(run_cli("reproduce", original, "--out", out), "analysis's data_root")
+    assert not out.exists()
+
+
+def test_a_users_file_in_out_is_refused_before_the_first_run(tmp_path, run_cli):
+    """Before, reproduce re-ran every run, wrote their folders into --out, then refused."""
+    original = _analysis(tmp_path / "orig")
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "reproduction.md").write_text("my notes\n")
+    refused(run_cli("reproduce", original, "--out", out), "reproduction.md")
+    assert sorted(p.name for p in out.iterdir()) == ["reproduction.md"]
+    assert (out / "reproduction.md").read_text() == "my notes\n"
+
+
+@pytest.mark.parametrize(
+    ("recorded", "fragment"),
+    [
+        ({"input": 5}, "input = 5 is not a path"),
+        ({"input": "x.npz", "layers": 5}, "layers = 5 is not a list of names"),
+        ({"input": "x.npz", "probes": "linear"}, "probes = 'linear' is not a list of names"),
+    ],
+)
+def test_damaged_recorded_analyses_are_refused_with_one_line(tmp_path, run_cli, recorded, fragment):
+    original = _analysis(tmp_path / "orig", analyze=recorded)
+    out = tmp_path / "again"
+    refused(run_cli("reproduce", original, "--out", out), fragment)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("baseline", "fragment"),
+    [("not-an-input", "baseline that is not one of its inputs"), (5, "baseline that is not")],
+)
+def test_a_provenance_baseline_outside_the_inputs_is_refused_before_any_run(
+    tmp_path, run_cli, baseline, fragment
+):
+    runs = [_analysis(tmp_path / "a" / "analysis"), _analysis(tmp_path / "b" / "analysis")]
+    comparison = _comparison(tmp_path / "cmp", runs, baseline=baseline)
+    out = tmp_path / "again"
+    refused(run_cli("reproduce", comparison, "--out", out), fragment)
+    assert not out.exists()
+
+
+def test_a_provenance_nested_beyond_any_record_is_refused(tmp_path, run_cli):
+    folder = tmp_path / "cmp"
+    folder.mkdir()
+    (folder / "provenance.json").write_text("[" * 200_000 + "]" * 200_000)
+    refused(run_cli("reproduce", folder, "--out", tmp_path / "again"), "levels deep")
+
+
+# --------------------------------------------------------------------------- JSON numbers
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ('{"n": ' + "7" * 5_001 + "}", "an integer of 5,001 digits"),
+        ('{"n": -' + "7" * 41 + "}", "an integer of 41 digits"),
+        ('{"mean": NaN}', "the non-finite literal NaN"),
+        ('{"mean": -Infinity}', "the non-finite literal -Infinity"),
+    ],
+)
+def test_json_numbers_no_writer_makes_are_refused(text, fragment):
+    with pytest.raises(UserError, match=fragment):
+        parse_json(text, where="f.json", fix="Fix it.")
+    assert parse_json('{"n": ' + "7" * 40 + "}", where="f", fix="")["n"] == int("7" * 40)
+    assert parse_json('{"x": NaN}', where="f", fix="", finite=False)["x"] != 0
+
+
+@pytest.mark.parametrize(
+    ("literal", "fragment"), [("9" * 5_001, "5,001 digits"), ("NaN", "non-finite literal NaN")]
+)
+def test_compare_refuses_a_result_with_such_a_number(tmp_path, run_cli, literal, fragment):
+    """Before: a ValueError traceback for the integer, and a silent exit 0 for the NaN."""
+    good = tmp_path / "good"
+    good.mkdir()
+    (good / "result.json").write_text(json.dumps(make_result(n=20)))
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    text = json.dumps(make_result(n=20)).replace('"seed": 0', f'"seed": {literal}', 1)
+    assert literal in text
+    (bad / "result.json").write_text(text)
+    out = tmp_path / "cmp"
+    refused(run_cli("compare", good, bad, "--out", out), fragment)
+    assert not out.exists()
+
+
+# --------------------------------------------------------------------------- output folders
+
+
+@pytest.mark.parametrize(
+    "where", ["/", "/etc", "/usr/share/cl-diag", "/proc/self", "/tmp", "/var", "/home"]
+)
+def test_folders_no_one_means_are_refused_as_output(where):
+    with pytest.raises(UserError, match=r"--out .* is (the top|a system folder)"):
+        ensure_writable_parent(Path(where))
+
+
+def test_the_home_folder_and_cl_diags_source_are_refused(
+    tmp_path, monkeypatch, run_cli, pairs_file
+):
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    refused(run_cli("analyze", pairs_file, "--out", home, "-q"), "your home folder itself")
+    assert list(home.iterdir()) == []
+    assert (home / "analysis").parent == home  # a folder below it is fine
+    assert run_cli("analyze", pairs_file, "--out", home / "analysis", "-q").code == 0
+    package = Path(cl_diag.__file__).parent
+    for source in (package, package / "report"):
+        with pytest.raises(UserError, match="cl-diag's own source code"):
+            ensure_writable_parent(source)
+
+
+# --------------------------------------------------------------------------- the API
+
+
+def test_the_api_refuses_an_expanded_tensor_under_a_memory_cap(capped_cli):
+    """The issue's case: 10^8 x 16 ones expanded from one row (6.4 GB as float32). Before, the
+    API tried to allocate it; the cap (what the process holds + 1 GiB) would end that in a
+    MemoryError traceback. Now a UserError names the view before anything is allocated."""
+    code = (
+        "import torch, cl_diag\n"
+        "z = torch.ones(1, 16).expand(10**8, 16)\n"
+        "try:\n"
+        "    cl_diag.measure({'z1': z, 'z2': z})\n"
+        "except cl_diag.UserError as exc:\n"
+        "    print('refused:', exc)\n"
+    )
+    child = capped_cli([], 1 << 30, code)
+    assert "Traceback" not in child.stderr, child.stderr[-2000:]
+    assert "refused: 'z1'" in child.stdout and "is an expanded view" in child.stdout
+
+
+def test_the_api_refuses_a_broadcast_numpy_array_and_keeps_a_small_one():
+    import numpy as np
+
+    wide = np.broadcast_to(np.ones((1, 16), np.float32), (10**7, 16))
+    with pytest.raises(UserError, match="expanded view"):
+        cl_diag.measure(wide, wide)
+    small = torch.ones(1, 8).expand(50, 8)  # 1.6 kB as float32: measured as it is
+    assert cl_diag.measure(small, small + 0.5 * torch.randn(50, 8)).n_ref == 50
+
+
+@pytest.mark.parametrize("given", ["ckpt.pt", Path("ckpt.pt"), 5])
+def test_the_api_names_a_path_given_where_the_encoder_goes(tmp_path, given):
+    """Before: a TypeError from deep inside (a str has no .eval)."""
+    with pytest.raises(UserError, match=r"encoder=.* is not a torch\.nn\.Module"):
+        cl_diag.analyze(given, dataset="digits", out=tmp_path / "a")
+    assert not (tmp_path / "a").exists()
+    if isinstance(given, (str, os.PathLike)):
+        with pytest.raises(UserError, match=r"cl-diag analyze ckpt\.pt"):
+            cl_diag.analyze(given, dataset="digits", out=tmp_path / "a")
