@@ -181,7 +181,7 @@ class AnalyzeConfig:
                 continue
             hint = hints[f.name]
             if Path in (hint, *typing.get_args(hint)):
-                if not isinstance(value, (str, PurePath)) or not str(value):
+                if not isinstance(value, (str, PurePath)):
                     raise _bad_record(f.name, value, "a path")
                 out[f.name] = Path(value)
             elif typing.get_origin(hint) is tuple:
