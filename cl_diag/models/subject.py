@@ -25,6 +25,7 @@ then attaches the data :class:`DataSpec` names (``two_views``, ``eval_split``).
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -489,6 +490,25 @@ def _read_projection(module: nn.Module | None) -> nn.Module | None:
     )
 
 
+def check_modules(backbone: object, projector: object = None) -> None:
+    """UserError unless ``backbone`` is an ``nn.Module`` and ``projector`` one or None: what
+    ``cl_diag.analyze`` checks first (a checkpoint's path given as the encoder is named)."""
+    if not isinstance(backbone, nn.Module):
+        hint = (
+            f" A checkpoint file is analysed on the command line: cl-diag analyze {backbone}."
+            if isinstance(backbone, (str, os.PathLike))
+            else ""
+        )
+        raise UserError(
+            f"encoder must be a torch.nn.Module (got {type(backbone).__name__}); pass the model "
+            f"that maps an image batch to features.{hint}"
+        )
+    if projector is not None and not isinstance(projector, nn.Module):
+        raise UserError(
+            f"projector must be a torch.nn.Module or None (got {type(projector).__name__})."
+        )
+
+
 def module_subject(
     backbone: nn.Module,
     projector: nn.Module | None,
@@ -511,15 +531,7 @@ def module_subject(
     first element, a dict's ``output_key`` or features key); a module on the meta device is
     refused.
     """
-    if not isinstance(backbone, nn.Module):
-        raise UserError(
-            f"encoder must be a torch.nn.Module (got {type(backbone).__name__}); pass the model "
-            "that maps an image batch to features."
-        )
-    if projector is not None and not isinstance(projector, nn.Module):
-        raise UserError(
-            f"projector must be a torch.nn.Module or None (got {type(projector).__name__})."
-        )
+    check_modules(backbone, projector)
     if dataset not in MODULE_DATASETS:
         raise UserError(
             f"dataset {dataset!r} is not one of {', '.join(MODULE_DATASETS)}; give the name of "

@@ -52,6 +52,7 @@ from cl_diag.io.output import OWNED_FILES, staged_output
 from cl_diag.measurement.inputs import UnitViews, ViewsError, label_codes, normalise_views
 from cl_diag.measurement.theory import delta, theory_panel
 from cl_diag.models import CheckpointFile, KeyMapping, Subject, read_checkpoint_file
+from cl_diag.models.subject import check_modules
 from cl_diag.options import (
     ANALYZE,
     CLI,
@@ -467,18 +468,7 @@ def analyze_module(
     allowed = sorted(
         {f.name for f in fields(AnalyzeConfig)} - set(FILE_FIELDS) - set(EMBEDDINGS_FIELDS)
     )
-    for name, module in (("encoder", encoder), ("projector", projector)):
-        if module is not None and not isinstance(module, torch.nn.Module):
-            shown = repr(module) if len(repr(module)) <= 60 else type(module).__name__
-            fix = (
-                f" A checkpoint file is analysed on the command line: cl-diag analyze {module}."
-                if isinstance(module, (str, os.PathLike))
-                else ""
-            )
-            raise UserError(
-                f"cl_diag.analyze: {name}={shown} is not a torch.nn.Module; pass the model "
-                f"itself ({name}=net).{fix}"
-            )
+    check_modules(encoder, projector)  # first: a path given as the encoder is named
     if "batch_size" in options:  # the encoding batch's name before it had its own
         raise UserError(
             "cl_diag.analyze takes the encoding batch as encode_batch_size (images per "
