@@ -83,6 +83,7 @@ __all__ = [
     "check_values",
     "in_config",
     "option",
+    "shown",
     "split_keys",
 ]
 
@@ -152,10 +153,26 @@ MAX_NUM_PAIRS = 10**9
 #: Widest projector layer (hidden or output), toy dimension, queue length.
 MAX_WIDTH = 1 << 16
 MAX_QUEUE = 1 << 24
+#: Longest name of an architecture (``timm:`` names are under a hundred characters).
+MAX_NAME = 256
 #: Largest image side (crop size).
 MAX_IMAGE_SIZE = 1024
 
 # --------------------------------------------------------------------------- spelling
+
+
+#: the longest value a message repeats whole
+SHOWN = 80
+
+
+def shown(value: Any) -> str:
+    """``repr(value)``, or for a longer one its first and last characters and its length:
+    ``'aaaa…zzzz' (100,000 characters)``, so that a message stays one readable line."""
+    text = repr(value)
+    if len(text) <= SHOWN:
+        return text
+    length = len(value) if isinstance(value, str) else len(text)
+    return f"{text[: SHOWN // 2]}…{text[-SHOWN // 4 :]} ({length:,} characters)"
 
 
 @dataclass(frozen=True)
@@ -176,12 +193,13 @@ class Spelling:
         return option
 
     def given(self, option: str, value: Any) -> str:
-        """``--queue 1000000000`` / ``queue=1000000000`` / ``config.queue = 1000000000``."""
+        """``--queue 1000000000`` / ``queue=1000000000`` / ``config.queue = 1000000000``; a
+        value longer than :data:`SHOWN` characters is shortened (:func:`shown`)."""
         if self.style == "cli":
-            return f"{self.name(option)} {value!r}"
+            return f"{self.name(option)} {shown(value)}"
         if self.style == "config":
-            return f"{self.name(option)} = {value!r}"
-        return f"{option}={value!r}"
+            return f"{self.name(option)} = {shown(value)}"
+        return f"{option}={shown(value)}"
 
     def message(self, text: str) -> str:
         return f"{self.prefix}{text}{self.suffix}"
@@ -243,6 +261,8 @@ class Option:
     high_open: bool = False
     choices: tuple[str, ...] | None = None
     hint: str = ""
+    #: the longest string accepted (a name; None: any length)
+    max_length: int | None = None
     #: what ``--help`` says, the help panel it is listed under, and its spellings on the
     #: command line when not ``--name`` (``("--quiet", "-q")``): a config's declaration
     #: (:func:`option`) fills them, and the command's parameters are made from them
@@ -310,6 +330,13 @@ class Option:
             raise self._error(value, f"must be {words}", spelling, hint=False)
         if not isinstance(value, str):
             raise self._error(value, f"must be {words}", spelling, hint=False)
+        if self.max_length is not None and len(value) > self.max_length:
+            raise self._error(
+                value,
+                f"is longer than the {self.max_length} characters accepted",
+                spelling,
+                hint=False,
+            )
         return value
 
     def _error(
@@ -482,6 +509,7 @@ def option(
     high_open: bool = False,
     choices: tuple[str, ...] | None = None,
     hint: str = "",
+    max_length: int | None = None,
     path: bool = False,
     flags: tuple[str, ...] = (),
     tags: Iterable[str] = (),
@@ -498,6 +526,7 @@ def option(
         high_open=high_open,
         choices=choices,
         hint=hint,
+        max_length=max_length,
         help=help,
         panel=panel,
         flags=tuple(flags),
@@ -613,7 +642,7 @@ ANALYZE = OptionTable(
             high_open=True,
             hint="the share of the probes' train split held out as a validation split, e.g. 0.2",
         ),
-        _maybe("arch", str),
+        _maybe("arch", str, max_length=MAX_NAME),
         _maybe("dataset", str),
         _maybe("data_root", PurePath),
         _maybe("val_root", PurePath),

@@ -33,6 +33,7 @@ from cl_diag.options import (
     MAX_EPOCHS,
     MAX_IMAGE_SIZE,
     MAX_INSTANCES,
+    MAX_NAME,
     MAX_QUEUE,
     MAX_SEED,
     MAX_STEPS,
@@ -152,6 +153,7 @@ class TrainConfig:
             "timm:NAME (any timm model, random init; needs timm). auto: small-cnn for digits, "
             "resnet18-cifar for CIFAR, resnet18 for imagefolder."
         ),
+        max_length=MAX_NAME,
     )
     projector_hidden: int | None = option(
         None,

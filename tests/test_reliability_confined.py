@@ -218,3 +218,24 @@ def test_the_api_names_a_path_given_where_the_encoder_goes(tmp_path, given):
     if isinstance(given, (str, os.PathLike)):
         with pytest.raises(UserError, match=r"cl-diag analyze ckpt\.pt"):
             cl_diag.analyze(given, dataset="digits", out=tmp_path / "a")
+
+
+# --------------------------------------------------------------------------- messages
+
+
+def test_a_long_value_is_shortened_in_the_message(run_cli, tmp_path):
+    """Before: a 100,000-character timm name was echoed in full several times (3 MB of
+    stderr). Now the option's declaration bounds a name, and every option message shows a long
+    value by its ends and its length."""
+    from cl_diag.options import SHOWN, shown
+
+    name = "timm:" + "x" * 100_000
+    result = refused(
+        run_cli("train", "--arch", name, "--out", tmp_path / "run"), "100,005 characters"
+    )
+    assert len(result) < 1_000 and "longer than the 256 characters accepted" in result
+    assert not (tmp_path / "run").exists()
+    assert shown("abc") == "'abc'" and len(shown("y" * 10_000)) < SHOWN + 40
+    assert shown(list(range(1000))).endswith(f"({len(repr(list(range(1000)))):,} characters)")
+    analyze = refused(run_cli("analyze", tmp_path / "x.npz", "--arch", "a" * 300), "300 char")
+    assert len(analyze) < 1_000
