@@ -239,3 +239,18 @@ def test_a_long_value_is_shortened_in_the_message(run_cli, tmp_path):
     assert shown(list(range(1000))).endswith(f"({len(repr(list(range(1000)))):,} characters)")
     analyze = refused(run_cli("analyze", tmp_path / "x.npz", "--arch", "a" * 300), "300 char")
     assert len(analyze) < 1_000
+
+
+def test_a_loop_of_symbolic_links_is_named_as_one(run_cli, tmp_path, pairs_file):
+    """Before: "No such file" for an input and "a symbolic link to b, which does not exist" for
+    --out, for a loop the user has to untie, not a file to create."""
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    loop = f"is a loop of symbolic links ({tmp_path / 'a'} -> {tmp_path / 'b'} -> {tmp_path / 'a'})"
+    refused(run_cli("analyze", tmp_path / "a", "--out", tmp_path / "o"), loop)
+    refused(run_cli("analyze", pairs_file, "--out", tmp_path / "a"), "--out", loop)
+    refused(run_cli("compare", tmp_path / "a", "--out", tmp_path / "c"), loop)
+    (tmp_path / "d").symlink_to(tmp_path / "nowhere")
+    refused(run_cli("analyze", tmp_path / "d"), "is a symbolic link to", "which does not exist")
+    refused(run_cli("analyze", tmp_path / "missing.npz"), "missing.npz does not exist")
+    assert not (tmp_path / "o").exists() and not (tmp_path / "c").exists()

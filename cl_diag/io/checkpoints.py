@@ -56,6 +56,7 @@ from typing import IO, Any
 import torch
 
 from cl_diag.errors import UserError
+from cl_diag.io.paths import why_missing
 
 __all__ = [
     "EXPANSION_RATIO",
@@ -142,7 +143,7 @@ def check_input_file(path: str | os.PathLike[str], *, fix: str) -> Path:
     """``path`` as a Path when it names a regular file; TorchFileError otherwise."""
     path = Path(path).expanduser()
     if not path.exists():
-        raise TorchFileError(f"No such file: {path} does not exist. {fix}", "missing")
+        raise TorchFileError(f"No such file: {path} {why_missing(path)}. {fix}", "missing")
     if not path.is_file():
         raise TorchFileError(f"{path} is not a file. {fix}", "missing")
     return path

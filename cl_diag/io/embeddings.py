@@ -24,6 +24,7 @@ import torch
 
 from cl_diag.errors import UserError
 from cl_diag.io.checkpoints import EXPANSION_RATIO, EXPANSION_SLACK, safe_torch_load, sniff
+from cl_diag.io.paths import why_missing
 from cl_diag.options import DEFAULT_KEYS, LABELS_KEY
 
 FORMAT_HELP = (
@@ -351,7 +352,10 @@ def load_embeddings(
     """
     path = Path(path)
     if not path.exists():
-        raise UserError(f"No such file: {path}. Give the path of a .npz or .pt embeddings file.")
+        raise UserError(
+            f"No such file: {path} {why_missing(path)}. Give the path of a .npz or .pt "
+            "embeddings file."
+        )
     if not path.is_file():
         raise UserError(f"{path} is not a file. Give the path of a .npz or .pt embeddings file.")
     try:

@@ -71,6 +71,7 @@ from pathlib import Path, PurePosixPath
 from cl_diag.errors import UserError
 from cl_diag.io.atomic import atomic_write_text, storage_error
 from cl_diag.io.leftovers import remove_leftovers, tagged, temp_files
+from cl_diag.io.paths import why_missing
 
 __all__ = [
     "KINDS",
@@ -202,8 +203,7 @@ def ensure_writable_parent(out: Path) -> Path:
     _check_name_lengths(out)  # before any stat: a name too long fails every one of them
     if out.is_symlink() and not out.exists():
         raise UserError(
-            f"--out {out} is a symbolic link to {os.readlink(out)}, which does not exist. Create "
-            "that folder, or choose another --out."
+            f"--out {out} {why_missing(out)}. Make it name a folder, or choose another --out."
         )
     if out.exists() and not out.is_dir():
         raise UserError(

@@ -35,6 +35,7 @@ import torch
 
 from cl_diag.errors import UserError
 from cl_diag.io.checkpoints import TorchFileError, check_input_file, safe_torch_load, sniff
+from cl_diag.io.paths import why_missing
 from cl_diag.models.foreign import SUPPORTED_LAYOUTS, guess_arch, layout_of, recognise_layout
 from cl_diag.models.keymap import (
     MAPPING_OPTIONS,
@@ -292,7 +293,7 @@ def read_checkpoint_file(
     names the arrays it lacks)."""
     path = Path(path)
     if not path.exists():  # analyze's wording (its tests and users know it)
-        raise UserError(f"No such file: {path}. {_GIVE}")
+        raise UserError(f"No such file: {path} {why_missing(path)}. {_GIVE}")
     path = check_input_file(path, fix=_GIVE)
     try:
         kind = sniff(path)

@@ -28,6 +28,7 @@ from cl_diag.io.output import (
     ensure_writable_parent,
     staged_output,
 )
+from cl_diag.io.paths import why_missing
 from cl_diag.io.plans import PlanRecord, load_plan
 from cl_diag.report import Comparison, comparison_warnings, render_comparison, write_files
 from cl_diag.report.document import Table
@@ -169,7 +170,7 @@ def _result_path(given: Path) -> Path:
     path = Path(given)
     if not path.exists():
         raise UserError(
-            f"{given} does not exist. Pass result.json files or the folders "
+            f"{given} {why_missing(given)}. Pass result.json files or the folders "
             "`cl-diag analyze --out` wrote."
         )
     if path.is_dir():
