@@ -254,3 +254,24 @@ def test_a_loop_of_symbolic_links_is_named_as_one(run_cli, tmp_path, pairs_file)
     refused(run_cli("analyze", tmp_path / "d"), "is a symbolic link to", "which does not exist")
     refused(run_cli("analyze", tmp_path / "missing.npz"), "missing.npz does not exist")
     assert not (tmp_path / "o").exists() and not (tmp_path / "c").exists()
+
+
+# --------------------------------------------------------------------------- concurrency
+
+
+def test_a_second_train_into_a_folder_a_run_is_writing_is_refused(run_cli, tmp_path):
+    """Two ``cl-diag train`` started together into one --out both passed the check for a run
+    already there (neither had written last.pt yet) and wrote into each other's files. The run
+    folder is now held by the run writing it: the second is refused, and leaves the folder
+    alone (before, a refused run removed the folders it had created, under the other run)."""
+    from cl_diag.io.output import exclusive_folder
+
+    toy = Path(__file__).resolve().parents[1] / "trainers" / "rebuttal-toy.toml"
+    out = tmp_path / "run"
+    out.mkdir()
+    with exclusive_folder(out, what="cl-diag train"):  # the first run, mid-way
+        second = run_cli("train", toy, "--steps", "2", "--out", out, "--quiet")
+        refused(second, "is being written by another cl-diag train right now")
+        assert out.is_dir() and list(out.iterdir()) == []
+    assert run_cli("train", toy, "--steps", "2", "--out", out, "--quiet").code == 0
+    assert (out / "last.pt").is_file()

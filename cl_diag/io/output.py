@@ -631,3 +631,28 @@ def dumps_json(payload: dict) -> str:
 def write_json(path: Path, payload: dict) -> None:
     """Write :func:`dumps_json` of ``payload`` to ``path`` atomically (UTF-8, "\\n" newlines)."""
     atomic_write_text(path, dumps_json(payload))
+
+
+@contextmanager
+def exclusive_folder(folder: Path, *, what: str) -> Iterator[None]:
+    """Hold ``folder`` for this process alone while the block runs: an advisory lock on the
+    folder itself (``flock``; no file is left behind), released when the block ends or the
+    process dies. A second process that asks while the first holds it gets a UserError saying
+    so; where ``flock`` does not exist (Windows) nothing is locked."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not on POSIX
+        yield
+        return
+    handle = os.open(folder, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UserError(
+                f"{folder} is being written by another {what} right now; wait for it to end, "
+                "or choose another --out. Nothing was written."
+            ) from None
+        yield
+    finally:
+        os.close(handle)

@@ -20,11 +20,12 @@ contradicts the options, an output folder that cannot be written or already hold
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
 import tempfile
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,6 +34,7 @@ from cl_diag.errors import UserError
 from cl_diag.io.atomic import storage_error
 from cl_diag.io.leftovers import log, remove_leftovers, temp_files
 from cl_diag.io.loggers import RowLogger, open_logger, require_logger
+from cl_diag.io.output import exclusive_folder
 from cl_diag.options import (
     CLI,
     MULTI_VIEW_LOSSES,
@@ -621,6 +623,24 @@ def _clean_run_folder(out: Path, *, replacing: bool) -> None:
         )
 
 
+@contextlib.contextmanager
+def _one_writer(out: Path, is_main: bool, created: list[Path]) -> Iterator[None]:
+    """The run folder held by this run alone (the main process holds it): a second ``cl-diag
+    train`` into the same --out that got past the check for a run already there (both started
+    before either wrote last.pt) is refused, and leaves the folders alone (``created`` is
+    emptied: the other run is using them)."""
+    if not is_main:
+        yield
+        return
+    with contextlib.ExitStack() as held:
+        try:
+            held.enter_context(exclusive_folder(out, what="cl-diag train"))
+        except UserError:
+            created.clear()
+            raise
+        yield
+
+
 def _remove_empty(folders: list[Path]) -> None:
     for folder in folders:  # deepest first; a folder that holds anything stays
         try:
@@ -672,17 +692,19 @@ def train(options: TrainConfig, *, progress: FitProgress | None = None) -> Train
                     resume_dir=Path(c.resume).expanduser().parent if c.resume else None,
                     overwrite=c.overwrite,
                 )
-                _clean_run_folder(out, replacing=c.overwrite and not c.resume)
-            model = build_model(c, seed=c.seed)
-            if env.is_main:  # --logger: the rows also go there as they are made
-                start = int(checkpoint["step"]) if checkpoint is not None else 0
-                logger = open_logger(
-                    c.logger, out, start_step=start, name=out.name, config=c.record()
+            with _one_writer(out, env.is_main, created):
+                if env.is_main:
+                    _clean_run_folder(out, replacing=c.overwrite and not c.resume)
+                model = build_model(c, seed=c.seed)
+                if env.is_main:  # --logger: the rows also go there as they are made
+                    start = int(checkpoint["step"]) if checkpoint is not None else 0
+                    logger = open_logger(
+                        c.logger, out, start_step=start, name=out.name, config=c.record()
+                    )
+                shown = progress if env.is_main else None
+                result = fit(
+                    c, model, data, out, env=env, resume=checkpoint, progress=shown, logger=logger
                 )
-            shown = progress if env.is_main else None
-            result = fit(
-                c, model, data, out, env=env, resume=checkpoint, progress=shown, logger=logger
-            )
         finally:
             if logger is not None:
                 logger.close()
