@@ -275,3 +275,39 @@ def test_a_second_train_into_a_folder_a_run_is_writing_is_refused(run_cli, tmp_p
         assert out.is_dir() and list(out.iterdir()) == []
     assert run_cli("train", toy, "--steps", "2", "--out", out, "--quiet").code == 0
     assert (out / "last.pt").is_file()
+
+
+def test_an_empty_image_is_refused_before_the_first_step(run_cli, tmp_path):
+    """Before: a 0-byte image in an image folder stopped training when it was first drawn,
+    epochs in, after last.pt was written. Now it is found when the folder is listed."""
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for label in ("a", "b"):
+        (tmp_path / "train" / label).mkdir(parents=True)
+        for i in range(4):
+            pixels = (rng.random((8, 8, 3)) * 255).astype("uint8")
+            Image.fromarray(pixels).save(tmp_path / "train" / label / f"{i}.png")
+    (tmp_path / "train" / "b" / "empty.png").write_bytes(b"")
+    out = tmp_path / "run"
+    result = run_cli(
+        "train",
+        "--dataset",
+        "imagefolder",
+        "--data-root",
+        tmp_path / "train",
+        "--image-size",
+        "8",
+        "--batch-size",
+        "4",
+        "--steps",
+        "1",
+        "--arch",
+        "small-cnn",
+        "--out",
+        out,
+        "--quiet",
+    )
+    refused(result, "empty.png is an empty file (0 bytes)")
+    assert not out.exists()

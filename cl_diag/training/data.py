@@ -194,20 +194,27 @@ _NOT_REGULAR = (
 
 def _regular_image(path: str) -> bool:
     """ImageFolder's test of a file: an image by its suffix (torchvision's list), and then a
-    regular file, or :class:`BadImageError`. A named pipe called ``x.png`` would block the
-    reader for ever, a device never end: they are never opened, and stop the command as a bad
-    image does (skipping would change the training set between runs)."""
+    regular file that is not empty, or :class:`BadImageError`. A named pipe called ``x.png``
+    would block the reader for ever, a device never end: they are never opened, and stop the
+    command as a bad image does (skipping would change the training set between runs); an empty
+    file is found here rather than epochs later, when it is first drawn."""
     from torchvision.datasets.folder import IMG_EXTENSIONS, has_file_allowed_extension
 
     if not has_file_allowed_extension(path, IMG_EXTENSIONS):
         return False
     try:
-        mode = os.stat(path).st_mode
+        info = os.stat(path)
     except OSError as exc:  # a dangling link, no permission
         raise BadImageError(
             f"Cannot read the image {path} ({exc.strerror or exc}). Remove or replace that "
             "file and run again."
         ) from None
+    mode = info.st_mode
+    if stat.S_ISREG(mode) and info.st_size == 0:  # found here, not epochs later when drawn
+        raise BadImageError(
+            f"The image {path} is an empty file (0 bytes). Remove or replace it and run again: "
+            "cl-diag stops at a bad image rather than skip it."
+        )
     if stat.S_ISREG(mode):
         return True
     what = next((words for test, words in _NOT_REGULAR if test(mode)), "not a regular file")
