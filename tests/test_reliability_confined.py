@@ -50,7 +50,7 @@ def test_a_recorded_download_is_refused_before_anything_is_created(tmp_path, run
     original = _analysis(tmp_path / "orig", train=train, analyze={"input": "run/last.pt"})
     out = tmp_path / "again"
     result = run_cli("reproduce", original, "--out", out)
-    refused(result, "never downloads", "T2data")
+    refused(result, "never downloads", "T2data", "is not a folder here")
     assert not elsewhere.exists() and not elsewhere.parent.exists() and not out.exists()
 
 

@@ -243,8 +243,8 @@ class _Plan:
 
 def _plan(run: _Run) -> _Plan:
     """The run's recorded commands, each value checked against its declaration, and confined:
-    a recorded data root is read, never created (it must be there), and a recorded download
-    is refused (a reproduction writes nothing outside its --out)."""
+    a recorded data root is read, never created (it must be there), and a recorded download is
+    turned off (a reproduction writes nothing outside its --out)."""
     from cl_diag.orchestration.train import TrainConfig, check_train_options
 
     commands = run.result.commands
@@ -261,12 +261,9 @@ def _plan(run: _Run) -> _Plan:
             f"{run.analysis}: the recorded training options name {', '.join(unknown)}, which "
             "this cl-diag does not know; reproduce it with the cl-diag version that wrote it."
         )
-    if recorded.get("download"):
-        raise UserError(
-            f"{run.analysis}: its recorded training downloads its data (download = true, into "
-            f"{recorded.get('data_root')!r}); a reproduction never downloads or writes outside "
-            "its --out. Put the data there first (cl-diag train --download), then reproduce."
-        )
+    # a reproduction reads the data where the run read it and never downloads: a recorded
+    # download is turned off, and the data root must be there (_read_only, below)
+    recorded["download"] = False
     try:
         where = in_config(run.analysis / RESULT_NAME, checkpoint=False)
         check_train_options(TrainConfig(**recorded), where)
@@ -284,8 +281,9 @@ def _read_only(run: _Run, what: str, folder: object) -> None:
     if folder is not None and not Path(str(folder)).expanduser().is_dir():
         raise UserError(
             f"{run.analysis}: its {what} {str(folder)!r} is not a folder here; a reproduction "
-            "reads the data where the run read it and creates nothing outside its --out. Put "
-            "the data there, then reproduce."
+            "reads the data where the run read it, and never downloads or creates anything "
+            "outside its --out. Put the data there (cl-diag train --download fetches CIFAR), "
+            "then reproduce."
         )
 
 
