@@ -311,3 +311,36 @@ def test_an_empty_image_is_refused_before_the_first_step(run_cli, tmp_path):
     )
     refused(result, "empty.png is an empty file (0 bytes)")
     assert not out.exists()
+
+
+# --------------------------------------------------------------------------- interrupts
+
+
+def test_an_interrupt_raised_inside_a_finalizer_is_not_lost(tmp_path):
+    """SIGTERM handled while a finalizer ran (seen in a sweep: a WeakKeyDictionary's callback)
+    raised Terminated inside it, which Python prints as "Exception ignored ..." and drops: the
+    command went on running, and a second SIGTERM within the grace period was ignored as the
+    first one's repeat. Now the dropped interrupt is sent again and raised once the finalizer
+    has returned, with nothing printed."""
+    import subprocess
+    import sys
+
+    code = (
+        "import os, signal, time\n"
+        "from cl_diag.io.signals import Terminated, interrupts\n"
+        "class Victim:\n"
+        "    def __del__(self):\n"
+        "        os.kill(os.getpid(), signal.SIGTERM)\n"
+        "        sum(range(10_000))\n"
+        "with interrupts():\n"
+        "    try:\n"
+        "        v = Victim()\n"
+        "        del v\n"
+        "        time.sleep(2)\n"
+        "        print('went on running')\n"
+        "    except Terminated:\n"
+        "        print('interrupted')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "interrupted", (done.stdout, done.stderr)
+    assert "Exception ignored" not in done.stderr and "Traceback" not in done.stderr

@@ -20,14 +20,16 @@ signal on: ``PR_SET_PDEATHSIG`` on Linux, and a thread that polls the parent's i
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import FrameType
+from typing import Any
 
 __all__ = [
     "GRACE",
@@ -67,12 +69,45 @@ def received() -> int | None:
     return _received[0][0] if _received else None
 
 
+#: the signal whose exception a finalizer swallowed, to be raised again (:func:`_unraisable`)
+_swallowed: list[int] = []
+
+
 def _raise(signum: int, once: bool) -> None:
     now = time.monotonic()
-    if once and _received and now - _received[-1][1] < GRACE:
+    again = bool(_swallowed) and _swallowed[-1] == signum
+    if again:
+        _swallowed.clear()
+    elif once and _received and now - _received[-1][1] < GRACE:
         return  # the first interrupt's cleanup is running: let it finish
     _received.append((signum, now))
     raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+
+def _send_later(signum: int) -> None:
+    time.sleep(0.01)
+    os.kill(os.getpid(), signum)
+
+
+def _unraisable(hook: Callable[[Any], object]) -> Callable[[Any], object]:
+    """``sys.unraisablehook`` for the block of :func:`interrupts`: an interrupt the handler raised
+    inside a finalizer (a ``__del__``, a weakref callback) is not an error Python may print
+    and drop (it printed "Exception ignored ... Terminated" and the command went on running):
+    it is sent again, and raised where the program is once the finalizer has returned. Any
+    other unraisable exception goes to ``hook``."""
+
+    def unraisable(info: Any) -> object:
+        if isinstance(info.exc_value, KeyboardInterrupt) and _received:
+            signum = _received[-1][0]
+            _swallowed.append(signum)
+            # from another thread a moment later, so that the handler runs after this hook and
+            # the finalizer have returned (raised in either, it would be dropped again); the
+            # thread is not waited for, which would let the signal in here
+            _thread.start_new_thread(_send_later, (signum,))
+            return None
+        return hook(info)
+
+    return unraisable
 
 
 @contextlib.contextmanager
@@ -90,10 +125,14 @@ def interrupts(*, sigint: bool = False, once: bool = True) -> Iterator[None]:
 
     wanted = [signal.SIGTERM] + ([signal.SIGINT] if sigint else [])
     previous = {signum: signal.signal(signum, handler) for signum in wanted}
+    hook = sys.unraisablehook
+    sys.unraisablehook = _unraisable(hook)
     _received.clear()
+    _swallowed.clear()
     try:
         yield
     finally:
+        sys.unraisablehook = hook
         for signum, old in previous.items():
             signal.signal(signum, old)
 
