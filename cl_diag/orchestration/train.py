@@ -34,7 +34,6 @@ from cl_diag.errors import UserError
 from cl_diag.io.atomic import storage_error
 from cl_diag.io.leftovers import log, remove_leftovers, temp_files
 from cl_diag.io.loggers import RowLogger, open_logger, require_logger
-from cl_diag.io.output import exclusive_folder
 from cl_diag.options import (
     CLI,
     MULTI_VIEW_LOSSES,
@@ -629,6 +628,8 @@ def _one_writer(out: Path, is_main: bool, created: list[Path]) -> Iterator[None]
     train`` into the same --out that got past the check for a run already there (both started
     before either wrote last.pt) is refused, and leaves the folders alone (``created`` is
     emptied: the other run is using them)."""
+    from cl_diag.io.output import exclusive_folder  # late: the command line's help stays light
+
     if not is_main:
         yield
         return
