@@ -16,7 +16,16 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from cl_diag.errors import UserError
-from cl_diag.options import ANALYZE, CLI, MEASURE, PROBES, Spelling, check_values, split_keys
+from cl_diag.options import (
+    ANALYZE,
+    CLI,
+    MEASURE,
+    PROBES,
+    Spelling,
+    check_values,
+    shown,
+    split_keys,
+)
 from cl_diag.vocabulary import LAYERS, RESULT_NAME
 
 __all__ = [
@@ -213,10 +222,9 @@ class AnalyzeConfig:
 
 
 def _bad_record(name: str, value: object, kind: str) -> UserError:
-    shown = repr(value)
-    shown = shown if len(shown) <= 60 else f"{shown[:28]}…{shown[-28:]} ({len(shown):,} characters)"
     return UserError(
-        f"The recorded analysis option {name} = {shown} is not {kind}: the record is damaged. "
+        f"The recorded analysis option {name} = {shown(value)} is not {kind}: the record is "
+        "damaged. "
         "Give an intact result.json (the one cl-diag analyze wrote)."
     )
 
