@@ -51,7 +51,6 @@ from typing import Any
 from cl_diag.errors import UserError
 
 __all__ = [
-    "ANALYZE",
     "CLI",
     "DATASETS",
     "DEFAULT_KEYS",
@@ -62,7 +61,6 @@ __all__ = [
     "MAX_PARAMETERS",
     "MAX_SEED",
     "MAX_WORKERS",
-    "MEASURE",
     "MONITOR",
     "MULTI_VIEW_LOSSES",
     "PAIR_MODES",
@@ -81,6 +79,7 @@ __all__ = [
     "Spelling",
     "check_products",
     "check_values",
+    "declaration",
     "in_config",
     "option",
     "shown",
@@ -241,6 +240,7 @@ _KIND_WORDS = {
     str: "a string",
     bool: "true or false",
     PurePath: "a path",
+    tuple: "a list of names",
 }
 
 
@@ -327,6 +327,10 @@ class Option:
         if self.kind is PurePath:  # a str or a Path, kept as given (configs hold either)
             if isinstance(value, (str, os.PathLike)):
                 return value
+            raise self._error(value, f"must be {words}", spelling, hint=False)
+        if self.kind is tuple:  # names (--layers, --rename ...): the command line reads text
+            if isinstance(value, (tuple, list)) and all(isinstance(v, str) for v in value):
+                return tuple(value)
             raise self._error(value, f"must be {words}", spelling, hint=False)
         if not isinstance(value, str):
             raise self._error(value, f"must be {words}", spelling, hint=False)
@@ -471,7 +475,7 @@ class OptionTable:
             kind, optional = _kind(hints[f.name], f"{config.__name__}.{f.name}")
             if spec.get("path"):
                 kind = PurePath
-            fields = {k: v for k, v in spec.items() if k != "path"}
+            fields = {k: v for k, v in spec.items() if k in _OPTION_FIELDS}
             options.append(Option(f.name, kind, optional, **fields))
         return cls(name, tuple(options), products)
 
@@ -486,6 +490,8 @@ class OptionTable:
 
 
 _DECLARATION = "cl_diag.option"
+#: what a declaration holds that :class:`Option` keeps (the rest shapes the command line)
+_OPTION_FIELDS = frozenset(f.name for f in dataclasses.fields(Option))
 
 
 def _kind(annotation: Any, where: str) -> tuple[type, bool]:
@@ -493,6 +499,10 @@ def _kind(annotation: Any, where: str) -> tuple[type, bool]:
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
     optional = len(args) < len(typing.get_args(annotation))
     kind = args[0] if optional and len(args) == 1 else annotation
+    if typing.get_origin(kind) is tuple:
+        kind = tuple
+    elif isinstance(kind, type) and issubclass(kind, PurePath):
+        kind = PurePath
     if kind not in _KIND_WORDS:
         raise TypeError(f"{where}: an option is an int, float, str or bool (or one | None)")
     return kind, optional
@@ -513,12 +523,17 @@ def option(
     path: bool = False,
     flags: tuple[str, ...] = (),
     tags: Iterable[str] = (),
+    argument: str | None = None,
+    cli: tuple[Any, Any] | None = None,
 ) -> Any:
-    """A config dataclass's field declared as an option, in one place: its default, the
-    ``--help`` panel and text, its bounds and choices (:class:`Option`; its type is the
-    field's annotation, ``path`` makes a str a path) and its ``tags``.
-    :meth:`OptionTable.of` reads the declarations; the command's parameters are made from
-    them (cl_diag.cli.declared)."""
+    """A config dataclass's field declared as an option, in one place: its default
+    (``dataclasses.MISSING``: none, the field is required), the ``--help`` panel and text,
+    its bounds and choices (:class:`Option`; its type is the field's annotation, ``path``
+    makes a str a path) and its ``tags``. On the command line it is a positional argument
+    shown as ``argument`` (its metavar) when that is given, and ``cli`` = ``(type,
+    default)`` gives its form there when it differs from the field's (``--layers all`` is
+    text the command reads into a tuple). :meth:`OptionTable.of` reads the declarations;
+    the command's parameters are made from them (cl_diag.cli.declared)."""
     spec = dict(
         low=low,
         high=high,
@@ -532,8 +547,15 @@ def option(
         flags=tuple(flags),
         tags=frozenset(tags),
         path=path,
+        argument=argument,
+        cli=cli,
     )
     return dataclasses.field(default=default, metadata={_DECLARATION: spec})
+
+
+def declaration(field: dataclasses.Field) -> dict[str, Any]:
+    """What :func:`option` declared for a config's field."""
+    return field.metadata[_DECLARATION]
 
 
 def check_values(
@@ -590,95 +612,6 @@ def _maybe(name: str, kind: type, **kw: Any) -> Option:
 
 
 _SEED = _opt("seed", int, low=0, high=MAX_SEED, hint="what numpy and torch generators take")
-_WORKERS = _maybe("workers", int, low=0, high=MAX_WORKERS, hint="DataLoader worker processes")
-_DEVICE = _opt("device", str, choices=DEVICES)
-
-# --------------------------------------------------------------------------- cl-diag analyze
-
-#: The pair options (``cl-diag analyze``'s "Pairs" panel, ``cl_diag.measure``'s keywords).
-_PAIRS = (
-    _maybe(
-        "n_ref",
-        int,
-        low=2,
-        hint="the threshold -1/(n_ref - 1) counts the training instances, e.g. 50000 for CIFAR",
-    ),
-    _opt("pairs", str, choices=PAIR_MODES),
-    _opt(
-        "num_pairs",
-        int,
-        low=1,
-        high=MAX_NUM_PAIRS,
-        hint="for more, use {pairs} exact, which visits every pair",
-    ),
-    _SEED,
-    _maybe(
-        "block_size",
-        int,
-        low=1,
-        high=MAX_BLOCK_SIZE,
-        hint="a tile of b x b similarities takes about 16 b^2 bytes; omit it for the default",
-    ),
-    _opt("hist_bins", int, low=1, high=MAX_HIST_BINS, hint="the reports show 100"),
-)
-
-ANALYZE = OptionTable(
-    "analyze",
-    (
-        _opt("input", PurePath),
-        _opt("out", PurePath),
-        *_PAIRS,
-        _opt("num_images", int, low=2, high=MAX_INSTANCES, hint="negatives need two instances"),
-        _opt("views", int, low=2, high=MAX_VIEWS, hint="two views make a positive"),
-        _opt("baselines", bool),
-        _maybe("probe_train_images", int, low=2, high=MAX_INSTANCES),
-        _maybe("probe_test_images", int, low=2, high=MAX_INSTANCES),
-        _maybe(
-            "validation_fraction",
-            float,
-            low=0,
-            high=1,
-            low_open=True,
-            high_open=True,
-            hint="the share of the probes' train split held out as a validation split, e.g. 0.2",
-        ),
-        _maybe("arch", str, max_length=MAX_NAME),
-        _maybe("dataset", str),
-        _maybe("data_root", PurePath),
-        _maybe("val_root", PurePath),
-        _maybe("cifar_stem_padding", int, low=0, high=8),
-        _maybe("encoder", str),
-        _maybe("backbone_prefix", str),
-        _maybe("projector_prefix", str),
-        _DEVICE,
-        _opt(
-            "encode_batch_size",
-            int,
-            low=1,
-            high=MAX_BATCH,
-            hint="images per encoding batch",
-        ),
-        _WORKERS,
-        _opt("amp", bool),
-        _opt("overwrite", bool),
-        # embeddings files only: the two arrays that are the views, and whether they come
-        # from two encoders (None: when --keys names them)
-        _maybe("keys", str, hint="two array names, e.g. image_embeds,text_embeds"),
-        _maybe("cross_modal", bool),
-        # the side of the images encoded (--image-size; cl_diag.analyze's image_size)
-        _maybe("image_size", int, low=1, high=MAX_IMAGE_SIZE, hint="the crop side in pixels"),
-    ),
-    (
-        # one encoding batch of images: batch x 3 channels x side^2 float32 numbers
-        Product(
-            ("encode_batch_size", "image_size", "image_size"),
-            1 << 30,
-            "one encoding batch of images (3 channels)",
-            "encode_batch_size",
-            factor=3,
-        ),
-    ),
-)
 
 # --------------------------------------------------------------------------- synth, sweep
 
@@ -728,9 +661,6 @@ MONITOR = OptionTable(
         _opt("step", int, low=0, high=MAX_STEPS),
     ),
 )
-
-#: ``cl_diag.measure``'s keywords: the pair options.
-MEASURE = ANALYZE.only((o.name for o in _PAIRS), name="measure")
 
 #: the arrays of an embeddings file read as its two views when ``--keys`` is not given
 DEFAULT_KEYS = ("z1", "z2")

@@ -196,10 +196,20 @@ def read_recipe(path: str | Path, command: Any) -> dict[str, Any]:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise UserError(f"{kind} {p} is not valid TOML: {exc}.") from None
     kinds = option_types(command)
-    valid = ", ".join(sorted(k.replace("_", "-") for k in kinds if k not in COMMAND_LINE_ONLY))
+    # an option spelt otherwise on the command line (--rename fills renames) is keyed so too
+    spelt = {
+        flag.removeprefix("--").replace("-", "_"): param.name
+        for param in getattr(command, "params", ())
+        for flag in param.opts
+        if flag.startswith("--") and param.name in kinds
+    }
+    key_of = {name: key for key, name in spelt.items()}
+    valid = ", ".join(
+        sorted(key_of.get(k, k).replace("_", "-") for k in kinds if k not in COMMAND_LINE_ONLY)
+    )
     out: dict[str, Any] = {}
     for key, value in raw.items():
-        name = key.replace("-", "_")
+        name = spelt.get(key.replace("-", "_"), key.replace("-", "_"))
         if isinstance(value, dict):
             raise UserError(
                 f"{kind} {p}: [{key}] is a table; a {kind} is a flat list of options. Valid keys: "

@@ -25,16 +25,14 @@ import cl_diag
 from cl_diag.cli import app
 from cl_diag.errors import UserError
 from cl_diag.options import (
-    ANALYZE,
     CLI,
-    MEASURE,
     PYTHON,
     OptionError,
     Spelling,
     check_values,
     in_config,
 )
-from cl_diag.orchestration.analysis_config import AnalyzeConfig
+from cl_diag.orchestration.analysis_config import ANALYZE, MEASURE, AnalyzeConfig
 from cl_diag.trainconfig import RUN_CONFIG, TRAIN, TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,6 +49,8 @@ def check(name: str, value: typing.Any, spelling: Spelling = CLI) -> typing.Any:
 def _kind(annotation: typing.Any, name: str) -> type:
     """The declared kind an annotation stands for: a path option is declared PurePath and
     held as a str (train) or a Path (analyze)."""
+    if typing.get_origin(annotation) is tuple:
+        return tuple
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
     base = args[0] if args else annotation
     paths = {"data_root", "val_root", "out", "resume", "input"}
@@ -75,20 +75,44 @@ def test_every_train_option_is_declared_once_with_its_type():
     assert cli - {"recipe_name"} == set(fields)
 
 
-def test_every_analyze_option_is_declared_with_its_type():
+def test_every_analyze_option_is_declared_once_with_its_type():
+    """AnalyzeConfig's fields are ANALYZE's options, in order, each of its annotation's kind
+    with a default that passes its own declaration; the command is made from them: one
+    parameter per field (the input a positional argument), with the field's help and panel."""
     hints = typing.get_type_hints(AnalyzeConfig)
-    lists = {"layers", "probes", "renames"}  # names lists: parsed and checked by analyze
+    fields = [f.name for f in dataclasses.fields(AnalyzeConfig)]
+    assert list(ANALYZE.names) == fields
     for f in dataclasses.fields(AnalyzeConfig):
-        if f.name in lists:
-            continue
         option = ANALYZE[f.name]
         assert option.kind is _kind(hints[f.name], f.name), f.name
         if f.default is not dataclasses.MISSING:
             assert option.normalise(f.default) == f.default, f.name
-    declared = set(ANALYZE.names) - {"input", "out"}
-    cli = {p.name for p in _command("analyze").params if p.param_type_name == "option"}
-    assert declared <= cli
+    params = {p.name: p for p in _command("analyze").params}
+    assert params["input"].param_type_name == "argument"
+    options = {n for n, p in params.items() if p.param_type_name == "option"}
+    assert options - {"probe", "quiet", "batch_size", "help"} == set(fields) - {"input"}
+    for name in set(fields) - {"input"}:
+        assert params[name].help == ANALYZE[name].help, name
+        assert params[name].rich_help_panel == (ANALYZE[name].panel or None), name
+    assert params["renames"].opts == ["--rename"] and params["renames"].multiple
+    assert params["out"].default is None  # <source>-analysis, read by from_command_line
+    assert params["probes"].default == "all"
     assert set(MEASURE.names) == {"n_ref", "pairs", "num_pairs", "seed", "block_size", "hist_bins"}
+
+
+def test_a_probe_suite_keys_an_option_as_the_command_line_spells_it(tmp_path):
+    """``rename`` in a probe suite fills the field --rename fills (renames)."""
+    from cl_diag.recipes import read_recipe
+
+    suite = tmp_path / "suite.toml"
+    suite.write_text('rename = ["^net\\\\.=backbone."]\nlayers = "all"\n', encoding="utf-8")
+    assert read_recipe(suite, _command("analyze")) == {
+        "renames": ["^net\\.=backbone."],
+        "layers": "all",
+    }
+    suite.write_text("renames = 5\n", encoding="utf-8")
+    with pytest.raises(UserError, match="must be a list"):
+        read_recipe(suite, _command("analyze"))
 
 
 def test_the_losses_that_take_views_and_queues_are_named_where_the_options_are():

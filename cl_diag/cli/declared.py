@@ -12,12 +12,12 @@ from __future__ import annotations
 import inspect
 import typing
 from collections.abc import Callable
-from dataclasses import fields
+from dataclasses import MISSING, fields
 from typing import Any, TypeVar
 
 import typer
 
-from cl_diag.options import OptionTable
+from cl_diag.options import OptionTable, declaration
 
 __all__ = ["declared_options"]
 
@@ -26,7 +26,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def declared_options(config: type, table: OptionTable) -> Callable[[F], F]:
     """Decorate a command ``f(..., **options)``: its ``**options`` become one parameter per
-    field of ``config`` (declared in ``table``), in declaration order, after ``f``'s own."""
+    field of ``config`` (declared in ``table``), in declaration order, after ``f``'s own: a
+    positional argument where the declaration names one, else an option, in the form on the
+    command line the declaration gives (``cli``: type and default) or the field's."""
 
     def decorate(command: F) -> F:
         signature = inspect.signature(command)
@@ -35,19 +37,28 @@ def declared_options(config: type, table: OptionTable) -> Callable[[F], F]:
         config_hints = typing.get_type_hints(config)
         params = list(own)
         for f in fields(config):
-            declared = table[f.name]
-            info = typer.Option(
-                f.default, *declared.flags, help=declared.help, rich_help_panel=declared.panel
-            )
+            declared, spec = table[f.name], declaration(f)
+            annotation, default = spec["cli"] or (config_hints[f.name], f.default)
+            if spec["argument"]:
+                info = typer.Argument(
+                    ... if default is MISSING else default,
+                    help=declared.help,
+                    metavar=spec["argument"],
+                    show_default=False,
+                )
+            else:
+                info = typer.Option(
+                    default,
+                    *declared.flags,
+                    help=declared.help,
+                    rich_help_panel=declared.panel or None,
+                )
             params.append(
                 inspect.Parameter(
-                    f.name,
-                    inspect.Parameter.KEYWORD_ONLY,
-                    default=info,
-                    annotation=config_hints[f.name],
+                    f.name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=annotation
                 )
             )
-            hints[f.name] = config_hints[f.name]
+            hints[f.name] = annotation
         command.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
         command.__annotations__ = hints
         return command

@@ -60,8 +60,8 @@ def _analysis_fields(probe: str | None) -> dict[str, Any]:
     """The AnalyzeConfig fields a probe suite sets, read as ``analyze --probe`` reads them."""
     if probe is None:
         return {}
-    from cl_diag.cli.analyze import _names, renamed_batch_size
-    from cl_diag.orchestration.analysis_config import PROBES, AnalyzeConfig
+    from cl_diag.cli.analyze import renamed_batch_size
+    from cl_diag.orchestration.analysis_config import PROBES, AnalyzeConfig, option_names
     from cl_diag.recipes import read_recipe
     from cl_diag.vocabulary import LAYERS
 
@@ -72,7 +72,7 @@ def _analysis_fields(probe: str | None) -> dict[str, Any]:
     values = {key: value for key, value in suite.items() if key in names}
     for key, allowed in (("layers", LAYERS), ("probes", PROBES)):
         if key in values:
-            values[key] = _names(values[key], allowed, f"--{key}", none=key == "probes")
+            values[key] = option_names(values[key], allowed, key, none=key == "probes")
     return values
 
 

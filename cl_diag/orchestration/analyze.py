@@ -54,7 +54,6 @@ from cl_diag.measurement.theory import delta, theory_panel
 from cl_diag.models import CheckpointFile, KeyMapping, Subject, read_checkpoint_file
 from cl_diag.models.subject import check_modules
 from cl_diag.options import (
-    ANALYZE,
     CLI,
     MAX_BLOCK_SIZE,
     PYTHON,
@@ -62,6 +61,7 @@ from cl_diag.options import (
     check_products,
 )
 from cl_diag.orchestration.analysis_config import (
+    ANALYZE,
     EMBEDDINGS_FIELDS,
     FILE_FIELDS,
     MODULE_INPUT,
@@ -821,9 +821,8 @@ def _check_encoding_batch(
     config: AnalyzeConfig, subject: Subject, name: str, spelling: Spelling
 ) -> None:
     """The encoding batch of images (encode batch x 3 x side^2) within its declared bound
-    (:data:`cl_diag.options.ANALYZE`), before any image is read; the side is the one the
-    subject's data is cropped to (its checkpoint's, the module's ``image_size``, or the
-    dataset's own)."""
+    (:data:`ANALYZE`), before any image is read; the side is the one the subject's data is
+    cropped to (its checkpoint's, the module's ``image_size``, or the dataset's own)."""
     from cl_diag.training.augment import default_image_size
 
     spec = subject.data_spec
