@@ -9,16 +9,10 @@ The Python API (README "Python API"; :mod:`cl_diag.api`)::
     cl_diag.compare([res, "b/result.json"], out="cmp/")  # results and paths alike
     mon = cl_diag.Monitor(n_ref=len(train_set), log_every=50)   # in any training loop
 
-See README.md for the commands and the result.json schema, and ``cl_diag.losses`` for the
-loss library. The names above are imported on first use, so ``import cl_diag`` stays cheap
-(no torch, no pandas) and never imports an optional extra (lightning, timm, lightly).
-
-This root is also where the layers meet: :meth:`cl_diag.result.Result.save` writes a result's
-analysis folder (result.json and the reports), but the result model is the bottom layer and may
-not import the reports above it, so the root, which Python imports before any module of the
-package, gives it the writer and a result's short form through :mod:`cl_diag.upcalls`, which
-imports nothing: the root imports neither the result model nor what the writer needs, so that
-``import cl_diag`` and every ``cl-diag --help`` stay instant (issue 25).
+The names above are imported on first use, so ``import cl_diag`` stays cheap (no torch, no
+pandas, no optional extra). The root also hands the bottom-layer result model its writer
+(:meth:`cl_diag.result.Result.save` renders reports, which sit above it) through
+:mod:`cl_diag.upcalls`, which imports nothing, so that every ``cl-diag --help`` stays instant.
 """
 
 from __future__ import annotations

@@ -11,15 +11,10 @@
     cl_diag.load("out/result.json")   # -> the same typed object, schema-checked
     cl_diag.compare([res, "b/result.json"], out="cmp/")   # results and paths, mixed
 
-The commands are thin wrappers over the same functions: ``cl-diag analyze`` of an embeddings
-file measures with :func:`cl_diag.orchestration.analyze.measure_embeddings` and writes with
-:func:`cl_diag.orchestration.analyze.write_analysis`, as :func:`measure` and
-:meth:`cl_diag.result.Result.save` do (:func:`load` is :func:`cl_diag.result.load`);
-``cl-diag compare`` and :func:`compare` both run :func:`cl_diag.orchestration.compare.compare`.
-A mistake in the input (NaN rows, a bad option, an unreadable result file) raises
+The commands are thin wrappers over the same functions (``cl-diag analyze`` of an embeddings
+file and :func:`measure` both call
+:func:`cl_diag.orchestration.analyze.measure_embeddings`), and a mistake in the input raises
 :class:`cl_diag.errors.UserError` with the message the CLI prints.
-
-The training monitor, :class:`cl_diag.Monitor`, lives in :mod:`cl_diag.measurement.monitor`.
 """
 
 from __future__ import annotations
@@ -56,32 +51,19 @@ def measure(
 ) -> Result:
     """Measure two views' embeddings: the result ``cl-diag analyze`` gives for them in a file.
 
-    ``z1``, ``z2``: torch tensors or numpy arrays of shape (n, d), row i of each the two
-    views of instance i (rounded to float32 as a file's are; a tensor is measured on its
-    device). Or ``z1`` a dict of arrays (e.g. ``dict(np.load("clip.npz"))``) and ``z2``
-    omitted: ``keys`` names its two views, view 1 first (``("image_embeds",
-    "text_embeds")`` or ``"image_embeds,text_embeds"``; default ``z1``, ``z2``), and its
-    ``labels`` array, if any, gives the labels; a missing name is a :class:`UserError`
-    listing the arrays present. ``cross_modal``: the views come from two encoders, so the
-    modality gap is measured (default: when ``keys`` is given; as ``--cross-modal``).
-    ``probes``: "all", "none", "retrieval" or a list, as ``--probes``: retrieval of the
-    positive in both directions (exact pairs only); the probes that need a dataset's labelled
-    splits are listed as skipped. ``labels``: n integer class labels (adds the by-class split
-    of the negatives).
-    ``n_ref``: the number of training instances of the threshold delta = -1/(n_ref - 1)
-    (default n). ``pairs``: "exact" (all pairs, streamed), "sampled" (``num_pairs`` per
-    type, drawn with ``seed``) or "moments" (exact means and variances over all pairs in
-    O(n d^2), the rest estimated from ``num_pairs`` sampled pairs per type);
-    ``block_size`` rows per streamed block (default from a memory budget); ``hist_bins``
-    bins of the stored histogram.
+    ``z1``, ``z2``: torch tensors or numpy arrays of shape (n, d), row i of each the two views of
+    instance i (rounded to float32 as a file's are; a tensor is measured on its device). Or
+    ``z1`` a dict of arrays (``dict(np.load("clip.npz"))``) and ``z2`` omitted: ``keys`` names
+    its two views (``("image_embeds", "text_embeds")``; default ``z1``, ``z2``) and its
+    ``labels`` array gives the labels. ``cross_modal``: the views come from two encoders, so the
+    modality gap is measured (default: when ``keys`` is given). ``probes``: as ``--probes``; an
+    embeddings file gets retrieval (exact pairs only). ``labels``: n class labels (the by-class
+    split of the negatives). The other keywords are ``cl-diag analyze``'s pair options
+    (``n_ref``, ``pairs``, ``num_pairs``, ``seed``, ``block_size``, ``hist_bins``).
 
-    The statistics of each pair type (Lee et al., ICML 2025): count, mean, population
-    variance, std, min, max, quantiles, histogram; for negatives the excessive ratio
-    #{s < delta} / count (and the count below delta - 0.001, ``excessive_margin_count``);
-    and the layer's geometry (alignment, uniformity, RankMe, the Thm 5.2 ceiling), under
-    the layer ``"embedding"``. The result's ``source`` is
-    ``{"kind": "arrays", "sha256": ...}`` (the arrays' digest, see
-    :func:`cl_diag.io.embeddings.embeddings_from_arrays`).
+    The result holds the layer ``"embedding"``: each pair type's statistics (Lee et al., ICML
+    2025) with the excessive ratio of the negatives, and the layer's geometry; its ``source`` is
+    ``{"kind": "arrays", "sha256": ...}`` (:func:`cl_diag.io.embeddings.embeddings_from_arrays`).
     """
     from cl_diag.io.embeddings import embeddings_from_arrays, missing_keys_message
     from cl_diag.options import DEFAULT_KEYS, LABELS_KEY, PROBES, PYTHON, split_keys

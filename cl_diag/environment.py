@@ -1,32 +1,17 @@
 """The environment fingerprint: what a run's bits depend on besides its inputs, seed and options.
 
-Floating-point training is exact only in one environment. The same checkpoint, options and seed
-give the same bytes when everything below is equal, and in general differ in their last bits
-when any of it changes, after which chaotic amplification through ReLU and max-pool kinks turns
-a 1e-7 difference into a new replicate within a few hundred steps (docs/reproducibility.md):
-
-* ``cpu``: the CPU model, the machine type and the ATen CPU capability torch actually dispatches
-  to (``torch.backends.cpu.get_cpu_capability()``: DEFAULT, AVX2, AVX512, ... -- vectorised
-  reductions sum in an order that depends on the vector width);
-* ``threads``: intra-op and inter-op threads (parallel reductions split their sums by thread),
-  data-loader workers, and the processes of a torchrun job;
-* ``device``: where the run computed ("cpu" or "cuda"), and for CUDA the GPU, its compute
-  capability, the CUDA runtime and driver and cuDNN (``cuda``; None on CPU);
-* ``libraries``: Python, cl-diag, torch (with its git revision), torchvision, numpy, scipy and
-  numba (which compiles the exact pair pass for this CPU);
-* ``builds``: the BLAS and LAPACK torch was built with, its oneDNN (MKL-DNN) version and its
-  parallel backend; numpy's BLAS and the SIMD extensions its dispatcher found on this CPU;
-* ``flags``: deterministic algorithms, cuDNN's deterministic and benchmark modes, TF32 for
-  matmul and cuDNN, the float32 matmul precision and whether oneDNN is enabled;
-* ``variables``: the environment variables that change kernels or threads
-  (:data:`VARIABLES`), None where unset.
-
-Nothing in it varies from run to run on one machine: no time, no host name, no path, no process
-id. So an equal fingerprint is a promise of equal bytes, and the fingerprint itself never breaks
-them. :func:`fingerprint` collects it; :func:`differences` names the fields two fingerprints
-disagree on.
-
-The reports render fingerprints with :mod:`cl_diag.report.environment`.
+Floating-point training is exact only in one environment: when anything below changes, the
+last bits differ and training amplifies them into a new replicate within a few hundred steps
+(docs/reproducibility.md). The fingerprint records ``cpu`` (model, machine, the ATen CPU
+capability torch dispatches to), ``threads`` (intra-/inter-op, loader workers, torchrun
+processes), ``device`` (and for CUDA the GPU, capability, runtime, driver and cuDNN),
+``libraries`` (Python, cl-diag, torch with its revision, torchvision, numpy, scipy, numba),
+``builds`` (torch's BLAS, LAPACK, oneDNN and parallel backend; numpy's BLAS and SIMD),
+``flags`` (determinism, cuDNN modes, TF32, matmul precision) and ``variables``
+(:data:`VARIABLES`, None where unset). Nothing in it varies between runs on one machine (no
+time, host or path), so an equal fingerprint promises equal bytes. :func:`fingerprint`
+collects it; :func:`differences` names the fields two disagree on;
+:mod:`cl_diag.report.environment` renders it.
 """
 
 from __future__ import annotations

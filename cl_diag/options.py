@@ -1,37 +1,19 @@
 """Every option of cl-diag declared once: its type, its bounds, the fix a message names, and
 the products of options that bound what a run allocates.
 
-In the spirit of scikit-learn's declared parameter constraints (``_parameter_constraints``
-checked by ``validate_params``), one :class:`Option` per option says what a value must be;
-:func:`check` (one value) and :func:`check_values` (a whole config, then its
-:class:`Product` bounds) turn a bad value into a :class:`OptionError` (a
-:class:`~cl_diag.errors.UserError`: exit 2 on the command line, the exception in Python)
-whose message names the option *as the user wrote it*:
+In the spirit of scikit-learn's declared parameter constraints, one :class:`Option` per
+option says what a value must be (a config's fields declare theirs with :func:`option`), and
+:func:`check_values` turns a bad value into an :class:`OptionError` (a
+:class:`~cl_diag.errors.UserError`) naming the option *as the user wrote it*: ``CLI``
+(``--batch-size 0 must be in [2, 1048576] (...)``), ``PYTHON`` (``batch_size=0 ...``) or
+:func:`in_config` (``runs/a/last.pt is a damaged cl-diag checkpoint: config.batch_size =
+-4 ...``). So the same declarations check the command line, the Python API and every stored
+config. A :class:`Product` bounds the product of several options (a 65536-wide hidden layer
+times a 65536-wide output is 16 GiB) and names the option to lower. Choices that depend on
+what is installed (``timm:NAME``) or on another option (a loss's hyper-parameters) are
+checked where that knowledge lives.
 
-* ``CLI``: ``--batch-size 0 must be in [2, 1048576] (a batch of 1 has no negative pairs).``
-  (the commands, recipes, sweep grids);
-* ``PYTHON``: ``batch_size=0 must be in [2, 1048576] (...)`` (``cl_diag.measure``,
-  ``cl_diag.analyze``, ``cl_diag.Monitor``);
-* :func:`in_config` ``(where)``: ``runs/a/last.pt is a damaged cl-diag checkpoint:
-  config.batch_size = -4 must be in [2, 1048576] (...). Give the last.pt ...`` (a training
-  config read back from a checkpoint; ``checkpoint=False`` for one passed as
-  ``training_config``).
-
-The same declarations therefore check the command line, the Python API and every
-checkpoint's stored config: a typed config parser calls :func:`check` per field.
-
-Products: each option can be within its bounds while their product is not (a 65536-wide
-projector hidden layer times a 65536-wide output is a 16 GiB matrix). A :class:`Product`
-bounds the product of several options' values (with a constant factor: bytes, channels)
-and names the option to lower, with the largest value that fits.
-
-Choices that depend on what is installed (``--arch timm:NAME``) or on another option (a
-loss's hyper-parameters, declared by the loss as :class:`~cl_diag.losses.HParam` and
-checked when the loss is resolved) are checked where that knowledge lives; here they are
-declared with their type.
-
-This module imports nothing heavy (no torch, numpy or pandas): the command line checks its
-options before any of those load.
+This module imports nothing heavy: the command line checks its options before torch loads.
 """
 
 from __future__ import annotations

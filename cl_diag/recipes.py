@@ -1,30 +1,17 @@
-"""TOML recipes for any Typer command: keys are the command's option names.
+"""TOML recipes for any Typer command: keys are the command's option names (``cl-diag recipes``,
+:mod:`cl_diag.cli.recipes`, lists the bundled ones).
 
-(:mod:`cl_diag.cli.recipes` is the ``cl-diag recipes`` command that lists them: the same concept
-at the command line's layer.)
-
-A recipe is a flat TOML table whose keys are option names of one command, written with
-dashes or underscores (``batch-size = 64`` or ``batch_size = 64``)::
+A recipe is a flat TOML table of one command's options, with dashes or underscores::
 
     # trainers/dcl-vrn.toml
     loss = "dcl"
     vrn = 30
     batch-size = 32
 
-``cl-diag train trainers/dcl-vrn.toml --batch-size 64`` means "that recipe, with one option
-overridden": an option given explicitly on the command line wins over the recipe, which
-wins over the option's default. Which options were given is asked of click
-(``ctx.get_parameter_source``), so passing an option with its default value still counts.
-
-Used by ``train`` (trainers/*.toml), ``analyze`` (probes/*.toml) and ``sweep``; nothing
-here knows about any one command. The options a recipe may set come from a click command
-(``ctx.command``) or, without click, from a config dataclass whose fields are the options
-(:class:`cl_diag.orchestration.train.TrainConfig`); either way the merge is one path,
-:func:`merge_layers`: defaults, then the recipe, then what the user set explicitly.
-
-    values, explicit = apply_recipe(ctx, recipe_path)           # inside a Typer command
-    recipe = read_recipe(path, command_or_config_class)          # validate a file without running
-    values, given = merge_layers(defaults, recipe, overrides)    # the same merge, without click
+An option given on the command line wins over the recipe, which wins over the default; which
+options were given is asked of click (``ctx.get_parameter_source``), so an option passed at its
+default still counts. The options come from a click command or, without click, from a config
+dataclass (how the sweep reads train recipes); either way the merge is :func:`merge_layers`.
 """
 
 from __future__ import annotations

@@ -1,32 +1,22 @@
 """What a run was trained with, typed and parsed once: :class:`RunConfig`.
 
-A checkpoint records its training config as a JSON object (``cl-diag train``'s options,
-:meth:`cl_diag.orchestration.train.ResolvedTrainConfig.record`; solo-learn's and DINO's
-arguments translated into the same vocabulary by :mod:`cl_diag.models.foreign`), and
-result.json keeps that object as it was (``Result.config``, its bytes untouched). Every reader
-of it -- the theory panel, the reports and their findings, ``compare`` -- takes the
-:class:`RunConfig` that :func:`parse_run_config` (or :meth:`RunConfig.of` for a result) makes
-of it, so each key has one meaning:
+A checkpoint records its training config as a JSON object (``cl-diag train``'s options;
+solo-learn's and DINO's arguments translated into the same vocabulary), and result.json keeps
+it as it was. Every reader -- the theory panel, the reports and their findings, ``compare`` --
+takes the :class:`RunConfig` :func:`parse_run_config` makes of it, so each key has one meaning:
 
-* ``loss`` is the loss's name (``loss``, or ``loss.name`` in a nested config);
-* ``vrn`` (:class:`Vrn`) is the VRN regulariser of Def. 5.7: a number is its weight λ (0 = off);
-  a nested ``{"enabled": ..., "lambda": ...}`` is off when ``enabled`` is false, else its
-  ``lambda``; ``true`` or ``{"enabled": true}`` without a weight is *on, weight not recorded*
-  (``weight`` None), never a weight of 0 or 1 made up by a reader;
-* ``vrn_tuning`` (or ``vrn.tuning``, :class:`VrnTuning`) records how λ was chosen, when it
-  was tuned: ``{"grid": [0.1, 0.3, 1, 3, 10, 30, 100], "selected": 3, "split": "validation",
-  "criterion": "linear top-1"}``; ``cl-diag train`` writes it flat, as its options
-  ``vrn_tuning_grid`` (the grid as text, "0.1,0.3,1"), ``vrn_tuning_split`` and
-  ``vrn_tuning_criterion``, with the run's own λ selected (:data:`TRAIN_TUNING_KEYS`), read
-  here under the nested names;
-* ``batch_size`` is the global training batch m (per-device sizes are recorded apart, as
-  ``batch_size_per_device``); a result whose config lacks it takes its theory panel's;
+* ``loss``: the loss's name (``loss``, or ``loss.name`` nested);
+* ``vrn`` (:class:`Vrn`, Def. 5.7): a number is the weight λ (0 = off); a nested
+  ``{"enabled": ..., "lambda": ...}`` is off when not enabled, else its ``lambda``; ``true``
+  without a weight is *on, weight not recorded*, never a weight a reader made up;
+* ``vrn_tuning`` (or ``vrn.tuning``, :class:`VrnTuning`): how λ was chosen,
+  ``{"grid": [...], "selected": 3, "split": "validation", "criterion": "linear top-1"}``;
+  ``cl-diag train`` writes it flat (:data:`TRAIN_TUNING_KEYS`), read here nested;
+* ``batch_size``: the global training batch m;
 * the loss's hyper-parameters (``temperature``, ``bias``, ``alpha``, ...) as recorded.
 
-:attr:`RunConfig.options` is the whole config flattened to dotted keys, under the canonical
-names above (``loss``, ``batch_size``, ``temperature``, ``vrn``, ``seed``) and without ``out``
-(where a run was written is not what it trained): what the reports' run labels, replicate
-groups and option studies compare, option by option, without reading any one key's meaning.
+:attr:`RunConfig.options` is the config flattened to dotted keys under these names, without
+``out``: what run labels, replicate groups and option studies compare.
 
 Example::
 

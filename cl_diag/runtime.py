@@ -1,34 +1,20 @@
 """Where a command runs: its device, its DataLoader workers, and its place among the ranks of a
 ``torchrun`` job -- one module for what ``train``, ``analyze`` and the measurements share.
 
-* :func:`resolve_device` turns ``--device`` (auto, cpu, cuda) into a ``torch.device``, with a
-  :class:`~cl_diag.errors.UserError` when CUDA is asked for and absent;
-  :func:`default_workers` / :func:`resolve_workers` the DataLoader workers (none on a CPU, up
-  to 8 on CUDA); :func:`amp_dtype` the autocast dtype of ``--precision``.
-* :class:`Runtime` is a process's device and :class:`Ranks`; :meth:`Runtime.start` joins the
-  process group torchrun describes (env:// init; NCCL on CUDA, gloo on CPU) and
-  :meth:`Runtime.close` leaves it.
-* :class:`Ranks` spreads work over the ranks so that the result does not depend on K.
+:func:`resolve_device` turns ``--device`` into a ``torch.device`` (a UserError when CUDA is
+asked for and absent), :func:`resolve_workers` the DataLoader workers (none on a CPU, up to 8
+on CUDA), :func:`amp_dtype` the autocast dtype. :class:`Runtime` is a process's device and
+:class:`Ranks`; :meth:`Runtime.start` joins the process group torchrun describes (NCCL on
+CUDA, gloo on CPU).
 
-Work spread over ranks: the measurements that visit every pair (exact pair statistics,
-uniformity) and the encoding of the views are lists of independent *tasks* (a similarity
-tile, a batch of images), each identified by its position in the single-process order. With
-K ranks every rank holds the same inputs, :meth:`Ranks.share` gives each rank a fixed subset
-of the tasks, each rank computes its tasks exactly as a single process would (same shapes,
-same kernels), and :meth:`Ranks.gather` hands every rank the partial results of all ranks.
-The caller then reduces them *in task order*, as one process does, so K ranks produce the
-same bits as one:
-
-* float64 sums and Chan's M2 are reduced from the per-task parts sorted by task key;
-* below-threshold counts and histogram bins are integers, whose sum has no order;
-* encoded batches are concatenated in batch order.
-
-Every rank ends with the same result; the caller decides who writes (rank 0).
-
-Collectives use the default process group of ``torch.distributed`` (gloo on CPU, NCCL on
-CUDA, which is why only picklable objects are exchanged: ``all_gather_object`` moves them
-to the current CUDA device itself). :class:`Ranks` with ``world == 1`` needs no process
-group and never communicates.
+:class:`Ranks` spreads work so that the result does not depend on the number of ranks K: the
+measurements that visit every pair and the encoding of the views are lists of independent
+*tasks* (a tile, a batch), each identified by its place in the single-process order;
+:meth:`Ranks.share` gives each rank a fixed subset, each computes its tasks as one process
+would, :meth:`Ranks.gather` hands every rank all partial results, and the caller reduces them
+*in task order* (float64 sums sorted by task key, integer counts, batches concatenated), so K
+ranks give the same bits as one. Only picklable objects are exchanged; ``world == 1`` needs
+no process group.
 """
 
 from __future__ import annotations

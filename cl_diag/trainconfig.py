@@ -1,21 +1,12 @@
 """``cl-diag train``'s options, each declared once: :class:`TrainConfig`.
 
-Each field is one option of ``cl-diag train``: its type (the annotation), default, ``--help``
-panel and text, bounds and choices (:func:`cl_diag.options.option`). Everything else about an
-option is made from that declaration:
-
-* :data:`TRAIN`, the table that checks a value from the command line, a recipe, a sweep
-  cell, the Python API or a checkpoint's stored config (:mod:`cl_diag.options`);
-* the parameters of the ``cl-diag train`` command and its ``--help`` (cl_diag.cli.declared);
-* the groups of options the run treats alike (their ``tags``): :data:`LOSS_HPARAM_FIELDS`,
-  :data:`RESUME_FREE_FIELDS`, :data:`SESSION_FIELDS`, :data:`TUNING_FIELDS`.
-
-:class:`ResolvedTrainConfig` is what a run actually uses: every option filled in and checked,
-plus the values derived from them. It is built by one function,
-:func:`cl_diag.orchestration.train.resolve_config`, and the training loop reads it.
-
-This module imports nothing heavy: the command line builds its options from it before torch
-loads.
+Each field is one option: its type (the annotation), default, ``--help`` panel and text,
+bounds and choices (:func:`cl_diag.options.option`). From it come :data:`TRAIN` (the table
+that checks a value from the command line, a recipe, a sweep cell, the API or a checkpoint's
+stored config), the ``cl-diag train`` command (cl_diag.cli.declared) and the groups of options
+the run treats alike (their ``tags``). :class:`ResolvedTrainConfig` is what a run uses, built
+by :func:`cl_diag.orchestration.train.resolve_config`. Nothing heavy is imported here: the
+command line builds its options before torch loads.
 """
 
 from __future__ import annotations

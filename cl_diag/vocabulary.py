@@ -8,18 +8,12 @@ Sec. 3 and App. B: for n instances with two views u_i, v_i (unit vectors),
 * **cross-view negative** pairs (u_i, v_j), i ≠ j: the n(n−1) ordered pairs;
 * **within-view negative** pairs (u_i, u_j) and (v_i, v_j), i < j: n(n−1) pairs in all.
 
-The threshold every negative is compared with is δ(n) = −1/(n − 1), the similarity of every
-negative pair of the simplex ETF of n instances (Thm 5.1); a negative below it is
-*excessively separated* (Sec. 5). Its one implementation is
-:func:`cl_diag.measurement.theory.delta`; in result.json it is the key ``threshold`` (kept:
-the bytes of every result stay the same), read as :attr:`cl_diag.result.Result.delta`; in
-prose and code it is called δ / ``delta``.
-
-Every module that names a pair type uses :class:`PairType`: its ``value`` is the key of
-result.json (``"cross_view_negative"``), ``short`` the prefix of the training monitor's
-columns (``cross_neg_mean`` in metrics.csv), ``label`` the words a report prints and
-``definition`` the pairs it counts. ``PairType`` is a ``str`` enum, so a member equals its
-key and dicts keyed by the strings of an older result are read with the members.
+A negative below δ(n) = −1/(n − 1), the similarity of every negative pair of the simplex ETF
+of n instances (Thm 5.1), is *excessively separated* (Sec. 5); its one implementation is
+:func:`cl_diag.measurement.theory.delta`, its key in result.json ``threshold``.
+:class:`PairType` is a ``str`` enum whose ``value`` is the key of result.json, ``short`` the
+monitor's column prefix (``cross_neg_mean``), ``label`` the words a report prints and
+``definition`` the pairs it counts.
 """
 
 from __future__ import annotations

@@ -1,20 +1,9 @@
-"""The CLI's one progress display: a rich bar on a terminal, plain lines otherwise.
-
-``train``, ``analyze`` and ``sweep`` all show progress through this module, so their bars look
-alike and ``--quiet`` or a stdout that is not a terminal behave alike. The library below the CLI
-only calls back (``progress=`` arguments); it never prints progress itself.
-
-* :func:`use_bar` -- whether to draw a bar at all;
-* :func:`progress_bar` -- the bar: what | bar | done/total | elapsed | remaining | details;
-* :func:`counter` -- analyze's ``progress(description, total) -> advance(n)`` on a bar;
-* :func:`plain_counter` -- the same as plain lines, at most one every few seconds per task
-  (a pipe, a log file: never a bar's control characters);
-* :class:`TrainDisplay` -- the training loop's callback
-  (:class:`~cl_diag.training.loop.FitProgress`): a bar task showing the latest metrics row, or
-  one plain line per row;
-* :func:`train_display` -- a :class:`TrainDisplay` for ``cl-diag train``, with its own bar;
-* :func:`run_cells` -- ``sweep``'s and ``reproduce``'s display of many runs: one bar over the
-  runs and a training bar per run, or one plain line per run done.
+"""The CLI's one progress display: a rich bar on a terminal, plain lines otherwise (at most one
+every few seconds per task), so that ``train``, ``analyze``, ``sweep`` and ``reproduce`` look
+alike and ``--quiet`` or a pipe behave alike. The library below only calls back
+(``progress=``); it never prints progress itself. :func:`counter` and :func:`plain_counter`
+serve analyze, :class:`TrainDisplay` the training loop, :func:`run_cells` the many runs of a
+sweep or a reproduction.
 """
 
 from __future__ import annotations

@@ -7,32 +7,17 @@ One line in a solo-learn, lightly or any other Lightning setup::
     trainer = lightning.Trainer(callbacks=[MonitorCallback(n_ref=len(train_set), log_every=50)])
 
 After each training batch the callback gives the two views' projections to a
-:class:`cl_diag.Monitor` (no host sync, detached, AMP- and DDP-safe: the views are gathered from
-every rank) and, every ``log_every`` batches, logs the monitor's row with
-``LightningModule.log_dict`` as ``cl_diag/<key>`` (``cl_diag/cross_neg_var``,
-``cl_diag/cross_neg_excessive_ratio``, ...; see :mod:`cl_diag.measurement.monitor`), so the
-values are also in ``trainer.callback_metrics``. Lightning hands the latest logged values to
-the logger every ``Trainer(log_every_n_steps=...)`` optimiser steps: set it to ``log_every``
-(both default to 50) and each row reaches the logger once, at the step that closed it. The
-callback checks this when fitting starts (:func:`cadence_problem`) and warns, naming the value
-to set, when rows would reach the logger late, only some of them, or none.
+:class:`cl_diag.Monitor` (no host sync, detached, AMP- and DDP-safe) and every ``log_every``
+batches logs its row with ``log_dict`` as ``cl_diag/<key>``. Lightning hands logged values to
+the logger every ``log_every_n_steps``: set it to ``log_every`` (both default to 50);
+:func:`cadence_problem` warns, naming the value to set, when rows would arrive late or not at
+all. The loss ``training_step`` returns is averaged over the row's steps as ``loss`` (times
+``accumulate_grad_batches``, which Lightning divides by), beside ``epoch`` and ``lr``, so
+``callback.monitor.to_csv(path)`` writes the columns of ``cl-diag train``'s metrics.csv.
 
-The loss. When ``training_step`` returns a loss (a tensor, or a dict with ``"loss"``), the
-callback gives it to the monitor, and the row holds its mean over the row's steps as ``loss``
-(``cl_diag/loss``), as in ``cl-diag train``'s metrics.csv (with ``accumulate_grad_batches=A``
-Lightning passes on the loss divided by A; the callback multiplies it back). Each row also
-holds the (1-based) ``epoch`` and the first optimiser's ``lr``, so ``callback.monitor.to_csv``
-writes metrics.csv's columns filled.
-
-The hook: where the projections are found, in this order --
-
-1. a method ``cl_diag_views(self, outputs, batch)`` of the LightningModule, returning
-   ``(z1, z2)`` (``outputs`` is what ``training_step`` returned);
-2. the outputs of ``training_step``: a dict with ``"z1"`` and ``"z2"``, or with ``"z"``, a list
-   of the views' projections whose first two are used (solo-learn's methods return this).
-
-The monitor itself is ``callback.monitor``: ``callback.monitor.to_csv(path)`` writes every row
-logged, in the columns of ``cl-diag train``'s metrics.csv.
+The projections are found, in this order: a method ``cl_diag_views(self, outputs, batch)`` of
+the LightningModule returning ``(z1, z2)``; else ``training_step``'s outputs, a dict with
+``"z1"`` and ``"z2"`` or with ``"z"``, a list of views whose first two are used (solo-learn's).
 """
 
 from __future__ import annotations

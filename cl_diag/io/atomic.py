@@ -1,21 +1,11 @@
 """The one atomic file writer: a crash leaves the old file or the new one, never a torn one.
 
-Every file cl-diag writes in place (checkpoints, metrics.csv, result.json, synthetic ``.npz``
-files, report texts) goes through :func:`atomic_write`:
-
-1. write into a temporary file ``.<name>.<pid>-<random>.tmp`` in the *same* folder (so the
-   rename below stays on one file system and is atomic; the process id lets a later run tell
-   a killed writer's leftover from a live one's file, see :mod:`cl_diag.io.leftovers`);
-2. flush and ``fsync`` it (the bytes are on disk before the name points at them);
-3. ``os.replace`` it over the target (atomic on POSIX and Windows);
-4. ``fsync`` the folder (the rename itself survives a power loss).
-
-If anything fails before the rename, the temporary file is removed and the exception
-propagates: the previous file, if any, is untouched. A full disk (or quota, or file-size limit)
-becomes a :class:`~cl_diag.errors.StorageFullError` naming the file (:func:`storage_error`),
-a UserError that is still an OSError. The new file gets the permissions
-``open()`` would have given it (``0o666`` less the umask), or keeps those of the file it
-replaces, rather than the ``0o600`` of :func:`tempfile.mkstemp`.
+:func:`atomic_write` writes a temporary ``.<name>.<pid>-<random>.tmp`` in the *same* folder
+(the process id tells a killed writer's leftover from a live one's, :mod:`cl_diag.io.leftovers`),
+fsyncs it, ``os.replace``-s it over the target and fsyncs the folder. Any failure before the
+rename removes the temporary file and leaves the previous one untouched; a full disk is a
+:class:`~cl_diag.errors.StorageFullError` naming the file. The new file gets the permissions
+``open()`` would give (or those of the file it replaces), not ``mkstemp``'s ``0o600``.
 """
 
 from __future__ import annotations

@@ -1,43 +1,21 @@
 """Reading a user's torch file safely: what kind of file it is, and its one safe ``torch.load``.
+What a loaded payload *means* is decided a layer up, in :mod:`cl_diag.models.checkpoints`.
 
-One concept at two layers: this module reads the bytes (sniffing, the safe load);
-:mod:`cl_diag.models.checkpoints`, a layer up, says what the loaded file is (embeddings, a
-cl-diag checkpoint, a foreign layout) and reads the cl-diag checkpoint format.
+* :func:`sniff` tells an ``.npz`` archive, a torch file (zip, or a legacy raw pickle) and
+  anything else apart by content.
+* :func:`safe_torch_load` is the package's only ``torch.load``, always ``weights_only=True``:
+  a file is data, never code. Every failure is one :class:`TorchFileError` whose ``reason`` is
+  ``missing``, ``unreadable``, ``not-torch``, ``damaged``, ``pickled-code`` or ``too-large``,
+  decided from the file (the pickle disassembled with :mod:`pickletools`, which executes
+  nothing), not from torch's wording. Beyond torch's allowlist it accepts data that runs no
+  code when unpickled: ``argparse.Namespace`` (DINO's ``args``) and numpy arrays, dtypes and
+  scalars.
 
-* :func:`sniff` tells an ``.npz`` archive, a torch file and anything else apart by content
-  (``torch.save`` writes a zip archive, torch < 1.6 and legacy Lightning files a raw pickle).
-* :func:`safe_torch_load` is the only ``torch.load`` of the package. It always passes
-  ``weights_only=True``: a file is data, never code. Every failure becomes one
-  :class:`TorchFileError` (a :class:`~cl_diag.errors.UserError`) whose ``reason`` names which
-  of six things went wrong: ``missing`` (no such file, or a folder), ``unreadable`` (the OS
-  refused), ``not-torch`` (neither a zip archive nor a pickle), ``damaged`` (truncated,
-  corrupt, or a pickle torch cannot read), ``pickled-code`` (the pickle calls functions or
-  classes the weights-only unpickler does not allow, which could run arbitrary code) and
-  ``too-large`` (what the file declares would take more memory than its size allows, see
-  below).
-
-Beyond torch's own allowlist, data that runs no code when unpickled is accepted:
-``argparse.Namespace``, which DINO's and other research code's checkpoints carry as their
-``args`` (a plain attribute bag: unpickling one only fills its ``__dict__``), and numpy arrays,
-dtypes and scalars, which ``torch.save`` of a dict holding numpy arrays writes (numpy rebuilds
-them from their shape, dtype and bytes; these are the globals torch's documentation names for
-loading numpy arrays with ``weights_only=True``).
-
-Memory is bounded by what cl-diag allocates, never by what the file declares
-(:func:`check_decoded_size`): a legacy (non-zip) file's declared storage sizes are checked
-against the file's size before ``torch.load`` allocates them (in a zip archive torch checks
-each storage against its record), and what ``torch.load`` returns is measured as it would be
-once every shared reference is expanded -- a stride-0 (``expand``-ed) view counts its logical
-size, a list repeated through the pickle's memo each of its uses -- and refused when that
-passes :data:`EXPANSION_SLACK` plus :data:`EXPANSION_RATIO` times the file's size, before
-anything reads it further.
-
-Which failure it was is decided from the file, not from torch's wording (which changes
-between releases): the pickle is disassembled with :mod:`pickletools`, which never executes
-anything, and every global it would import is compared with torch's allowlist.
-
-What a payload *means* (a cl-diag checkpoint, solo-learn's, a plain state dict, an embeddings
-dict) is decided above this layer, in :mod:`cl_diag.models.checkpoints`.
+Memory is bounded by what cl-diag allocates, not by what the file declares
+(:func:`check_decoded_size`): a legacy file's storage sizes are checked against its size
+before loading, and the loaded payload is measured with every shared reference expanded
+(a stride-0 view at its logical size, a memo-repeated list at each use) and refused beyond
+:data:`EXPANSION_SLACK` plus :data:`EXPANSION_RATIO` times the file's size.
 """
 
 from __future__ import annotations

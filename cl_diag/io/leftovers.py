@@ -1,20 +1,10 @@
 """What a killed cl-diag left behind, found by name and removed by the next run in that folder.
 
-Two kinds of temporary things carry the id of the process that made them, so that a later run
-can tell a leftover (its process is gone) from the work of a run still going on beside it:
-
-* the atomic writer's temporary files, ``.<name>.<pid>-<random>.tmp`` beside their target
-  (:mod:`cl_diag.io.atomic`);
-* the staging folders of a command's outputs, ``.cl-diag-staging-<pid>-<random>`` inside
-  ``--out`` or beside it (:mod:`cl_diag.io.output`), each holding cl-diag's marker file.
-
-A SIGKILL, a power loss or an out-of-memory kill gives the process no chance to remove them;
-:func:`remove_leftovers` does it later, and every removal is announced through the ``cl_diag``
-logger (the CLI prints it as a note), so nothing disappears silently. Names written before
-the process id was part of them (no ``<pid>-``) count as leftovers too: they are the tool's
-own and no live run of this version uses them. A folder is removed only when the caller's
-``proof`` says cl-diag made it (the staging folders' marker), so a user's folder that merely
-has a similar name stays.
+The atomic writer's temporary files (``.<name>.<pid>-<random>.tmp``) and the output staging
+folders (``.cl-diag-staging-<pid>-<random>``) carry their process's id, so a later run tells a
+leftover (its process gone) from a live run's work. :func:`remove_leftovers` removes them,
+announcing each removal through the ``cl_diag`` logger; a folder only when the caller's
+``proof`` (the staging marker) says cl-diag made it, so a user's folder of a similar name stays.
 """
 
 from __future__ import annotations

@@ -1,23 +1,16 @@
 """Where a training monitor's rows go: one small interface, :class:`RowLogger`, and three
-adapters, CSV (the default, no extra package), TensorBoard and Weights & Biases.
-
-A *row* is what :meth:`cl_diag.Monitor.flush` returns: a dict of numbers (the pair statistics,
-the loss terms, ``lr``, ``seconds``, ...) closed at a step. An adapter takes it with the step::
+adapters, CSV (the default, no extra package), TensorBoard and Weights & Biases::
 
     logger = TensorBoardLogger("runs/a/tensorboard")     # or CsvLogger(...), WandbLogger(...)
     mon = cl_diag.Monitor(n_ref=len(train_set), log_every=50, logger=logger)
     ...                                                   # every row flushed is logged
     logger.close()
 
-``cl-diag train --logger csv|tensorboard|wandb`` chooses one with :func:`open_logger`. The
-TensorBoard and W&B adapters need the optional extras ``cl-diag[tensorboard]`` and
-``cl-diag[wandb]``; they are imported only when an adapter of theirs is made, and a missing one
-is a :class:`~cl_diag.errors.UserError` naming the ``pip install`` that fixes it
-(:func:`require_logger` says so without importing anything).
-
-Every number of a row is logged under ``prefix + key`` (``cl_diag/cross_neg_var``, as the
-Lightning callback names them) except ``step``, which is the x axis. Values that are not
-numbers (a user's own string column) are left to the CSV.
+``cl-diag train --logger`` chooses one with :func:`open_logger`. The TensorBoard and W&B
+extras are imported only when an adapter of theirs is made; a missing one is a UserError
+naming the ``pip install`` that fixes it (:func:`require_logger`). Every number of a row is
+logged as ``prefix + key`` (``cl_diag/cross_neg_var``) against ``step``; values that are not
+numbers are left to the CSV.
 """
 
 from __future__ import annotations

@@ -1,54 +1,27 @@
 """Writing a command's outputs so that a failure leaves nothing half-written and nothing
-of the user's is lost.
+of the user's is lost (docs/reliability.md tells the whole protocol).
 
-**Staging.** Everything goes to a staging folder on the destination's own file system: inside
-``--out`` when it is a folder already (a mount point, or a link to another file system, works
-like any folder), else in the nearest existing folder above it, where ``--out`` will be made.
-Only when all files are written are they moved into place with ``os.replace``, which is atomic
-per file and never crosses a file system. On any exception the staging folder is removed and
-``--out`` is as it was. A staging folder is ``.cl-diag-staging-<pid>-<random>`` and holds the
-marker file :data:`STAGING_MARKER`; a later run removes a leftover one (its process gone) only
-when it carries that marker or is empty, so a user's folder of a similar name is never touched
-(:mod:`cl_diag.io.leftovers`).
+**Staging.** Everything goes to a staging folder on the destination's own file system
+(inside ``--out``, or the nearest existing folder above it) and is moved into place with
+``os.replace`` only once all is written: atomic per file, never across file systems. On any
+exception the staging folder is removed and ``--out`` is as it was. A leftover staging folder
+(``.cl-diag-staging-<pid>-<random>``) is removed later only when it holds
+:data:`STAGING_MARKER` or is empty (:mod:`cl_diag.io.leftovers`).
 
-**Ownership is proven, never trusted.** After each run, :data:`OWNED_FILES` in ``--out`` names
-the kind of output the folder holds (``analysis``, ``comparison`` or ``reproduction``) and a
-*seal* of every file the tool wrote there: the SHA-256 of ``cl-diag-owned/2``, a NUL byte, the
-file's name, another NUL and its bytes (:func:`seal`). A seal is not what ``sha256sum`` prints,
-so a listing made from hashes of files one already has by accident -- typed by hand, made by
-another tool, or written by cl-diag before version 2 of the listing (plain SHA-256) -- proves
-nothing. But the seals are no secret: anyone can compute the seal of a file they can read. So
-the listing alone never proves a file is cl-diag's: the file must also *carry cl-diag's mark*
-(:func:`carries_mark`), the fixed start every file cl-diag writes into an output folder has and
-a user's own file does not -- ``{"schema": "cl-diag/...`` in JSON, ``# cl-diag ...`` as
-Markdown's first line, ``<title>cl-diag ...`` in the HTML head, cl-diag as the SVG's
-``dc:creator``, cl-diag's columns as the CSV's header row (:data:`_MARKS`). A listing planted
-with the real seal of the user's ``notes.md`` therefore removes nothing. A later run into the
-same folder
-
-* refuses a folder that holds another kind of output (an analysis into a comparison's folder,
-  or the reverse) unless ``overwrite``;
-* replaces a file of the same name only if the file is proven (a regular file, reached without
-  passing through a symbolic link, carrying cl-diag's mark, whose seal is listed), or with
-  ``overwrite``; anything else -- the user's own ``report.md``, a report they edited -- stops
-  the run before anything moves;
-* refuses, whatever ``overwrite`` says, when a name it writes is taken by a folder, lies behind
-  a symbolic link or a file, or on another file system: every target is checked before the
-  first move, so the folder never mixes two runs;
-* removes the files of the previous run it does not write again (e.g. the figure of a layer
-  the new result lacks), and only those that are proven and have a suffix cl-diag writes
-  (:data:`REMOVABLE_SUFFIXES`). Nothing outside ``--out`` is ever reached: every path is
-  walked one component at a time and a symbolic link anywhere below ``--out`` stops it.
-
-The mark is a constant, not a per-folder random token, on purpose: outputs stay the same bytes
-for the same inputs, seed and environment (docs/reproducibility.md), and a random token would
-prove nothing more -- whoever can compute a file's seal has read its bytes, token included.
-What the mark cannot tell apart is a file that *is* cl-diag's output (it carries the mark)
-whose bytes a planter knows: such a file -- cl-diag's report copied in, or edited in place and
-then re-listed by someone else -- can still be replaced; the user's own files cannot.
-
-During the moves the listing holds the seals of both the old and the new files, so a run killed
-half-way leaves a folder whose files are all still proven.
+**Ownership is proven, never trusted.** :data:`OWNED_FILES` names the kind of output a folder
+holds and a *seal* of each file cl-diag wrote there (:func:`seal`: SHA-256 of
+``cl-diag-owned/2``, NUL, the name, NUL, the bytes; not what ``sha256sum`` prints). Seals are
+no secret, so a file is cl-diag's only when its seal is listed *and* it carries cl-diag's mark
+(:func:`carries_mark`, :data:`_MARKS`): a listing planted with the real seal of a user's
+``notes.md`` removes nothing. A later run refuses another kind of output's folder (unless
+``overwrite``); replaces a file only if it is proven (a regular file reached through no link,
+marked, sealed) or with ``overwrite``; refuses, whatever ``overwrite`` says, a target that is a
+folder, behind a link or on another file system, all checked before the first move; and
+removes only proven files of the previous run with a suffix cl-diag writes
+(:data:`REMOVABLE_SUFFIXES`). The mark is a constant, not a random token, so that outputs stay
+the same bytes for the same inputs; a token would prove nothing more. During the moves the
+listing holds the seals of both old and new files, so a run killed half-way leaves every file
+still proven.
 """
 
 from __future__ import annotations

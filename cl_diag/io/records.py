@@ -1,20 +1,13 @@
 """Typed JSON records: frozen dataclasses whose fields are the keys of a JSON object.
 
-A :class:`Record` subclass declares its keys once, as fields with types (``int``, ``float``,
-``bool``, ``str``, ``Any``, lists, tuples (``tuple[float, float]``: a JSON list of exactly two;
-``tuple[str, ...]``: of any length), ``dict[str, X]``, other records, ``X | None``) and, where
-they need more, :func:`key` (doc, default, JSON name, when to omit the key) or
-:func:`optional`. One codec reads and writes every record from those fields:
-
-* :meth:`Record.from_dict` checks each value against its field's type and builds the record;
-  a missing or mistyped key is a :class:`~cl_diag.errors.UserError` naming its key path
-  (``layers.projector.pairs.positive.mean``). ``float`` accepts ints and keeps them ints, so
-  a value is written back exactly as it was read; ``bool`` is never taken for a number.
-* :meth:`Record.to_dict` writes the keys in field order, then the keys the record did not
-  declare (kept in ``extra`` when read: a newer writer's keys survive an older reader).
-* :func:`json_schema` derives the JSON Schema (draft 2020-12) of a record from the same fields.
-
-The result model (:mod:`cl_diag.result`) is declared this way. Example::
+A :class:`Record` subclass declares its keys once, as typed fields (``int``, ``float``,
+``bool``, ``str``, ``Any``, lists, tuples, ``dict[str, X]``, other records, ``X | None``),
+with :func:`key` or :func:`optional` where they need a doc, a default, a JSON name or a rule
+for omitting them. One codec reads and writes every record: :meth:`Record.from_dict` checks
+each value against its type (a missing or mistyped key is a UserError naming its path; an int
+read as ``float`` stays an int, so it is written back as read), :meth:`Record.to_dict` writes
+the keys in field order and then the undeclared ones kept in ``extra``, and
+:func:`json_schema` derives the JSON Schema from the same fields. Example::
 
     >>> from dataclasses import dataclass
     >>> @dataclass(frozen=True, kw_only=True)

@@ -1,21 +1,12 @@
 """SIGTERM handled like Ctrl-C, and a child process that stops when its parent is gone.
 
-A scheduler (Slurm, Kubernetes, systemd) or ``kill`` stops a program with SIGTERM, and
-SIGKILL a grace period later. Python's default for SIGTERM ends the process at once: no
-``finally`` runs, so a temporary file or staging folder stays behind and nothing says what
-was kept. :func:`interrupts` turns SIGTERM into :class:`Terminated`, a ``KeyboardInterrupt``
-raised where the program is, so every cleanup and every message written for Ctrl-C serves
-SIGTERM too; only the exit status differs: 128 + the signal's number, 130 for SIGINT and 143
-for SIGTERM (:func:`exit_status`), as a shell reports a process the signal ended.
-
-One interrupt is enough: a repeated signal within :data:`GRACE` seconds of the first, while
-its cleanup runs, is ignored (``once=True``), so that a scheduler or a terminal that signals
-twice does not cut the cleanup short; a later one interrupts again (SIGKILL ends everything).
-
-:func:`watch_parent` makes a child process (a sweep's cell) stop as on SIGTERM when the process
-that started it disappears, even by SIGKILL, which gives that parent no chance to pass a
-signal on: ``PR_SET_PDEATHSIG`` on Linux, and a thread that polls the parent's id elsewhere
-(and as a backstop).
+A scheduler or ``kill`` stops a program with SIGTERM, whose Python default ends the process
+with no ``finally`` run. :func:`interrupts` turns it into :class:`Terminated`, a
+``KeyboardInterrupt`` raised where the program is, so every cleanup written for Ctrl-C serves
+SIGTERM too; the exit status is 128 + the signal (130, 143: :func:`exit_status`). A repeated
+signal within :data:`GRACE` seconds, while the cleanup runs, is ignored. :func:`watch_parent`
+makes a child (a sweep's cell) stop as on SIGTERM when its parent disappears, even by SIGKILL
+(``PR_SET_PDEATHSIG`` on Linux, and a thread polling the parent's id).
 """
 
 from __future__ import annotations

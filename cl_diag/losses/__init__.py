@@ -5,25 +5,18 @@ Module form (hyper-parameters checked once, at construction)::
     loss = SimCLRLoss(temperature=0.2)          # or build_loss("simclr", temperature=0.2)
     loss(z1, z2, labels=None)                   # -> 0-dim fp32 tensor
 
-Functional form (checked on every call): ``LOSSES[name](z1, z2, labels=None,
-**hparams)``. Both return the mean loss as a 0-dim fp32 tensor, bit for bit
-the same. Row i of ``z1`` and ``z2`` are the two views of instance i; the loss
-L2-normalises them itself, in fp32, even under autocast. Each loss reports
-``.family`` ("info" = paper Def. 3.1, "ind-add" = Def. 3.2, None = outside the
-framework), ``.coefficients(**hparams)`` / ``.c1`` / ``.c2`` (None outside the
-framework), ``.negatives`` ("cross", "within", "both", or "labels"),
-``.hyperparameters`` (a tuple of :class:`HParam` with name, default, type,
-help, choices) and ``.hparams`` (the configured values). An unknown or bad
-hyper-parameter raises :class:`LossOptionError` (a ``ValueError`` and a
-:class:`~cl_diag.errors.UserError`) whose ``.option`` names it.
+Functional form (checked on every call): ``LOSSES[name](z1, z2, labels=None, **hparams)``,
+bit for bit the same. Row i of ``z1`` and ``z2`` are the two views of instance i; the loss
+L2-normalises them itself, in fp32, even under autocast. Each loss reports ``.family``
+("info" = paper Def. 3.1, "ind-add" = Def. 3.2, None outside the framework),
+``.coefficients()``, ``.negatives`` and ``.hyperparameters`` (:class:`HParam` s); a bad
+hyper-parameter raises :class:`LossOptionError` naming it.
 
-The general families (Lee, Lim, Lee, Sohn, ICML 2025, Section 3) are
-:class:`InfoNCEFamily` and :class:`IndependentlyAdditive`; infonce, simclr,
-dcl, dhel, sigmoid and spectral are presets of them; hcl (Robinson et al. 2021) reweights
-SimCLR's negatives by hardness. ``SigmoidLoss(learnable=True)``
-learns its temperature and bias (SigLIP). ``RegularisedLoss(loss, VRNLoss(...), 30.0)``
-gives loss + 30 VRN with the views normalised once for both terms (``train --vrn``). Under DDP use
-:func:`cl_diag.losses.distributed.global_loss`. See docs/losses.md.
+The general families (Lee, Lim, Lee, Sohn, ICML 2025, Sec. 3) are :class:`InfoNCEFamily` and
+:class:`IndependentlyAdditive`; infonce, simclr, dcl, dhel, sigmoid and spectral are presets
+of them; hcl (Robinson et al. 2021) reweights SimCLR's negatives by hardness.
+``RegularisedLoss(loss, VRNLoss(...), 30.0)`` gives loss + 30 VRN (``train --vrn``). Under
+DDP use :func:`cl_diag.losses.distributed.global_loss`. See docs/losses.md.
 
 Example::
 
@@ -34,8 +27,6 @@ Example::
     >>> sorted(LOSSES)  # doctest: +NORMALIZE_WHITESPACE
     ['contrastive', 'dcl', 'dhel', 'hcl', 'infonce', 'sigmoid', 'simclr', 'spectral', 'supcl',
      'supcon', 'triplet', 'vrn']
-    >>> total = (LOSSES["simclr"](z1, z2, temperature=0.2)
-    ...          + 30 * LOSSES["vrn"](z1, z2, delta=-1/49999))
     >>> simclr = build_loss("simclr", temperature=0.2)
     >>> simclr
     SimCLRLoss(temperature=0.2)

@@ -1,41 +1,24 @@
 """Global-batch negatives under DistributedDataParallel.
 
-The scheme: every rank gathers the embeddings of all ranks *with gradients*
-and computes the **same global loss** on the concatenated batch. The trainer
-calls, on every rank::
+Every rank gathers the embeddings of all ranks *with gradients* and computes the **same
+global loss** on the concatenated batch::
 
     loss = global_loss(LOSSES[name], z1, z2, labels, **hparams)
     (loss + other_terms).backward()
 
-Guarantee. Let G = [z^(0); ...; z^(W-1)] be the rank-ordered concatenation
-of the W local batches (sizes may differ) and L(G) the loss of the
-concatenated batch computed in one process. Then on every rank
-``global_loss(...)`` equals L(G), and after ``backward()`` the parameter
-gradient that DDP leaves on every rank (DDP averages over ranks) is
+Guarantee: with G = [z^(0); ...; z^(W-1)] the rank-ordered concatenation of the W local
+batches (sizes may differ) and L(G) its loss in one process, ``global_loss`` equals L(G) on
+every rank and the gradient DDP leaves (its average over ranks) is d L(G) / d theta, up to
+summation order, for every loss in ``LOSSES``:
 
-    DDP gradient == d L(G) / d theta,
+* forward: all_gather puts rank r's rows at global positions offset_r .. offset_r + B_r - 1,
+  so row i of z1 and of z2 is one instance and masks are built on global indices;
+* backward: :class:`_GatherWithGrad` sums dL/dG over ranks and returns rank r its rows; every
+  rank computed the same L, so rank r receives W dL/dz^(r), and DDP's division by W gives
+  sum_r dL/dz^(r) dz^(r)/dtheta = dL/dtheta. No rescaling by world size is needed.
 
-the single-process gradient on the global batch, exactly up to
-floating-point summation order. No rescaling by world size is needed, and
-this holds for every loss in ``LOSSES`` (label-dependent reductions
-included), because:
-
-* forward: all_gather puts rank r's rows at global positions
-  offset_r .. offset_r + B_r - 1 of G on every rank, so row i of the
-  gathered z1 and row i of the gathered z2 are the same instance and masks
-  are built on global indices (not local positions);
-* backward: :class:`_GatherWithGrad` all-reduces (sums) dL/dG over ranks and
-  returns rank r its rows. Every rank computed the same L, so rank r receives
-  W * dL/dz^(r); DDP's averaging divides by W, giving
-  sum_r dL/dz^(r) dz^(r)/dtheta = dL/dtheta.
-
-Terms a trainer adds *outside* ``global_loss`` (e.g. a local cross-entropy)
-keep the usual DDP meaning (the average of per-rank gradients). The loss
-itself is computed W times (once per rank); at contrastive batch sizes that is
-negligible next to the encoder. Pass labels on every rank or on none, and
-embeddings of the same width everywhere (a rank that raises before the
-gather leaves the others waiting). When torch.distributed is not initialised (or
-the world has one rank) every function here is a no-op.
+Terms added outside ``global_loss`` keep the usual DDP meaning. Pass labels on every rank or
+on none; without an initialised process group (or with one rank) everything here is a no-op.
 
 Example (single process: the gather is the identity)::
 

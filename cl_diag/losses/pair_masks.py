@@ -1,25 +1,12 @@
-"""Pair masks: the bookkeeping for the losses that read labels (supcon, triplet, contrastive).
+"""Pair masks: the bookkeeping for the losses that read labels (supcon, triplet, contrastive);
+inside a loss, which rows of a batch form which pairs (not :mod:`cl_diag.measurement.pairs`).
 
-(Not :mod:`cl_diag.measurement.pairs`, which measures the similarities of a trained model's
-pairs: this module says, inside a loss, which rows of a batch form which pairs.)
-
-The V views of a batch of B instances are stacked view by view,
-z = [view_1; view_2; ...; view_V], so row a of the (VB) x (VB) similarity
-matrix z z^T is view a // B of instance a % B. Each row has an id: its label
-when labels are given, else its instance index (each instance its own class).
-Then, for rows a and k:
-
-- ``self_mask``: a == k (the same embedding; never a pair);
-- ``positive``: same id, a != k (every view of the same class or instance);
-- ``negative``: different id;
-- ``other_views``: the same *instance*, a != k (SimCLR's positives; with labels
-  these are a subset of ``positive``);
-- ``cross_view``: a and k in different views (InfoNCE's candidates).
-
-This is the one place that decides who is whose positive; the masks are built
-on the rows it is given, so under DDP they are built on the gathered global
-batch (:mod:`cl_diag.losses.distributed`). ``views`` > 2 is the multi-view form
-(every other view of the same instance is a positive).
+The V views of B instances are stacked view by view, z = [view_1; ...; view_V], so row a is
+view a // B of instance a % B, with an id: its label, else its instance index. For rows a, k:
+``self_mask`` a == k; ``positive`` same id, a != k; ``negative`` different id;
+``other_views`` the same *instance*, a != k (SimCLR's positives); ``cross_view`` different
+views (InfoNCE's candidates). This is the one place that decides who is whose positive; under
+DDP the masks are built on the gathered global batch (:mod:`cl_diag.losses.distributed`).
 
 Example::
 

@@ -22,33 +22,19 @@ mu_c = mean of class c's rows and the global mean mu:
   s_pos the mean positive similarity: 0 exactly when the global mean is 0 and the positives
   are aligned, as on the simplex-to-simplex embedding model (SSEM) at any beta; it grows with
   n otherwise. For classes of unequal size it is the same expression at the mean class size;
-* ``view_spread`` and ``instance_within_class_variance``: the within-class variance of the
-  views split into the spread of each instance's views about their mean and the class
-  collapse of the instances. With the instance means m_i = (u_i + v_i)/2 (||m_i||^2 =
-  (1 + s_i)/2 for unit rows, s_i = u_i.v_i) and mu_c = the mean of class c's m_i,
+* ``view_spread`` and ``instance_within_class_variance``: the within-class variance split
+  (docs/ssem.md) into the spread of each instance's views about their mean m_i = (u_i + v_i)/2
+  and the class collapse of the instances,
 
-      within_c = 1 - ||mu_c||^2
-               = (1/n_c) sum_i ||m_i - mu_c||^2  +  (1/n_c) sum_i (1 - s_i)/2
-               = instance_within_c               +  view_spread_c,
+      within_c = 1 - ||mu_c||^2 = instance_within_c + view_spread_c,
+      view_spread_c = (1 - P_c/n_c)/2,   instance_within_c = (1 + P_c/n_c)/2 - ||mu_c||^2 >= 0,
 
-  view_spread_c = (1 - P_c/n_c)/2 (the positive-pair floor (1 - s_pos)/2 of the class) and
-  instance_within_c = (1 + P_c/n_c)/2 - ||mu_c||^2 >= 0; the result's values are the
-  unweighted means over classes, so within_class_variance = view_spread +
-  instance_within_class_variance. On the SSEM (views coincide) the instance term is its
-  1 - beta, and on the split-view family of docs/ssem.md it is gamma, whatever the views'
-  spread delta: it reads 0 when the instances of each class coincide;
+  the unweighted means over classes; on the SSEM the instance term is its 1 - beta;
 * ``collapsed``: ``within_class_variance < epsilon`` (default :data:`COLLAPSE_EPSILON`);
-* ``batch_instance_within_class_variance`` (:func:`at_batch_scope`): the SSEM speaks of the
-  optimum on *one balanced batch*, whose class means are those of its n instances per class,
-  not of the whole sample. Drawing a batch's n instances of class c uniformly without
-  replacement from the sample's N_c, the within-class variance of its instance means about
-  their own mean has the expectation (the finite-population variance of a simple random
-  sample, per coordinate and summed)
-
-      E[batch_c] = (n - 1)/n * N_c/(N_c - 1) * instance_within_c,
-
-  exact, averaged over classes like the others; it equals the sample's value when the sample
-  is one batch (N_c = n, the free-embedding studies).
+* ``batch_instance_within_class_variance`` (:func:`at_batch_scope`): the SSEM speaks of *one
+  balanced batch* of n instances per class drawn from the sample's N_c, whose expected
+  instance variance (a simple random sample's finite-population variance) is
+  E[batch_c] = (n - 1)/n * N_c/(N_c - 1) * instance_within_c, averaged over classes.
 
 Nothing needs an n x n matrix: with the class sums S_c = sum of class c's rows, the sums of
 squared norms Q_c and the positives' sums P_c = sum_{i in c} u_i.v_i (all O(n d), float64,

@@ -1,16 +1,9 @@
 """Two views in, checked and L2-normalised once: the one input of pair statistics and geometry.
 
-Every measurement of a layer works on the same rows: u_i = z1_i / ||z1_i||, v_i = z2_i /
-||z2_i|| (paper Sec. 3, ||f(.)|| = 1), each norm computed in float64 and the quotient rounded
-once to float32. :func:`normalise_views` checks the views and returns these rows as
-:class:`UnitViews`; orchestration calls it once per layer and hands the result to
-:func:`cl_diag.measurement.pairs.pair_statistics_of` and
-:func:`cl_diag.measurement.geometry.geometry_of`. The public ``pair_statistics`` and
-``geometry`` accept raw arrays for notebook users and call it themselves, once.
-
-A problem is a :class:`ViewsError` (a ValueError): ``str()`` is the library's message, and
-:meth:`ViewsError.user_message` phrases the same problem for a command-line user, naming
-the file or layer the views came from.
+Every measurement of a layer works on u_i = z1_i / ||z1_i||, v_i = z2_i / ||z2_i|| (paper Sec.
+3), each norm in float64 and the quotient rounded once to float32: :func:`normalise_views`
+returns them as :class:`UnitViews`. A problem is a :class:`ViewsError` (a ValueError) whose
+:meth:`~ViewsError.user_message` names the file or layer for a command-line user.
 
 Example::
 

@@ -1,35 +1,20 @@
 """Two views from two encoders: the within-view negatives of each view and the modality gap.
 
-For embeddings whose views come from different encoders (an image and a text tower, Radford et
-al. 2021), the two views' distributions need not overlap: each may sit in its own cone of the
-sphere (Liang et al., "Mind the Gap: Understanding the Modality Gap in Multi-modal Contrastive
-Representation Learning", NeurIPS 2022). This module measures what the pooled pair statistics
-hide then, on unit rows u_i, v_i (:func:`cl_diag.measurement.inputs.normalise_views`):
+When the views come from different encoders (an image and a text tower, Radford et al. 2021),
+each may sit in its own cone of the sphere (Liang et al., "Mind the Gap", NeurIPS 2022). On
+unit rows u_i, v_i this module measures what the pooled statistics then hide:
+:func:`within_view_by_view` (the within-view negatives of each view on its own) and
+:func:`modality_gap`: the centroids mu_1, mu_2, their distance ||mu_1 - mu_2|| (Liang et
+al.'s gap), its share of the pooled variance, and the cross-view statistics before and after
+removing it.
 
-* :func:`within_view_by_view`: the within-view negatives of each view on its own, (u_i, u_j)
-  and (v_i, v_j), i < j, n(n-1)/2 pairs each: count, mean, population variance, std;
-* :func:`modality_gap`: the centroids mu_1 = (1/n) sum_i u_i and mu_2 = (1/n) sum_i v_i,
-  their distance ||mu_1 - mu_2|| (Liang et al.'s gap), its share of the pooled variance, and
-  the cross-view statistics before and after removing it.
-
-The share: pool the 2n unit rows z with mean mu = (mu_1 + mu_2)/2. Their total variance
-E||z - mu||^2 = 1 - ||mu||^2 (computed as E||z||^2 - ||mu||^2, exact for the float32 rows)
-splits (law of total variance) into the mean of the two views'
-own variances, 1 - ||mu_k||^2, and the between-view part
-
-    (1/2) ||mu_1 - mu||^2 + (1/2) ||mu_2 - mu||^2 = ||mu_1 - mu_2||^2 / 4,
-
-so ``variance_share`` = (||mu_1 - mu_2||^2 / 4) / (1 - ||mu||^2) in [0, 1] is the fraction of
-the pooled variance explained by which encoder a row came from (an R^2): 0 when the centroids
-coincide, 1 when each view is a single point.
-
-Removing the gap: u'_i = (u_i - mu_1) / ||u_i - mu_1||, v'_i = (v_i - mu_2) / ||v_i - mu_2||
-(each view centred on its own centroid, rows re-normalised), then the same cross-view
-statistics again. Every number is exact over all pairs, in closed form from float64 sums
-(:func:`cl_diag.measurement.moments.view_sums`, O(n d^2), never a pair visited):
-sum_{i != j} u_i.v_j = a_1.a_2 - sum_i u_i.v_i and sum_{i != j} (u_i.v_j)^2 =
-<G_1, G_2>_F - sum_i (u_i.v_i)^2 with a_k the view sums and G_k = sum_i z_i z_i^T; the
-within-view sums are (|a_k|^2 - sum_i |z_i|^2) / 2 and (||G_k||_F^2 - sum_i |z_i|^4) / 2.
+The share: the 2n pooled rows have mean mu = (mu_1 + mu_2)/2 and total variance 1 - ||mu||^2,
+which splits (law of total variance) into the views' own variances and the between-view part
+(1/2) ||mu_1 - mu||^2 + (1/2) ||mu_2 - mu||^2 = ||mu_1 - mu_2||^2 / 4, so
+``variance_share`` = (||mu_1 - mu_2||^2 / 4) / (1 - ||mu||^2) in [0, 1] (an R^2: 0 when the
+centroids coincide, 1 when each view is a point). Removing the gap centres each view on its
+own centroid and re-normalises the rows. Every number is exact over all pairs, in closed form
+from float64 sums (:func:`cl_diag.measurement.moments.view_sums`, O(n d^2)).
 """
 
 from __future__ import annotations

@@ -12,51 +12,25 @@ Plain PyTorch::
             print(row)                  # a dict of numbers every 50 steps
     mon.to_csv("metrics.csv")           # the columns of `cl-diag train`'s metrics.csv
 
-With ``logger=`` (:mod:`cl_diag.io.loggers`: ``CsvLogger``, ``TensorBoardLogger``,
-``WandbLogger``, or anything with ``log(row, step)``) every row flushed is also logged there.
+``logger=`` (:mod:`cl_diag.io.loggers`, or anything with ``log(row, step)``) also logs each
+row. ``cl-diag train`` and :mod:`cl_diag.integrations.lightning` use this same class.
 
-``cl-diag train`` logs through the same class (one implementation), and
-:mod:`cl_diag.integrations.lightning` wraps it as a Lightning callback.
+A row pools the steps since the previous one. For each batch of B instances with normalised
+views u_i, v_i (Lee et al., ICML 2025, Sec. 3): ``pos`` (u_i.v_i, B pairs), ``cross_neg``
+(u_i.v_j, i != j, B(B-1)) and ``within_neg`` (u_i.u_j and v_i.v_j, i < j, B(B-1)), each as
+``<kind>_mean`` = S1/n and ``<kind>_var`` = S2/n - mean^2 from float64 sums. With ``n_ref``
+(delta = -1/(n_ref - 1), the simplex ETF's similarity, Thm 5.1):
+``cross_neg_excessive_ratio`` and ``within_neg_excessive_ratio`` = #{s < delta} / n (paper
+Sec. 5; near an ETF it counts float residue, which the analysis's margin count avoids), and
+``vrn`` = mean (s - delta)^2 = var + (mean - delta)^2 over the cross-view negatives (Def. 5.7,
+p = 2). Also ``step``, ``seconds``, ``images_per_s``, the mean of every scalar given to
+:meth:`Monitor.update` and the last ``lr``. Queue negatives (``update(..., queue=(K1, K2))``)
+are a second stream, :class:`QueueStats`, as the ``queue_neg_*`` columns.
 
-What a row holds. Over the steps since the previous row, for every batch of B instances with
-normalised views u_i = z1_i/||z1_i||, v_i = z2_i/||z2_i|| (Lee et al., "On the Similarities of
-Embeddings in Contrastive Learning", ICML 2025, Sec. 3), the three pair types of the paper:
-
-* ``pos``          positives u_i.v_i                        B pairs a batch;
-* ``cross_neg``    cross-view negatives u_i.v_j, i != j     B(B-1) pairs;
-* ``within_neg``   within-view negatives u_i.u_j and v_i.v_j, i < j,  B(B-1) pairs;
-
-pooled over the steps (every pair counts once): ``<kind>_mean`` = S1/n and ``<kind>_var`` =
-S2/n - mean^2 (population variance) from the count n and the float64 sums S1 = sum s,
-S2 = sum s^2. With a threshold delta (``n_ref``: delta = -1/(n_ref - 1), the similarity of the
-simplex ETF of n_ref instances, Thm 5.1; the threshold ``cl-diag analyze`` counts against):
-
-* ``cross_neg_excessive_ratio``, ``within_neg_excessive_ratio``: #{s < delta} / n, the
-  fraction of negatives excessively separated (paper Sec. 5), the strict count of the paper
-  and of ``excessive_ratio`` in a result.json. Near a simplex ETF (free embeddings at their
-  optimum) it counts float residue; the analysis's ``excessive_margin_count`` (s < delta - 0.001,
-  :data:`cl_diag.measurement.pairs.EXCESS_MARGIN`) is the count the claims read;
-* ``vrn``: the VRN term with p = 2 (Def. 5.7) over the cross-view negatives seen,
-  mean (s - delta)^2 = var + (mean - delta)^2; over batches of one size, the mean of the
-  per-batch VRN losses.
-
-Also ``step`` (updates so far), ``seconds`` and ``images_per_s`` (instances, i.e. rows of the
-global batch, per second) since the previous row, the mean over the row's steps of every
-scalar given to :meth:`Monitor.update` (``loss=...``) and the last ``lr`` given.
-
-How it stays cheap. :meth:`Monitor.update` never waits for the device: everything it adds is a
-small float64 tensor on the embeddings' device, and :meth:`Monitor.flush` reads the whole row
-with one host sync. Statistics are computed from fp32 copies with autocast and TF32 off (an
-fp16/bf16 or TF32 similarity cannot resolve delta = -2e-5) and without gradients. Under DDP
-the two views are gathered from every rank (without gradients, one all_gather), so every
-rank's row describes the global batch, as the loss sees it with global negatives.
-
-Streams. The in-batch pairs are one stream of statistics (:class:`BatchPairMoments`); negatives
-from a queue (``update(..., queue=(K1, K2))``, MoCo's memory bank) are a second one
-(:class:`QueueStats`, kind ``queue_neg``: the anchors' similarities to the queued keys of the
-other view) with its own count, sums and below-delta count, read in the same host sync. Its
-columns ``queue_neg_mean``, ``queue_neg_var`` (and ``queue_neg_excessive_ratio``) follow the
-in-batch ones in rows that had a queue.
+It stays cheap: :meth:`Monitor.update` adds small float64 tensors on the device, and
+:meth:`Monitor.flush` reads a row in one host sync. Statistics are taken from fp32 copies
+with autocast and TF32 off (fp16 cannot resolve delta = -2e-5), without gradients; under DDP
+the views are gathered from every rank, so every row describes the global batch.
 """
 
 from __future__ import annotations
@@ -138,34 +112,20 @@ _BAND_SIMILARITIES = (1 << 20, 1 << 22)
 
 
 class BatchPairMoments:
-    """Mean and variance (population) of positive, cross-view negative and within-view
-    negative cosine similarities over all the batches given to :meth:`update`; with
-    ``excessive`` also the number of each below ``delta``. (The training-time stream of raw
-    moments; an analysis's full statistics of one pair type are
-    :class:`cl_diag.result.PairStats`.)
+    """Mean and population variance of positive, cross-view and within-view negative cosine
+    similarities over all batches given to :meth:`update`; with ``excessive`` also the number of
+    each below ``delta`` (the training-time stream; an analysis's statistics are
+    :class:`cl_diag.result.PairStats`).
 
-    Per batch of normalised ``u = z1/|z1|``, ``v = z2/|z2|``: positives ``u_i.v_i`` (B),
-    cross-view negatives ``u_i.v_j, i != j`` (B(B-1)), within-view negatives ``u_i.u_j``
-    and ``v_i.v_j, i < j`` (B(B-1)). Then mean = S1/n and var = S2/n - mean^2 from the counts
-    and the float64 sums of s and s^2 per kind. Similarities lie in [-1, 1], so in float64 the
-    cancellation in S2/n - mean^2 costs at most ~1e-16 * E[s^2] / var relative error:
-    negligible for any variance above 1e-12.
-
-    What a step adds, on the device (no step waits for the host), is four 2 x 2 float64
-    matrices over the views (p_0, p_1) = (u, v): for each pair of views (k, l), the sums of
-    s = p_k,i . p_l,j and of s^2 over all B^2 pairs (i, j), and over the B pairs i = j. Each
-    kind is read off them once, in :meth:`read` (e.g. cross-view negatives = all (0, 1)
-    pairs minus the positives). The all-pairs sums never need a B x B matrix when d is small:
-    sum_ij u_i.v_j = (sum_i u_i).(sum_j v_j) and sum_ij (u_i.v_j)^2 = ||U V^T||_F^2 =
-    <U^T U, V^T V>_F, from d x d matrices (2 B d^2 multiply-adds instead of 3 B^2 d); when
-    d is larger, from the B x B products. Without ``excessive`` the views of up to 16 steps
-    (within 32 MiB) are held and added in one batched computation (at a small B most of a
-    step's cost is launching its ~20 kernels; batched, they are launched once for 16 steps),
-    and always before :meth:`packed` reads the sums.
-    Counting s < delta needs every similarity: with ``excessive`` a step forms the three
-    B x B products u v^T, u u^T, v v^T in fp32, adds three counts (within-view pairs from
-    the strict upper triangle only, so a product that rounds asymmetrically cannot count a
-    pair twice) and takes the moments from the same products.
+    mean = S1/n and var = S2/n - mean^2 from float64 sums (similarities lie in [-1, 1], so the
+    cancellation costs at most ~1e-16 E[s^2] / var, negligible above var = 1e-12). A step adds,
+    on the device, four 2 x 2 float64 matrices over the views (u, v): for each view pair the sums
+    of s and s^2 over all B^2 pairs and over the B pairs i = j, from which :meth:`read` takes each
+    kind. The all-pair sums need no B x B matrix when d is small: sum_ij u_i.v_j = (sum u).(sum v)
+    and sum_ij (u_i.v_j)^2 = <U^T U, V^T V>_F. Without ``excessive`` up to 16 steps' views (32 MiB)
+    are added in one batched computation (a small B's step is mostly kernel launches); with it, a
+    step forms the three B x B products in fp32 and counts (within-view pairs from the strict
+    upper triangle only) and takes the moments from them.
     """
 
     KINDS = KINDS
@@ -489,23 +449,16 @@ def _gather_views(views: torch.Tensor) -> torch.Tensor:
 
 
 class Monitor:
-    """In-batch pair statistics of a training run, a row every ``log_every`` steps.
+    """In-batch pair statistics of a training run, a row every ``log_every`` steps (the module
+    docstring says what a row holds).
 
-    ``n_ref``: the number of training instances; it sets delta = -1/(n_ref - 1), the
-    threshold of the excessive ratios and the target of the ``vrn`` value (or give
-    ``delta`` itself, e.g. a VRN delta of your own). Without either, rows hold means and
-    variances only. ``log_every``: :meth:`flush` returns a row when the step count is a
-    multiple of it (0: only when forced). ``excessive``: count negatives below delta
-    (default: when delta is known; it costs three B x B products a step, where means and
-    variances alone need d x d ones). ``gather``: gather the views of all ranks
-    under DDP (default: when torch.distributed runs with more than one rank; pass False
-    when the views given are already the global batch). ``step`` and ``history``: where
-    a resumed run starts (the step count and the rows so far). ``logger``: where each row
-    flushed is also logged (a :class:`~cl_diag.io.loggers.RowLogger`: ``log(row, step)``;
-    closing it is the caller's).
-
-    See the module docstring for what a row holds; the module
-    :mod:`cl_diag.integrations.lightning` for the Lightning callback.
+    ``n_ref`` (the training instances) sets delta = -1/(n_ref - 1), the threshold of the excessive
+    ratios and the target of ``vrn`` (or give ``delta`` itself); without either, rows hold means
+    and variances only. ``log_every``: :meth:`flush` returns a row when the step count is a
+    multiple of it (0: only when forced). ``excessive``: count negatives below delta (default:
+    when delta is known; three B x B products a step). ``gather``: gather the views of all ranks
+    (default: under DDP with more than one rank). ``step``, ``history``: where a resumed run
+    starts. ``logger``: where each row is also logged (closing it is the caller's).
     """
 
     def __init__(

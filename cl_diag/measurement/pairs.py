@@ -1,83 +1,41 @@
 """Cosine-similarity statistics of the three pair types of Lee et al. (ICML 2025).
 
-For two views U = (u_i), V = (v_i) of n instances (row i of each is instance i),
-after L2-normalising every row (paper Sec. 3: ||f(.)|| = 1):
+For two views U = (u_i), V = (v_i) of n instances, rows L2-normalised (paper Sec. 3):
 
 * ``positive``              s = u_i . v_i,                      n pairs;
 * ``cross_view_negative``   s = u_i . v_j,  i != j,             n(n-1) ordered pairs;
 * ``within_view_negative``  s = u_i . u_j and v_i . v_j, i < j, 2 * n(n-1)/2 = n(n-1) pairs.
 
-For each type: count, mean, population variance (ddof 0), std, min, max, the
-quantiles 1/5/25/50/75/95/99 %, a histogram on [-1, 1], and for the negative
-types the *excessive-separation ratio* (paper Sec. 5, rebuttal Table 1):
+For each type: count, mean, population variance, std, min, max, quantiles, a histogram on
+[-1, 1], and for the negatives the *excessive-separation ratio* (paper Sec. 5, rebuttal
+Table 1)::
 
     excessive_ratio = #{s < delta} / count,     delta = -1 / (n_ref - 1),
 
-the fraction of negatives more separated than the full-batch optimum (the
-simplex ETF of Thm 5.1), n_ref being the number of training instances.
-Beside it, ``excessive_margin_count`` counts the negatives below δ − ε (ε =
-:data:`EXCESS_MARGIN` = 0.001, to the fine grid's edge at or below it): at a simplex ETF every
-negative sits at δ up to float32 residue, and whether one counts as "below δ" is that residue;
-the claims read the margin count (issue 32).
+the share of negatives more separated than the full-batch optimum (the simplex ETF of Thm
+5.1), n_ref the number of training instances; ``excessive_margin_count`` counts those below
+δ − :data:`EXCESS_MARGIN`, since at an ETF every negative sits at δ up to float32 residue.
 
-Exact mode (default) visits every pair, streaming square tiles of the
-similarity matrices (never an n x n matrix; working memory ~16 bytes x tile^2
-per worker, whatever n): each tile is one float32 matmul with TF32 off, and the
-tile pass takes from the float32 similarities only what needs every pair:
+Exact mode (default) streams square tiles of the similarity matrices (never n x n; ~16 bytes
+x tile^2 per worker), one float32 matmul each with TF32 off. Each tile feeds a fine histogram
+of B = hist_bins * 2^k >= 65,536 bins with δ as one more edge (:class:`_Grid`), so the
+excessive count and the report histogram are exact and a quantile is within the bin width w
+(``quantile_error``) of the float32 similarities' own; min and max are exact. On CPU one fused
+numba loop per tile does it (:mod:`cl_diag.measurement.binning`), on CUDA torch operations.
+Mean and variance come in closed form from float64 Gram sums (:mod:`cl_diag.measurement.moments`:
+sum s = (sum u).(sum v) - sum u_i.v_i, sum s^2 = <U^T U, V^T V>_F - sum (u_i.v_i)^2), within
+:func:`cl_diag.measurement.moments.error_bounds` of the float32 similarities' moments; where
+d^2 > 4n the tiles' own float64 sums are cheaper (:func:`_closed_form`). Counts are integers,
+extremes exact and tile sums added with math.fsum, so any number of CPU workers or
+``torchrun`` ranks (:class:`cl_diag.runtime.Ranks`) gives the same bits.
 
-* a fine histogram of B = hist_bins * 2^k >= 65,536 bins on [-1, 1] (bin width
-  w = 2/B) with delta inserted as one more edge (:class:`_Grid`): every similarity
-  lands in its exact bin (s * B/2 is exact in float64), and s < delta is decided
-  against the float32 threshold T (:func:`delta_float32`), so the excessive
-  count is the sum of the bins below T and the report histogram (``hist_bins``
-  bins) the fine one summed in groups of 2^k: both exact. Quantiles use numpy's
-  default (linear) rule with bin midpoints for the order statistics, so the
-  reported value is within w/2 of the exact quantile of the float32 similarities;
-  ``quantile_error`` states w. The positives (n values) get exact quantiles
-  (``quantile_error`` 0);
-* the exact min and max.
-
-On CPU one fused loop per tile does all of it (:mod:`cl_diag.measurement.binning`,
-numba); on CUDA the same grid in torch operations. The mean and variance come in
-closed form from O(n d^2) float64 sums of the views' Gram matrices
-(:mod:`cl_diag.measurement.moments`: sum s = (sum u).(sum v) - sum u_i.v_i and
-sum s^2 = <U^T U, V^T V>_F - sum (u_i.v_i)^2, within-view and per class likewise; its
-chunks run in the tile pass's workers, ahead of the tiles),
-the moments of the exact similarities of the float32 rows up to float64 rounding:
-they differ from the moments of the float32 similarities by at most
-eps = gamma_d (float32; mean) and 2 eps std + eps^2 (variance), plus the closed
-form's float64 bound (:func:`cl_diag.measurement.moments.error_bounds`, ~1e-11 at
-n = 20,000, d = 128). Where the Grams would cost more than the tiles' own sums
-(d^2 > 4n, e.g. a 2,048-wide backbone layer of a few thousand images) the tile pass
-adds each tile's float64 sum and sum of squares instead (:func:`_closed_form`).
-
-On CPU the tiles are shared among ``torch.get_num_threads()`` single-threaded
-workers; counts are integers, extremes exact, a tile's sums taken in one order and
-the tiles' sums added with math.fsum: the result is the same for any number of cores.
-
-Under ``torchrun`` (``ranks``, :class:`cl_diag.runtime.Ranks`) every rank holds
-the same views and computes a fixed share of the tiles; the integer histograms, extremes,
-tile sums and positives are gathered onto every rank and reduced as one process reduces
-them (integer sums, min/max, math.fsum), and the closed form is computed whole on every
-rank, so K ranks give the same bits as one.
-
-Sampled mode draws ``num_pairs`` pairs of each type uniformly (with
-replacement, from a ``torch.Generator`` seeded with ``seed``) and reports the
-exact statistics of that sample, marked ``"estimate": true``: the paper's
-protocol measures 5,000 pairs (paper-notes 8). Beyond ``SAMPLE_CHUNK`` (2^20)
-pairs the sample is drawn and measured a chunk at a time into the tile pass's
-accumulators, so memory does not grow with ``num_pairs`` (its quantiles then come
-from the fine histogram, ``quantile_error`` its bin width); ``num_pairs`` is at most
-``MAX_NUM_PAIRS`` (10^9).
-
-Moments mode (for n in the millions, where n^2 pairs are out of reach) gives the exact
-count, mean, variance and std of every negative pair type (and class split) over all
-pairs in closed form, O(n d^2) time and O(d^2) memory besides the views; the exact
-statistics of the n positives; and the rest (min, max, quantiles, histogram, excessive
-ratio) from ``num_pairs`` sampled pairs as in sampled mode, each block marked
-``"estimate": true`` with ``"exact": ["count", "mean", "var", "std"]`` and a ``sampling``
-block: the pairs drawn and :data:`CONFIDENCE` intervals (Wilson's for the excessive ratio,
-distribution-free order-statistic intervals for the quantiles).
+Sampled mode reports the exact statistics of ``num_pairs`` pairs per type drawn uniformly
+with replacement (seeded; the paper measures 5,000, paper-notes 8), marked ``"estimate":
+true``; beyond ``SAMPLE_CHUNK`` pairs the sample is measured a chunk at a time into the tile
+accumulators. Moments mode (n in the millions) gives the exact count, mean, variance and std
+of every negative type over all pairs in O(n d^2), the exact positives, and the rest from
+sampled pairs with :data:`CONFIDENCE` intervals (Wilson's for the ratio, order-statistic ones
+for the quantiles).
 
 Example::
 

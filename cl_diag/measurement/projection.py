@@ -1,21 +1,13 @@
 """A 2-D view of a layer's embeddings: PCA always, UMAP when ``umap-learn`` is installed.
 
-What a reader looks at to see a layer's shape (classes apart or merged, a collapsed cloud), not
-a measurement any finding reads. It is drawn from a bounded, seeded sample (at most
-:data:`MAX_POINTS` instances; the sample is the same for every layer of a run, so the points
-correspond), of the first view's L2-normalised rows:
-
-* **PCA** (:func:`pca_2d`): the sample centred, X - mean = U S V^T (an exact, deterministic
-  SVD in float64, not a randomised one), the coordinates X_c V[:, :2], each axis' sign fixed
-  so that its largest loading is positive (an SVD's signs are arbitrary); ``explained`` =
-  S_k^2 / sum S^2, the share of the sample's variance on each axis (Pearson 1901).
-* **UMAP** (:func:`umap_2d`, McInnes, Healy & Melville 2018): ``umap.UMAP(n_components=2,
-  metric="cosine", random_state=seed)``, only when the optional extra ``cl-diag[umap]`` is
-  installed; it is imported then and never otherwise. A fixed random_state makes UMAP run
-  single-threaded and reproducible.
-
-Coordinates are rounded to 6 decimals, so the bytes of result.json do not carry the last bits
-of a BLAS's summation order.
+What a reader looks at (classes apart or merged, a collapsed cloud), not a measurement a
+finding reads; drawn from a seeded sample of at most :data:`MAX_POINTS` rows of the first view,
+the same instances for every layer. **PCA** (:func:`pca_2d`, Pearson 1901): an exact float64
+SVD of the centred sample, each axis' sign fixed so that its largest loading is positive,
+``explained`` = S_k^2 / sum S^2. **UMAP** (:func:`umap_2d`, McInnes et al. 2018):
+``umap.UMAP(n_components=2, metric="cosine", random_state=seed)``, single-threaded and
+reproducible, imported only with the ``[umap]`` extra. Coordinates are rounded to 6 decimals,
+so result.json does not carry a BLAS's last bits.
 """
 
 from __future__ import annotations

@@ -2,29 +2,16 @@
 scipy; nothing here reads a result). The claims' verdicts, power and replication are made
 from these in :mod:`cl_diag.report.claims.inference`.
 
-- :func:`wilson_interval`: the Wilson (1927) score interval of a proportion, e.g. a probe's
-  accuracy on a test split of n images.
-- :func:`newcombe_interval`: Newcombe's (1998, method 10) hybrid score interval of the
-  difference of two proportions measured on n1 and n2 items.
-- :func:`summarize`: mean, sample standard deviation (ddof 1), n and the Student-t
-  interval of the mean of replicate values (e.g. one value per training seed);
-  :func:`mean_sd` and :func:`t_half_width`, the parts the comparison's over-seed tables print.
-- :func:`welch_interval`: Welch's interval of the difference of two means (unequal
-  variances), for two conditions whose replicates cannot be paired; :func:`welch_se_df`
-  its standard error and Welch-Satterthwaite degrees of freedom.
-- :func:`pair_mean_se`, :func:`pair_var_se`: conservative standard errors of a mean (and
-  a variance) taken over all pairs of n sampled instances, from Hoeffding's variance of a
-  U-statistic: for a symmetric kernel h of degree 2,
-  Var(U) = 4(n-2)/(n(n-1)) zeta_1 + 2/(n(n-1)) zeta_2 with zeta_1 <= zeta_2 / 2, so
-  Var(U) <= 2 Var(h) / n. The n(n-1) ordered cross-view pairs (u_i, v_j) average the
-  symmetric kernel (u_i.v_j + u_j.v_i)/2, whose variance is at most that of one pair.
-- :func:`t_quantile`, :func:`share_interval`: the Student-t quantile and the exact
-  (Clopper-Pearson) interval of a share of k successes in n trials.
-
-A statistic counted on a grid (an accuracy on N test images moves in steps of 1/N, a share of
-pairs in steps of 1/pairs) has at least the spread of its rounding, :func:`rounding_sd` =
-step/sqrt(12), however few seeds landed on one grid point: the findings' replicate spread and a
-reproduction's tolerance both take it as their floor.
+Proportions get Wilson's (1927) score interval (:func:`wilson_interval`), their differences
+Newcombe's (1998, method 10) hybrid (:func:`newcombe_interval`), a share of k in n the exact
+Clopper-Pearson interval (:func:`share_interval`); replicate values the Student-t interval
+(:func:`summarize`) and two unpaired conditions Welch's (:func:`welch_interval`). A mean or
+variance over all pairs of n sampled instances gets a conservative standard error from
+Hoeffding's variance of a U-statistic (:func:`pair_mean_se`, :func:`pair_var_se`): for a
+degree-2 kernel h, Var(U) = 4(n-2)/(n(n-1)) zeta_1 + 2/(n(n-1)) zeta_2 with zeta_1 <=
+zeta_2 / 2, so Var(U) <= 2 Var(h) / n. A statistic counted on a grid (an accuracy on N
+images moves in steps of 1/N) has at least the spread of its rounding, :func:`rounding_sd` =
+step/sqrt(12), the floor of a replicate spread.
 
 Example::
 

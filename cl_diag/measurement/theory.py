@@ -1,24 +1,12 @@
-"""Closed forms from "On the Similarities of Embeddings in Contrastive
-Learning" (Lee, Lim, Lee, Sohn, ICML 2025) and the sigmoid-loss optimum of
-Lee, Chang, Sohn (2024), and the theory panel they make for a run.
-
-n is the number of training instances (full batch), m a mini-batch size.
-
-- :func:`delta`: the simplex-ETF similarity -1/(n-1) (Thm 5.1).
-- :func:`alignment_ceiling`: Thm 5.2, E[s_pos] <= 1 + (E[s_neg] + 1/(n-1)).
-- :func:`variance_band`: Thm 5.5, the optimum's negative-similarity variance
-  with fixed mini-batches of size m.
-- :func:`additive_cross_only_condition`: Thm 5.1 (iii) versus Thm 5.3 (8)
-  for a Def. 3.2 loss with (c1, c2) = (1, 0).
-- :func:`sigmoid_eq10`, :func:`sigmoid_eq10_lhs`: Example 5.4, Eq. 10.
-- :func:`sigmoid_optimum`: the constant-embedding-model (CCEM) optimum of the
-  full-batch sigmoid loss: regime, x*, s_pos*, s_neg*.
-- :func:`validity`: whether a d-dimensional layer can hold the optima at all.
-- :func:`ssem_panel`: the SSEM's prediction for a ``supcl`` run (the model itself, alpha_c and
-  beta*, is :mod:`cl_diag.measurement.ssem`).
-- :func:`theory_panel`: which theorem applies to a run's loss and what it predicts, beside
-  the measured layers (the ``theory`` block of result.json). The closed forms above are
-  pure Python/numpy; the panel differentiates the loss library's phi and psi with torch.
+"""Closed forms from "On the Similarities of Embeddings in Contrastive Learning" (Lee, Lim, Lee,
+Sohn, ICML 2025) and the sigmoid-loss optimum of Lee, Chang, Sohn (2024), and the theory panel
+they make for a run. n is the number of training instances (full batch), m a mini-batch size:
+:func:`delta` -1/(n-1) (Thm 5.1), :func:`alignment_ceiling` (Thm 5.2), :func:`variance_band`
+(Thm 5.5), :func:`additive_cross_only_condition` (Thm 5.1 (iii) vs 5.3), :func:`sigmoid_eq10`
+(Example 5.4, Eq. 10), :func:`sigmoid_optimum` (the CCEM optimum), :func:`validity` (whether
+d dimensions can hold the optima) and :func:`ssem_panel` (a ``supcl`` run's SSEM prediction,
+:mod:`cl_diag.measurement.ssem`). :func:`theory_panel` says which theorem applies to a run's
+loss and what it predicts; the closed forms are pure Python/numpy.
 
 Example::
 

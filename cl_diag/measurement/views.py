@@ -1,22 +1,13 @@
 """Running frozen encoders over images: two augmented views, or one un-augmented view.
 
-The paper measures embeddings of trained encoders this way (Lee et al., ICML 2025, Sec. 6.1;
-paper-notes 8): sample training images, apply the *training* augmentation twice and read the
-projector output; the probes read the backbone output of un-augmented images (App. D). The
-paper does not say whether the encoder runs in train or eval mode: we encode in eval mode
-(BatchNorm running statistics), so that a view's embedding does not depend on its batch.
-Both are one pass of a ``DataLoader`` through one or more :class:`Taps` modules, each
-returning a dict of named layer outputs, so the trained model, its random-init twin and the
-raw pixels are all computed from the same decoded and augmented batch.
-
-Pure torch: datasets, transforms and models are passed in. Outputs are float32 on CPU.
-On CUDA the pass runs under ``torch.inference_mode`` with fp16 autocast, channels_last
-inputs, pinned memory and non-blocking copies; on CPU in plain float32.
-
-Under ``torchrun`` (``ranks``) the batches are dealt over the ranks
-(:meth:`cl_diag.runtime.Ranks.share`); each rank encodes its batches, which are
-exactly the batches one process would encode (same images, same size), and every rank gets
-all of them back concatenated in batch order, so the views equal the single-process ones.
+The paper's protocol (Lee et al., ICML 2025, Sec. 6.1; paper-notes 8): training images with
+the *training* augmentation twice, the projector output read; the probes read the backbone
+output of un-augmented images (App. D). We encode in eval mode (the paper does not say), so a
+view's embedding does not depend on its batch. One ``DataLoader`` pass feeds one or more
+:class:`Taps` modules, so the trained model, its random-init twin and the raw pixels see the
+same augmented batch. On CUDA: ``inference_mode``, fp16 autocast, channels_last, pinned
+memory, non-blocking copies. Under ``torchrun`` the batches are dealt over the ranks and
+gathered back in batch order, so the views equal the single-process ones.
 """
 
 from __future__ import annotations

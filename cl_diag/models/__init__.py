@@ -1,29 +1,14 @@
 """Models: one architecture registry, one backbone/projector builder, and the rebuilding of a
-trained model from a checkpoint, cl-diag's own or a foreign one.
-
-Below :mod:`cl_diag.training` (it imports :mod:`cl_diag.io` and :mod:`cl_diag.errors`;
-training and orchestration import it, never the other way)::
+trained model from a checkpoint, cl-diag's own or a foreign one (below :mod:`cl_diag.training`)::
 
     registry        ArchSpec per name: builder, feature dim, projector width, CIFAR stem
     timm_backbones  the family timm:NAME (any timm model, pretrained=False; timm optional)
     backbones       the ResNet / CIFAR-stem builder, the digits CNN, the toy's free vectors
     build           build_backbone, build_projector, build_model, ContrastiveModel
     keymap          a foreign file's tensors by key; --rename / --backbone-prefix / ...
-    foreign         foreign layouts (lightly, MoCo, DINO, solo-learn, plain state dict,
-                    user-mapped), projector rebuilt from keys
-    checkpoints     which kind a user's file is; the cl-diag checkpoint format's reading
-                    side (FORMAT, check_checkpoint); the weights' fingerprint
-    subject         a checkpoint (or any nn.Module) rebuilt for measuring, and the DataSpec
-                    of its data (cl_diag.orchestration.subject opens that data)
-
-For example::
-
-    from cl_diag.models import build_model
-    from cl_diag.training.checkpoint import load_checkpoint
-
-    ck = load_checkpoint("runs/digits-simclr/last.pt")   # weights-only; UserError on a bad file
-    model = build_model(ck["config"])                      # same architecture, fresh weights
-    model.backbone.load_state_dict(ck["backbone"]); model.projector.load_state_dict(ck["projector"])
+    foreign         foreign layouts, one module each; projector rebuilt from keys
+    checkpoints     which kind a user's file is; reading the cl-diag checkpoint format
+    subject         a checkpoint (or any nn.Module) rebuilt for measuring, and its DataSpec
 """
 
 from cl_diag.models.backbones import FreeEmbeddings, SmallCNN, build_resnet

@@ -1,25 +1,13 @@
-"""What the file a user brings to ``cl-diag analyze`` is, and the fingerprint of its weights.
+"""What the file a user brings to ``cl-diag analyze`` is, and the fingerprint of its weights
+(:mod:`cl_diag.io.checkpoints`, a layer down, reads the bytes safely).
 
-One concept at two layers: :mod:`cl_diag.io.checkpoints`, a layer down, reads the file's bytes
-safely; this module says what the loaded file is.
-
-Four kinds of file are told apart by their contents, not their names:
-
-* an **embeddings file** (``.npz``, or a torch file holding ``z1`` and ``z2``): see
-  :mod:`cl_diag.io.embeddings`;
-* a **cl-diag checkpoint** (written by ``cl-diag train``; see
-  :mod:`cl_diag.training.checkpoint`), checked by :func:`check_checkpoint` against
-  :data:`FORMAT` and :data:`FORMAT_VERSION`: the format's reading side lives here, below
-  the training that writes it, so that rebuilding a model never reaches up into training;
-* a **foreign checkpoint** of one of :data:`~cl_diag.models.foreign.FOREIGN_LAYOUTS`
-  (``lightly``, ``moco``, ``dino``, ``solo-learn``, ``state-dict``), or one whose keys the
-  user maps (``mapped``: ``--backbone-prefix``).
-
-A file of none of these kinds is refused with the key prefixes it holds and the mapping
-options that would read it (:func:`unknown_layout_message`).
-
-Every torch file is opened by :func:`cl_diag.io.checkpoints.safe_torch_load`: a file is
-data, never code.
+Four kinds of file are told apart by their contents, not their names: an **embeddings file**
+(:mod:`cl_diag.io.embeddings`); a **cl-diag checkpoint**, checked by
+:func:`check_checkpoint` against :data:`FORMAT` (the format's reading side lives here, below
+the training that writes it); a **foreign checkpoint** of one of
+:data:`~cl_diag.models.foreign.FOREIGN_LAYOUTS`; or one whose keys the user maps. Any other
+file is refused with the key prefixes it holds and the options that would read it
+(:func:`unknown_layout_message`).
 """
 
 from __future__ import annotations

@@ -1,25 +1,15 @@
-"""A trained encoder made ready for measuring, whatever checkpoint it came from.
+"""A trained encoder made ready for measuring, whatever checkpoint it came from (the data it
+was trained on is opened a layer up, by :func:`cl_diag.orchestration.subject.open_subject`).
 
-One concept at two layers: this module rebuilds the model (models never import training);
-:mod:`cl_diag.orchestration.subject`, a layer up, opens the data it was trained on.
-
-:func:`rebuild_subject` turns a :class:`~cl_diag.models.checkpoints.CheckpointFile` of a
-model (a cl-diag checkpoint or a foreign layout) into a :class:`Subject`: the trained
-backbone and projector in eval mode, the same architecture at a seeded random
-initialisation (the probes' baseline), the training config in ``cl-diag train``'s
-vocabulary, a ``source`` record for result.json, and a :class:`DataSpec` naming the data the
-model was trained on.
-
-A cl-diag checkpoint is rebuilt from the config it stores (:func:`build_model`) and must
-fit it exactly; its ``toy`` runs carry their learned vectors instead of an encoder. A
-foreign checkpoint is rebuilt by :func:`~cl_diag.models.foreign.load_foreign_encoder`.
-:func:`module_subject` makes a subject of any ``nn.Module`` a user passes from Python
-(``cl_diag.analyze(encoder=..., projector=...)``): no file, so the random-init twin is the
-module re-initialised where every parameter's module can reset itself.
-
-Opening that data (datasets, augmentation) is training's business, which sits above
-models: :func:`cl_diag.orchestration.subject.open_subject` rebuilds the subject here and
-then attaches the data :class:`DataSpec` names (``two_views``, ``eval_split``).
+:func:`rebuild_subject` turns a :class:`~cl_diag.models.checkpoints.CheckpointFile` into a
+:class:`Subject`: the trained backbone and projector in eval mode, the same architecture at a
+seeded random initialisation (the probes' baseline), the training config in ``cl-diag
+train``'s vocabulary, a ``source`` record for result.json, and a :class:`DataSpec` naming
+the data. A cl-diag checkpoint is rebuilt from its stored config and must fit it exactly (a
+``toy`` run carries its learned vectors instead of an encoder); a foreign one by
+:func:`~cl_diag.models.foreign.load_foreign_encoder`. :func:`module_subject` makes a subject
+of any ``nn.Module`` passed from Python, re-initialised for the baseline where every
+parameter's module can reset itself.
 """
 
 from __future__ import annotations

@@ -1,22 +1,13 @@
 """timm backbones: ``--arch timm:NAME`` for any model name timm knows (issue 13, section 3).
 
-``timm:NAME`` resolves (through :func:`~cl_diag.models.registry.register_arch_family`) to an
-:class:`~cl_diag.models.registry.ArchSpec` whose builder is
-``timm.create_model(NAME, pretrained=False, num_classes=0, in_chans=C)``: the feature
-extractor without its classifier, never any downloaded weights (a foreign checkpoint brings
-its own; ``cl-diag train`` starts from random weights). Its output is the pooled feature
-(``head_hidden_size`` where the model has a pre-logits layer, else ``num_features``).
-
-What the registry needs besides the builder comes from timm's pretrained config, without
-building the model: ``input_size`` when the model has a fixed one (a ViT's position
-embeddings are laid out for one image side, so the data is cropped to it) and the name of the
-classifier head (``head``, ``fc``, ``head.fc``, ...), whose weights in a foreign state dict
-are set aside rather than loaded. Its parameter count comes from the model built on the meta
-device, which allocates no weight, so that a model too large to build is refused before it is
-built.
-
-timm is an optional dependency (the ``[timm]`` extra): it is imported inside the functions
-here, so cl-diag works without it until a ``timm:`` name is used.
+``timm:NAME`` resolves (:func:`~cl_diag.models.registry.register_arch_family`) to an
+:class:`~cl_diag.models.registry.ArchSpec` built by ``timm.create_model(NAME,
+pretrained=False, num_classes=0, in_chans=C)``: the pooled feature extractor, never downloaded
+weights. What the registry needs besides comes from timm's pretrained config without building
+the model (a fixed ``input_size``, as a ViT's position embeddings have; the classifier head's
+name, whose weights are set aside), and the parameter count from the model built on the meta
+device, so that a model too large to build is refused first. timm is optional (the ``[timm]``
+extra), imported only when a ``timm:`` name is used.
 """
 
 from __future__ import annotations

@@ -1,38 +1,21 @@
-"""``analyze``: an embeddings file or a trained encoder in, result.json and reports out.
-
-(:mod:`cl_diag.cli.analyze` is its command line: the same concept one layer up.)
-
-The one pivot of the project is the :class:`cl_diag.result.Result` assembled here (schema in
-docs/result-schema.md); the reports are rendered from it alone.
+"""``analyze``: an embeddings file or a trained encoder in, result.json and reports out
+(:mod:`cl_diag.cli.analyze` is its command line). The :class:`cl_diag.result.Result`
+assembled here is the project's one pivot: the reports are rendered from it alone.
 
 What the input is decides the work (:func:`cl_diag.models.checkpoints.read_checkpoint_file`):
 
 * an **embeddings file**: its two views are measured as the layer ``embedding``;
-* a **cl-diag checkpoint** (rebuilt from its stored config) or a foreign one (solo-learn,
-  lightly, MoCo, DINO, a plain backbone state dict, a timm model's, or keys the user maps):
-  the paper's measurement protocol where it states one (Lee et al., ICML 2025, Sec. 6.1;
-  paper-notes 8: sampled training images, the training augmentation twice, the projector
-  output) and our choices where it does not -- sample ``num_images`` training images
-  (seeded), apply the training augmentation twice, encode in eval mode (BatchNorm running
-  statistics; the paper does not say which mode) and measure the layers ``projector`` and
-  ``backbone``; then the probes on backbone features of the un-augmented train and test
-  splits, next to the same probes on raw pixels and on the architecture at random
-  initialisation; and the theory panel from the checkpoint's training config. A cl-diag
-  checkpoint of the ``toy`` dataset carries its learned vectors: those are the two views.
+* a **cl-diag or foreign checkpoint**: the paper's protocol where it states one (Lee et al.,
+  ICML 2025, Sec. 6.1; paper-notes 8) and ours where it does not: ``num_images`` seeded
+  training images, the training augmentation twice, encoded in eval mode, the ``projector``
+  and ``backbone`` layers measured; the probes on backbone features of the un-augmented
+  splits beside raw-pixel and random-init baselines; the theory panel from the training
+  config. A ``toy`` checkpoint's learned vectors are its two views.
 
-The pairs and the geometry are measured on ``--device`` (the views are moved there).
-
-Under ``torchrun --nproc-per-node K -m cl_diag analyze ...`` (the trainer's
-:meth:`~cl_diag.runtime.Runtime.start`: gloo on CPU, NCCL on CUDA) the ranks split the
-encoding of the views (and of the probes' splits) by batches, and the exact pair tiles and
-the uniformity tiles; their partial results are merged exactly in the single-process order
-(:mod:`cl_diag.runtime`), so result.json is the same bytes for any K (for an
-embeddings file whatever the threads per process; for a checkpoint the same bytes as one
-process with as many threads as each rank, one under torchrun, since an encoder's last bits
-may depend on them). The probes are fitted on rank 0, and only rank 0 writes.
-
-:func:`analyze_module` (``cl_diag.analyze`` in Python) runs the same protocol on any
-``nn.Module`` a user passes, so no file format ever stands between a model and the analysis.
+Under ``torchrun`` the ranks split the encoding and the exact pair tiles and merge them in
+the single-process order (:mod:`cl_diag.runtime`), so result.json is the same bytes for any
+number of ranks; the probes are fitted, and the files written, on rank 0.
+:func:`analyze_module` (``cl_diag.analyze``) runs the same protocol on any ``nn.Module``.
 """
 
 from __future__ import annotations
@@ -438,25 +421,17 @@ def analyze_module(
 ) -> AnalyzeResult:
     """The full analysis of any ``nn.Module``: ``cl_diag.analyze`` in Python.
 
-    ``encoder`` maps an image batch to features (the ``backbone`` layer, probed): a (B, ...)
-    tensor, or a tuple whose first element is one, or a dict holding one under
-    ``output_key`` (default: the first of ``features``, ``feats``, ``embedding``,
-    ``embeddings``, ``pooler_output``, or its only tensor);
-    ``projector`` (optional) maps those on to the embedding the loss saw (the ``projector``
-    layer). The protocol is ``cl-diag analyze``'s for a checkpoint (Lee et al., ICML 2025,
-    Sec. 6.1): ``num_images`` training images of ``dataset`` (digits, cifar10, cifar100 or
-    imagefolder, read from ``data_root``/``val_root``; ``image_size`` is the side of the
-    images, by default ``training_config["image_size"]`` or the dataset's own, as
-    :func:`~cl_diag.orchestration.subject.resolve_image_size` decides) augmented twice,
-    encoded in eval mode, pair statistics and geometry of both layers, the probes on the
-    un-augmented splits, the raw-pixel baseline, the random-init baseline when every
-    parameter's module has ``reset_parameters()`` (else ``source.random_init`` says why not),
-    and the theory panel from ``training_config`` (``cl-diag train``'s vocabulary: ``loss``,
-    ``batch_size``, ``temperature``, ...; a mapping or a dataclass). ``options`` are the
-    other fields of :class:`AnalyzeConfig` (``num_images``, ``probes``, ``layers``, ``seed``,
-    ``n_ref``, ``device``, ...). Writes result.json, report.md and report.html into ``out``
-    and returns them with the typed result; the modules are given back in the mode and on
-    the device they came in. For example::
+    ``encoder`` maps an image batch to features (the ``backbone`` layer): a tensor, a tuple
+    whose first element is one, or a dict holding one under ``output_key`` (default: the first
+    of ``features``, ``feats``, ``embedding``, ``embeddings``, ``pooler_output``, or its only
+    tensor); ``projector`` (optional) maps those on to the embedding (the ``projector`` layer).
+    The protocol is ``cl-diag analyze``'s for a checkpoint, on ``dataset`` (digits, cifar10,
+    cifar100 or imagefolder, from ``data_root``/``val_root``; ``image_size`` as
+    :func:`~cl_diag.orchestration.subject.resolve_image_size` decides), with the random-init
+    baseline when every parameter's module has ``reset_parameters()``, and the theory panel
+    from ``training_config`` (train's vocabulary; a mapping or a dataclass). ``options`` are the
+    other fields of :class:`AnalyzeConfig`. Writes the analysis into ``out`` and returns it; the
+    modules are given back in the mode and on the device they came in. For example::
 
         import cl_diag, torchvision
         net = torchvision.models.resnet18(num_classes=10)

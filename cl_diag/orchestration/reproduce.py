@@ -1,24 +1,18 @@
 """``reproduce``: re-run what made a comparison (or one analysis) and check the new results
-against the old, number by number (docs/reproducibility.md).
+against the old, number by number (docs/reproducibility.md; :mod:`cl_diag.cli.reproduce`).
 
-Nothing is guessed. A comparison's provenance.json names its runs (and the sweep, with its
-recipe's text, that made them); each run's result.json records the commands that made it
-(``commands.analyze``: every analysis option; ``commands.train``: every training option of a
-cl-diag checkpoint). :func:`reproduce` runs them again into a new folder::
+Nothing is guessed: a comparison's provenance.json names its runs, and each result.json the
+commands that made it (``commands.train``, ``commands.analyze``). :func:`reproduce` runs them
+again::
 
     OUT/<run>/last.pt, metrics.csv      each run trained again with its recorded options
     OUT/<run>/analysis/                 ... and analysed again with its recorded options
     OUT/comparison/                     the re-run compared as the original was
     OUT/reproduction.md, .html, .json   original against re-run (cl_diag.report.reproduction)
 
-(for one analysis: OUT/last.pt and OUT/analysis/). A checkpoint given with ``checkpoint``
-(``--checkpoint``) is analysed again without training, after checking that its weights are
-the ones the original analysed; an embeddings file is analysed again from its recorded path,
-after checking its bytes. ``runs`` (``--runs K``) re-runs only K runs, one of each
-configuration first (a spot check). A folder of an interrupted reproduction is continued: a
-run whose last.pt is complete is not trained again, one cut short resumes.
-
-The command line is :mod:`cl_diag.cli.reproduce`.
+A ``checkpoint`` is analysed again without training, after checking that its weights are the
+ones analysed; an embeddings file after checking its bytes. ``runs`` re-runs K runs, one of
+each configuration first; an interrupted reproduction continues where it stopped.
 """
 
 from __future__ import annotations

@@ -1,31 +1,17 @@
-"""``sweep``: train then analyze every cell of a grid over training options, then compare them all.
+"""``sweep``: train then analyze every cell of a grid over training options, then compare them all
+(:mod:`cl_diag.cli.sweep` is its command line).
 
-(:mod:`cl_diag.cli.sweep` is its command line: the same concept one layer up.)
-
-A cell is one assignment of the grid's values; it lives in ``OUT/<key=value_...>/`` with the
-training run (``last.pt``, ``metrics.csv``) and its ``analysis/``. A cell's options are built
-the way ``cl-diag train`` builds a run's, through the same functions: option defaults < the
-recipe < the overrides shared by every cell < the cell's grid values
-(:func:`cl_diag.recipes.merge_layers`), then
-:func:`~cl_diag.orchestration.train.train_options` and
-:func:`~cl_diag.orchestration.train.resolve_config`. So a sweep cell and a hand-made run with
-the same options are the same run, and every cell is checked before the first one trains.
-
-A cell whose ``analysis/result.json`` exists is complete and skipped, and a cell whose training
-was cut short is resumed from its ``last.pt``, so re-running an interrupted sweep finishes it;
-a rerun whose options differ from those a cell was trained with is refused, naming the option.
-Cells run in this process, or with ``parallel > 1`` in that many worker processes
-(:class:`_CellWorkers`, ``python -m cl_diag.orchestration.sweep``, each running cell after
-cell), each on a GPU of its own where there are GPUs (:func:`_cell_gpu`); on CPUs give each
-process its share of the cores with ``OMP_NUM_THREADS`` (e.g. ``OMP_NUM_THREADS=1`` and
-``--parallel 2`` on 2 cores). The sweep ends with ``compare`` over all cells into
-``OUT/comparison/``.
-
-A batch-size study can hold the epochs (the default: a larger batch then takes fewer steps) or,
-with ``equal_steps`` (``--equal-steps N``), the number of optimiser steps and the warm-up, which
-separates the batch size from the amount of training. ``seed`` is a replicate axis
-(``--grid seed=1,2,3``): ``compare`` averages the runs that differ only in their seed and tests
-the findings across them.
+A cell is one assignment of the grid's values, in ``OUT/<key=value_...>/`` with its run and
+``analysis/``. Its options are built as ``cl-diag train`` builds a run's (defaults < recipe <
+shared overrides < the cell's values, :func:`cl_diag.recipes.merge_layers`, then
+:func:`~cl_diag.orchestration.train.resolve_config`), so a cell and a hand-made run with the
+same options are the same run, and every cell is checked before the first trains. A cell with
+``analysis/result.json`` is complete and skipped, one cut short resumes from ``last.pt``, and
+a rerun with other options is refused, naming the option. Cells run here or, with
+``parallel > 1``, in worker processes (:class:`_CellWorkers`), one GPU each where there are
+GPUs (on CPUs set ``OMP_NUM_THREADS`` to each worker's share). The sweep ends with ``compare``
+into ``OUT/comparison/``. ``equal_steps`` holds the optimiser steps of every cell (a
+batch-size study otherwise holds the epochs); ``seed`` is a replicate axis.
 """
 
 from __future__ import annotations

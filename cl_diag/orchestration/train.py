@@ -1,21 +1,13 @@
-"""``train(options) -> TrainResult``: resolve a training config, build data and model, run the loop.
+"""``train(options) -> TrainResult``: resolve a training config, build data and model, run the
+loop (:mod:`cl_diag.cli.train` is its command line).
 
-(:mod:`cl_diag.cli.train` is its command line: the same concept one layer up.)
-
-Two config types (declared in :mod:`cl_diag.trainconfig`), one way between them:
-:class:`TrainConfig` (one field per option of ``cl-diag train``) becomes the
-:class:`ResolvedTrainConfig` a run uses (every option filled in and checked, plus the values
-derived from them: training-set size, VRN delta, peak lr, total and warm-up steps, device,
-autocast precision, workers) through one function, :func:`resolve_config`, which ``train``
-and ``sweep`` both call.
-
-Where the options come from is one path too: :func:`train_options` turns merged option values
-(default < recipe < command line, see :mod:`cl_diag.recipes`) into a ``TrainConfig``, or, with
-``--resume``, into the saved run's options with the explicitly given ones applied.
-
-Every user mistake is caught before anything is written: unknown names, hyper-parameters the
-loss does not take, batch sizes the data cannot fill, a ``--resume`` whose checkpoint
-contradicts the options, an output folder that cannot be written or already holds a run.
+:func:`train_options` turns merged option values (default < recipe < command line; with
+``--resume``, the saved run's options with those given applied) into a :class:`TrainConfig`,
+and :func:`resolve_config`, which ``train`` and ``sweep`` both call, into the
+:class:`ResolvedTrainConfig` a run uses. Every user mistake is caught before anything is
+written: unknown names, hyper-parameters the loss does not take, batch sizes the data cannot
+fill, a ``--resume`` that contradicts the options, an output folder that cannot be written or
+already holds a run.
 """
 
 from __future__ import annotations

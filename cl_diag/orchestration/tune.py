@@ -1,24 +1,13 @@
 """Choosing the VRN weight λ on a validation split, then testing it on fresh seeds.
 
-The rebuttal's protocol (Lee et al., ICML 2025, OpenReview rebuttal): VRN's accuracy gains
-appear after tuning λ over {0.1, 0.3, 1, 3, 10, 30, 100}. Done without touching the test split,
-in three steps (``tools/select_vrn.py`` is the command line):
-
-1. **Tuning sweep** (``cl-diag sweep``): every λ of the grid, and λ = 0, at each setting (e.g.
-   each batch size), several seeds, each run analysed with ``--validation-fraction``, which
-   carves a seeded, stratified validation split from the probes' train split and scores the
-   linear probe fitted on the rest of it on that split (``probes.validation.linear.top1``).
-2. **Selection** (:func:`select_vrn`): at each setting, λ* = the VRN weight (λ > 0) with the
-   highest validation top-1 averaged over the tuning seeds (ties: the smaller λ, the weaker
-   regulariser). λ = 0 is shown beside the grid, never chosen: the question is which VRN
-   weight, and the claim compares VRN at λ* with no VRN.
-3. **Test stage** (:func:`run_test_stage`): fresh seeds, at each setting λ = 0 and λ = λ*,
-   the latter trained with ``--vrn-tuning-grid/-split/-criterion`` so that each run records
-   how its λ was chosen (``vrn_tuning`` in :mod:`cl_diag.runconfig`); compared, the claims
-   "VRN at a tuned λ raises linear-probe accuracy" and "... more at smaller batches" are
-   tested on the test split at λ*. Fresh seeds keep the selection's luck (the winner's curse:
-   the best of eight noisy means is biased up) out of the test: the test runs share no
-   training noise with the runs λ* was chosen on.
+The rebuttal's protocol (Lee et al., ICML 2025): VRN's accuracy gains appear after tuning λ
+over {0.1, 0.3, 1, 3, 10, 30, 100}. Done without touching the test split
+(``tools/select_vrn.py`` is the command line): a **tuning sweep** over the grid and λ = 0,
+each run analysed with ``--validation-fraction``; **selection** (:func:`select_vrn`): at each
+setting the λ > 0 with the highest mean validation top-1 (ties: the smaller); a **test
+stage** (:func:`run_test_stage`) on fresh seeds at λ = 0 and λ*, each run recording how its λ
+was chosen (``vrn_tuning``), so that the selection's luck (the winner's curse) stays out of
+the test.
 """
 
 from __future__ import annotations

@@ -1,24 +1,13 @@
 """Reports: pure functions of results (:class:`cl_diag.result.Result`) to Markdown, HTML, CSV
 and SVG figures.
 
-- :func:`analysis_files` -- one run: report.md, report.html and its figures.
-- :func:`comparison_files` -- several runs side by side (``cl-diag compare``):
-  report.md, report.html, comparison.csv (comparison_by_seed.csv when runs differ
-  only in their seed) and figures.
-- :func:`write_files` -- the one writer: puts those files into a folder, each through
-  :func:`cl_diag.io.atomic.atomic_write_bytes`; :func:`render_analysis` and
-  :func:`render_comparison` are the two steps together.
-
-The commands render into a staging folder (``cl_diag.io.output.staged_output``), which
-records the hash of every file it moves into ``--out``, so that a report re-rendered into the
-same folder removes its own stale figures and nothing else.
-
-Nothing is measured here: every number comes from the typed results (schema in
-docs/result-schema.md), so the same results give the same bytes. The content is built once
-as a list of blocks (``analysis.py`` with its ``probe_section.py`` and ``theory_section.py``,
-``comparison.py``; both open with ``findings.py``, the one evaluator of the claims registry
-``claims.py``; ``runs.py`` labels, orders and groups the runs) and rendered by
-``markdown.py`` and ``html.py``; ``figures.py`` draws the SVGs.
+:func:`analysis_files` renders one run (report.md, report.html, figures),
+:func:`comparison_files` several side by side (``cl-diag compare``: also comparison.csv), and
+:func:`write_files` writes them atomically; :func:`render_analysis` and
+:func:`render_comparison` do both. Nothing is measured here: every number comes from the typed
+results, so the same results give the same bytes. The content is a list of blocks
+(``analysis.py``, ``comparison/``, both opening with the findings of ``claims/``; ``runs.py``
+labels and groups runs) rendered by ``markdown.py`` and ``html.py``; ``figures.py`` draws.
 
 Example::
 

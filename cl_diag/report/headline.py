@@ -1,18 +1,11 @@
 """A result's short form: what a notebook shows for it (``repr`` and ``_repr_html_``).
 
-``print(res)`` of a :class:`~cl_diag.result.Result` is a few lines, never the whole file: what
-was measured (the source, the pair mode, n_ref and δ), each layer's n and d, and the headline
-numbers of :data:`cl_diag.report.metrics.HEADLINE_LAYER_METRICS` (the positive mean; each
-negative type's mean, variance and share below δ; for two encoders' views the modality gap)
-and, when the probes ran, :data:`~cl_diag.report.metrics.HEADLINE_PROBE_METRICS` and the
-two-way retrieval of embeddings (:func:`~cl_diag.report.metrics.headline_retrieval_metrics`).
-The metric tables say *what* is headline; this module only lays it out: one
-:class:`~cl_diag.report.document.Table`, printed as aligned text or rendered by
-:func:`cl_diag.report.html.render_fragment` (escaped, no script). A comparison's short form
-(:func:`comparison_table`) is the same numbers with one column per run.
-
-The package root hands :func:`result_text` and :func:`result_html` to the result model
-(:func:`cl_diag.upcalls.install`), which sits below the reports and may not import them.
+``print(res)`` is a few lines: what was measured (source, pair mode, n_ref, δ), each layer's
+n and d and its headline numbers (:data:`cl_diag.report.metrics.HEADLINE_LAYER_METRICS`), and
+the headline probes. The metric tables say *what* is headline; this module lays it out as one
+:class:`~cl_diag.report.document.Table`, aligned text or escaped HTML.
+:func:`comparison_table` is a comparison's, one column per run. The package root hands
+:func:`result_text` and :func:`result_html` to the result model (:func:`cl_diag.upcalls.install`).
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """A report's first screen and its frame: the headline, the contents and the appendix.
 
-Both report kinds (one run's, :mod:`cl_diag.report.analysis`; a comparison's,
-:mod:`cl_diag.report.comparison`) open the same way (issue 24): the title, then a
-:class:`~cl_diag.report.document.Headline` -- the verdict counts of the report's findings
-(:func:`verdict_line`, counted from the evaluated registry, never written by hand), the few
-numbers a run is read by (:data:`HEADLINE_METRICS` on the layer the loss sees, and the best probe
-accuracy) and the one figure that carries them (the layer's similarity distributions; in a
-comparison the figure a finding rests on, else the runs' overlaid negatives) -- then the table of
-contents. Probe internals and fit diagnostics (the L-BFGS fits' iterations and line trials, the
-probes' settings) go to a collapsed appendix at the end (:func:`appendix`); result.json keeps
-them all.
-
-The section builders stay as they were: :func:`arrange` takes the blocks they made and moves the
-headline figure and the appendix into place.
+Both report kinds open the same way (issue 24): the title, a
+:class:`~cl_diag.report.document.Headline` (the verdict counts of the findings,
+:func:`verdict_line`; the few numbers a run is read by, :data:`HEADLINE_METRICS`; the one
+figure that carries them), then the contents. Probe internals and fit diagnostics go to a
+collapsed appendix (:func:`appendix`). :func:`arrange` moves the headline figure and the
+appendix into place among the blocks the sections made.
 """
 
 from __future__ import annotations

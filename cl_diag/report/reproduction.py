@@ -1,49 +1,26 @@
 """Reproduced or not: an original study's results against a re-run's, number by number and
 finding by finding (``cl-diag reproduce``; docs/reproducibility.md).
 
-Each quantity gets one of three statuses:
+Each quantity is **exact** (the same bits, what an equal environment fingerprint promises),
+**within noise** (no more different than a re-run could make it) or **differs**. The noise is
+the replicate prediction interval |e1 − e2| ≤ t·√(se1² + se2²), with se from:
 
-* **exact** -- the same number, bit for bit (what an equal environment fingerprint promises);
-* **within noise** -- a different number, but no more different than a re-run of the study
-  could make it;
-* **differs** -- more different than replicate noise explains.
+* **a run of a seed group**: training amplifies last-bit differences, so a re-run elsewhere is
+  a new replicate; s is the between-seed standard deviation pooled over the group's *other*
+  seeds (so a run that moved does not widen its own tolerance) and the study's other groups
+  unless the F test finds this group wider (:func:`_replicate_error`), se = √2·s; a statistic
+  on a grid (accuracy on N images) has at least the spread of its rounding, step/√12;
+* **a seed group's mean**: se = √(s1²/k1 + s2²/k2), Welch's degrees of freedom;
+* **a run without replicates**: the statistic's own sampling error over its n images
+  (:func:`sampling_error`), t the normal quantile;
+* **a finding's effect**: the evaluator's se and df of both findings (:func:`finding_error`).
 
-"Replicate noise" is the replicate prediction interval |e1 − e2| ≤ t·√(se1² + se2²):
-
-* **a run of a seed group** (runs whose configs differ only in their seed): a re-run in another
-  environment is a new replicate, since training amplifies last-bit differences chaotically
-  within a few hundred steps. Its noise is the between-seed standard deviation s of the
-  quantity, pooled over the *other* seeds of the group in the original and in the re-run
-  (leaving the run out, so that a run that moved does not widen its own tolerance) and over
-  the study's other seed groups (unless the group's spread exceeds theirs by the F test:
-  :func:`_replicate_error`), and se = √2·s (one new value against one old, n1 = n2 = 1), t
-  with the pooled degrees of freedom. A group of two seeds has no other seed: both are pooled,
-  the run included. A
-  statistic counted on a grid (an accuracy on N test images, a ratio of pairs) has at least
-  the spread of its rounding, step/√12, however few seeds landed on one grid point;
-* **a seed group's mean** (what the comparison report prints over seeds): the means of k1 and
-  k2 replicates, se = √(s1²/k1 + s2²/k2), Welch's degrees of freedom;
-* **a run without replicates**: the statistic's own sampling error over the n analysed images
-  (:func:`sampling_error`: the pair means and variances of cl_diag.measurement.stats, Wilson
-  for ratios and accuracies; for a statistic without a formula, its magnitude / √n, the order
-  of any sampling error of n images), both analyses' errors combined, t = the normal quantile;
-* **a finding's effect**: the standard errors and degrees of freedom the claims evaluator
-  gave both findings (:func:`finding_error`; on the claim's analysis scale, a log for a ratio
-  or a factor), Welch's degrees of freedom.
-
-A re-run that promises the original's bytes -- it has the original's exact weights, or both
-stages ran under equal environment fingerprints -- has no noise: every number of it that is
-not exact *differs*, and so does every finding of a reproduction whose runs all promise
-bytes. Elsewhere, a reproduction compares hundreds of numbers, and 5 % of them fall outside
-their 95 % interval by chance; so a number *differs* only when its p-value survives Holm's
-correction over every number compared (family-wise 5 %). How many fall outside their
-unadjusted 95 % interval is reported beside (about 5 % for a faithful re-run). A finding
-also differs when its verdict changed, unless the verdict was *fragile* on both sides (the
-evaluator's replication probability, :mod:`cl_diag.report.claims.evaluate`, below
-:data:`cl_diag.report.claims.inference.FRAGILE` in the original and in the re-run: a verdict that
-an independent replicate study repeats less often than that can change without anything
-being wrong). A change to or from *not applicable*, or of a consistency check (*holds* /
-*violated*), is never fragile: it differs.
+A re-run that promises the original's bytes has no noise: anything not exact differs.
+Elsewhere a number *differs* only when its p-value survives Holm's correction over every
+number compared (family-wise 5 %); the share outside its unadjusted 95 % interval is reported
+beside. A finding also differs when its verdict changed, unless the verdict was *fragile*
+(:data:`cl_diag.report.claims.inference.FRAGILE`) on both sides; a change to or from *not
+applicable*, or of a consistency check, always differs.
 """
 
 from __future__ import annotations

@@ -1,21 +1,15 @@
 """Which runs are replicates, how runs are called and in what order they are shown: the one
-home of these rules for every report (the comparison's tables, its seed groups and the
-findings' groups of runs).
+home of these rules for every report. A run is a result, the name the user gave it and its
+training config, parsed once (:class:`Run`).
 
-A run is a result and the name the user gave it (its folder or file); its training config is
-read once, as a :class:`~cl_diag.runconfig.RunConfig` (:class:`Run`).
-
-* **Labels** name what differs between the runs' configs (issue 6: "simclr b32 +VRN30"), not
-  their paths: the loss always, then the batch size, VRN and temperature, then any other
-  option that differs, the seed last ("simclr +VRN3 seed1" reads as a member of the group
-  "simclr +VRN3"). Folder names are the fallback when configs are empty or identical.
-* **Replicates**: two runs are replicates of one configuration when their configs are equal
-  but for the seed, and they were measured alike -- the same n_ref (so their excessive
-  ratios count against one δ), the same statistics mode (exact or sampled) and the same loss
-  layer. :func:`replicate_key` is that rule; the comparison's seed groups and the findings'
-  groups (where the VRN weight, the batch size or α is left out as well) both use it.
+* **Labels** name what differs between the configs ("simclr b32 +VRN30"), not the paths: the
+  loss, batch size, VRN and temperature, any other option that differs, the seed last; folder
+  names when configs are empty or identical.
+* **Replicates** (:func:`replicate_key`): configs equal but for the seed, measured alike (the
+  same n_ref, statistics mode and layer); the findings' groups also leave out the option they
+  vary.
 * **Order**: loss, batch size, temperature, VRN weight, then the label's natural order, so a
-  report does not depend on the order the runs were given in (e.g. by a shell glob).
+  report does not depend on the order the runs were given in.
 """
 
 from __future__ import annotations

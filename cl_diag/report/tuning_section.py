@@ -1,18 +1,10 @@
-"""The tuned-λ procedure, nested: what choosing the VRN weight on a validation split gains.
-
-A block of a comparison's VRN weight study (plans/vrn-weight-nested.md declares it). Given runs
-at λ = 0 and at least :data:`MIN_TUNING_GRID` VRN weights per setting (e.g. batch size), the
-same ≥ 2 seeds at every λ, each with a validation and a test linear top-1, it reports:
-
-* the **procedure's gain**, leave one seed out: each seed's test top-1 at the λ the
-  one-standard-error rule chooses on the *other* seeds' validation top-1
-  (:func:`cl_diag.measurement.selection.one_se_choice`: no VRN, then the smaller λ, within one
-  standard error of the best), minus its test top-1 without VRN; the mean over seeds with its
-  Student-t interval at its Holm level over the settings, judged as ``vrn_accuracy`` is
-  (expected increase, margin :data:`MARGIN`); and each seed choosing on its own validation
-  split;
-* the **stability** of the choice: the share of bootstrap resamples of the seeds that choose
-  each λ, a table and a figure; "stable" when one λ takes :data:`STABLE_SHARE` or more.
+"""The tuned-λ procedure, nested: what choosing the VRN weight on a validation split gains
+(plans/vrn-weight-nested.md). Given runs at λ = 0 and at least :data:`MIN_TUNING_GRID` VRN
+weights per setting, the same ≥ 2 seeds at every λ, it reports the **procedure's gain**
+(leave one seed out: each seed's test top-1 at the λ the one-standard-error rule chooses on
+the other seeds, :func:`cl_diag.measurement.selection.one_se_choice`, minus its top-1 without
+VRN; judged as ``vrn_accuracy`` is, margin :data:`MARGIN`) and the **stability** of the choice
+(bootstrap shares of each λ; "stable" at :data:`STABLE_SHARE` or more).
 """
 
 from __future__ import annotations

@@ -1,29 +1,19 @@
 """The typed result model: what ``cl-diag analyze`` measured, declared once.
 
-result.json is the contract between measuring and reporting (docs/result-schema.md; its JSON
-Schema, docs/result.schema.json, is generated from this module by tools/result_schema.py).
-Each block of the file is a frozen dataclass below whose fields are its keys, in file order,
-with their types and docs: a :class:`~cl_diag.io.records.Record`, so one field-driven codec
-reads and writes every block and :func:`json_schema` derives the schema from the same fields.
-Measurement builds the blocks (``pair_statistics``, ``geometry``, ``class_collapse``,
-``theory_panel``, the probes), orchestration assembles them into a :class:`Result`, and the
-reports, ``compare`` and the CLI summary read typed fields (the metric tables they print are
-:mod:`cl_diag.report.metrics`)::
+result.json is the contract between measuring and reporting (docs/result-schema.md; the JSON
+Schema docs/result.schema.json is generated from these fields by tools/result_schema.py). Each
+block is a frozen :class:`~cl_diag.io.records.Record` whose fields are its keys in file
+order, so one codec reads and writes every block::
 
     >>> from cl_diag.result import load                                   # doctest: +SKIP
     >>> res = load("out/result.json")                                     # doctest: +SKIP
     >>> res.layers["embedding"].pairs["cross_view_negative"].excessive_ratio  # doctest: +SKIP
     0.5731
-    >>> res.to_frame().head()                                             # doctest: +SKIP
 
-:meth:`Result.to_json` writes the bytes the tool has always written for that content: keys in
-field order, floats as Python's shortest repr, ints as ints, NaN/Inf as null.
-
-Reading accepts every result the tool writes under schema ``cl-diag/result/1``. Keys a newer
-writer may add inside a block are kept in that block's ``extra`` and written back after the
-known keys, so an older reader neither crashes on them nor drops them; a change of meaning bumps
-:data:`SCHEMA`, and a file of another schema is refused with a message saying what to do. A
-missing or mistyped key is a :class:`UserError` naming its key path.
+:meth:`Result.to_json` writes the same bytes for the same content (field order, shortest
+float repr, NaN/Inf as null). Reading accepts every result of schema ``cl-diag/result/1``:
+keys a newer writer adds are kept in a block's ``extra`` and written back; a change of
+meaning bumps :data:`SCHEMA`; a missing or mistyped key is a UserError naming its path.
 """
 
 from __future__ import annotations

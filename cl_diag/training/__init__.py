@@ -1,11 +1,5 @@
-"""Training: datasets and two-view augmentation, the loop, checkpoints.
-
-The models it trains come from :mod:`cl_diag.models`. The pieces other commands reuse::
-
-    from cl_diag.models import build_model
-    from cl_diag.training import load_checkpoint
-    from cl_diag.training.data import load_dataset, digits_split, TwoViews, Transformed
-    from cl_diag.training.augment import train_transform, eval_transform
+"""Training: datasets and two-view augmentation, the loop, checkpoints (the models it trains
+come from :mod:`cl_diag.models`)::
 
     ck = load_checkpoint("runs/digits-simclr/last.pt")   # weights-only; UserError on a bad file
     model = build_model(ck["config"])                      # same architecture, fresh weights

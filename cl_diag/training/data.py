@@ -1,21 +1,11 @@
 """Datasets for training and evaluation, and the two-view wrapper the loop consumes.
 
-Public constructors (the analyze command reuses them):
-
-* :func:`digits_arrays`, :func:`digits_split` -- scikit-learn's 8x8 digits and the
-  project's fixed stratified train/test split (recorded in every checkpoint).
-* :func:`load_dataset` -- one split of ``digits``, ``cifar10``, ``cifar100`` or
-  ``imagefolder`` as an un-transformed ``(image, label)`` dataset.
-* :class:`TwoViews` -- ``(index, view1, view2, label)`` with augmentation that is a pure
-  function of ``(seed, epoch, index)``; positives are defined by the instance index.
-* :class:`Transformed` -- ``(image, label)`` through one (eval) transform.
-* :func:`training_data` -- everything the trainer needs for a config in one call.
-* :func:`train_size` -- how many training instances that call will give, without loading images.
-
-The augmentation randomness of a sample is seeded from ``(seed, epoch, index)``, never
-from the order in which workers or ranks happen to see it. That is what makes a resumed
-run, a run with a different ``--workers``, and a DDP run on the same global batch all see
-exactly the same views.
+:func:`digits_split` is scikit-learn's 8x8 digits with the project's fixed stratified split;
+:func:`load_dataset` one split of ``digits``, ``cifar10``, ``cifar100`` or ``imagefolder``;
+:class:`TwoViews` gives ``(index, view1, view2, label)``; :func:`training_data` everything
+the trainer needs for a config. A sample's augmentation is seeded from ``(seed, epoch,
+index)``, never from the order in which workers or ranks see it, so a resumed run, another
+``--workers`` and a DDP run on the same global batch all see exactly the same views.
 """
 
 from __future__ import annotations

@@ -9,36 +9,22 @@ Per step::
     backward, optimizer step
     monitor.update(g.z1, g.z2, loss terms)          # on the device: no wait for the host
 
-With ``--views V`` the batch holds V views, views 3..V go to the losses as ``extra_views``
-(gathered like the first two) and the monitor reads views 1 and 2. With ``--queue K`` the
-loss and VRN also get ``queue=`` the keys queued by earlier steps
-(:mod:`cl_diag.training.queue`), the step's keys (momentum encoder, or the step's own
-embeddings) are pushed after the optimiser step, and the monitor gets the queue it used too.
+With ``--views V`` views 3..V go to the losses as ``extra_views``; with ``--queue K`` the loss
+and VRN also get the keys earlier steps queued (:mod:`cl_diag.training.queue`).
 
-Every ``log_every`` steps and at each epoch end (one metrics *row*) the loop syncs with the
-device once (:meth:`cl_diag.measurement.monitor.Monitor.flush`, the monitor any training loop
-can use): it reads the row's loss terms and in-batch pair statistics, stops if the loss
-stopped being finite (naming the step), appends the row to the history (``metrics.csv``) and
-hands it to the ``progress`` callback the caller supplied. At an epoch end ``last.pt`` (and
-``metrics.csv``) is written atomically after the first epoch a process trains, at the end of
-training, with ``epoch_NNNN.pt`` every ``save_every`` epochs, and otherwise once
-:data:`CHECKPOINT_STEPS` steps have passed since the last write: an epoch of that many steps
-or more (any real data set) writes at every end, while epochs of one or two steps (free
-embeddings on their full batch) do not write checkpoints (and the whole metrics history)
-thousands of times. The rule counts steps, not seconds, so which epochs write is the same on
-every machine and every run.
+Every ``log_every`` steps and at each epoch end the loop syncs with the device once
+(:meth:`cl_diag.measurement.monitor.Monitor.flush`): it reads the row, stops on a non-finite
+loss (naming the step), and appends the row to ``metrics.csv``. ``last.pt`` is written
+atomically at epoch ends once :data:`CHECKPOINT_STEPS` steps have passed since the last write
+(and after the first epoch and at the end; ``epoch_NNNN.pt`` every ``save_every``), a rule in
+steps, not seconds, so that which epochs write is the same on every machine.
 
-Reproducibility. The batches of epoch ``e`` are a permutation drawn from a generator
-seeded with ``(seed, e)`` and each sample's augmentation is seeded from ``(seed, e,
-index)`` (:class:`cl_diag.training.data.TwoViews`), so nothing about the data depends on
-state carried across epochs. Checkpoints are written at epoch ends; a run killed in the
-middle of an epoch resumes from the last epoch end written and, on CPU, ends with bit-identical
-weights. Under DDP rank r takes the r-th contiguous slice of each *global* batch, so the
-gathered batch is exactly the single-process batch.
-
-The loss library computes every loss in fp32 (also under autocast), and
+Reproducibility: epoch ``e``'s batches are a permutation seeded with ``(seed, e)`` and each
+sample's augmentation with ``(seed, e, index)``, so nothing depends on state carried across
+epochs and a run killed mid-epoch resumes from the last epoch end to bit-identical weights on
+CPU. Under DDP rank r takes the r-th slice of each *global* batch; losses run in fp32 and
 :func:`cl_diag.losses.distributed.gather_batch` gives each rank the global batch with
-gradients (see its docstring for why no rescaling by world size is needed).
+gradients.
 """
 
 from __future__ import annotations
@@ -136,21 +122,14 @@ class EpochBatchSampler(Sampler):
 
 class BalancedBatchSampler(Sampler):
     """Batches of m classes x n instances (``cl-diag train --balanced-batch``), a pure function
-    of ``(seed, epoch)`` like :class:`EpochBatchSampler`, whose ``(epoch, index)`` keys and DDP
-    slicing (rank r takes the r-th contiguous slice of each global batch) it shares.
+    of ``(seed, epoch)`` that shares :class:`EpochBatchSampler`'s keys and DDP slicing.
 
-    ``labels`` are the training set's, in order; ``classes_per_batch`` is m and
-    n = ``batch_size`` / m. Per epoch, from a generator seeded with ``(seed, epoch, 1)``: each
-    class's instances are shuffled into a stream of permutations, and each batch takes the next
-    m classes from a stream of permutations of the classes and the next n instances of each
-    (when a permutation runs short, its rest is taken first and the next one completes the
-    draw without repeats), so a batch never repeats a class or an instance and, within an
-    epoch, every class and every instance of a class is drawn equally often, to within one.
-    The batch is then shuffled, so that a DDP slice is not one class. An epoch has
-    ``len(labels) // batch_size`` batches, as unbalanced training has. Raises ValueError when
-    the batch size is not m x n with n >= 1, when m exceeds the classes, or when a class has
-    fewer than n instances (the orchestration checks the same before training, as a
-    UserError: :func:`cl_diag.orchestration.train.resolve_config`).
+    ``classes_per_batch`` is m and n = ``batch_size`` / m. Each batch takes the next m classes
+    from a stream of permutations of the classes and the next n instances of each from its own
+    stream (seeded with ``(seed, epoch, 1)``), so a batch never repeats a class or an instance and
+    within an epoch every class and instance is drawn equally often, to within one; the batch is
+    then shuffled, so a DDP slice is not one class. ValueError when the batch is not m x n, m
+    exceeds the classes, or a class has fewer than n instances (checked before training too).
     """
 
     def __init__(

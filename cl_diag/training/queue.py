@@ -1,23 +1,14 @@
 """Queue negatives (MoCo's memory bank) and the key encoder that fills the queue.
 
-He, Fan, Wu, Xie, Girshick, "Momentum Contrast for Unsupervised Visual Representation
-Learning", CVPR 2020 (MoCo), and Chen, Fan, Girshick, He 2020 (MoCo v2). ``cl-diag train
---queue K`` keeps the last K *keys* of each view: after every step the key encoder's
-embeddings of the batch's two views are written into two ring buffers (view 1's keys into
-``keys[0]``, view 2's into ``keys[1]``), replacing the oldest. Before the step the loss reads
-them as extra cross-view negatives: anchors of view 1 see ``keys[1]``, anchors of view 2 see
-``keys[0]`` (the losses' docstrings give the terms; :data:`cl_diag.losses.QUEUE_LOSSES`).
-
-The key encoder (``--key-encoder``):
-
-* ``momentum`` (MoCo v2): a copy of backbone + projector, updated after every optimiser step as
-  theta_k <- m theta_k + (1 - m) theta_q (``--key-momentum`` m, 0.99 by default); its buffers
-  (BatchNorm statistics) are its own, from its forward passes in train mode. No gradients.
-* ``same``: the current encoder's embeddings of the step, detached: no extra forward pass.
-
-Under DDP the keys are those of the gathered global batch, so every rank holds the same queue.
-The queue (keys, write pointer, how many are filled) and the key encoder's state are part of
-the checkpoint, so ``--resume`` continues bit-exactly.
+He et al., "Momentum Contrast for Unsupervised Visual Representation Learning", CVPR 2020
+(MoCo), and Chen et al. 2020 (MoCo v2). ``cl-diag train --queue K`` keeps the last K *keys*
+of each view in two ring buffers; the loss reads them as extra cross-view negatives: anchors
+of view 1 see ``keys[1]``, of view 2 ``keys[0]`` (:data:`cl_diag.losses.QUEUE_LOSSES`). The
+key encoder (``--key-encoder``) is ``momentum`` (MoCo v2: a copy updated as theta_k <- m
+theta_k + (1 - m) theta_q, ``--key-momentum`` m, with its own BatchNorm statistics, no
+gradients) or ``same`` (the step's own embeddings, detached). Under DDP the keys are the
+global batch's, so every rank holds the same queue; the queue and key encoder are in the
+checkpoint, so ``--resume`` continues bit-exactly.
 
 Example::
 

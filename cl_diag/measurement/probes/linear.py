@@ -173,41 +173,29 @@ def linear_probe(
 ) -> LinearProbe:
     """Linear probe: multinomial logistic regression on frozen, L2-normalised features.
 
-    With features x_i / ||x_i|| and classes 0..C-1, the classifier (W in R^{d x C},
-    b in R^C) minimises
+    With features x_i / ||x_i|| and classes 0..C-1, the classifier (W in R^{d x C}, b in R^C)
+    minimises
 
         L(W, b) = (1/n) sum_i -log softmax(x_i W + b)_{y_i} + (lambda / 2) ||W||_F^2,
 
-    the bias unpenalised.  This is scikit-learn's ``LogisticRegression`` objective
-    ``(1/2)||W||^2 + C sum_i CE_i`` divided by C*n, i.e. ``C = 1 / (lambda * n)``.
-    It is solved by full-batch L-BFGS in torch (:func:`_lbfgs`: ``history_size`` pairs
-    in compact form, weak-Wolfe line search, start at W = 0, b = 0), stopping when
-    max|grad| <= ``tol`` (scipy's ``gtol``, scikit-learn's ``tol``), when an iteration
-    lowers L by less than the relative rounding of ``dtype``, or after ``max_iter``
-    iterations.  Features are centred after normalisation (``center``): an exact
-    reparametrisation, ``(x - mu) W + (b + mu W) = x W + b``, that only speeds L-BFGS.
+    the bias unpenalised: scikit-learn's ``LogisticRegression`` objective with ``C = 1 / (lambda
+    * n)``. It is solved by full-batch L-BFGS in torch (:func:`_lbfgs`, weak-Wolfe line search,
+    from W = 0, b = 0), stopping when max|grad| <= ``tol``, when an iteration lowers L by less than
+    the relative rounding of ``dtype``, or after ``max_iter``. Centring the features (``center``)
+    is an exact reparametrisation that only speeds L-BFGS.
 
-    lambda is chosen on a seeded stratified split of the train split
-    (:func:`stratified_split`): the grid is walked from the largest to the smallest
-    value, each fit warm-started from the previous solution (the regularisation path),
-    and the value with the highest validation top-1 wins (ties: the larger lambda).
-    The final classifier is refit on the whole train split with that lambda,
-    warm-started from its validation-stage solution; the convex objective has one
-    minimum, so the warm starts change the time, not the answer.  With ``patience``
-    = p the walk stops after p values in a row whose validation top-1 is below the best
-    so far (``None``: the whole grid); it always stops at a perfect validation score,
-    which no smaller lambda could beat.
+    lambda is chosen on a seeded stratified split of the train split (:func:`stratified_split`),
+    walking the grid from the largest value down, each fit warm-started from the previous one;
+    the highest validation top-1 wins (ties: the larger lambda), and ``patience`` stops the walk
+    after that many values in a row below the best. The final classifier is refit on the whole
+    train split, warm-started; the objective is convex, so warm starts change the time, not the
+    answer. The paper (App. D) trains its head with SGD instead; this is deterministic and much
+    cheaper on cached features.
 
-    The paper (App. D) trains its linear head with SGD instead (lr 0.1, no weight
-    decay, 200 epochs); the choice here is deterministic and much cheaper on cached
-    features.  Deterministic on CPU for a fixed thread count.
-
-    Returns the probe's block of result.json (:class:`cl_diag.result.LinearProbe`): test
-    top-1 and top-k
-    accuracy with k = min(5, C) as fractions, the chosen lambda, and every setting,
-    including the validation top-1 of each grid value tried (``val_top1``) and each
-    fit's iterations, line-search trials and stopping reason (``fits``).  Test labels absent
-    from the train split count as errors (``settings["n_test_unseen_class"]``).
+    Returns the :class:`cl_diag.result.LinearProbe` block: test top-1 and top-k (k = min(5, C))
+    as fractions, the chosen lambda, and every setting, with each grid value's validation top-1
+    and each fit's iterations and stopping reason. Test labels absent from the train split count
+    as errors.
     """
     tx = _features(train_x, "train_x")
     vx = _features(test_x, "test_x")

@@ -1,24 +1,12 @@
 """The claims engine: the sources' falsifiable predictions tested on the runs at hand.
 
-One wing, in the order a claim flows through it:
-
-* :mod:`~cl_diag.report.claims.facts` -- what a claim reads of a run (:class:`RunData`);
-* :mod:`~cl_diag.report.claims.schema` -- the parts of an entry (source, condition, metric,
-  unit, estimate);
-* :mod:`~cl_diag.report.claims.designs` -- how an entry compares runs (paired arms, trends,
-  one-sample, seed shares, thresholds);
-* :mod:`~cl_diag.report.claims.entries` -- the entries (:class:`Claim`, :class:`Identity`);
-* :mod:`~cl_diag.report.claims.terms` -- the metrics, conditions and designs the registry
-  names;
-* :mod:`~cl_diag.report.claims.table` -- every claim, as data (:data:`CLAIMS`;
-  ``docs/claims.md`` is it as tables, ``python tools/claims_doc.py``);
-* :mod:`~cl_diag.report.claims.inference` -- verdicts, Holm, replication, power, agreement
-  and the threshold fit (the statistics only the claims and their reproduction use);
-* :mod:`~cl_diag.report.claims.evaluate` -- the one evaluator (:func:`run_findings`: entries
-  and runs to :class:`Finding` s);
-* :mod:`~cl_diag.report.claims.section` -- the findings as a report shows them.
-
-The rest of the package reads the names below.
+In the order a claim flows through it: ``facts`` (what a claim reads of a run), ``schema``
+(the parts of an entry), ``designs`` (how an entry compares runs), ``entries`` (:class:`Claim`,
+:class:`Identity`), ``terms`` (the metrics, conditions and designs the registry names),
+``table`` (every claim, as data: :data:`CLAIMS`), ``inference`` (verdicts, Holm, replication,
+power, agreement, the threshold fit), ``evaluate`` (the one evaluator, :func:`run_findings`)
+and ``section`` (the findings as a report shows them). The rest of the package reads the
+names below.
 """
 
 from cl_diag.report.claims.entries import Claim, Identity

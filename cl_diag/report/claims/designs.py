@@ -1,26 +1,10 @@
-"""How a claim compares runs: its design.
-
-Designs (each forms *units* -- the groups of runs one test is about, named by the runs'
-config labels -- and estimates the claim's effect on a unit):
-
-* :class:`Paired` -- two arms that differ in one option (VRN off/on, cross-view/within-view
-  negatives), configs otherwise equal (:func:`cl_diag.report.runs.replicate_key`); the effect
-  is treatment − control of the metric, paired by seed (the t interval of the per-seed
-  differences) when both arms have the same seeds, else Welch's interval;
-* :class:`Trend` -- the least-squares slope of the metric over a swept option (log2 m, α),
-  every run a point (seeds included), its t interval (df = points − 2);
-* :class:`PairedTrend` -- the slope over a swept option of the per-seed paired differences
-  (e.g. the VRN gain against log2 m);
-* :class:`OneSample` -- the metric against a reference value (δ, 0.5, 1 − β*): over seeds the
-  t interval of the per-seed deviations; for one run, where the claim is about one trained
-  model, the sampling error of its analysed images (df = ∞);
-* :class:`Threshold` -- where the metric starts rising over a swept option (α): the break of
-  a two-segment fit (flat, then linear rising; an offset per seed) against a predicted
-  threshold (α_c), with the break's profile-likelihood interval.
-
+"""How a claim compares runs: its design. Each forms *units* (the groups of runs one test is
+about) and estimates the claim's effect on a unit: :class:`Paired` (two arms differing in one
+option, paired by seed), :class:`Trend` (a slope over a swept option), :class:`PairedTrend`
+(the slope of per-seed paired differences), :class:`OneSample` (against a reference value)
+and :class:`Threshold` (the break of a flat-then-rising fit against a predicted threshold).
 Every effect is on the claim's *analysis scale* (ln for a variance or a spread, so a ratio
-becomes a difference); :attr:`Claim.shows` says how it is printed (a relative change, a
-factor, percentage points or a number).
+becomes a difference); :attr:`Claim.shows` says how it is printed.
 """
 
 from __future__ import annotations
@@ -104,7 +88,8 @@ class Paired:
     """Two arms that differ in ``options`` (left out of the replicate key), configs otherwise
     equal: ``control`` and ``treatment`` say which runs are which arm, ``label`` names an arm
     in a subject ("VRN 30", "none"); ``prefer``: when some treatment group of a bucket meets it
-    (a tuned λ among a λ grid), only those groups form units."""
+    (a tuned λ among a λ grid), only those groups form units. The effect is treatment −
+    control, a paired t interval by seed when both arms have the same seeds, else Welch's."""
 
     options: tuple[str, ...]
     control: Condition
@@ -285,10 +270,10 @@ class Trend:
 class Threshold:
     """Where the metric starts to rise with ``x`` (a function of the swept ``option``): the
     two-segment fit flat below a break, rising linearly above it, one offset per seed
-    (:func:`cl_diag.measurement.stats.hinge_fit`), over runs whose configs differ only in
+    (:func:`~cl_diag.report.claims.inference.hinge_fit`), over runs whose configs differ only in
     that option and the seed; the effect is the break − ``reference`` (a run's predicted
     threshold, the same for every run of the unit) with the profile-likelihood interval of
-    the break (:func:`cl_diag.measurement.stats.hinge_interval`, df = runs − seeds − 2), at
+    the break (:func:`~cl_diag.report.claims.inference.hinge_interval`, df = runs − seeds − 2), at
     whatever confidence the finding is judged."""
 
     option: str

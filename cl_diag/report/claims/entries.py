@@ -47,7 +47,7 @@ class Claim:
     ``precondition`` a requirement on the data (*not applicable here* when unmet);
     ``figure`` the key of the figure that carries it.
 
-    A directional claim has four outcomes (:func:`cl_diag.measurement.stats.verdict`): beyond
+    A directional claim has four outcomes (:func:`~cl_diag.report.claims.inference.verdict`): beyond
     the *claimed size* (``claimed``, the number the source gives on the analysis scale; by
     default the margin) it is supported, wholly short of it not borne out, beyond the margin
     the other way contradicted. ``arm_margin`` gives a unit its own margin where the source's

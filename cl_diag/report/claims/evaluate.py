@@ -1,48 +1,26 @@
 """Findings: the claims of the registry (:mod:`cl_diag.report.claims.table`) tested on the
 runs at hand, each with its effect, interval, verdict and how sure that verdict is (issue 21).
 
-One evaluator, :func:`run_findings`, turns the registry's entries and the runs
-(:class:`~cl_diag.report.claims.facts.RunData`, read from typed results) into
-:class:`Finding` s. For each entry it forms the entry's units with its design (the groups of
-runs one test is about), and for each unit:
+:func:`run_findings` forms each entry's units with its design (the groups of runs one test is
+about), and for each unit:
 
-1. a unit whose runs fail the entry's *domain* is left out (the claim does not speak of
-   them); one that fails its *scope* is *not applicable*, with the unmet condition;
+1. runs outside the entry's *domain* are left out; a unit outside its *scope*, or whose data
+   fail its precondition, is *not applicable*, with the reason;
 2. the design estimates the effect with its standard error on the analysis scale
-   (:class:`~cl_diag.report.claims.schema.Estimate`); a unit whose data fail the entry's
-   precondition is *not applicable here*, with the reason;
-3. the predictions with an interval are one family: Holm's step-down
-   (:func:`cl_diag.report.claims.inference.holm_levels`, family-wise 5 %, 2.5 % per side) sets the
-   level at which each is judged, and its interval is printed at that level (effect ± t se,
-   or the estimate's own interval at that level: the threshold's profile likelihood);
-4. the verdict (:func:`cl_diag.report.claims.inference.verdict`): *supported* when the whole
-   interval lies beyond the size the source claims (by default the margin) in the expected
-   direction, *not borne out* when it lies wholly short of that size (the one-sided test of
-   "effect ≥ claimed size" rejects), *contradicted* when it lies on the other side of zero by
-   at least the margin, else *inconclusive* (the interval holds the claimed size); for an
-   agreement, supported inside ± the margin, contradicted entirely beyond it, else
-   inconclusive;
-5. the *replication* probability: the chance that an independent replicate study of the same
-   design gets the same verdict (:func:`cl_diag.report.claims.inference.replication`, the t
-   predictive distribution of its estimate; a bootstrap over seeds,
-   :func:`cl_diag.report.claims.inference.replication_bootstrap`, where Shapiro-Wilk finds the
-   per-seed effects far from normal), *fragile* below
-   :data:`cl_diag.report.claims.inference.FRAGILE`; a decided verdict with a spread over seeds gives
-   the design's *sensitivity* (the smallest true effect its seeds call supported with 80 %
-   power, :func:`cl_diag.report.claims.inference.sensitivity`), an undecided or fragile one the
-   seeds that would give 80 % power at the margin
-   (:func:`cl_diag.report.claims.inference.seeds_needed`), or why neither is given.
+   (:class:`~cl_diag.report.claims.schema.Estimate`);
+3. the predictions are one family: Holm's step-down (family-wise 5 %, 2.5 % per side) sets the
+   level at which each is judged and its interval is printed;
+4. :func:`~cl_diag.report.claims.inference.verdict` judges the interval against the claimed
+   size and the margin;
+5. the *replication* probability (t predictive, or a bootstrap over seeds where Shapiro-Wilk
+   finds the per-seed effects far from normal) marks a verdict *fragile*, and the design's
+   *sensitivity* or the seeds that would give 80 % power are given.
 
-Descriptions get their estimate and 95 % interval, no verdict. The consistency checks
-(identities, :class:`~cl_diag.report.claims.entries.Identity`) are evaluated on every layer of
-every run: one finding per identity, *holds* or *violated* (a measurement bug).
-
-A :class:`Finding` keeps, for tools that compare findings (``cl-diag reproduce``): the
-effect and interval as printed (``effect``, ``interval``, at ``confidence``), the estimate's
-standard error ``se`` and degrees of freedom ``df`` on the analysis scale (``scale``: "log"
-when the printed effect is exp(x) − 1 or exp(x) of it), the margin ``minimum`` (analysis
-scale), the ``claimed`` size, ``verdict``, ``replication`` (and ``fragile``),
-``prediction_error``, ``sensitivity`` and ``seeds_needed``.
+Descriptions get an estimate and 95 % interval, no verdict. Consistency checks
+(:class:`~cl_diag.report.claims.entries.Identity`) give one finding per identity over every
+layer of every run, *holds* or *violated*. A :class:`Finding` keeps what ``cl-diag reproduce``
+compares: the printed effect and interval, se, df and scale, margin, claimed size, verdict and
+replication.
 """
 
 from __future__ import annotations

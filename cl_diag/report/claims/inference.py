@@ -2,54 +2,28 @@
 the agreement of two estimates, trends and the threshold fit (pure numpy / scipy, on the
 estimators of :mod:`cl_diag.measurement.stats`).
 
-- :func:`trend`: the least-squares slope of y on x with its standard error, Student-t
-  interval and a permutation test of "no trend" (:func:`scipy.stats.permutation_test`).
-
-The verdict of a claim (issue 21) is made from an effect e (the claim's measured quantity on
-its analysis scale), its standard error se with df degrees of freedom, and the claim's
-minimum relevant effect (its *margin*) m > 0:
-
-- :func:`verdict`: superiority with a margin. For an expected increase with claimed size c
-  (the source's own number, else m), *supported* when the whole interval lies at or beyond c,
-  *not borne out* when it lies wholly below c (the data reject the claimed size),
-  *contradicted* when it lies at or beyond -m (on the other side of zero by at least the
-  margin), else *inconclusive*; a decrease mirrors it. For an expected agreement
-  (e = measured - predicted), *supported* when the whole interval lies within [-m, m] (an
-  equivalence test), *contradicted* when it lies entirely beyond +m or -m, else inconclusive.
-- :func:`margin_p_values`: the one-sided p-values of the tests that decide those verdicts
-  (the interval at confidence 1 - 2a clears a bound exactly when its p <= a), for Holm's
-  step-down over the findings of one report (:func:`holm_levels`).
-- :func:`replication`: the probability that an independent replicate study of the same
-  design gets the same verdict (its estimate differs by sqrt(2) se T_df); where per-seed
-  effects are far from normal (:func:`far_from_normal`), :func:`replication_bootstrap`;
-  *fragile* below :data:`FRAGILE`. :func:`borderline`: whether a shift within the replicate
-  prediction error w = t_{0.975, df} sqrt(2) se (:func:`replicate_error`) would change the
-  verdict (the main job's design tool sizes designs by it).
-- :func:`power`, :func:`seeds_needed`: the power of the design to detect the margin (the
-  one-sided test of "no effect" at the finding's level when the true effect is m), from
-  scipy's noncentral t, and the smallest number of seeds that reaches 80 %;
-  :func:`sensitivity` (:func:`equivalence_sensitivity` for an agreement): the smallest true
-  effect a design calls supported with 80 % power.
-
-Whether two estimates of one quantity agree (an original and its reproduction, ``cl-diag
-reproduce``):
-
-- :func:`agreement`, :func:`welch_df`: the replicate prediction interval
-  |e1 - e2| <= t sqrt(se1^2 + se2^2), its two-sided p-value and the Welch-Satterthwaite
-  degrees of freedom of se1^2 + se2^2; :func:`holm_levels` corrects the many quantities a
-  reproduction compares.
-
-- :func:`hinge_fit`, :func:`hinge_interval`: the two-segment (flat, then rising) least-squares
-  fit of a threshold, with an offset per seed, and the profile-likelihood interval of its break.
-
-Every random draw takes a fixed seed, so a report rendered twice has the same bytes.
+A verdict (:func:`verdict`) is made from an effect e (the claim's quantity on its analysis
+scale), its standard error se with df degrees of freedom, and the claim's margin m > 0. For
+an expected increase with claimed size c (the source's own number, else m): *supported* when
+the whole interval lies at or beyond c, *not borne out* when it lies wholly below c,
+*contradicted* when it lies at or beyond -m, else *inconclusive*; a decrease mirrors it. For an
+expected agreement (e = measured - predicted): *supported* when the interval lies within
+[-m, m] (equivalence), *contradicted* when wholly beyond ±m, else inconclusive. The tests behind
+them give one-sided p-values (:func:`margin_p_values`) for Holm's step-down over a report's
+findings (:func:`holm_levels`); :func:`replication`, :func:`borderline`, :func:`power` and
+:func:`sensitivity` say how stable a verdict is and what a design can detect;
+:func:`agreement` compares an original and its reproduction; :func:`trend` and
+:func:`hinge_fit` fit slopes and thresholds. Every random draw takes a fixed seed, so a report
+rendered twice has the same bytes.
 
 Example::
 
     >>> from cl_diag.report.claims.inference import verdict
     >>> verdict(-0.6, (-0.7, -0.5), expect="decrease", minimum=0.05)
     'supported'
-    >>> verdict(-0.01, (-0.02, -0.005), expect="decrease", minimum=0.05)  # consistent, tiny
+    >>> verdict(-0.01, (-0.02, -0.005), expect="decrease", minimum=0.05)  # wholly short of it
+    'not borne out'
+    >>> verdict(-0.04, (-0.08, 0.0), expect="decrease", minimum=0.05)  # holds the margin
     'inconclusive'
     >>> verdict(0.09, (0.06, 0.12), expect="agree", minimum=0.05)  # disagrees beyond 0.05
     'contradicted'

@@ -1,26 +1,15 @@
 """The claims registry (issue 21): every claim the reports test, as data.
 
 One entry per claim (:class:`~cl_diag.report.claims.entries.Claim`, or
-:class:`~cl_diag.report.claims.entries.Identity` for a consistency check): what it says, where
-(the ICML 2025 paper of Lee, Lim, Lee and Sohn, the authors' OpenReview rebuttal, or the SSEM
-paper of Lee, Oh, Lee et al. on supervised-contrastive class collapse), which runs it applies
-to, what is measured, how runs are compared, the expected direction and the minimum relevant
-effect with its justification. :func:`cl_diag.report.claims.evaluate.run_findings` is the one
-evaluator; ``docs/claims.md`` is this registry as tables (``python tools/claims_doc.py``
-writes it; a test fails when it is stale).
-
-Adding a claim is one entry here (its metric, conditions and design in
-:mod:`~cl_diag.report.claims.terms` when they are new) and one case in
-``tests/test_claims.py``.
-
-Three kinds of entry:
-
-* **predictions** -- falsifiable statements a source makes at a scope; they get a verdict;
-* **descriptions** -- quantities no source predicts for these runs (the alignment change
-  under VRN, the distance of a trained net's variance from the Thm 5.5 band); they get an
-  estimate and an interval, no verdict;
-* **consistency checks** -- identities that hold for any unit vectors (the Thm 5.2 ceiling,
-  Lemmas C.6-C.8); they can fail only through a measurement bug.
+:class:`~cl_diag.report.claims.entries.Identity` for a consistency check): what it says and
+where (the ICML 2025 paper of Lee, Lim, Lee and Sohn, its OpenReview rebuttal, or the SSEM
+paper on supervised-contrastive class collapse), which runs it applies to, what is measured,
+how runs are compared, the expected direction and the minimum relevant effect. *Predictions*
+(falsifiable, at a source's scope) get a verdict; *descriptions* an estimate and interval;
+*consistency checks* (identities of unit vectors) fail only through a measurement bug.
+``docs/claims.md`` is this table (``python tools/claims_doc.py``; a test fails when stale).
+Adding a claim is one entry here (new terms in :mod:`~cl_diag.report.claims.terms`) and one
+case in ``tests/test_claims.py``.
 """
 
 from __future__ import annotations

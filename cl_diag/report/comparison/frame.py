@@ -196,9 +196,7 @@ class Comparison:
         self.results = [run.result for run in typed]
         #: each run's training config, parsed once (cl_diag.runconfig)
         self.configs = [run.config for run in typed]
-        given = dict(labels or {})
-        #: run name -> the label the user gave it (--label), used as it is
-        self.given_labels = given
+        given = dict(labels or {})  # run name -> the label the user gave it (--label)
         self.labels = unique_labels(
             self.names, self.configs, [given.get(name) for name in self.names]
         )
