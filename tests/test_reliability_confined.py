@@ -256,6 +256,40 @@ def test_a_loop_of_symbolic_links_is_named_as_one(run_cli, tmp_path, pairs_file)
     assert not (tmp_path / "o").exists() and not (tmp_path / "c").exists()
 
 
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (("analyze", ""), "the source argument is empty. Give a path."),
+        (("analyze", "x.npz", "--data-root", ""), "--data-root is empty. Give a path."),
+        (("train", "--resume="), "--resume is empty. Give a path."),
+        (("train", "--val-root", " "), "--val-root is empty"),
+        (("compare", "a", "--out="), "--out is empty. Give the folder to write to"),
+    ],
+)
+def test_an_empty_path_is_named_as_empty(run_cli, tmp_path, monkeypatch, args, fragment):
+    """Before: ``cl-diag analyze ""`` said ". is not a file" (pathlib reads "" as the current
+    folder) and an empty --data-root or --resume was the current folder; now an empty path is
+    refused as empty, before anything runs."""
+    monkeypatch.chdir(tmp_path)
+    refused(run_cli(*args), fragment)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (("--hist-bins", "inf"), "--hist-bins inf is not a finite number"),
+        (("--seed=nan",), "--seed nan is not a finite number"),
+        (("--seed", "1e308"), "--seed 1e308 is not a whole number written in digits"),
+        (("--num-images", "2.5"), "--num-images 2.5 is not a whole number written in digits"),
+    ],
+)
+def test_a_number_that_is_no_whole_number_gets_an_error_line(run_cli, pairs_file, args, fragment):
+    """Before: click's usage box ("Input should be a valid integer") for --hist-bins inf and
+    --seed 1e308, with no ``error:`` line; an empty backbone prefix stays a valid value."""
+    refused(run_cli("analyze", pairs_file, *args), fragment, "give a whole number such as")
+
+
 # --------------------------------------------------------------------------- concurrency
 
 

@@ -170,15 +170,83 @@ def shown_warnings() -> Iterator[None]:
         yield
 
 
-def _refuse_empty_out(args: list[str]) -> None:
-    # an empty --out would be read as "." (pathlib's Path("")): the current folder
-    for index, arg in enumerate(args):
-        if arg in ("--out", "-o") and index + 1 < len(args):
-            value: str | None = args[index + 1]
-        else:
-            value = arg[len("--out=") :] if arg.startswith("--out=") else None
-        if value is not None and not value.strip():
-            raise UserError("--out is empty. Give the folder to write to, e.g. --out out/.")
+def _refuse_unreadable_values(args: list[str]) -> None:
+    """Values the command line would misread, refused with an ``error:`` line before the
+    command parses them: an empty path (pathlib reads ``""`` as ``"."``, the current folder)
+    and a number that is no whole number where one is taken (``--seed 1e308``, ``--hist-bins
+    inf``: click's usage box would not say why)."""
+    if len(args) < 2:
+        return
+    import typing
+
+    import typer.main
+
+    command = getattr(typer.main.get_command(app), "commands", {}).get(args[0])
+    if command is None:
+        return
+    try:
+        hints = typing.get_type_hints(command.callback)
+    except Exception:  # a command whose annotations cannot be resolved: click decides
+        return
+    by_flag = {
+        flag: param
+        for param in command.params
+        if param.param_type_name == "option" and not getattr(param, "is_flag", False)
+        for flag in param.opts
+    }
+    arguments = iter(p for p in command.params if p.param_type_name == "argument")
+    index = 1
+    while index < len(args) and args[index] != "--":
+        arg = args[index]
+        if arg.startswith("--") and "=" in arg:
+            flag, value = arg.split("=", 1)
+            if flag in by_flag:
+                _check_value(value, by_flag[flag].name, hints, flag)
+        elif arg in by_flag and index + 1 < len(args):  # named by its long flag (-o: --out)
+            long = next((o for o in by_flag[arg].opts if o.startswith("--")), arg)
+            _check_value(args[index + 1], by_flag[arg].name, hints, long)
+            index += 1
+        elif not arg.startswith("-") or arg == "-":
+            param = next(arguments, None)
+            if param is not None:
+                shown = f"the {param.metavar or param.name} argument"
+                _check_value(arg, param.name, hints, shown)
+        index += 1
+
+
+def _check_value(value: str, name: str, hints: dict[str, Any], shown: str) -> None:
+    import math
+    import typing
+    from pathlib import PurePath
+
+    from cl_diag.options import shown as shortened
+    from cl_diag.orchestration.analysis_config import ANALYZE
+    from cl_diag.trainconfig import TRAIN
+
+    kinds = set(typing.get_args(hints.get(name))) or {hints.get(name)}
+    paths = {o.name for table in (TRAIN, ANALYZE) for o in table.options if o.kind is PurePath}
+    if name in paths or any(isinstance(k, type) and issubclass(k, PurePath) for k in kinds):
+        if not value.strip():
+            out = name == "out"
+            what = f"the folder to write to, e.g. {shown} out/" if out else "a path"
+            raise UserError(f"{shown} is empty. Give {what}.")
+    elif int in kinds:
+        try:
+            int(value)
+        except ValueError:
+            try:
+                number = float(value)
+            except ValueError:
+                return  # not a number at all: click's own message says so
+            text = shortened(value)[1:-1]
+            problem = (
+                "is not a whole number written in digits"
+                if math.isfinite(number)
+                else "is not a finite number"
+            )
+            raise UserError(
+                f"{shown} {text} {problem}: give a whole number such as {shown} 100."
+            ) from None
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -193,7 +261,7 @@ def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     with interrupts():
         try:
-            _refuse_empty_out(args)
+            _refuse_unreadable_values(args)
             app(args=args, prog_name="cl-diag", standalone_mode=True)
         except SystemExit as exit_:
             # typer ends an interrupted command with exit status 130 (its KeyboardInterrupt);
