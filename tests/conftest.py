@@ -230,19 +230,29 @@ def capped_cli():
 def trained_digits(tmp_path_factory):
     """ONE trained digits run for every test that needs a trained model: ``cl-diag train``
     with no options (SimCLR, the small CNN, 40 epochs on CPU, about a CPU-minute), trained
-    once per session in a folder of its own. Returns the run folder (last.pt, metrics.csv);
-    tests read it and write elsewhere."""
+    once per test session -- under pytest-xdist once for all workers, the first to ask
+    training it under a lock in the session's shared temporary folder while the others wait.
+    Returns the run folder (last.pt, metrics.csv); tests read it and write elsewhere."""
+    import fcntl
+
     from cl_diag.cli import main
 
-    folder = tmp_path_factory.mktemp("trained-digits")
-    cwd = os.getcwd()
-    os.chdir(folder)  # the default --out: runs/digits-simclr under the working folder
-    try:
-        main(["train", "--quiet"])
-    except SystemExit as exc:
-        assert exc.code in (0, None), f"the shared digits run failed with exit {exc.code}"
-    finally:
-        os.chdir(cwd)
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    folder = shared / "trained-digits"
+    folder.mkdir(exist_ok=True)
     run = folder / "runs" / "digits-simclr"
+    with open(shared / "trained-digits.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not (folder / "done").is_file():
+            cwd = os.getcwd()
+            os.chdir(folder)  # the default --out: runs/digits-simclr under the working folder
+            try:
+                main(["train", "--quiet"])
+            except SystemExit as exc:
+                assert exc.code in (0, None), f"the shared digits run failed with exit {exc.code}"
+            finally:
+                os.chdir(cwd)
+            (folder / "done").write_text("trained\n")
     assert (run / "last.pt").is_file() and (run / "metrics.csv").is_file()
     return run
