@@ -773,7 +773,8 @@ def test_staged_output_prunes_only_files_it_proves_it_wrote(tmp_path):
     """Issue 11: a listing proves ownership only by the seal of a file's current content; a
     planted list of names, an entry outside the folder or a folder in its place remove nothing.
     Issue 26: nor does a listing of plain SHA-256 hashes (what sha256sum prints), nor the real
-    seals of files that lack cl-diag's mark."""
+    seals of files that lack cl-diag's mark. Issue 35: nor the real seal of a marked copy (a
+    file cl-diag did not move there itself, which lacks its extended attribute)."""
     import hashlib
 
     from cl_diag.io.output import OWNED_FILES, listing_text, seal, staged_output
@@ -816,23 +817,28 @@ def test_staged_output_prunes_only_files_it_proves_it_wrote(tmp_path):
     with staged_output(out, kind="analysis") as staging:
         (staging / "other.svg").write_text("other")
     assert (out / "old.svg").exists() and (out / "new.svg").exists()
-    # seals that match prove it; unsafe names and mismatching seals are ignored
+    # what cl-diag moved there itself (listed, marked and tagged) is pruned once not written
+    # again; a marked copy with its real seal planted in the listing, and a user's unmarked
+    # file, are not; unsafe names and mismatching seals are ignored
+    for name in ("old.svg", "new.svg"):
+        (out / name).unlink()
+    with staged_output(out, kind="analysis") as staging:
+        (staging / "old.svg").write_text(marked("stale"))
+        (staging / "new.svg").write_text(marked("new"))
+    (out / "copy.svg").write_bytes((out / "old.svg").read_bytes())  # the user's copy
+    listing = (out / OWNED_FILES).read_text()
     (out / OWNED_FILES).write_text(
-        listing_text(
-            "analysis",
-            {
-                "sub/x": [sealed("other", "sub/x")],
-                "old.svg": [sealed(marked("stale"), "old.svg")],
-                "new.svg": [sealed(marked("new"), "new.svg")],
-                "mine.svg": [sealed("<svg>mine</svg>", "mine.svg")],
-            },
-        )
+        listing
+        + f"{sealed(marked('stale'), 'copy.svg')}  copy.svg\n"
+        + f"{sealed('<svg>mine</svg>', 'mine.svg')}  mine.svg\n"
+        + f"{sealed('other', 'sub/x')}  sub/x\n"
         + f"{sealed('keep', '../outside.txt')}  ../outside.txt\n"
     )
     with staged_output(out, kind="analysis") as staging:
         (staging / "result.json").write_text("{}")
     assert (tmp_path / "outside.txt").read_text() == "keep" and (out / "sub" / "x").exists()
     assert not (out / "old.svg").exists() and not (out / "new.svg").exists()
+    assert (out / "copy.svg").read_text() == marked("stale")
     # the real seal of a file without cl-diag's mark proves nothing: the user's figure stays
     assert (out / "mine.svg").read_text() == "<svg>mine</svg>"
     assert (out / "result.json").read_text() == "{}"

@@ -290,6 +290,38 @@ def test_a_number_that_is_no_whole_number_gets_an_error_line(run_cli, pairs_file
     refused(run_cli("analyze", pairs_file, *args), fragment, "give a whole number such as")
 
 
+def test_a_marked_copy_named_in_a_planted_listing_survives(run_cli, tmp_path, pairs_file):
+    """Before: a copy of an old report (``mine.md``) and a CSV with cl-diag's header row, named
+    in a listing planted with their real seals, were deleted as stale files of the previous
+    run. Now a file is pruned only when it is the very file cl-diag moved there (it carries
+    cl-diag's extended attribute); the figures cl-diag wrote are still pruned."""
+    from cl_diag.io.output import OWNED_FILES, seal
+
+    out = tmp_path / "a"
+    assert run_cli("analyze", pairs_file, "--out", out).code == 0
+    figures = sorted(p.name for p in out.glob("*.svg"))
+    assert figures and os.getxattr(out / "report.md", "user.cl-diag.seal")
+    (out / "mine.md").write_bytes((out / "report.md").read_bytes())  # the user's copies
+    header = "label,run,layer,positive_mean\nsimclr,a,embedding,0.5\n"
+    (out / "table.csv").write_text(header)
+    with open(out / OWNED_FILES, "a", encoding="utf-8") as listing:
+        for name in ("mine.md", "table.csv"):
+            listing.write(f"{seal(out / name, name)}  {name}\n")
+    before = {name: (out / name).read_bytes() for name in ("mine.md", "table.csv")}
+    result = run_cli("analyze", pairs_file, "--out", out)
+    assert result.code == 0, result.err
+    assert {name: (out / name).read_bytes() for name in before} == before
+    assert "kept mine.md from an earlier run" in " ".join(result.err.split())
+    # a report cl-diag wrote, renamed by the user and planted under its new name, stays too: the
+    # attribute holds the seal of the name it was written as
+    (out / "report.md").rename(out / "moved.md")
+    with open(out / OWNED_FILES, "a", encoding="utf-8") as listing:
+        listing.write(f"{seal(out / 'moved.md', 'moved.md')}  moved.md\n")
+    assert run_cli("analyze", pairs_file, "--out", out).code == 0
+    assert (out / "moved.md").is_file() and (out / "report.md").is_file()
+    assert sorted(p.name for p in out.glob("*.svg")) == figures
+
+
 # --------------------------------------------------------------------------- concurrency
 
 

@@ -43,7 +43,7 @@ from pathlib import Path, PurePosixPath
 
 from cl_diag.errors import UserError
 from cl_diag.io.atomic import atomic_write_text, storage_error
-from cl_diag.io.leftovers import remove_leftovers, tagged, temp_files
+from cl_diag.io.leftovers import log, remove_leftovers, tagged, temp_files
 from cl_diag.io.paths import why_missing
 
 __all__ = [
@@ -79,6 +79,11 @@ _STAGING_PREFIX = ".cl-diag-staging-"
 _STAGING = re.compile(rf"^{re.escape(_STAGING_PREFIX)}(?:(?P<pid>\d+)-)?[a-z0-9_]{{8}}$")
 
 _SEAL_TAG = b"cl-diag-owned/2\x00"
+#: the extended attribute each file carries once cl-diag has moved it into an output folder:
+#: its seal under the name it was written as. It lives with the file itself, not with its
+#: bytes or its name, so a copy (``cp``), a file renamed (``mv report.md mine.md``) or a
+#: user's file under a planted listing lacks it, and outputs stay the same bytes.
+_XATTR = "user.cl-diag.seal"
 _HEADER = (
     "# cl-diag-owned 2 {kind}: the files cl-diag wrote here, as <seal>  <name>. Do not edit.\n"
 )
@@ -360,6 +365,32 @@ def read_listing(folder: Path) -> Listing:
     return Listing(kind=header.group(1), seals=seals)
 
 
+def _tag(path: Path, digest: str) -> bool:
+    """Give the file cl-diag just moved to ``path`` its :data:`_XATTR`; False where the
+    platform or the file system keeps no extended attributes."""
+    setxattr = getattr(os, "setxattr", None)
+    if setxattr is None:
+        return False
+    try:
+        setxattr(path, _XATTR, digest.encode("ascii"), follow_symlinks=False)
+    except OSError:
+        return False
+    return True
+
+
+def _tagged(root: Path, name: str) -> bool:
+    """``root/name`` is the very file cl-diag moved there under that name: it carries
+    :data:`_XATTR` with its seal (a copy, a renamed file or a user's file does not)."""
+    getxattr = getattr(os, "getxattr", None)
+    if getxattr is None:
+        return False
+    try:
+        tag = getxattr(root / name, _XATTR, follow_symlinks=False).decode("ascii", "replace")
+    except OSError:
+        return False
+    return tag == seal(root / name, name)
+
+
 def _article(kind: str) -> str:
     return "an" if kind[0] in "aeiou" else "a"
 
@@ -492,13 +523,26 @@ def _commit(staging: Path, out: Path, *, overwrite: bool, kind: str) -> None:
             "than the folder itself (a mount point inside --out). Choose another --out. Nothing "
             "was written."
         )
-    stale = [
+    # a file of the previous run that this one does not write again is removed only when it is
+    # proven and is the very file cl-diag moved there (its extended attribute): a marked copy
+    # named in a planted listing proves nothing about *that* file. Where the file system keeps
+    # no extended attributes the file is kept, with a note.
+    earlier = [
         name
         for name in listing.seals
         if name not in new
         and name.endswith(REMOVABLE_SUFFIXES)
         and _proven(root, name, listing.seals)
     ]
+    stale = [name for name in earlier if _tagged(root, name)]
+    for name in sorted(set(earlier) - set(stale)):
+        log.warning(
+            "kept %s from an earlier run in %s: nothing shows that it is the file cl-diag "
+            "wrote there (a copy, or a file system without extended attributes); delete it if "
+            "you do not need it.",
+            name,
+            out,
+        )
     out.mkdir(parents=True, exist_ok=True)
     root = out.resolve()
     # While files move, the listing proves both generations: a run killed half-way leaves
@@ -509,9 +553,11 @@ def _commit(staging: Path, out: Path, *, overwrite: bool, kind: str) -> None:
     for name in names:
         target = root / name
         target.parent.mkdir(parents=True, exist_ok=True)
+        _tag(staging / name, new[name])  # before the move: the file is never there untagged
         os.replace(staging / name, target)
     for name in stale:
-        if _proven(root, name, listing.seals):  # still (nothing swapped a link in meanwhile)
+        # still (nothing swapped a link or another file in meanwhile)
+        if _proven(root, name, listing.seals) and _tagged(root, name):
             with contextlib.suppress(OSError):
                 (root / name).unlink()
     atomic_write_text(root / OWNED_FILES, listing_text(kind, {n: [d] for n, d in new.items()}))
