@@ -343,6 +343,43 @@ def test_a_second_train_into_a_folder_a_run_is_writing_is_refused(run_cli, tmp_p
     assert (out / "last.pt").is_file()
 
 
+def test_two_commands_writing_one_folder_move_their_files_one_after_the_other(
+    run_cli, tmp_path, pairs_file, monkeypatch
+):
+    """An analysis into a folder that another command (a sweep's cell analysis, another
+    analyze) is moving its files into waits for that move to end and then moves a whole,
+    proven set of its own; before, the two moves interleaved and their listings could name
+    each other's files. Past the wait it is refused, and the folder is left as it was."""
+    import subprocess
+    import sys
+    import time
+
+    from cl_diag.io import output
+    from cl_diag.io.output import OWNED_FILES, exclusive_folder, read_listing, seal
+
+    out = tmp_path / "cell" / "analysis"
+    assert run_cli("analyze", pairs_file, "--out", out, "--pairs", "sampled").code == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    monkeypatch.setattr(output, "COMMIT_WAIT", 0.3)
+    with exclusive_folder(out, what="cl-diag command"):  # another command, mid-move
+        refused(run_cli("analyze", pairs_file, "--out", out, "-q"), "is being written by another")
+        assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+        child = subprocess.Popen(
+            [sys.executable, "-m", "cl_diag", "analyze", str(pairs_file), "--out", str(out)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(2.0)
+        assert child.poll() is None  # waiting for the move under way
+    assert child.wait(timeout=120) == 0, child.stderr.read() if child.stderr else ""
+    listing = read_listing(out)
+    files = sorted(p.name for p in out.iterdir() if p.name != OWNED_FILES)
+    assert sorted(listing.seals) == files
+    assert all(seal(out / name, name) in listing.seals[name] for name in files)
+    assert json.loads((out / "result.json").read_text())["mode"] == "exact"  # the later one
+
+
 def test_an_empty_image_is_refused_before_the_first_step(run_cli, tmp_path):
     """Before: a 0-byte image in an image folder stopped training when it was first drawn,
     epochs in, after last.pt was written. Now it is found when the folder is listed."""
@@ -376,6 +413,55 @@ def test_an_empty_image_is_refused_before_the_first_step(run_cli, tmp_path):
         "--quiet",
     )
     refused(result, "empty.png is an empty file (0 bytes)")
+    assert not out.exists()
+
+
+def test_an_image_declaring_huge_dimensions_is_refused_before_anything_is_written(
+    run_cli, tmp_path
+):
+    """A 400-byte PNG whose header declares 40,000 x 40,000 pixels (1.6 gigapixels, a
+    decompression bomb): refused by name, nothing decoded, no run folder made."""
+    import struct
+    import zlib
+
+    import numpy as np
+    from PIL import Image
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        crc = zlib.crc32(kind + data) & 0xFFFFFFFF
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc)
+
+    rng = np.random.default_rng(0)
+    for label in ("a", "b"):
+        (tmp_path / "train" / label).mkdir(parents=True)
+        for i in range(4):
+            pixels = (rng.random((8, 8, 3)) * 255).astype("uint8")
+            Image.fromarray(pixels).save(tmp_path / "train" / label / f"{i}.png")
+    header = struct.pack(">IIBBBBB", 40_000, 40_000, 8, 0, 0, 0, 0)
+    bomb = (
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\0" * 256))
+    )
+    (tmp_path / "train" / "b" / "bomb.png").write_bytes(bomb + chunk(b"IEND", b""))
+    out = tmp_path / "run"
+    result = run_cli(
+        "train",
+        "--dataset",
+        "imagefolder",
+        "--data-root",
+        tmp_path / "train",
+        "--image-size",
+        "8",
+        "--batch-size",
+        "4",
+        "--steps",
+        "1",
+        "--arch",
+        "small-cnn",
+        "--out",
+        out,
+        "--quiet",
+    )
+    refused(result, "bomb.png", "too large to decode safely")
     assert not out.exists()
 
 

@@ -36,6 +36,7 @@ import re
 import shutil
 import stat
 import tempfile
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -508,9 +509,13 @@ def _device(path: Path) -> int | None:
             return None
 
 
-def _commit(staging: Path, out: Path, *, overwrite: bool, kind: str) -> None:
-    names = _staged_files(staging)
-    new = {name: seal(staging / name, name) or "" for name in names}
+#: how long a command waits for another one's move of its files into the same --out
+COMMIT_WAIT = 60.0
+
+
+def _checked(staging: Path, out: Path, names: list[str], *, overwrite: bool, kind: str) -> Listing:
+    """The checks of a commit (nothing is changed): every target free or proven, one kind of
+    output, no target on another file system. Returns the folder's listing."""
     root = out.resolve()
     listing = read_listing(root) if root.is_dir() else Listing()
     check_targets(out, [*names, OWNED_FILES], overwrite=True, listing=listing)  # in the way
@@ -523,6 +528,30 @@ def _commit(staging: Path, out: Path, *, overwrite: bool, kind: str) -> None:
             "than the folder itself (a mount point inside --out). Choose another --out. Nothing "
             "was written."
         )
+    return listing
+
+
+def _commit(staging: Path, out: Path, *, overwrite: bool, kind: str) -> None:
+    names = _staged_files(staging)
+    new = {name: seal(staging / name, name) or "" for name in names}
+    _checked(staging, out, names, overwrite=overwrite, kind=kind)  # before --out is made
+    created = not out.is_dir()
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        # one move at a time per folder: two commands writing one --out (an analysis into a
+        # sweep's cell, two analyses) each move a whole, proven set, the later one over the
+        # earlier, whose files it checks again once the earlier has moved them
+        with exclusive_folder(out, what="cl-diag command", wait=COMMIT_WAIT):
+            listing = _checked(staging, out, names, overwrite=overwrite, kind=kind)
+            _move(staging, out.resolve(), new, listing, kind)
+    except BaseException:
+        if created:  # a refused or failed command leaves no folder it made (rmdir: only empty)
+            with contextlib.suppress(OSError):
+                out.rmdir()
+        raise
+
+
+def _move(staging: Path, root: Path, new: Mapping[str, str], listing: Listing, kind: str) -> None:
     # a file of the previous run that this one does not write again is removed only when it is
     # proven and is the very file cl-diag moved there (its extended attribute): a marked copy
     # named in a planted listing proves nothing about *that* file. Where the file system keeps
@@ -541,16 +570,14 @@ def _commit(staging: Path, out: Path, *, overwrite: bool, kind: str) -> None:
             "wrote there (a copy, or a file system without extended attributes); delete it if "
             "you do not need it.",
             name,
-            out,
+            root,
         )
-    out.mkdir(parents=True, exist_ok=True)
-    root = out.resolve()
     # While files move, the listing proves both generations: a run killed half-way leaves
     # nothing the next run would refuse to replace or could not prune.
     both = {name: {*listing.seals.get(name, set()), digest} for name, digest in new.items()}
     both.update({name: listing.seals[name] for name in stale})
     atomic_write_text(root / OWNED_FILES, listing_text(kind, both))
-    for name in names:
+    for name in new:
         target = root / name
         target.parent.mkdir(parents=True, exist_ok=True)
         _tag(staging / name, new[name])  # before the move: the file is never there untagged
@@ -653,11 +680,12 @@ def write_json(path: Path, payload: dict) -> None:
 
 
 @contextmanager
-def exclusive_folder(folder: Path, *, what: str) -> Iterator[None]:
+def exclusive_folder(folder: Path, *, what: str, wait: float = 0.0) -> Iterator[None]:
     """Hold ``folder`` for this process alone while the block runs: an advisory lock on the
     folder itself (``flock``; no file is left behind), released when the block ends or the
-    process dies. A second process that asks while the first holds it gets a UserError saying
-    so; where ``flock`` does not exist (Windows) nothing is locked."""
+    process dies. A process that asks while another holds it waits up to ``wait`` seconds,
+    then gets a UserError saying so; where ``flock`` does not exist (Windows) nothing is
+    locked."""
     try:
         import fcntl
     except ImportError:  # pragma: no cover - not on POSIX
@@ -665,13 +693,18 @@ def exclusive_folder(folder: Path, *, what: str) -> Iterator[None]:
         return
     handle = os.open(folder, os.O_RDONLY)
     try:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise UserError(
-                f"{folder} is being written by another {what} right now; wait for it to end, "
-                "or choose another --out. Nothing was written."
-            ) from None
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise UserError(
+                        f"{folder} is being written by another {what} right now; wait for it "
+                        "to end, or choose another --out. Nothing was written."
+                    ) from None
+                time.sleep(0.05)
         yield
     finally:
         os.close(handle)
