@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cl_diag.errors import UserError
+from cl_diag.io.paths import path_argument
 from cl_diag.result import Result, load
 
 if TYPE_CHECKING:
@@ -172,7 +173,7 @@ def compare(
     return run_compare(
         CompareConfig(
             inputs=[_run(item, f"runs[{i}]") for i, item in enumerate(items)],
-            out=Path(out),
+            out=path_argument(out, "out"),
             baseline=None if baseline is None else _run(baseline, "baseline"),
             overwrite=overwrite,
             labels={os.fspath(k): v for k, v in (labels or {}).items()},

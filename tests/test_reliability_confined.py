@@ -223,6 +223,30 @@ def test_the_api_names_a_path_given_where_the_encoder_goes(tmp_path, given):
 # --------------------------------------------------------------------------- messages
 
 
+@pytest.mark.parametrize(
+    ("call", "fragment"),
+    [
+        (lambda z, tmp: cl_diag.compare([cl_diag.measure(z, z)], out=5), "out=5 is of type int"),
+        (lambda z, tmp: cl_diag.load(5), "path=5 is of type int"),
+        (lambda z, tmp: cl_diag.load(""), "path='' is empty"),
+        (lambda z, tmp: cl_diag.measure(z, z).save(3.5), "path=3.5 is of type float"),
+        (
+            lambda z, tmp: cl_diag.analyze(
+                encoder=torch.nn.Flatten(), dataset="digits", out=tmp, data_root=7
+            ),
+            "data_root=7 is of type int",
+        ),
+    ],
+)
+def test_the_api_names_a_parameter_that_is_no_path(tmp_path, call, fragment):
+    """Before: ``TypeError: expected str, bytes or os.PathLike object, not int`` from deep
+    inside; now a UserError naming the parameter, and nothing is written."""
+    with pytest.raises(UserError, match="give a str or pathlib.Path") as raised:
+        call(torch.randn(20, 4), tmp_path / "a")
+    assert fragment in str(raised.value)
+    assert not (tmp_path / "a").exists()
+
+
 def test_a_long_value_is_shortened_in_the_message(run_cli, tmp_path):
     """Before: a 100,000-character timm name was echoed in full several times (3 MB of
     stderr). Now the option's declaration bounds a name, and every option message shows a long

@@ -32,6 +32,7 @@ import torch
 from cl_diag.errors import UserError
 from cl_diag.io.embeddings import Embeddings, load_embeddings
 from cl_diag.io.output import OWNED_FILES, staged_output
+from cl_diag.io.paths import path_argument
 from cl_diag.measurement.inputs import UnitViews, ViewsError, label_codes, normalise_views
 from cl_diag.measurement.theory import delta, theory_panel
 from cl_diag.models import CheckpointFile, KeyMapping, Subject, read_checkpoint_file
@@ -478,10 +479,10 @@ def analyze_module(
     image_size = ANALYZE["image_size"].normalise(image_size, PYTHON)
     config = AnalyzeConfig(
         input=MODULE_INPUT,
-        out=Path(out),
+        out=path_argument(out, "out"),
         dataset=dataset,
-        data_root=None if data_root is None else Path(data_root),
-        val_root=None if val_root is None else Path(val_root),
+        data_root=None if data_root is None else path_argument(data_root, "data_root"),
+        val_root=None if val_root is None else path_argument(val_root, "val_root"),
         **options,
     )
     config = check_analysis(config, spelling=PYTHON)

@@ -31,6 +31,7 @@ from cl_diag.errors import UserError
 from cl_diag.io import records
 from cl_diag.io.atomic import atomic_write_text
 from cl_diag.io.output import dumps_json
+from cl_diag.io.paths import path_argument
 from cl_diag.io.records import At, Record, key, optional
 from cl_diag.io.resultfile import MAX_RESULT_BYTES as MAX_RESULT_BYTES
 from cl_diag.io.resultfile import is_result_file as is_result_file
@@ -770,7 +771,7 @@ class Result(Record):
         result, staged and moved into place only when all are written. Files there that
         cl-diag did not write are refused unless ``overwrite`` (as ``--overwrite``). A ``path``
         ending in ``.json`` gets result.json alone, written atomically. Returns ``path``."""
-        path = Path(path)
+        path = path_argument(path, "path")
         if path.suffix.lower() == ".json" and not path.is_dir():
             atomic_write_text(path, self.to_json())
             return path
@@ -871,7 +872,7 @@ def _check_schema(schema: object, where: str) -> None:
 def load(path: str | Path) -> Result:
     """Read and check one result.json (or the folder holding it); every problem is a
     :class:`UserError` naming the file and the fix."""
-    data, path = read_result_json(path)
+    data, path = read_result_json(path_argument(path, "path"))
     return Result.from_dict(data, where=str(path))
 
 
