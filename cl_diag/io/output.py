@@ -596,13 +596,10 @@ def _remove_staging_leftovers(folder: Path) -> None:
 
 @contextmanager
 def staged_output(out: Path, *, kind: str, overwrite: bool = False) -> Iterator[Path]:
-    """Yield an empty folder to write ``kind`` outputs (``"analysis"``, ``"comparison"`` or
-    ``"reproduction"``) into; on success move its files into ``out`` (see the module docstring
-    for what may be replaced and what is removed).
-
-    ``overwrite``: replace files in ``out`` the tool cannot prove it wrote (the user's own
-    ``report.md``, say), or another kind of output, instead of stopping. A folder in the way
-    always stops the run.
+    """Yield an empty folder to write ``kind`` outputs into (``"analysis"``, ``"comparison"`` or
+    ``"reproduction"``); on success move its files into ``out`` as the module docstring says.
+    ``overwrite``: replace files the tool cannot prove it wrote, or another kind of output,
+    instead of stopping; a folder in the way always stops the run.
     """
     if kind not in KINDS:
         raise ValueError(f"an output folder is one of {KINDS}, not {kind!r}")

@@ -1,25 +1,17 @@
-"""Shared machinery of the loss library: hyper-parameter declarations, the
-structured option error, input validation, and the :class:`Loss` base module.
+"""Shared machinery of the loss library: hyper-parameter declarations, the structured option
+error, input validation, and the :class:`Loss` base module.
 
-Every named loss is a :class:`Loss`, a ``torch.nn.Module``. Its
-hyper-parameters are checked **once**, when it is built (or re-built with
-:meth:`Loss.configure`); the forward pass then uses the stored values:
+Every named loss is a :class:`Loss` (a ``torch.nn.Module``) whose hyper-parameters are checked
+**once**, when it is built (or re-built with :meth:`Loss.configure`)::
 
     loss = SimCLRLoss(temperature=0.2)   # checked here
     loss(z1, z2, labels=None)            # no option checks in the hot path
 
-A call may still pass hyper-parameters (the functional API,
-``LOSSES["simclr"](z1, z2, temperature=0.2)``); those are checked on that call
-and override the stored values for that call only. Either way a call
-
-1. checks the inputs (2-D, same shape, batch of at least 2, labels length);
-2. casts to float32, L2-normalises each row and runs the formula with autocast
-   disabled, so a loss is computed in full fp32 even inside an AMP region;
-3. returns the mean loss as a 0-dim float32 tensor.
-
-Row i of ``z1`` and row i of ``z2`` are the two views of instance i (a
-positive pair); every other pairing is a negative unless labels say otherwise
-(only supcon, triplet and contrastive read labels; see :mod:`.pairs`).
+Hyper-parameters passed to a call (``LOSSES["simclr"](z1, z2, temperature=0.2)``) are checked
+then and hold for that call only. A call checks the inputs, casts to float32, L2-normalises
+each row and runs the formula with autocast off (full fp32 even inside AMP), and returns the
+mean loss as a 0-dim float32 tensor. Row i of ``z1`` and ``z2`` are the two views of instance
+i; every other pairing is a negative unless labels say otherwise (:mod:`.pair_masks`).
 """
 
 from __future__ import annotations

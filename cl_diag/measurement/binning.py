@@ -1,29 +1,19 @@
 """The CPU tile pass of exact pair statistics in one fused loop (numba), per float32 tile.
 
 For each similarity s of a tile it does what :class:`cl_diag.measurement.pairs._Grid` defines,
-in one read of the tile instead of a dozen elementwise passes and a bincount:
+in one read of the tile instead of a dozen elementwise passes and a bincount::
 
     e(s) = clamp(floor(s * B/2) + B/2 + 1 + [s >= T], 0, B + 2);    hist[split, e] += 1
 
-with s * B/2 computed in float64 (exact: 24 + <= 21 significant bits), T the float32 threshold
-of delta compared as float32 (exact), and the exact min and max of each split (and, when the
-moments are not in closed form, the float64 sum and sum of squares, in row-major order). The
-pairs of a tile are all entries (``ALL``), those off the diagonal (``OFF_DIAGONAL``: cross-view
-negatives of a diagonal tile, whose diagonal holds the positives) or strictly above it
-(``UPPER``: within-view pairs i < j of a diagonal tile); ``split`` is 0 (same class or
-unlabelled), 1 (different class), or per entry from a boolean same-class matrix.
-
-Without the sums, each row of the tile is read twice while it sits in L1: once to compute e(s)
-(no dependency between entries, so it is vectorised) and once to increment the bins; the exact
-min and max are read off the bins: e(s) is non-decreasing in s, so only a row whose lowest
-(highest) e(s) reaches the bin of the running min (max) can change it, and only such rows, rare
-after the first tiles, are scanned for the value. A running float min/max per entry would chain
-every entry to the previous one and cost as much as the rest of the loop.
-
-The loop is compiled on first use (cached on disk) and releases the GIL, so the tile pass's
-worker threads run it in parallel. Every count is an integer and every extreme exact, so the
-result is the same as the torch operations' (:meth:`pairs._Split.add`, which CUDA runs), bit
-for bit; tests/test_pairs_moments.py checks that.
+with s * B/2 exact in float64 and T the float32 threshold of delta, plus the exact min and max
+of each split (and, when the moments are not in closed form, the float64 sums in row-major
+order). A tile's pairs are all entries (``ALL``), those off the diagonal (``OFF_DIAGONAL``) or
+strictly above it (``UPPER``); ``split`` is 0 (same class or unlabelled), 1 (different class)
+or per entry from a same-class matrix. Each row is read twice while in L1: once to compute e(s)
+(vectorised) and once to increment the bins; the extremes are read off the bins (e(s) is
+monotone), so only rows reaching the running extreme's bin are scanned. Compiled on first use
+(cached), releasing the GIL; every count and extreme is exact, so the result equals the torch
+operations' (:meth:`pairs._Split.add`, which CUDA runs) bit for bit.
 """
 
 from __future__ import annotations

@@ -1,30 +1,22 @@
 """Whether a training run reached its loss's optimum, read from the loss it recorded.
 
 A claim about the *optimum* of a loss (the SSEM's class collapse, Eq. 10's over-separation,
-the simplex ETF, where VRN moves the rebuttal's toy) can only be judged on a run that reached
-it: an under-trained run contradicts any of them by being under-trained. Two criteria, each
-from the metrics rows a cl-diag checkpoint keeps (one per ``log_every`` steps and per epoch,
-each the mean of its steps' losses, :class:`~cl_diag.measurement.monitor.Monitor`):
+the simplex ETF) can only be judged on a run that reached it: an under-trained run
+contradicts any of them by being under-trained. From the metrics rows a checkpoint keeps (each
+the mean loss of its steps):
 
 * **a plateau** (any run): the loss's relative change per tenth of the training,
 
       change = (L_before - L_last) / |L_last| * (S / 10) / (c_last - c_before),
 
-  where L_last is the step-weighted mean loss of the last rows covering at least a tenth of
-  the S steps, L_before that of the rows before them covering as many, and c_* the windows'
-  centres in steps (rows are the unit, so coarse rows widen the windows, never overlap them).
-  Mini-batch SGD keeps the loss moving about its level (a mini-batch of 2 of the rebuttal's
-  toy moves it by a third from row to row), so each window mean has a standard error from the
-  spread of its rows, and ``change_se`` is the change's. A run has plateaued when its windows
-  resolve a change of :data:`RESOLUTION` (``2 change_se <= 10 %`` per tenth: a loss whose last
-  windows are mini-batch noise shows no plateau either way) and its change is consistent with
-  at most 1 % either way (``|change| <= PLATEAU + 2 change_se``: a loss still falling or
-  rising by more than the noise allows has not reached its level).
-* **the gap to the optimum loss** (where a source gives the optimum in closed form: the
-  SSEM's batch loss at beta*, paper-notes 11.3; the full-batch sigmoid loss at the CCEM's
-  x*, paper-notes 11.1): ``L_last - L* <= GAP`` (0.01 nats). An encoder trained on
-  augmented views may never reach a per-batch optimum: the criterion then says so, which is
-  what the theory's scope is.
+  L_last the step-weighted mean of the last rows covering a tenth of the S steps, L_before that
+  of as many rows before them, c_* the windows' centres. Each window mean has a standard error
+  from its rows' spread (mini-batch noise), ``change_se`` the change's. A run has plateaued when
+  its windows resolve :data:`RESOLUTION` (``2 change_se <= 10 %``) and ``|change| <= PLATEAU +
+  2 change_se`` (at most 1 % either way);
+* **the gap to the optimum loss**, where a source gives it in closed form (the SSEM's batch
+  loss at beta*, paper-notes 11.3; the full-batch sigmoid loss at the CCEM's x*, 11.1):
+  ``L_last - L* <= GAP`` (0.01 nats).
 """
 
 from __future__ import annotations

@@ -28,16 +28,10 @@ pair statistics), accumulated in float64:
   ``below_one`` flags a ceiling below 1, i.e. negatives more separated on average
   than the simplex ETF, so perfect alignment is impossible (excessive separation).
 
-At data-set scale (``uniformity_pairs``: ``analyze --pairs moments``) nothing visits every pair
-or holds an n x d float64 copy: the uniformity is estimated from sampled pairs
-(:func:`uniformity_estimate`), and alignment, effective rank, spectrum and frontier gap come from
-the views' float64 sums and d x d Gram matrices (:func:`_from_grams`; O(n d^2) time, O(d^2)
-memory).
-
-On CPU torch runs single-threaded meanwhile, the uniformity tiles being shared among
-single-threaded workers (one per torch thread), so no float64 sum or SVD depends on the
-number of cores: the same views give the same bits on any machine, and over any number of
-ranks.
+At data-set scale (``analyze --pairs moments``) the uniformity is estimated from sampled
+pairs (:func:`uniformity_estimate`) and the rest comes from the views' float64 sums and d x d
+Grams (:func:`_from_grams`, O(n d^2)). Single-threaded reductions make the same views give
+the same bits on any machine and over any number of ranks.
 
 Example::
 

@@ -1,23 +1,13 @@
 """Choosing a hyperparameter on a validation split, and the gain of that procedure, nested.
 
-A claim about "VRN at a tuned λ" is a claim about a *procedure*: try the candidates, choose on a
-validation split, train with the choice. Testing one λ\\* chosen once from a few seeds tests that
-λ\\*, whose choice may not replicate. This module gives the procedure's gain without the
-selection's luck (plans/vrn-weight-nested.md declares it):
-
-* :func:`one_se_choice` — the one-standard-error rule (Breiman et al. 1984; Hastie, Tibshirani,
-  Friedman, *Elements of Statistical Learning*, §7.10): among candidates ordered simplest
-  first, the simplest whose mean validation score is at least best − SE(best), the best being
-  the highest mean (ties: the simpler) and SE its sample sd over the seeds / √|S| (one seed:
-  the binomial √(p(1 − p)/n_val) of its accuracy on n_val validation images).
-* :func:`nested_gains` — leave one seed out: seed s's gain is its test score at the choice
-  made on the other seeds, minus its test score at the reference candidate (no VRN); and each
-  seed on its own validation split (|S| = 1).
-* :func:`selection_shares` — how stable the choice is: the share of bootstrap resamples of
-  the seeds (with replacement) that choose each candidate.
-
-Scores are arrays of shape (candidates, seeds), candidates in the order of simplicity (the
-reference, e.g. λ = 0, first), the same seeds in the same order for every candidate.
+A claim about "VRN at a tuned λ" is about a *procedure* (try the candidates, choose on a
+validation split, train with the choice), not about one λ\\* chosen once, whose choice may not
+replicate (plans/vrn-weight-nested.md). :func:`one_se_choice` is the one-standard-error rule
+(Breiman et al. 1984; Hastie et al., *Elements of Statistical Learning*, §7.10: the simplest
+candidate within one SE of the best mean); :func:`nested_gains` leaves one seed out (its test
+score at the choice made on the other seeds, minus at the reference, no VRN);
+:func:`selection_shares` gives the bootstrap shares of each choice. Scores are arrays of
+shape (candidates, seeds), simplest (the reference) first.
 """
 
 from __future__ import annotations

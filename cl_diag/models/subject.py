@@ -152,15 +152,11 @@ def rebuild_subject(
     mapping: KeyMapping | None = None,
 ) -> Subject:
     """Rebuild the model in ``file`` and name the data it was trained on (``data_spec``);
-    UserError for every mismatch between the file and the options.
-
-    ``arch``, ``dataset``, ``cifar_stem_padding``, ``encoder`` (MoCo, DINO) and ``mapping``
-    (``--rename``, ``--backbone-prefix``, ``--projector-prefix``) are the user's options for
-    a foreign checkpoint (a cl-diag checkpoint records its model and takes none of them);
-    ``data_root``/``val_root`` override the
-    roots a cl-diag checkpoint recorded; ``seed`` draws the random-init twin.
-    ``run_record_fields``: config keys of a cl-diag checkpoint that describe where and how
-    a run ran rather than what it computed; they are left out of ``training_config``.
+    UserError for every mismatch between the file and the options. ``arch``, ``dataset``,
+    ``cifar_stem_padding``, ``encoder`` and ``mapping`` describe a foreign checkpoint (a cl-diag
+    checkpoint records its model); ``data_root``/``val_root`` override a cl-diag checkpoint's
+    roots; ``seed`` draws the random-init twin; ``run_record_fields`` are config keys left out of
+    ``training_config`` (where and how a run ran, not what it computed).
     """
     if file.kind == "cl-diag":
         options = {"--encoder": encoder, **_mapping_options(mapping)}
@@ -511,15 +507,11 @@ def module_subject(
     baselines: bool = True,
     output_key: str | None = None,
 ) -> Subject:
-    """A :class:`Subject` of modules a user passes from Python, measured on ``dataset`` (one
-    of :data:`MODULE_DATASETS`, read from ``data_root``/``val_root`` as the CLI does).
-
-    ``training_config`` (``cl-diag train``'s vocabulary: loss, batch_size, temperature, ...)
-    is what the theory panel reads. With ``baselines`` the random-init twins are made where
-    :func:`random_twin` can make them; the source records why one could not be. The encoder's
-    output is read as :class:`cl_diag.measurement.views.Features` says (a tensor, a tuple's
-    first element, a dict's ``output_key`` or features key); a module on the meta device is
-    refused.
+    """A :class:`Subject` of modules passed from Python, measured on ``dataset`` (one of
+    :data:`MODULE_DATASETS`, read from ``data_root``/``val_root`` as the CLI does).
+    ``training_config`` is what the theory panel reads; with ``baselines`` random-init twins are
+    made where :func:`random_twin` can (the source says why not otherwise). A module on the meta
+    device is refused.
     """
     check_modules(backbone, projector)
     if dataset not in MODULE_DATASETS:

@@ -162,15 +162,11 @@ def measure_layer(
 ) -> Layer:
     """Pair statistics and geometry of one layer's two views, normalised once for both.
 
-    ``where`` names the views' origin (a file, a checkpoint's layer outputs) in the message
-    of a :class:`UserError` for views that cannot be measured (NaN, zero rows, ...).
-    ``device``: where to measure (None: where the views are); ``ranks``: the ranks of a
-    torchrun job, which each pass the same views and get the same layer. ``more_views``:
-    views 3..V of the same instances (``analyze --views V``, exact pairs): the pair statistics
-    run over every view pair and every view, the geometry over views 1 and 2. ``by_view``: the
-    within-view negatives of each view as well (``by_view`` of their block, exact in every
-    mode); ``cross_modal``: the views come from two encoders, so the layer gets its modality
-    gap (:mod:`cl_diag.measurement.modality`).
+    ``where`` names the views' origin in a UserError for views that cannot be measured;
+    ``device``: where to measure (None: where the views are); ``ranks``: a torchrun job's ranks,
+    which each pass the same views. ``more_views``: views 3..V (``--views V``, exact pairs);
+    ``by_view``: each view's within-view negatives too; ``cross_modal``: the views come from two
+    encoders, so the layer gets its modality gap.
     """
     from cl_diag.measurement.geometry import geometry_of
     from cl_diag.measurement.pairs import pair_statistics_of
@@ -289,15 +285,11 @@ def build_result(
 
 
 def write_analysis(result: Result, out: Path, *, overwrite: bool = False) -> list[Path]:
-    """Write ``result`` as the analysis folder ``out``: result.json, report.md, report.html and
-    the figures; returns the files written. What ``cl-diag analyze`` and
-    :meth:`cl_diag.Result.save` write.
-
-    The files are staged on ``out``'s file system and moved into place only when all are written
-    (:func:`cl_diag.io.output.staged_output`). A file in ``out`` this write would replace must
-    be provably cl-diag's own (its content hash recorded in the listing of cl-diag's files
-    there); any other (a report.md of the user's, a report edited since) is refused with a
-    :class:`UserError` unless ``overwrite``.
+    """Write ``result`` as the analysis folder ``out`` (result.json, report.md, report.html, the
+    figures) and return the files written: what ``cl-diag analyze`` and
+    :meth:`cl_diag.Result.save` write, staged and moved into place by
+    :func:`cl_diag.io.output.staged_output`, which refuses to replace a file it cannot prove
+    cl-diag wrote unless ``overwrite``.
     """
     from cl_diag.report import render_analysis
 

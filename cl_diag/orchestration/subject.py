@@ -103,15 +103,10 @@ def _open_data(
 def open_subject(
     file: CheckpointFile, *, seed: int = 0, image_size: int | None = None, **options: Any
 ) -> Subject:
-    """Rebuild the model in ``file`` and open the data it was trained on; UserError for
-    every mismatch between the file, the options and the data found.
-
-    ``options`` are :func:`~cl_diag.models.subject.rebuild_subject`'s (``arch``,
-    ``dataset``, ``cifar_stem_padding``, ``data_root``, ``val_root``,
-    ``run_record_fields``: declared there once); ``seed`` draws the random-init twin and
-    the two augmented views; ``image_size`` (``--image-size``) the side of the images
-    (:func:`resolve_image_size`). ``source`` gets ``kind`` first and the weights'
-    fingerprint last.
+    """Rebuild the model in ``file`` and open the data it was trained on; UserError for every
+    mismatch between the file, the options and the data found. ``options`` are
+    :func:`~cl_diag.models.subject.rebuild_subject`'s; ``seed`` draws the random-init twin and the
+    augmented views; ``image_size`` is ``--image-size`` (:func:`resolve_image_size`).
     """
     subject = rebuild_subject(file, seed=seed, **options)
     if subject.data_spec is not None:  # toy runs carry their learned vectors instead

@@ -422,17 +422,13 @@ class _Children:
 
 class _CellWorkers:
     """The cell processes of a sweep with ``parallel > 1``: one long-lived process per slot
-    (``python -m cl_diag.orchestration.sweep``), each running cell after cell, so a cell does
-    not pay for a fresh interpreter and its imports (torch, torchvision, scikit-learn: about 4
-    CPU-seconds, a third of a small digits cell). A slot is one GPU where there are GPUs
-    (:func:`_cell_gpu`), and a thread of the sweep's pool takes a free slot for each cell, so
-    two cells never share one.
-
-    The protocol: the sweep writes a cell's spec (JSON, one line) to the worker's stdin; the
-    worker trains and analyses it with its stdout and stderr in the cell's ``sweep.log`` and
-    answers with the cell's exit status on a line of its own stdout. A worker that ends
-    instead of answering (interrupted, killed, crashed) is read by its exit status, and a new
-    one is started for the next cell of its slot."""
+    (``python -m cl_diag.orchestration.sweep``) running cell after cell, so a cell does not pay
+    for a fresh interpreter and its imports (about 4 CPU-seconds). A slot is one GPU where there
+    are GPUs (:func:`_cell_gpu`). The sweep writes a cell's spec (one JSON line) to the worker's
+    stdin; the worker trains and analyses it, logging to the cell's ``sweep.log``, and answers with
+    the cell's exit status on a line of its stdout. A worker that ends instead of answering is read
+    by its exit status, and a new one takes the slot's next cell.
+    """
 
     def __init__(self, slots: int, children: _Children):
         self._free: queue.SimpleQueue[int] = queue.SimpleQueue()

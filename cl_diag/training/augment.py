@@ -1,22 +1,15 @@
 """Two-view augmentation recipes (torchvision transforms v2) and the eval transforms.
 
-* CIFAR / ImageFolder: the SimCLR recipe with the values of the paper's code
-  (solo-learn ``pretrain_cifar.yaml``; paper-notes 7.1): RandomResizedCrop scale
-  (0.08, 1), colour jitter (0.4, 0.4, 0.4, 0.1) with p 0.8 (ImageNet-size images:
-  (0.8, 0.8, 0.8, 0.2)), grayscale p 0.2, Gaussian blur p 0.5 with sigma ~ U[0.1, 2],
-  horizontal flip p 0.5.
-* digits: 8x8 grey images are too small for crops of 8 % of the area and a flipped
-  digit is another digit, so the recipe is a mild one: a random affine warp (shift up to
-  15 %, zoom 0.8-1.2, rotation up to 12 degrees, shear up to 8 degrees), a random
-  contrast scale, and pixel noise.
+* CIFAR / ImageFolder: the SimCLR recipe with the values of the paper's code (solo-learn
+  ``pretrain_cifar.yaml``; paper-notes 7.1): RandomResizedCrop scale (0.08, 1), colour jitter
+  (0.4, 0.4, 0.4, 0.1) with p 0.8 (ImageNet-size images: (0.8, 0.8, 0.8, 0.2)), grayscale p
+  0.2, Gaussian blur p 0.5 with sigma ~ U[0.1, 2], horizontal flip p 0.5.
+* digits (8x8 grey, too small for 8 % crops; a flipped digit is another digit): a random
+  affine warp (shift 15 %, zoom 0.8-1.2, rotation 12°, shear 8°), a contrast scale and pixel
+  noise. A 3-channel model sees the digit resized to its side and the grey channel repeated.
 
-A model that takes 3 channels (a foreign checkpoint: torchvision, timm, lightly) sees a digit
-resized to the analysis side (bilinear, antialiased) and its grey channel repeated three
-times after normalisation (``channels=3``): the digit is the same image in every channel.
-
-Every transform maps the dataset's raw item (a PIL image, or a ``(1, 8, 8)`` tensor for
-digits) to a normalised float tensor. Randomness comes from the global torch RNG, which
-:class:`cl_diag.training.data.TwoViews` seeds per sample.
+Randomness comes from the global torch RNG, which :class:`cl_diag.training.data.TwoViews`
+seeds per sample.
 """
 
 from __future__ import annotations

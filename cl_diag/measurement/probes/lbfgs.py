@@ -2,29 +2,12 @@
 
 Nocedal & Wright, "Numerical Optimization", Alg. 7.5, with the compact product of Byrd,
 Nocedal & Schnabel (1994) in :class:`_Memory`; the objective comes as a
-:class:`LineSearchProblem`, whose line search may be cheaper than a full evaluation.
-
-Why a hand-written solver and not ``torch.optim.LBFGS(line_search_fn="strong_wolfe")``
-(issue 10 kept it only if it still earns its place).  ``benchmarks/bench_linear_probe.py``
-runs the linear probe's whole protocol (weight-decay grid, validation split, refit) with
-both on the same features; two runs on 2 shared CPU cores, torch 2.14:
-
-* synthetic 50,000 x 512, 100 classes: the same top-1 (74.58 %).  Own: 42 iterations, 57
-  evaluations, 20.7 s / 33.1 s wall (14.7 / 16.9 s CPU).  torch.optim.LBFGS: 54 iterations,
-  83 evaluations, 37.6 s / 57.9 s wall (22.7 / 27.5 s CPU) -- 1.75-1.82x the wall and
-  1.54-1.63x the CPU time, past the 1.5x the issue allows.  scikit-learn (lbfgs, float64,
-  every grid value from zero): 74.60 %, 604 s.
-* digits, 1,257 x 64, 10 classes: the same top-1 (97.78 %), 345 vs 370 evaluations,
-  0.9-1.1 s vs 1.2-1.4 s single-threaded (two threads on the loaded machine: 1-20 s for
-  either, thread contention rather than the solver).
-
-The gap on the large problem is structural, so it is not timing noise: there the time is
-the n x d x C matrix products.  Here an iteration costs two (the direction's logits and the
-gradient) and each further line-search trial none, logits being affine along the direction
-(:class:`~cl_diag.measurement.probes.linear._SoftmaxRegression`); torch.optim.LBFGS runs
-its closure, a forward and a backward product, for every trial, and starts each weight
-decay of the grid with an empty memory where :meth:`_Memory.shift_penalty` carries the
-curvature pairs over exactly (hence its 54 iterations to 42).
+:class:`LineSearchProblem`, whose line search may be cheaper than a full evaluation. Why not
+``torch.optim.LBFGS``: on the probe's problems it takes 1.5-1.8x the time, since it runs a
+forward and a backward product per line-search trial (here trials are free: logits are affine
+along the direction) and restarts its memory at each weight decay of the grid
+(:meth:`_Memory.shift_penalty` carries the curvature pairs over); docs/implementation.md has
+``benchmarks/bench_linear_probe.py``'s figures.
 """
 
 from __future__ import annotations
