@@ -1,12 +1,9 @@
 """What the result model calls above itself, put here by the package root.
 
-:meth:`cl_diag.result.Result.save` writes an analysis folder with the reports, and a result's
-``repr`` and notebook HTML are the headline of :mod:`cl_diag.report.headline`. Both live
-above the result model, which may not import them, so the package root (cl_diag/__init__.py,
-which Python always runs before any module of the package) puts them here, and the model
-reads them at call time. This module imports nothing, so that the root can fill it without
-importing the result model (about 0.1 s of class creation, and every ``cl-diag --help`` would
-pay it: issue 25).
+:meth:`cl_diag.result.Result.save` writes reports and a result's ``repr`` is the headline of
+:mod:`cl_diag.report.headline`; both live above the result model, which may not import them.
+The package root puts them here and the model reads them at call time. This module imports
+nothing, so that the root fills it without importing the result model (issue 25).
 """
 
 from __future__ import annotations

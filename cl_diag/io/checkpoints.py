@@ -91,13 +91,9 @@ def _zip_names(path: Path) -> list[str] | None:
 
 
 def sniff(path: str | os.PathLike[str]) -> str:
-    """``"npz"``, ``"torch"`` or ``"other"``, from the file's content, whatever its suffix.
-
-    A zip archive of ``.npy`` members is an npz, one with a ``data.pkl`` (what ``torch.save``
-    writes) a torch file, as is a raw pickle (torch < 1.6, legacy Lightning files). Only a file
-    whose content says neither -- a damaged archive -- falls back on its suffix, ``.npz`` giving
-    npz so that numpy's own error names the problem. Raises OSError when the file cannot be
-    opened.
+    """``"npz"``, ``"torch"`` or ``"other"``, from the file's content, whatever its suffix: a
+    zip of ``.npy`` members is an npz, one with a ``data.pkl`` or a raw pickle a torch file; only
+    a damaged archive falls back on its suffix. OSError when the file cannot be opened.
     """
     path = Path(path)
     names = _zip_names(path)

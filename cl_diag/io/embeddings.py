@@ -341,14 +341,10 @@ def load_embeddings(
     keys: tuple[str, str] | None = None,
     option: str = "--keys A,B",
 ) -> Embeddings:
-    """Read an embeddings file and check its format (the two views real 2-D arrays, labels
-    whole numbers); raise UserError on any problem. The values are checked where they are
-    normalised (:func:`cl_diag.measurement.inputs.normalise_views`).
-
-    ``payload``: the dict already read from a ``.pt`` file (by
-    :func:`cl_diag.models.checkpoints.read_checkpoint_file`), so the file is not loaded twice.
-    ``keys``: the names of the two arrays that are the views (default ``z1``, ``z2``);
-    ``option`` how the message for a missing one shows the option (``--keys A,B``).
+    """Read an embeddings file and check its format (two real 2-D views, whole-number labels);
+    UserError on any problem (the values are checked where they are normalised). ``payload``:
+    the dict already read from a ``.pt`` file, so it is not loaded twice; ``keys``: the two
+    views' arrays (default ``z1``, ``z2``), ``option`` how a message shows that option.
     """
     path = Path(path)
     if not path.exists():

@@ -1,16 +1,12 @@
 """The simplex-to-simplex embedding model (SSEM) of supervised contrastive learning with a
 self-supervised share (the ``supcl`` loss; the SSEM paper, paper-notes 11.3), apart from the ICML
 paper's closed forms in :mod:`cl_diag.measurement.theory`, whose ``ssem_panel`` puts these beside
-a run. Pure Python/numpy.
-
-- :func:`collapse_threshold`, :func:`ssem_optimum`, :func:`ssem_loss`, :func:`ssem_similarities`,
-  :func:`ssem_embedding`: the class-collapse threshold alpha_c and the optimum beta* with its
-  predicted s_w, s_b and within-class variance, for both published variants of the loss (B:
-  self excluded everywhere, the ``supcl`` loss; A: the self pair kept);
-- :func:`view_split_threshold`, :func:`split_ssem_optimum` and the ``split_ssem_*`` functions:
-  the split-view family that bounds where the SSEM is the optimum (alpha_s);
-- :func:`supcl_balanced_loss`, :func:`supcl_free_optimum`: the balanced batch loss and its
-  optimum by free optimisation.
+a run. Pure Python/numpy: the class-collapse threshold alpha_c and the optimum beta* with its
+predicted s_w, s_b and within-class variance for both published variants (B: self excluded
+everywhere, the ``supcl`` loss; A: the self pair kept) (:func:`collapse_threshold`,
+:func:`ssem_optimum`); the split-view family that bounds where the SSEM is the optimum
+(:func:`view_split_threshold`, alpha_s); and the balanced batch loss optimised freely
+(:func:`supcl_free_optimum`).
 """
 
 from __future__ import annotations

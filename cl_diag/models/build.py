@@ -1,14 +1,9 @@
-"""Building models: a backbone from the registry, the projector, and :func:`build_model`
-(a fresh model for a training config, or for the config a checkpoint stores).
-
-A :class:`ContrastiveModel` has two submodules, ``backbone`` (image -> features, the
-representation that is probed) and ``projector`` (features -> the embedding the loss
-sees). Checkpoints store their state dicts separately.
-
-The projector is Linear-BN-ReLU-Linear (SimCLR's, Chen et al. 2020), hidden 512 (2048 for
-ResNet-50), output 128, laid out like solo-learn's ``nn.Sequential`` so that its keys are
-``0.*``, ``1.*``, ``3.*``. Foreign projectors are rebuilt from their keys instead
-(:func:`cl_diag.models.foreign.rebuild_projector`).
+"""Building models: a backbone from the registry, the projector, and :func:`build_model` (a
+fresh model for a training config, or for the config a checkpoint stores). A
+:class:`ContrastiveModel` has a ``backbone`` (image -> the features probed) and a ``projector``
+(features -> the embedding the loss sees): Linear-BN-ReLU-Linear (SimCLR's), hidden 512 (2048
+for ResNet-50), output 128, keyed like solo-learn's ``nn.Sequential`` (``0.*``, ``1.*``,
+``3.*``). Foreign projectors are rebuilt from their keys instead.
 """
 
 from __future__ import annotations

@@ -179,14 +179,11 @@ def _model_config(config: dict, path: str | os.PathLike) -> None:
 
 
 def check_checkpoint(obj: Any, path: str | os.PathLike) -> dict[str, Any]:
-    """``obj`` (read from ``path``) if it is a cl-diag checkpoint this version can read;
-    UserError otherwise. For a payload that is already loaded, so the file is read once.
-
-    Every key that describes the model and its measuring is checked here, once, for its type
-    and size: ``config`` (a dict whose values the options' declarations accept:
-    :func:`check_training_config`), ``n_train``, ``epoch``, ``step``, ``complete``,
-    ``dataset``, ``backbone`` and ``projector`` (dicts of dense tensors), ``split`` and, for
-    the toy dataset, ``embeddings``. The message names the first key at fault."""
+    """``obj`` (read from ``path``) if it is a cl-diag checkpoint this version can read; else a
+    UserError naming the first key at fault. Every key that describes the model and its
+    measuring is checked here once for its type and size (``config`` through
+    :func:`check_training_config`, the counts, the state dicts, ``split``, the toy's
+    ``embeddings``)."""
     p = Path(path)
     if not isinstance(obj, dict) or obj.get("format") != FORMAT:
         raise UserError(

@@ -1,18 +1,12 @@
-"""The tensors of a foreign file by key, and the user's mapping of keys cl-diag does not know.
-
-A checkpoint of a layout cl-diag does not recognise is still usable without code: the user
-names which keys are the backbone and which the projector, and renames keys onto the
-architecture's names::
+"""The tensors of a foreign file by key, and the user's mapping of keys cl-diag does not know::
 
     cl-diag analyze ckpt.pth --arch resnet18 --backbone-prefix 'model.encoder.' \\
         --projector-prefix 'model.head.' --rename '[.]shortcut[.]=.downsample.'
 
-:func:`raw_weights` is what those options see: the state dict under ``state_dict`` or
-``model`` (Lightning, most trainers), the dict itself when it holds only tensors, else every
-tensor of the nested dicts under its dotted path (``teacher.backbone.blocks.0.attn.qkv.weight``).
-:class:`KeyMapping` applies ``--rename`` (in order, to every key) and then the prefixes; the
-message for an unknown layout lists :func:`key_prefixes` of the same keys, so that what it
-shows is what the user types.
+:func:`raw_weights` is what those options see (the state dict under ``state_dict`` or
+``model``, the dict itself, else every tensor of the nested dicts under its dotted path);
+:class:`KeyMapping` applies ``--rename`` in order, then the prefixes; the message for an
+unknown layout lists :func:`key_prefixes` of the same keys, so it shows what the user types.
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
-"""``compare``: several result.json files side by side, never recomputed.
-
-(:mod:`cl_diag.cli.compare` is its command line: the same concept one layer up.)
-
-Reads the result files (or folders holding one) with :func:`cl_diag.result.load`,
-which checks each is a result of the schema this version reads (results already in memory,
-given from Python, are taken as they are), builds the one
-comparison frame (:class:`cl_diag.report.Comparison`) and renders report.md,
-report.html, comparison.csv and the figures from it into a staging folder on
-``--out``'s file system that is moved into place only when complete.
+"""``compare``: several result.json files side by side, never recomputed
+(:mod:`cl_diag.cli.compare` is its command line). The results (files, folders, or results
+in memory from Python) are read with :func:`cl_diag.result.load`, made into the one comparison
+frame and rendered into a staging folder moved into place only when complete.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """The probe plan of an analysis: which probes run on what, and the probes block they make.
-
-A checkpoint's probes (:func:`probe_block`): its backbone features of the un-augmented train
-and test splits (sampled with the analysis seed), encoded once with the raw-pixel and
-random-init baselines beside them, then the linear, kNN and clustering probes fitted and
-scored on them (rank 0 only), the validation probe on a split carved from the train split
-(``--validation-fraction``), and retrieval of the positive on every analysed layer. A probe
-that cannot run is decided from the labels before a single image is encoded
-(:func:`unrunnable_probes`). An embeddings file feeds retrieval only
-(:func:`embeddings_probes`).
+A checkpoint's probes (:func:`probe_block`) run on its backbone features of the un-augmented
+splits, encoded once beside the raw-pixel and random-init baselines (fitted on rank 0), plus
+retrieval on every analysed layer; a probe that cannot run is decided from the labels before
+any image is encoded (:func:`unrunnable_probes`). An embeddings file feeds retrieval only.
 """
 
 from __future__ import annotations

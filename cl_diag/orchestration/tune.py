@@ -316,15 +316,10 @@ def run_test_stage(
     parallel: int = 1,
     on_sweep=None,
 ) -> Path:
-    """Train and analyse, on fresh ``seeds``, λ = 0 and each setting's λ* with its tuning
-    record, with the tuning sweep's recipe, overrides, equal steps and probe suite, into
-    ``out/test/``; then compare them all into ``out/comparison/``. Returns that report (HTML).
-
-    Sweeps write the cells into ``out/test`` (cell names differ by λ, so they share it): one
-    of the controls (λ = 0 at every setting) and one per setting at its λ*, whose runs record
-    ``--vrn-tuning-grid``, ``--vrn-tuning-split`` and ``--vrn-tuning-criterion``. None of them
-    compares its own cells; the one comparison covers every cell. ``parallel`` cells run at
-    once (``cl-diag sweep --parallel``); it changes how long the stage takes, not its results."""
+    """Train and analyse, on fresh ``seeds``, λ = 0 and each setting's λ* (recording its tuning)
+    with the tuning sweep's recipe, overrides, equal steps and probe suite into ``out/test/``,
+    then compare them all into ``out/comparison/``; returns that report (HTML). ``parallel``
+    changes how long the stage takes, not its results."""
     from cl_diag.orchestration.compare import CompareConfig, compare
     from cl_diag.orchestration.sweep import SweepConfig, analysis_options_from_json, sweep
 

@@ -1,13 +1,7 @@
-"""Figures as SVG bytes, byte-reproducible: same data, same bytes.
-
-Matplotlib is used without pyplot (no global figure state, no GUI backend). Every
-figure is drawn under Matplotlib's built-in defaults plus the fixed settings of
-``_RC`` (a user's matplotlibrc cannot leak in), text is stored as paths (the
-DejaVu Sans glyphs shipped with Matplotlib, so nothing depends on installed fonts),
-the SVG id salt is fixed and the date/creator metadata are dropped.
-
-Input data are the stored histograms and statistics of result.json; nothing is
-recomputed from embeddings.
+"""Figures as SVG bytes, byte-reproducible: same data, same bytes. Matplotlib without pyplot,
+under its built-in defaults plus ``_RC`` (a user's matplotlibrc cannot leak in), text as paths
+(the DejaVu glyphs shipped with Matplotlib), a fixed SVG id salt and no date metadata. The
+data are result.json's stored histograms and statistics; nothing is recomputed.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """The Plan section of a comparison: the study's declared plan, its hash, and where the runs
-differ from its design (issue 33: studies declared before they run).
-
-A comparison made with ``--plan`` (or by ``cl-diag sweep --plan``) carries the plan's record
-(:class:`cl_diag.io.plans.PlanRecord`). The section says when the plan was declared (before or
-after the runs), gives the SHA-256 of the plan file and of its prose, the question, the primary
-and secondary claims (the Findings list the primary ones first) and the analysis, and compares
-the planned grid with the options the runs recorded: a planned value no run has, a value no plan
-named, or a planned option the runs do not record is stated as a difference from the plan.
+differ from its design (issue 33). It says when the plan was declared, the SHA-256 of the plan
+and its prose, the question, the primary and secondary claims and the analysis, and states as
+a difference from the plan a planned value no run has, a value no plan named, or a planned
+option the runs do not record.
 """
 
 from __future__ import annotations

@@ -414,14 +414,10 @@ def _replicate_error(
     pair: tuple[Result, Result],
 ) -> tuple[float | None, float, str]:
     """(se, df, basis) of the difference between run ``i`` and its re-run, from the spread
-    between seeds: its own group's other seeds (both sides pooled) together with every other
-    seed group of the study (each about its own mean), for the degrees of freedom a few seeds
-    lack: with three seeds a group alone has df 2, where a true 10-standard-error shift has
-    p = 0.01 and no multiplicity correction over hundreds of numbers can catch it; pooled over
-    the study's groups it has dozens. A group whose spread exceeds the other groups' (the F
-    test at 5 %, :func:`~cl_diag.report.claims.inference.spread_exceeds`) keeps its own spread and
-    degrees of freedom: pooling a quiet study into a noisy group would make its faithful
-    re-runs differ."""
+    between seeds: the group's other seeds (both sides pooled) with every other seed group of the
+    study, for the degrees of freedom a few seeds lack (three seeds alone give df 2, at which no
+    multiplicity correction catches a real shift). A group whose spread exceeds the others' (F
+    test at 5 %, :func:`~cl_diag.report.claims.inference.spread_exceeds`) keeps its own."""
     others = [j for j in members if j != i]
     own_sides = _sides(metric, layer, others, original, reproduced)
     own = _pooled(own_sides)

@@ -101,14 +101,10 @@ _GIVE_LAST_PT = "Give the path of a cl-diag checkpoint (the last.pt that cl-diag
 def load_checkpoint(
     path: str | os.PathLike, map_location: Any = "cpu", *, for_resume: bool = False
 ) -> dict[str, Any]:
-    """Read a cl-diag checkpoint with ``torch.load(weights_only=True)``.
-
-    Raises :class:`UserError` when the file is missing, unreadable, not a torch file,
-    damaged, carries pickled code, is not a cl-diag checkpoint, is from a newer format
-    version, or holds a value of the wrong type or size (see
-    :func:`cl_diag.io.checkpoints.safe_torch_load` and :func:`check_checkpoint`).
-    ``for_resume``: also check the training state a resumed run restores
-    (:func:`check_training_state`).
+    """Read a cl-diag checkpoint with ``torch.load(weights_only=True)``; a UserError for a file
+    that is missing, unreadable, damaged, pickled code, no cl-diag checkpoint, of a newer format or
+    holding a value of the wrong type or size. ``for_resume``: also check the training state a
+    resumed run restores (:func:`check_training_state`).
     """
     p = Path(path).expanduser()
     obj = safe_torch_load(

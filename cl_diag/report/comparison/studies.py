@@ -1,13 +1,8 @@
 """The study sections of a comparison (:data:`STUDIES`): the batch-size study (with the CCEM
 optimum of the sigmoid loss), the VRN weight study and a metric against any other swept option.
-
-The batch-size view reproduces the layout of the paper's Table 1 and Fig. 4
-(Lee et al., ICML 2025), with the Theorem 5.5 band (Eq. 11)
-
-    Var[s_neg] in [ (n-m) / ((m-1)(n-1)^2),  n(n-m) / ((m-1)(n-1)^2) ]
-
-and the 1/d variance of uniformly random unit vectors (paper-notes 11.4); the
-temperature view is Fig. 3's.
+The batch-size view is the layout of the paper's Table 1 and Fig. 4 (Lee et al., ICML 2025)
+with the Theorem 5.5 band (Eq. 11), Var[s_neg] in [(n-m)/((m-1)(n-1)^2), n(n-m)/((m-1)(n-1)^2)],
+and the 1/d variance of random unit vectors (paper-notes 11.4); the temperature view is Fig. 3's.
 """
 
 from __future__ import annotations
