@@ -23,6 +23,26 @@ import pytest
 from cl_diag.cli import main
 
 
+@pytest.fixture(autouse=True)
+def _tables_line_up(monkeypatch):
+    """Every rich table the CLI prints in any test has one header per cell: rich would add an
+    untitled column for a row's extra cell, shifting what the reader sees under each header
+    (the reproduce summary once showed p-values under "borderline")."""
+    from rich.table import Table
+
+    add_row = Table.add_row
+
+    def checked(self, *cells, **kwargs):
+        # a table whose columns were declared (typer's help grids declare none: rich adds them)
+        assert not self.columns or len(cells) == len(self.columns), (
+            f"a row of {len(cells)} cells in the table {self.title!r} of {len(self.columns)} "
+            f"columns: {[c.header for c in self.columns]}"
+        )
+        return add_row(self, *cells, **kwargs)
+
+    monkeypatch.setattr(Table, "add_row", checked)
+
+
 class CliRun:
     def __init__(self, code: int, out: str, err: str):
         self.code, self.out, self.err = code, out, err

@@ -706,3 +706,15 @@ def test_a_rerun_with_the_originals_weights_has_no_noise():
     bare = [r for _, r in _study()]
     bare[1] = _moved(bare[1], "projector", "cross_view_negative", 1e-9)
     assert _check(check_reproduction(_study(), bare), subject, quantity).status == WITHIN
+
+
+def test_a_terminal_row_with_more_cells_than_headers_is_caught():
+    """conftest's check on every rich table a test prints: a row with a cell more than its
+    headers (what shifted the reproduce summary) fails the test that prints it."""
+    from rich.table import Table
+
+    table = Table("finding", "status")
+    with pytest.raises(AssertionError, match="a row of 3 cells"):
+        table.add_row("a", "0.01", "differs")
+    table.add_row("a", "differs")
+    assert len(table.rows) == 1
