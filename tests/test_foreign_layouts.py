@@ -210,6 +210,26 @@ def test_lightly_lightning_ckpt_end_to_end(run_cli, tmp_path, lightly_model, tin
     assert "layout.key map" in report and "projection_head.layers.*" in report
 
 
+def test_a_resnet_analysed_at_the_digits_own_8_px_is_warned(run_cli, tmp_path, lightly_model):
+    """Before: a lightly ResNet-18 analysed with --dataset digits and no --image-size was encoded
+    at the digits' own 8 px with nothing said, and its report read "collapsed". Now one warning
+    names both sides and the flag; the side used and why are recorded; given the flag, no word."""
+    path = tmp_path / "lightly.pth"
+    torch.save(lightly_model.state_dict(), path)
+    quick = ["--dataset", "digits", "--num-images", "8", "--probes", "none", "-q"]
+    run = run_cli("analyze", path, "--arch", "resnet18-cifar", *quick, "--out", tmp_path / "a")
+    assert run.code == 0, run.err
+    said = " ".join(run.err.split())
+    assert said.count("warning: ") == 1, said
+    assert "analysed at 8 px (the digits images' own size), far below 32 px" in said
+    assert "give --image-size with that side, e.g. --image-size 32" in said
+    record = json.loads((tmp_path / "a" / "result.json").read_text())["source"]["image_size"]
+    assert record["value"] == 8 and record["from"] == "the digits images' own size"
+    given = ["--image-size", "32", "--out", tmp_path / "b"]
+    run = run_cli("analyze", path, "--arch", "resnet18-cifar", *quick, *given)
+    assert run.code == 0 and "warning" not in run.err, run.err
+
+
 # --------------------------------------------------------------------------- MoCo
 
 

@@ -56,8 +56,11 @@ def _renamed(args: list[str], option: str) -> str:
 
 
 def suggested(args: list[str], message: str) -> list[list[str]]:
-    """The command lines ``message`` suggests instead of ``args``: one per fix it offers."""
-    text = " ".join(message.split()).removeprefix("error: ")
+    """The command lines ``message`` suggests instead of ``args``: one per fix it offers (read
+    from its ``error:`` paragraph: a warning before it advises on another matter)."""
+    text = " ".join(message.split())
+    text = text[text.find("error: ") :] if "error: " in text else text
+    text = text.removeprefix("error: ")
     fixes: list[list[str]] = []
     example = re.search(r"; e\.g\. (--arch .+?)\. Supported layouts", text)
     if example:  # the unknown layout: a whole mapping to add

@@ -75,6 +75,10 @@ class DataSpec:
     trained_size: int | None = None
     trained_size_from: str | None = None
     channels: int | None = None  # the model's input channels (None: the data's own)
+    #: the smallest side such a model is usually trained at (a foreign ResNet or timm model:
+    #: CIFAR's 32 px), and what it is: analysing far below it is worth a word
+    smallest_usual_size: int | None = None
+    smallest_usual_from: str | None = None
 
 
 @dataclass
@@ -400,6 +404,8 @@ def _foreign_subject(
         trained_size=trained if isinstance(trained, int) else None,
         trained_size_from=encoder.provenance.get("image_size") if trained else None,
         channels=FOREIGN_CHANNELS,
+        smallest_usual_size=32 if spec.convolutional else None,
+        smallest_usual_from=f"CIFAR's side, the smallest a {spec.name} is usually trained at",
     )
     return subject
 
