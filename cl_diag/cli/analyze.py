@@ -20,7 +20,7 @@ from cl_diag.orchestration.analysis_config import (
     check_analysis,
     from_command_line,
 )
-from cl_diag.vocabulary import PairType
+from cl_diag.vocabulary import RESULT_NAME, PairType
 
 if TYPE_CHECKING:  # the result model is imported only by a command that prints a result
     from cl_diag.result import Probes, Result
@@ -90,6 +90,8 @@ def analyze(
     config = from_command_line(values)
     quiet = values["quiet"]
     config = check_analysis(config)  # a value out of bounds is refused before torch loads
+    # the default folder <source>-analysis already holding an analysis: it is replaced, with a word
+    replaces = values["out"] is None and (config.out / RESULT_NAME).is_file()
     console = Console()
     from cl_diag.cli import shown_warnings
     from cl_diag.cli.progress import counter, plain_counter, progress_bar, use_bar
@@ -111,6 +113,12 @@ def analyze(
         return
     if not quiet:
         _print_summary(console, outcome.result)
+    if replaces:
+        Console(stderr=True).print(
+            f"note: replaced the earlier analysis in {config.out} (the default folder for "
+            f"{config.input.name}); give --out to keep both.",
+            highlight=False,
+        )
     console.print(f"report: {outcome.out / 'report.html'}", highlight=False)
 
 
