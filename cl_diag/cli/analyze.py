@@ -114,7 +114,7 @@ def analyze(
     if not quiet:
         _print_summary(console, outcome.result)
     if replaces:
-        Console(stderr=True).print(
+        Console(stderr=True, soft_wrap=True).print(
             f"note: replaced the earlier analysis in {config.out} (the default folder for "
             f"{config.input.name}); give --out to keep both.",
             highlight=False,
