@@ -137,21 +137,23 @@ def measure(
 def compare(
     runs: Iterable[str | os.PathLike[str] | Result | AnalyzeResult],
     *,
-    out: str | os.PathLike[str],
+    out: str | os.PathLike[str] | None = None,
     baseline: str | os.PathLike[str] | Result | AnalyzeResult | None = None,
     overwrite: bool = False,
-    labels: Mapping[str | os.PathLike[str], str] | None = None,
+    labels: Sequence[str] | Mapping[int | str | os.PathLike[str], str] | None = None,
 ) -> CompareResult:
-    """Compare analysed runs into the folder ``out``: report.md, report.html, comparison.csv
-    and figures, as ``cl-diag compare``.
+    """Compare analysed runs, as ``cl-diag compare``: into the folder ``out`` (report.md,
+    report.html, comparison.csv and figures), or without ``out`` in memory only (the
+    returned ``.frame``, ``.labels``, ``.warnings`` and headline; nothing written).
 
     ``runs``: a list whose items are results (what :func:`measure`, :func:`load` and
     ``cl_diag.analyze`` return) or paths (``str`` or :class:`~pathlib.Path`) of result.json
     files or of the folders holding one, mixed freely; a result in memory is labelled
     ``runs[i]`` by its place when its config does not tell it apart, what ``cl_diag.analyze``
     returned by the folder it wrote. ``baseline``: the run the others are differenced against
-    (a result or a path). ``overwrite``: as ``--overwrite``. ``labels``: as ``--label``, a run
-    (its path as given, or ``"runs[i]"`` for a result in memory) -> its name in the report.
+    (a result or a path). ``overwrite``: as ``--overwrite``. ``labels``: the runs' names in
+    the report, as ``--label``: a list (one name per run, in order) or a mapping from a run
+    (its place ``i``, ``"runs[i]"``, or its path as given) to its name.
     Returns what was written:
     ``.frame`` (one pandas row per run), ``.labels``, ``.warnings``, ``.files``; its repr is
     the runs' headline numbers."""
@@ -170,15 +172,57 @@ def compare(
             f"compare takes a list of runs, not a {type(runs).__name__}: compare({one}, "
             "out=...), each a result or the path of a result.json or analysis folder."
         )
+    inputs = [_run(item, f"runs[{i}]") for i, item in enumerate(items)]
     return run_compare(
         CompareConfig(
-            inputs=[_run(item, f"runs[{i}]") for i, item in enumerate(items)],
-            out=path_argument(out, "out"),
+            inputs=inputs,
+            out=None if out is None else path_argument(out, "out"),
             baseline=None if baseline is None else _run(baseline, "baseline"),
             overwrite=overwrite,
-            labels={os.fspath(k): v for k, v in (labels or {}).items()},
+            labels=_labels(labels, inputs),
         )
     )
+
+
+def _labels(labels: object, inputs: Sequence[object]) -> dict[str, str]:
+    """``compare``'s ``labels`` as ``--label`` takes them (a run as given -> its name): from
+    a list, one name per run in order; from a mapping, a run by its place (``0`` or
+    ``"runs[0]"``) or its path. Anything else is a UserError saying what is accepted."""
+    if labels is None:
+        return {}
+
+    def given(i: int) -> str:  # how compare names run i: its path as given, or runs[i]
+        item = inputs[i]
+        return os.fspath(item) if isinstance(item, Path) else f"runs[{i}]"
+
+    accepted = (
+        "give labels as a list of names, one per run (['base', 'vrn']), or a dict from a run's "
+        "place or path to its name ({0: 'base'} or {'runs/a': 'base'})"
+    )
+    if isinstance(labels, (list, tuple)):
+        if len(labels) != len(inputs) or not all(isinstance(n, str) for n in labels):
+            raise UserError(
+                f"compare: labels holds {len(labels)} item(s) for {len(inputs)} run(s); {accepted}."
+            )
+        return {given(i): name for i, name in enumerate(labels)}
+    if not isinstance(labels, Mapping):
+        raise UserError(f"compare: labels is of type {type(labels).__name__}; {accepted}.")
+    out: dict[str, str] = {}
+    for key, name in labels.items():
+        if not isinstance(name, str):
+            raise UserError(f"compare: labels[{key!r}] = {name!r} is not a name; {accepted}.")
+        if isinstance(key, int) and not isinstance(key, bool):
+            if not 0 <= key < len(inputs):
+                raise UserError(
+                    f"compare: labels names run {key}, but there are {len(inputs)} runs "
+                    f"(0 to {len(inputs) - 1}); {accepted}."
+                )
+            out[given(key)] = name
+        elif isinstance(key, (str, os.PathLike)):
+            out[os.fspath(key)] = name
+        else:
+            raise UserError(f"compare: labels has the key {key!r}; {accepted}.")
+    return out
 
 
 def _run(item: object, where: str) -> Path | Result:

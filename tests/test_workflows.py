@@ -21,3 +21,39 @@ def test_the_default_output_folder_is_not_replaced_without_a_word(run_cli, tmp_p
     assert "give --out to keep both" in said
     again = run_cli("analyze", source, "--out", tmp_path / "runs" / "pairs-analysis", "-q")
     assert again.code == 0 and "note:" not in again.err  # an --out given is the user's choice
+
+
+def test_compare_in_a_notebook_needs_no_folder_and_takes_labels_as_a_list_or_by_place(
+    tmp_path,
+):
+    """Before: compare needed out= (no comparison in memory), labelled results in memory
+    "runs[0]" and renamed them only through an undocumented {"runs[0]": ...}; labels=[...] was an
+    AttributeError and labels={0: ...} a TypeError."""
+    import pytest
+    import torch
+
+    import cl_diag
+    from cl_diag.errors import UserError
+
+    g = torch.Generator().manual_seed(0)
+    a = cl_diag.measure(torch.randn(40, 8, generator=g), torch.randn(40, 8, generator=g))
+    b = cl_diag.measure(torch.randn(40, 8, generator=g), torch.randn(40, 8, generator=g))
+    before = sorted(tmp_path.iterdir())
+    memory = cl_diag.compare([a, b], labels=["base", "other"])
+    assert memory.out is None and memory.files == [] and sorted(tmp_path.iterdir()) == before
+    assert list(memory.frame["label"]) == ["base", "other"]
+    assert "in memory" in repr(memory).splitlines()[0]
+    assert cl_diag.compare([a, b], labels={1: "x"}).labels == {"runs[0]": "runs[0]", "runs[1]": "x"}
+    written = cl_diag.compare([a, b], labels={0: "base"}, out=tmp_path / "cmp")
+    assert (tmp_path / "cmp" / "report.html").is_file()
+    assert "base" in (tmp_path / "cmp" / "report.md").read_text()
+    assert written.frame.equals(cl_diag.compare([a, b], labels={0: "base"}).frame)
+    for bad, fragment in (
+        (["one"], "holds 1 item(s) for 2 run(s)"),
+        ({5: "x"}, "names run 5, but there are 2 runs"),
+        ({0: 3}, "is not a name"),
+        ("ab", "labels is of type str"),
+    ):
+        with pytest.raises(UserError, match="give labels as a list of names") as raised:
+            cl_diag.compare([a, b], labels=bad)
+        assert fragment in str(raised.value)

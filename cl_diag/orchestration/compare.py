@@ -35,7 +35,9 @@ class CompareConfig:
     inputs: Sequence[Path | Result]
     """result.json files, or folders holding one (``cl-diag analyze --out`` folders); from
     Python also results in memory, each named ``runs[i]`` by its place among the inputs."""
-    out: Path
+    out: Path | None
+    """Where the report goes; None (from Python): nothing is written, the comparison is only
+    returned (its frame, labels, warnings and headline)."""
     baseline: Path | Result | None = None
     """One run (file, folder or result) the others are differenced against; added if not among
     ``inputs`` (a result in memory so added is named ``baseline``)."""
@@ -94,6 +96,7 @@ def provenance(
     (the record stays true when the folders move together), one named by an absolute path
     as that path, as the report links them. Each run's result.json records the commands that
     made it."""
+    assert config.out is not None  # a comparison in memory records no provenance
     out = Path(config.out)
 
     def where(name: str, path: Path) -> str:
@@ -114,10 +117,10 @@ def provenance(
 
 @dataclass
 class CompareResult:
-    out: Path
-    report_md: Path
-    report_html: Path
-    csv: Path
+    out: Path | None  # None: compared in memory, nothing written
+    report_md: Path | None
+    report_html: Path | None
+    csv: Path | None
     files: list[Path] = field(default_factory=list)
     labels: dict[str, str] = field(default_factory=dict)
     """run name (as given) -> label used in the report"""
@@ -130,7 +133,8 @@ class CompareResult:
     def _title(self) -> str:
         runs = len(self.labels)
         warned = f"; {len(self.warnings)} warning(s) in .warnings" if self.warnings else ""
-        return f"cl-diag comparison of {runs} run(s): {self.report_html}{warned}"
+        where = self.report_html if self.out is not None else "in memory (no out= given)"
+        return f"cl-diag comparison of {runs} run(s): {where}{warned}"
 
     def __repr__(self) -> str:
         """A few lines: the runs, the report's path and the runs' headline numbers."""
@@ -273,7 +277,8 @@ def compare(config: CompareConfig) -> CompareResult:
         raise UserError(
             "No runs to compare. Pass one or more result.json files or analysis folders."
         )
-    ensure_writable_parent(Path(config.out))  # a bad --out is named before the inputs are read
+    if config.out is not None:  # a bad --out is named before the inputs are read
+        ensure_writable_parent(Path(config.out))
     plan = None if config.plan is None else read_plan(config.plan)
     runs: list[_Run] = []
     seen: set[object] = set()
@@ -301,13 +306,14 @@ def compare(config: CompareConfig) -> CompareResult:
     baseline_name = (
         None if baseline is None else next(r.name for r in runs if r.key == baseline.key)
     )
-    _check_out(config.out, runs)
-    check_targets(
-        config.out,
-        ["report.md", "report.html", PROVENANCE_NAME],
-        overwrite=config.overwrite,
-        kind="comparison",
-    )
+    if config.out is not None:
+        _check_out(config.out, runs)
+        check_targets(
+            config.out,
+            ["report.md", "report.html", PROVENANCE_NAME],
+            overwrite=config.overwrite,
+            kind="comparison",
+        )
 
     pairs = [(r.name, r.result) for r in runs]
     labelled = _given_labels(config.labels, runs)
@@ -315,7 +321,7 @@ def compare(config: CompareConfig) -> CompareResult:
     comparison = Comparison(
         pairs,
         baseline=baseline_name,
-        reports=_report_links(runs, Path(config.out)),
+        reports={} if config.out is None else _report_links(runs, Path(config.out)),
         labels=labelled,
         plan=plan,
     )
@@ -327,6 +333,17 @@ def compare(config: CompareConfig) -> CompareResult:
     headline = comparison_table(
         [(label_of[name], result_of[name]) for name in comparison.names]  # display order
     )
+    if config.out is None:  # in memory: the comparison itself, nothing written
+        return CompareResult(
+            out=None,
+            report_md=None,
+            report_html=None,
+            csv=None,
+            labels={r.name: label_of[r.name] for r in runs},
+            warnings=warnings,
+            frame=comparison.frame,
+            headline=headline,
+        )
     out = Path(config.out)
     path_of = {r.name: r.path for r in runs}
     files_only = [(name, path_of[name]) for name in comparison.names if path_of[name] is not None]

@@ -368,8 +368,9 @@ def run_test_stage(
             on_sweep(config.command_line())
         result = sweep(config)
         inputs += [result.out / cell.name / "analysis" for cell in result.cells]
-    comparison = compare(CompareConfig(inputs=sorted(inputs), out=Path(out) / "comparison"))
-    return comparison.report_html
+    written = Path(out) / "comparison"
+    compare(CompareConfig(inputs=sorted(inputs), out=written))
+    return written / "report.html"
 
 
 def _grid_text(value: Any) -> str:
