@@ -281,17 +281,6 @@ def test_a_size_other_than_the_recorded_one_is_measured_with_a_warning(run_cli, 
 # --------------------------------------------------------------------------- timm on digits
 
 
-class _Grey(nn.Module):
-    """The grey digit as three identical channels, as analyze feeds a foreign model."""
-
-    def __init__(self, model: nn.Module):
-        super().__init__()
-        self.model = model
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.model(x.expand(-1, 3, -1, -1))
-
-
 @pytest.mark.slow  # end to end: the full suite runs it
 def test_a_timm_state_dict_on_digits(run_cli, tmp_path):
     timm = pytest.importorskip("timm")
@@ -315,15 +304,17 @@ def test_a_timm_state_dict_on_digits(run_cli, tmp_path):
     assert result["layers"]["backbone"]["n"] == 24
     assert 0.0 <= result["probes"]["knn"]["k20"]["top1"] <= 1.0
 
-    api = cl_diag.analyze(
-        encoder=_Grey(model),
-        dataset="digits",
-        out=tmp_path / "api",
-        num_images=24,
-        probes=("knn",),
-        baselines=False,
-        layers=("backbone",),
-    )
+    # the API feeds the grey digit to the 3-channel network as the command line does
+    with pytest.warns(InputWarning, match="analysed at 8 px"):
+        api = cl_diag.analyze(
+            encoder=model,
+            dataset="digits",
+            out=tmp_path / "api",
+            num_images=24,
+            probes=("knn",),
+            baselines=False,
+            layers=("backbone",),
+        )
     _same_layer(result["layers"]["backbone"], api.result.layers["backbone"].to_dict())
     assert result["probes"]["knn"] == api.result.probes.to_dict()["knn"]
 

@@ -57,3 +57,26 @@ def test_compare_in_a_notebook_needs_no_folder_and_takes_labels_as_a_list_or_by_
         with pytest.raises(UserError, match="give labels as a list of names") as raised:
             cl_diag.compare([a, b], labels=bad)
         assert fragment in str(raised.value)
+
+
+def test_the_api_feeds_a_colour_network_the_digits_in_three_channels(tmp_path):
+    """Before: cl_diag.analyze(encoder=resnet, dataset="digits") ended in "expected 3
+    channels, but got 1"; the command line repeats the grey channel for a foreign model. Now
+    the API does too (the first convolution says how many channels it takes), records it, and
+    warns that 8 px is far below what such a network is trained at."""
+    import pytest
+    import torch
+    import torchvision
+
+    import cl_diag
+    from cl_diag.errors import InputWarning
+
+    net = torchvision.models.resnet18(num_classes=10)
+    net.fc = torch.nn.Identity()
+    with pytest.warns(InputWarning, match=r"analysed at 8 px .* e\.g\. image_size=32"):
+        res = cl_diag.analyze(
+            encoder=net, dataset="digits", out=tmp_path / "a", num_images=16, probes="none"
+        )
+    size = res.result.source.image_size
+    assert (size.value, size.channels) == (8, 3)
+    assert res.result.layers["backbone"].d == 512

@@ -561,6 +561,9 @@ def module_subject(
     # the data is opened above models (cl_diag.orchestration.subject.open_module_subject),
     # which also decides the side (image_size, else the config's, else the dataset's own)
     trained = (training_config or {}).get("image_size")
+    # a network whose first convolution takes 3 channels sees a grey digit repeated in each, as
+    # the command line feeds a foreign model (else: "expected 3 channels, but got 1")
+    colour = _first_convolution_channels(backbone) == FOREIGN_CHANNELS
     subject.data_spec = DataSpec(
         dataset,
         data_root=_as_str(data_root, None),
@@ -569,5 +572,17 @@ def module_subject(
         num_samples=None,
         trained_size=trained if isinstance(trained, int) else None,
         trained_size_from="training_config['image_size']" if isinstance(trained, int) else None,
+        channels=FOREIGN_CHANNELS if colour else None,
+        smallest_usual_size=32 if colour else None,
+        smallest_usual_from="CIFAR's side, the smallest a colour CNN is usually trained at",
     )
     return subject
+
+
+def _first_convolution_channels(module: nn.Module) -> int | None:
+    """The input channels of the first 2-D convolution of ``module`` (what the images it is fed
+    must have), or None when it has none."""
+    for part in module.modules():
+        if isinstance(part, nn.Conv2d):
+            return int(part.in_channels)
+    return None

@@ -73,11 +73,12 @@ def resolve_image_size(
         side, why = default_image_size(spec.dataset), f"the {spec.dataset} images' own size"
         usual = spec.smallest_usual_size
         if usual is not None and 2 * side <= usual:  # 8-px digits into a ResNet
+            example = f"{option} {usual}" if option.startswith("--") else f"{option}={usual}"
             warnings.warn(
                 f"{where} records no training image size and is analysed at {side} px ({why}), "
                 f"far below {usual} px ({spec.smallest_usual_from}): if it was trained at another "
                 f"side, its similarities at {side} px are not the ones it learned; give "
-                f"{option} with that side, e.g. {option} {usual}.",
+                f"{option} with that side, e.g. {example}.",
                 InputWarning,
                 stacklevel=2,
             )
