@@ -80,3 +80,24 @@ def test_the_api_feeds_a_colour_network_the_digits_in_three_channels(tmp_path):
     size = res.result.source.image_size
     assert (size.value, size.channels) == (8, 3)
     assert res.result.layers["backbone"].d == 512
+
+
+def test_the_paper_notes_the_reports_cite_ship_with_the_docs():
+    """Before: the README and every report cited "paper-notes §8 / 11.2 / 11.3", a file no
+    user had. Every section a report or the README cites is in docs/paper-notes.md."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    notes = (root / "docs" / "paper-notes.md").read_text(encoding="utf-8")
+    headings = set(re.findall(r"^#{2,3} (\d+(?:\.\d+)?)[. ]", notes, flags=re.M))
+    sources = [*sorted((root / "cl_diag").rglob("*.py")), root / "README.md"]
+    cited = {
+        section
+        for path in sources
+        for section in re.findall(
+            r"paper-notes\]?(?:\([^)]*\))? §?(\d+(?:\.\d+)?)", path.read_text()
+        )
+    }
+    assert {"8", "11.2", "11.3", "11.4"} <= cited
+    assert cited <= headings, sorted(cited - headings)
