@@ -197,14 +197,10 @@ class TensorBoardLogger:
 
 
 class WandbLogger:
-    """Rows to a Weights & Biases run (needs ``cl-diag[wandb]``): ``run.log(numbers,
-    step=step)``.
-
-    Without ``run`` one is started with ``wandb.init(project=..., name=..., dir=...,
-    config=...)`` and finished by :meth:`close`; its mode (online, offline, disabled) is
-    W&B's own, from the environment (``WANDB_MODE=offline`` logs to ``dir`` without a
-    network; ``wandb sync`` uploads it later). Give ``run`` to log into a run of your own
-    (it is left open)."""
+    """Rows to a Weights & Biases run (``cl-diag[wandb]``): ``run.log(numbers, step=step)``.
+    Without ``run`` one is started with ``wandb.init(project, name, dir, config)`` in W&B's own
+    mode (``WANDB_MODE=offline`` logs to ``dir`` without a network) and finished by
+    :meth:`close`; a ``run`` of your own is left open."""
 
     def __init__(
         self,
@@ -259,13 +255,10 @@ def open_logger(
     name: str | None = None,
     config: Mapping[str, Any] | None = None,
 ) -> RowLogger | None:
-    """The logger ``cl-diag train --logger kind`` also sends a run's rows to, as they are made:
-
-    * ``csv``: none (None): the run's CSV is its ``metrics.csv``, written with each checkpoint
-      by the same :func:`write_rows_csv`;
-    * ``tensorboard``: event files in ``out_dir/tensorboard`` (what a killed attempt logged
-      after ``start_step`` hidden, see :class:`TensorBoardLogger`);
-    * ``wandb``: a W&B run named ``name`` with the run's ``config``, its files in ``out_dir``.
+    """The logger ``cl-diag train --logger kind`` also sends a run's rows to: ``csv`` none (the
+    run's metrics.csv is its CSV), ``tensorboard`` event files in ``out_dir/tensorboard`` (what a
+    killed attempt logged after ``start_step`` hidden), ``wandb`` a W&B run named ``name`` with
+    the run's ``config``.
     """
     if kind == "csv":
         return None

@@ -54,15 +54,12 @@ MODULE_DATASETS = ("digits", "cifar10", "cifar100", "imagefolder")
 
 @dataclass(frozen=True)
 class DataSpec:
-    """The data a subject was trained on, as its checkpoint and the user's options name it.
-
-    The side the images are encoded at is decided a layer up
-    (:func:`cl_diag.orchestration.subject.resolve_image_size`, which knows the datasets'
-    own sizes) from what is known here: ``image_size`` (a side the model asks for, with
-    ``image_size_from`` saying why; ``fixed_size``: the only side it takes) and
-    ``trained_size`` (the training side the checkpoint's config records, ``trained_size_from``
-    where; a ``trained_size_from`` with no ``trained_size``: trained at the dataset's own
-    size, as ``cl-diag train`` does without ``--image-size``)."""
+    """The data a subject was trained on, as its checkpoint and the user's options name it, and
+    what is known of its image side (decided a layer up, by
+    :func:`cl_diag.orchestration.subject.resolve_image_size`): a side the model asks for
+    (``image_size``, ``image_size_from``; ``fixed_size``: the only one it takes), the training side
+    the config records (``trained_size``, ``trained_size_from``; from without a size: the dataset's
+    own), the model's input ``channels``, and the smallest side such a model usually trains at."""
 
     dataset: str  # digits, cifar10, cifar100 or imagefolder
     data_root: str | None

@@ -542,14 +542,10 @@ _INTERRUPTED = frozenset({130, 143, -signal.SIGINT, -signal.SIGTERM})
 
 
 def _cell_main() -> int:
-    """A worker of :class:`_CellWorkers`: cell after cell (a spec per line of stdin), each
-    trained and analysed in this process with its output in the cell's sweep.log, its exit
-    status answered on stdout; the end of stdin ends the worker.
-
-    SIGINT and SIGTERM stop the cell running as they stop ``cl-diag train`` (its last.pt kept)
-    and end the worker with exit status 130 or 143; so does the end of the sweep's process,
-    even by SIGKILL (:func:`cl_diag.io.signals.watch_parent`): a cell never trains on for
-    nobody."""
+    """A worker of :class:`_CellWorkers`: cell after cell (a spec per line of stdin), trained and
+    analysed here with its output in the cell's sweep.log and its exit status answered on stdout.
+    SIGINT and SIGTERM stop a cell as they stop ``cl-diag train`` (exit 130 or 143), and so does the
+    end of the sweep's process, even by SIGKILL (:func:`cl_diag.io.signals.watch_parent`)."""
     from cl_diag.io.signals import exit_status, interrupts, watch_parent
 
     # the answers have stdout to themselves: anything else printed goes to stderr

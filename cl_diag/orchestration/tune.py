@@ -187,14 +187,11 @@ def _validation_top1(name: str, result: Result) -> float:
 
 
 def select_vrn(runs: Sequence[tuple[str, Result]]) -> VrnSelection:
-    """λ* at each setting of the tuning ``runs`` (name, result): the VRN weight λ > 0 whose
-    validation linear top-1, averaged over the seeds, is highest (ties: the smaller λ).
-
-    A setting is a group of runs whose training configs agree on every option but ``vrn``,
-    the seed and a tuning record. Each needs at least :data:`MIN_TUNING_GRID` weights λ > 0
-    (the claims count fewer as untuned), every λ the same seeds (an unbalanced grid would
-    compare means over different seeds), and every run a validation accuracy; a
-    :class:`UserError` names what is missing."""
+    """λ* at each setting of the tuning ``runs``: the VRN weight λ > 0 with the highest
+    validation linear top-1 averaged over the seeds (ties: the smaller). A setting (runs agreeing
+    on every option but ``vrn``, the seed and a tuning record) needs :data:`MIN_TUNING_GRID`
+    weights λ > 0, the same seeds at every λ and a validation accuracy for every run; a
+    UserError names what is missing."""
     groups: dict[tuple, list[tuple[str, RunConfig, float]]] = {}
     fractions = set()
     for name, result in runs:

@@ -231,12 +231,8 @@ class BadImageError(UserError):
 
 def load_image(path: str) -> Any:
     """An ImageFolder image as an RGB PIL image; :class:`BadImageError` naming the file when it
-    cannot be decoded.
-
-    A bad image stops the command rather than being skipped: skipping would change the
-    training set (its size, which index is which instance) between runs and across a resume.
-    Images above PIL's decompression-bomb limit (about 89 megapixels) count as bad: a small
-    file that decodes to gigabytes would otherwise exhaust memory.
+    cannot be decoded, or passes PIL's decompression-bomb limit. A bad image stops the command
+    rather than being skipped, which would change the training set between runs and resumes.
     """
     from PIL import Image
 

@@ -258,13 +258,9 @@ def load_foreign_encoder(
     mapping: KeyMapping | None = None,
 ) -> ForeignEncoder:
     """Rebuild a foreign checkpoint (a :class:`~cl_diag.models.checkpoints.CheckpointFile` of a
-    :data:`FOREIGN_LAYOUTS` kind, or ``mapped``) as backbone (+ projector).
-
-    ``arch`` and ``dataset`` from the command line win over ``args.json`` and over what the
-    file records (MoCo's ``arch``, DINO's ``args``); one of them must name the architecture.
-    ``encoder`` picks one of a MoCo (query, key) or DINO (teacher, student) file's encoders;
-    ``mapping`` is the user's ``--rename`` / ``--backbone-prefix`` / ``--projector-prefix``.
-    Raises UserError for every mismatch.
+    :data:`FOREIGN_LAYOUTS` kind, or ``mapped``) as backbone (+ projector); UserError for every
+    mismatch. ``arch`` and ``dataset`` win over what the file records; ``encoder`` picks a MoCo or
+    DINO file's encoder; ``mapping`` is the user's ``--rename`` and prefixes.
     """
     layout = layout_of(file.kind)
     mapping = mapping or KeyMapping()
