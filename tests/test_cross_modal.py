@@ -324,7 +324,9 @@ def test_a_cross_modal_npz_with_named_keys_gets_retrieval_and_the_modality_gap(
     out = tmp_path / "out"
     result = run_cli("analyze", clip_file, "--keys", "image_embeds,text_embeds", "--out", out)
     assert result.code == 0, result.err
-    assert "modality gap" in result.out and "R@1 (2→1)" in result.out
+    # the terminal names the views by their keys (it said "2→1" before issue 37)
+    said = " ".join(result.out.split())
+    assert "modality gap" in said and "R@1 (text_embeds → image_embeds)" in said
     data = json.loads((out / "result.json").read_text())
     layer = data["layers"]["embedding"]
     assert set(layer["modality_gap"]) >= {"centroid_distance", "variance_share", "before", "after"}

@@ -101,3 +101,36 @@ def test_the_paper_notes_the_reports_cite_ship_with_the_docs():
     }
     assert {"8", "11.2", "11.3", "11.4"} <= cited
     assert cited <= headings, sorted(cited - headings)
+
+
+def test_a_clip_users_first_screen_leads_with_the_gap_and_retrieval(run_cli, tmp_path):
+    """Before: the headline of image and text embeddings showed "excessive separation 98 %",
+    almost all modality gap, with neither the gap nor R@1 on the first screen, and the terminal
+    said "view 1 / 2→1" although --keys named the views."""
+    import re
+
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    image = rng.standard_normal((120, 16)).astype(np.float32) + 3
+    text = (image - 3 + 0.5 * rng.standard_normal((120, 16))).astype(np.float32) - 3
+    source = tmp_path / "clip.npz"
+    np.savez(source, image_embeds=image, text_embeds=text)
+    out = tmp_path / "a"
+    run = run_cli("analyze", source, "--keys", "image_embeds,text_embeds", "--out", out)
+    assert run.code == 0, run.err
+    said = " ".join(run.out.split())
+    assert "embedding: image_embeds vs text_embeds: modality gap" in said
+    assert "R@1 (image_embeds → text_embeds)" in said and "(text_embeds → image_embeds)" in said
+    assert "view 1" not in said and "2→1" not in said
+    report = (out / "report.md").read_text()
+    assert "**Findings: no prediction of the registry applies; consistency checks" in report
+    headline = report.split("| headline | value |\n|---|---|\n", 1)[1].split("\n\n", 1)[0]
+    quantities = [re.match(r"\| (.*?) \|", row).group(1) for row in headline.splitlines()]
+    assert quantities[:5] == [
+        "modality gap \\|\\|μ₁ − μ₂\\|\\|",
+        "modality gap, share of the pooled variance",
+        "retrieval R@1, image_embeds → text_embeds",
+        "retrieval R@1, text_embeds → image_embeds",
+        "cross-view negative mean, gap removed",
+    ]

@@ -126,8 +126,20 @@ def _print_summary(console: Console, result: Result) -> None:
     from rich.table import Table
 
     from cl_diag.measurement.pairs import EXCESS_MARGIN  # late: torch, after the work is done
+    from cl_diag.report.overview import view_names
 
+    first, second = view_names(result)
     for name, layer in result.layers.items():
+        gap = layer.modality_gap
+        if gap is not None:  # two encoders: the gap first, the pooled statistics are mostly it
+            after = "—" if gap.after is None else _num(gap.after.negative_mean)
+            console.print(
+                f"{name}: {first} vs {second}: modality gap ||mu_1 - mu_2|| "
+                f"{_num(gap.centroid_distance)} ({_pct(gap.variance_share)} % of the pooled "
+                f"variance); cross-view negative mean {_num(gap.before.negative_mean)}, "
+                f"{after} with the gap removed",
+                highlight=False,
+            )
         table = Table(title=f"{name}: n={layer.n}, d={layer.d}, threshold={result.delta:.6g}")
         columns = ("pair type", "count", "mean", "var", "min", "max", "excessive ratio")
         for column in (*columns, f"below δ − {EXCESS_MARGIN:g}"):
@@ -158,19 +170,12 @@ def _print_summary(console: Console, result: Result) -> None:
         if within is not None and within.by_view is not None:
             u, v = within.by_view.u, within.by_view.v
             console.print(
-                f"{name}: within-view negatives by view: view 1 mean {_num(u.mean)} "
-                f"var {_num(u.var)}; view 2 mean {_num(v.mean)} var {_num(v.var)}",
-                highlight=False,
-            )
-        gap = layer.modality_gap
-        if gap is not None:
-            console.print(
-                f"{name}: modality gap ||mu_1 - mu_2|| {_num(gap.centroid_distance)}, "
-                f"{_pct(gap.variance_share)} % of the pooled variance",
+                f"{name}: within-view negatives by view: {first} mean {_num(u.mean)} "
+                f"var {_num(u.var)}; {second} mean {_num(v.mean)} var {_num(v.var)}",
                 highlight=False,
             )
     if result.probes is not None:
-        _print_probes(console, result.probes)
+        _print_probes(console, result.probes, (first, second))
 
 
 def _num(value) -> str:
@@ -181,7 +186,7 @@ def _pct(value) -> str:
     return "" if value is None else f"{100 * value:.2f}"
 
 
-def _print_probes(console: Console, probes: Probes) -> None:
+def _print_probes(console: Console, probes: Probes, views: tuple[str, str]) -> None:
     from rich.table import Table
 
     # here, not at the top: cl_diag.report loads pandas and matplotlib, which the CLI imports
@@ -198,7 +203,12 @@ def _print_probes(console: Console, probes: Probes) -> None:
         values = [metric.read(probes)] + [metric.read(probes.baseline(b)) for b in names]
         if all(v is None for v in values):
             continue
-        table.add_row(metric.title, *[_pct(v) for v in values])
+        title = metric.title
+        if title.endswith("(2→1)"):  # the retrieval's directions, by the views' names
+            title = title.replace("(2→1)", f"({views[1]} → {views[0]})")
+        elif title.startswith("retrieval ") and "reverse" not in metric.key:
+            title += f" ({views[0]} → {views[1]})"
+        table.add_row(title, *[_pct(v) for v in values])
     console.print(table)
     for probe, reason in (probes.skipped or {}).items():
         console.print(f"not run: the {probe} probe ({reason})", highlight=False, markup=False)

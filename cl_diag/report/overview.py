@@ -79,6 +79,8 @@ def verdict_line(findings: Sequence[Finding]) -> str:
     parts = [
         ", ".join(f"{sum(f.verdict == v for f in predictions)} {v}" for v in _VERDICTS)
         + " (predictions of the registry)"
+        if predictions
+        else "no prediction of the registry applies"
     ]
     if descriptions:
         parts.append(f"{len(descriptions)} described without a verdict")
@@ -102,10 +104,45 @@ def _value(metric: Metric, value: object) -> str:
     return fmt(value)
 
 
-def headline_rows(result: Result, layer: str) -> list[list[Cell]]:
-    """One run's headline numbers (quantity, value) on ``layer``, and its best probe."""
+def view_names(result: Result) -> tuple[str, str]:
+    """What the two views are called: the arrays ``--keys`` named (``image_embeds``), else
+    "view 1" and "view 2"."""
+    views = result.source.views or {}
+    first, second = views.get("view 1"), views.get("view 2")
+    if isinstance(first, str) and isinstance(second, str):
+        return first, second
+    return "view 1", "view 2"
+
+
+def _cross_modal_rows(result: Result, layer: str) -> list[list[Cell]]:
+    """For views from two encoders, what a reader needs first: the modality gap, retrieval
+    R@1 in both directions, and the cross-view negatives once the gap is removed (the pooled
+    statistics below them are mostly the gap)."""
     here = result.layers.get(layer)
-    rows: list[list[Cell]] = []
+    gap = None if here is None else here.modality_gap
+    if gap is None:
+        return []
+    first, second = view_names(result)
+    rows: list[list[Cell]] = [
+        ["modality gap ||μ₁ − μ₂||", fmt(gap.centroid_distance)],
+        ["modality gap, share of the pooled variance", pct(gap.variance_share)],
+    ]
+    retrieval = None if result.probes is None else result.probes.retrieval
+    block = None if retrieval is None else retrieval.get(layer)
+    if block is not None:
+        rows.append([f"retrieval R@1, {first} → {second}", pct(block.recall.get(1))])
+        if block.reverse is not None:
+            rows.append([f"retrieval R@1, {second} → {first}", pct(block.reverse.recall.get(1))])
+    if gap.after is not None:
+        rows.append(["cross-view negative mean, gap removed", fmt(gap.after.negative_mean)])
+    return rows
+
+
+def headline_rows(result: Result, layer: str) -> list[list[Cell]]:
+    """One run's headline numbers (quantity, value) on ``layer``, and its best probe; views
+    from two encoders lead with their modality gap and retrieval."""
+    here = result.layers.get(layer)
+    rows: list[list[Cell]] = _cross_modal_rows(result, layer)
     cross = None if here is None else here.pairs.get(PairType.CROSS_VIEW_NEGATIVE)
     beyond = None if cross is None else cross.excessive_margin_ratio
     for metric in HEADLINE_METRICS:
