@@ -134,3 +134,11 @@ def test_a_clip_users_first_screen_leads_with_the_gap_and_retrieval(run_cli, tmp
         "retrieval R@1, text_embeds → image_embeds",
         "cross-view negative mean, gap removed",
     ]
+
+
+def test_no_empty_probes_table_when_no_probe_ran(run_cli, tmp_path, pairs_file):
+    """Before: sampled pairs of an embeddings file printed an empty probes table above the
+    lines saying why no probe ran."""
+    run = run_cli("analyze", pairs_file, "--pairs", "sampled", "--out", tmp_path / "a")
+    assert run.code == 0, run.err
+    assert "probes on" not in run.out and "not run: the retrieval probe" in run.out

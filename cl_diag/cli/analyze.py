@@ -209,6 +209,7 @@ def _print_probes(console: Console, probes: Probes, views: tuple[str, str]) -> N
         elif title.startswith("retrieval ") and "reverse" not in metric.key:
             title += f" ({views[0]} → {views[1]})"
         table.add_row(title, *[_pct(v) for v in values])
-    console.print(table)
+    if table.rows:  # no probe ran (sampled pairs of an embeddings file): only why not
+        console.print(table)
     for probe, reason in (probes.skipped or {}).items():
         console.print(f"not run: the {probe} probe ({reason})", highlight=False, markup=False)
