@@ -142,3 +142,27 @@ def test_no_empty_probes_table_when_no_probe_ran(run_cli, tmp_path, pairs_file):
     run = run_cli("analyze", pairs_file, "--pairs", "sampled", "--out", tmp_path / "a")
     assert run.code == 0, run.err
     assert "probes on" not in run.out and "not run: the retrieval probe" in run.out
+
+
+def test_key_value_overrides_are_options(run_cli, tmp_path, pairs_file):
+    """``cl-diag train RECIPE steps=3 quiet=true`` as Hydra, solo-learn and Lightning users type
+    overrides: a key=value word whose key is an option is that option; a file whose name holds
+    "=" (solo-learn's simclr-ep=199.ckpt) stays a file; a switch takes true or false."""
+    import shutil
+    from pathlib import Path
+
+    import torch
+    from conftest import refused
+
+    toy = Path(__file__).resolve().parents[1] / "trainers" / "rebuttal-toy.toml"
+    out = tmp_path / "run"
+    run = run_cli("train", toy, "steps=3", "quiet=true", "batch-size=4", f"out={out}")
+    assert run.code == 0, run.err
+    config = torch.load(out / "last.pt", weights_only=True)["config"]
+    assert (config["steps"], config["batch_size"]) == (3, 4)
+    named = tmp_path / "simclr-ep=199.npz"
+    shutil.copy(pairs_file, named)
+    run = run_cli("analyze", named, "pairs=sampled", "-q", "--out", tmp_path / "a")
+    assert run.code == 0, run.err
+    assert '"mode": "sampled"' in (tmp_path / "a" / "result.json").read_text()
+    refused(run_cli("train", toy, "overwrite=maybe"), "--overwrite is a switch")

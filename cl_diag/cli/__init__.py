@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import sys
 import time
@@ -170,6 +171,50 @@ def shown_warnings() -> Iterator[None]:
         yield
 
 
+#: a ``key=value`` override as Hydra, solo-learn and Lightning users type it
+_OVERRIDE = re.compile(r"^([A-Za-z][A-Za-z0-9_-]*)=(.*)$")
+_TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
+
+
+def _overrides_as_options(args: list[str]) -> list[str]:
+    """``cl-diag train simclr-vrn batch-size=64 amp=false``: a ``key=value`` word where the
+    command takes an argument, whose key is one of the command's options, is that option
+    (``--batch-size 64``, ``--no-amp``). A word whose key is no option (a file such as
+    ``simclr-ep=199.ckpt``) or that names an existing file stays as it is."""
+    if len(args) < 2 or not any(_OVERRIDE.match(a) for a in args[1:]):
+        return args
+    import typer.main
+
+    command = getattr(typer.main.get_command(app), "commands", {}).get(args[0])
+    if command is None:
+        return args
+    options = {param.name: param for param in command.params if param.param_type_name == "option"}
+    takes_value = {
+        flag
+        for param in options.values()
+        if not getattr(param, "is_flag", False)
+        for flag in param.opts
+    }
+    out = [args[0]]
+    previous = None
+    for arg in args[1:]:
+        match = _OVERRIDE.match(arg)
+        key, value = match.groups() if match else ("", "")
+        param = options.get(key.replace("-", "_")) if match else None
+        if param is None or previous in takes_value or os.path.exists(arg):
+            out.append(arg)
+        elif not getattr(param, "is_flag", False):
+            out += [param.opts[0], value]
+        elif value.strip().lower() in _TRUE:
+            out.append(param.opts[0])
+        elif value.strip().lower() in _FALSE and param.secondary_opts:
+            out.append(param.secondary_opts[0])
+        else:
+            raise UserError(f"{arg}: {param.opts[0]} is a switch; write {key}=true or {key}=false.")
+        previous = arg
+    return out
+
+
 def _refuse_unreadable_values(args: list[str]) -> None:
     """Values the command line would misread, refused with an ``error:`` line before the
     command parses them: an empty path (pathlib reads ``""`` as ``"."``, the current folder)
@@ -261,6 +306,7 @@ def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     with interrupts():
         try:
+            args = _overrides_as_options(args)
             _refuse_unreadable_values(args)
             app(args=args, prog_name="cl-diag", standalone_mode=True)
         except SystemExit as exit_:
