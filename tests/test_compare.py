@@ -777,7 +777,7 @@ def test_staged_output_prunes_only_files_it_proves_it_wrote(tmp_path):
     file cl-diag did not move there itself, which lacks its extended attribute)."""
     import hashlib
 
-    from cl_diag.io.output import OWNED_FILES, listing_text, seal, staged_output
+    from cl_diag.io.output import OWNED_FILES, seal, staged_output
 
     def sha(text: str) -> str:
         return hashlib.sha256(text.encode()).hexdigest()

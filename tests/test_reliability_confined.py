@@ -241,7 +241,7 @@ def test_the_api_names_a_path_given_where_the_encoder_goes(tmp_path, given):
 def test_the_api_names_a_parameter_that_is_no_path(tmp_path, call, fragment):
     """Before: ``TypeError: expected str, bytes or os.PathLike object, not int`` from deep
     inside; now a UserError naming the parameter, and nothing is written."""
-    with pytest.raises(UserError, match="give a str or pathlib.Path") as raised:
+    with pytest.raises(UserError, match=r"give a str or pathlib\.Path") as raised:
         call(torch.randn(20, 4), tmp_path / "a")
     assert fragment in str(raised.value)
     assert not (tmp_path / "a").exists()
