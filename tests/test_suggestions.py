@@ -179,6 +179,15 @@ def vit_state_dict(tmp: Path, make_checkpoint=None) -> Path:
     return path
 
 
+def convnext_state_dict(tmp: Path, make_checkpoint=None) -> Path:
+    """A timm ConvNeXt's own state dict: no layout cl-diag knows, but timm's keys and shapes."""
+    timm = pytest.importorskip("timm")
+    torch.manual_seed(0)
+    path = tmp / "convnext.pth"
+    torch.save(timm.create_model("test_convnext", pretrained=False).state_dict(), path)
+    return path
+
+
 def pairs(tmp: Path, make_checkpoint=None) -> Path:
     rng = np.random.default_rng(0)
     z = rng.standard_normal((20, 8)).astype(np.float32)
@@ -242,6 +251,18 @@ CASES: list[tuple[str, Callable, list[str], str]] = [
         torchvision_state_dict,
         ["--arch", "resnet18", "--dataset", "digits", "--layers", "projector"],
         "holds no projector",
+    ),
+    (
+        "a timm model's state dict",
+        convnext_state_dict,
+        ["--dataset", "digits"],
+        "those of timm's test_convnext",
+    ),
+    (
+        "too small for the network",
+        convnext_state_dict,
+        ["--arch", "timm:test_convnext", "--dataset", "digits"],
+        "cannot encode 8-px images",
     ),
     (
         "fixed input",

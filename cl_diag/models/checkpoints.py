@@ -32,6 +32,7 @@ from cl_diag.models.keymap import (
     mapping_example,
     raw_weights,
 )
+from cl_diag.models.timm_backbones import TIMM_FAMILY, match_timm_model, timm_input_side
 from cl_diag.options import check_values, in_config
 from cl_diag.trainconfig import RUN_CONFIG
 
@@ -254,11 +255,21 @@ def unknown_layout_message(path: Path, payload: Any, mapping: KeyMapping | None 
             for prefix, count in prefixes[:10]
         )
         after = " after --rename" if mapping.renames else ""
-        example = mapping_example(prefixes, arch=guess_arch(weights, prefixes))
-        text += (
-            f" Its tensors{after} are under: {shown}. Map them onto an architecture with "
-            f"--arch and {MAPPING_OPTIONS}; e.g. {example}."
-        )
+        timm_name = None if mapping.selects else match_timm_model(weights)
+        if timm_name is not None:  # a timm model's own state dict: --arch is all it needs
+            side = timm_input_side(timm_name)
+            example = f"--arch {TIMM_FAMILY}:{timm_name} --image-size {side}"
+            text += (
+                f" Its tensors{after} are under: {shown}; their names and shapes are those of "
+                f"timm's {timm_name}. Read it as that model, at the side it was trained at "
+                f"(timm's input size for it: {side} px); e.g. {example}."
+            )
+        else:
+            example = mapping_example(prefixes, arch=guess_arch(weights, prefixes))
+            text += (
+                f" Its tensors{after} are under: {shown}. Map them onto an architecture with "
+                f"--arch and {MAPPING_OPTIONS}; e.g. {example}."
+            )
     return f"{text} {SUPPORTED_LAYOUTS}"
 
 

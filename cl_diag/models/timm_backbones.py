@@ -20,7 +20,13 @@ from torch import nn
 from cl_diag.errors import UserError
 from cl_diag.models.registry import ArchSpec, BackboneOptions, register_arch_family
 
-__all__ = ["TIMM_FAMILY", "resolve_timm", "timm_feature_dim"]
+__all__ = [
+    "TIMM_FAMILY",
+    "match_timm_model",
+    "resolve_timm",
+    "timm_feature_dim",
+    "timm_input_side",
+]
 
 #: The prefix of timm's names: ``--arch timm:vit_small_patch16_224``.
 TIMM_FAMILY = "timm"
@@ -111,6 +117,55 @@ def _parameter_count(name: str, in_channels: int) -> int:
     with torch.device("meta"):
         model = timm.create_model(name, pretrained=False, num_classes=0, in_chans=in_channels)
     return sum(p.numel() for p in model.parameters())
+
+
+def timm_input_side(name: str) -> int:
+    """The image side timm's pretrained config gives ``name`` (224 when it says none)."""
+    timm = _timm(name)
+    size = timm.get_pretrained_cfg_value(name, "input_size") if timm.is_model(name) else None
+    return int(size[-1]) if size else 224
+
+
+#: a key only one family of timm models has -> the names to try (timm.list_models patterns)
+_FAMILY_KEYS = (
+    ("stages.0.blocks.0.conv_dw.weight", ("convnext*", "test_convnext*")),
+    ("patch_embed.proj.weight", ("vit_*", "deit*", "test_vit*")),
+    ("conv_stem.weight", ("efficientnet*", "mobilenet*", "tf_efficientnet*", "test_efficientnet*")),
+    ("stem.conv.weight", ("regnet*",)),
+    ("layer1.0.conv1.weight", ("resnet*", "test_resnet*")),
+)
+#: the most candidates built (on the meta device: no memory) to find the one that fits
+_MAX_CANDIDATES = 300
+
+
+def match_timm_model(weights: dict[str, Any]) -> str | None:
+    """The timm model whose feature extractor's keys and shapes are those of ``weights``
+    (classifier head aside), tried among the family a telltale key names, built on the meta
+    device; None without timm or a match. What the unknown-layout message offers as
+    ``--arch timm:NAME``."""
+    try:
+        import timm
+        import torch
+    except ImportError:
+        return None
+    patterns = next((p for key, p in _FAMILY_KEYS if key in weights), None)
+    if patterns is None:
+        return None
+    names = sorted({n for p in patterns for n in timm.list_models(p)}, key=lambda n: (len(n), n))
+    shapes = {k: tuple(v.shape) for k, v in weights.items() if hasattr(v, "shape")}
+    for name in names[:_MAX_CANDIDATES]:
+        try:
+            with torch.device("meta"):
+                model = timm.create_model(name, pretrained=False, num_classes=0)
+        except Exception:  # a model timm lists but cannot build so (a missing extra)
+            continue
+        expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+        heads = [k for k in shapes if k not in expected]
+        if all(shapes.get(k) == s for k, s in expected.items()) and all(
+            k.startswith("head") or k.startswith("fc.") for k in heads
+        ):
+            return name
+    return None
 
 
 register_arch_family(TIMM_FAMILY, resolve_timm)

@@ -21,6 +21,7 @@ number of ranks; the probes are fitted, and the files written, on rank 0.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
@@ -716,20 +717,23 @@ def _measure_subject(
                 "augmentation, so no more can be drawn; drop --views."
             )
         drawn = TwoViews(drawn.base, drawn.transform, drawn.seed, views=config.views)
-    views, view_labels = encode_two_views(
-        taps,
-        drawn,
-        indices,
-        batch_size=config.encode_batch_size,
-        device=run.device,
-        workers=config.workers or 0,  # resolved by analyze(): never None here
-        amp=config.amp,
-        progress=progress(
-            f"encoding {config.views} augmented views of {len(indices)} training images",
-            len(indices),
-        ),
-        ranks=run.ranks,
-    )
+    try:
+        views, view_labels = encode_two_views(
+            taps,
+            drawn,
+            indices,
+            batch_size=config.encode_batch_size,
+            device=run.device,
+            workers=config.workers or 0,  # resolved by analyze(): never None here
+            amp=config.amp,
+            progress=progress(
+                f"encoding {config.views} augmented views of {len(indices)} training images",
+                len(indices),
+            ),
+            ranks=run.ranks,
+        )
+    except RuntimeError as exc:
+        raise _too_small(exc, name, subject, spelling) or exc from None
     times = "twice" if config.views == 2 else f"{config.views} times"
     source["views"] = {
         "num_images": len(indices),
@@ -783,6 +787,29 @@ def _training_command(subject: Subject) -> dict | None:
     if recorded is None:
         return None
     return {k: v for k, v in recorded.items() if k not in SESSION_FIELDS}
+
+
+#: what torch says when an image is smaller than a network's downsampling takes
+_TOO_SMALL = re.compile(
+    r"Kernel size can't be greater than actual input size|Output size is too small|"
+    r"input image size|smaller than kernel size|padded input size"
+)
+
+
+def _too_small(
+    exc: RuntimeError, name: str, subject: Subject, spelling: Spelling
+) -> UserError | None:
+    """The UserError of an encoder that cannot take images this small (a ConvNeXt on 8-px
+    digits), naming the side and the fix; None for any other failure."""
+    if not _TOO_SMALL.search(str(exc)):
+        return None
+    side = (subject.source.get("image_size") or {}).get("value")
+    option = spelling.name("image_size")
+    example = f"{option} 32" if option.startswith("--") else f"{option}=32"
+    return UserError(
+        f"{name} cannot encode {side}-px images: they are smaller than its downsampling takes "
+        f"({str(exc).splitlines()[0]}); give {example} (or the side it was trained at)."
+    )
 
 
 def _check_encoding_batch(
