@@ -84,8 +84,13 @@ def test_saved_timm_state_dict_loads_strictly_without_its_head(tmp_path):
     with torch.no_grad():
         expected = model.forward_head(model.forward_features(x), pre_logits=True)
         assert torch.allclose(enc.backbone(x), expected, atol=1e-5)
-    # without --arch the ViT's keys are no layout cl-diag knows: the message shows them
-    with pytest.raises(UserError, match=r"'blocks\.' \(\d+ tensors\).*--backbone-prefix"):
+    # without --arch the message shows the keys and names the timm model they match, with the
+    # command that reads it (the command itself succeeds two lines up)
+    with pytest.raises(
+        UserError,
+        match=r"'blocks\.' \(\d+ tensors\).*those of timm's test_vit.*"
+        r"--arch timm:test_vit --image-size 160",
+    ):
         read_checkpoint_file(path)
 
 
