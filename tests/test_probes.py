@@ -315,6 +315,28 @@ def test_knn_probe_accuracy_and_settings():
     assert knn_probe(train, ty, test, yy) == res
 
 
+def test_test_accuracies_carry_scipys_wilson_interval_in_result_json(digits):
+    """Issue 37: the linear and kNN top-1 carry their 95 % Wilson interval over the test
+    images in result.json, as scipy's binomtest computes it for the same count."""
+    from scipy.stats import binomtest
+
+    x_tr, y_tr, x_te, y_te = digits
+    x_tr, y_tr, x_te, y_te = x_tr[:300], y_tr[:300], x_te[:97], y_te[:97]
+    linear = linear_probe(x_tr, y_tr, x_te, y_te, weight_decays=(1e-3,))
+    knn = knn_probe(x_tr, y_tr, x_te, y_te, ks=(5,))
+    for top1, interval in (
+        (linear.top1, linear.top1_interval),
+        (knn.top1[5], knn.scores[5].top1_interval),
+    ):
+        correct = round(top1 * 97)
+        assert correct / 97 == top1 and 0 < correct < 97  # an interior count: both ends move
+        expected = binomtest(correct, 97).proportion_ci(method="wilson")
+        assert interval == pytest.approx((expected.low, expected.high), abs=1e-12)
+        assert interval[0] < top1 < interval[1]
+    assert linear.to_dict()["top1_interval"] == list(linear.top1_interval)
+    assert list(knn.to_dict()["k5"]) == ["top1", "top1_interval"]
+
+
 # ----------------------------------------------------------------------------- retrieval
 
 

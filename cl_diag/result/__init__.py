@@ -443,19 +443,23 @@ class Layer(Record):
 @dataclass(frozen=True, kw_only=True)
 class LinearProbe(Record):
     """Multinomial logistic regression on L2-normalised features; test top-1 / top-5
-    accuracy (fractions) at the validation-chosen weight decay."""
+    accuracy (fractions) at the validation-chosen weight decay, and top-1's 95 % Wilson score
+    interval over the images it was scored on (older results lack it)."""
 
     top1: float | None = None
     top5: float | None = None
+    top1_interval: Interval | None = optional("95 % Wilson interval of top1 [low, high]")
     weight_decay: float | None = optional()
     settings: dict[str, Any] | None = optional()
 
 
 @dataclass(frozen=True, kw_only=True)
 class KnnScore(Record):
-    """The kNN probe's test top-1 accuracy at one k."""
+    """The kNN probe's test top-1 accuracy at one k, with its 95 % Wilson score interval over
+    the test images (older results lack it)."""
 
     top1: float | None = None
+    top1_interval: Interval | None = optional("95 % Wilson interval of top1 [low, high]")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -19,6 +19,7 @@ from cl_diag.measurement.probes.features import (
     _normalise,
     _positive_int,
 )
+from cl_diag.measurement.stats import wilson_interval
 from cl_diag.result import KnnProbe, KnnScore
 
 
@@ -138,7 +139,12 @@ def knn_probe(
     vy = _labels(test_y, vx.shape[0], "test_y", "test_x")
     preds = _knn_core(tx, ty, vx, classes, ks, temperature, block_size)
     n_train = tx.shape[0]
-    scores = {k: KnnScore(top1=float((preds[k] == vy).mean())) for k in ks}
+    n_test = len(vy)
+    correct = {k: int((preds[k] == vy).sum()) for k in ks}
+    scores = {
+        k: KnnScore(top1=correct[k] / n_test, top1_interval=wilson_interval(correct[k], n_test))
+        for k in ks
+    }
     settings = {
         "normalisation": "l2 per row",
         "similarity": "cosine, float32",

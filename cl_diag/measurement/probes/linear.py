@@ -20,6 +20,7 @@ from cl_diag.measurement.probes.features import (
 )
 from cl_diag.measurement.probes.lbfgs import _lbfgs, _Memory
 from cl_diag.measurement.probes.split import stratified_split
+from cl_diag.measurement.stats import wilson_interval
 from cl_diag.result import LinearProbe
 
 #: Weight-decay grid of the linear probe, searched from the strongest to the weakest.
@@ -277,6 +278,7 @@ def linear_probe(
     return LinearProbe(
         top1=c1 / n_test,
         top5=c5 / n_test,
+        top1_interval=wilson_interval(c1, n_test),
         weight_decay=wd_best,
         settings={
             "normalisation": "l2 per row",
