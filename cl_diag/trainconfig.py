@@ -72,8 +72,9 @@ class TrainConfig:
     default); ``resume-free``, an option a resumed run may change (where and how it runs, not
     what it computes); ``session``, how one invocation behaves (left out of the training
     command a result records, so that a resumed run records the command of an uninterrupted
-    one); ``vrn-tuning``, how ``--vrn`` was chosen (:data:`cl_diag.runconfig.TRAIN_TUNING_KEYS`;
-    left out of a run's record while unset)."""
+    one); ``vrn-tuning``, how ``--vrn`` was chosen (:data:`cl_diag.runconfig.TRAIN_TUNING_KEYS`);
+    ``recorded-when-set``, an option added after runs were recorded, left out of a run's record
+    while at its default (so that such a run records, and re-renders, as before)."""
 
     # data
     dataset: str = option(
@@ -294,7 +295,7 @@ class TrainConfig:
             "tuned lambda on this run. Give --vrn-tuning-split too."
         ),
         hint="the VRN weights tried, e.g. 0.1,0.3,1,3,10,30,100",
-        tags=("vrn-tuning",),
+        tags=("vrn-tuning", "recorded-when-set"),
     )
     vrn_tuning_split: str | None = option(
         None,
@@ -304,13 +305,13 @@ class TrainConfig:
             "training set; never test)."
         ),
         hint="the split the weight was chosen on: validation",
-        tags=("vrn-tuning",),
+        tags=("vrn-tuning", "recorded-when-set"),
     )
     vrn_tuning_criterion: str | None = option(
         None,
         LOSS,
         "Record what --vrn was chosen by, e.g. 'linear top-1, mean over seeds'.",
-        tags=("vrn-tuning",),
+        tags=("vrn-tuning", "recorded-when-set"),
     )
     # optimisation
     epochs: int = option(
@@ -509,6 +510,20 @@ class TrainConfig:
         choices=LOGGERS,
         tags=("resume-free",),
     )
+    online_knn: int = option(
+        0,
+        RECORDS,
+        (
+            "Every N epochs (and at the last), the backbone's online kNN top-1 on the test split "
+            "against the train split, un-augmented (k = 20, T = 0.07, as solo-learn's online "
+            "kNN): a knn_top1 column in metrics.csv and the loggers (0: off). The training is "
+            "unchanged by it."
+        ),
+        low=0,
+        high=MAX_EPOCHS,
+        hint="0: off",
+        tags=("resume-free", "recorded-when-set"),
+    )
     resume: str | None = option(
         None,
         RECORDS,
@@ -590,6 +605,7 @@ LOSS_HPARAM_FIELDS = TRAIN.tagged("loss-hparam")
 RESUME_FREE_FIELDS = frozenset(TRAIN.tagged("resume-free"))
 SESSION_FIELDS = frozenset(TRAIN.tagged("session"))
 TUNING_FIELDS = TRAIN.tagged("vrn-tuning")
+RECORDED_WHEN_SET = TRAIN.tagged("recorded-when-set")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -622,7 +638,8 @@ class ResolvedTrainConfig(TrainConfig):
         resolved except ``warmup_steps``, recorded as given (None unless set), so that runs
         warming up over the same epochs at different batch sizes record the same options."""
         record = {**self.options(), "warmup_steps": self.warmup_steps_given}
-        for name in TUNING_FIELDS:  # added later: a run without a tuning records as before
-            if record[name] is None:
+        defaults = TrainConfig.defaults()
+        for name in RECORDED_WHEN_SET:  # added later: a run that does not set it records as before
+            if record[name] == defaults[name]:
                 del record[name]
         return record

@@ -30,7 +30,7 @@ COMMAND = [
     "reports/toy-vrn",
     "--quiet",
 ]
-NOT_COMMITTED = {"last.pt", "metrics.csv", "sweep.log"}  # reports/.gitignore
+NOT_COMMITTED = {"last.pt", "metrics.csv", "training_curves.svg", "sweep.log"}  # reports/.gitignore
 
 
 def _committed_files(root: Path) -> list[Path]:

@@ -199,7 +199,12 @@ def test_leftovers_of_a_killed_run_are_removed_and_announced(run_cli, tmp_path, 
     (run / "notes.txt").write_text("mine")
     result = run_cli(*common, "--overwrite")
     assert result.code == 0, result.err
-    assert sorted(p.name for p in run.iterdir()) == ["last.pt", "metrics.csv", "notes.txt"]
+    assert sorted(p.name for p in run.iterdir()) == [
+        "last.pt",
+        "metrics.csv",
+        "notes.txt",
+        "training_curves.svg",
+    ]
     notes = " ".join(result.err.split())
     assert "removed" in notes and "4 epoch checkpoint(s)" in notes and ".last.pt." in notes
 

@@ -164,7 +164,12 @@ def test_toy_run_writes_embeddings_metrics_and_a_complete_config(tmp_path, run_c
         "2",
     )
     assert r.code == 0, r.err
-    assert sorted(p.name for p in out.iterdir()) == ["epoch_0002.pt", "last.pt", "metrics.csv"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "epoch_0002.pt",
+        "last.pt",
+        "metrics.csv",
+        "training_curves.svg",
+    ]
     assert r.out.count("epoch ") == 2  # --quiet: one plain line per epoch
     ck = load_checkpoint(out / "last.pt")
     assert (
@@ -249,7 +254,11 @@ def test_bad_options_exit_2_and_leave_the_run_alone(toy_run, run_cli, args, mess
     assert message in " ".join(r.err.split()), r.err
     assert "Traceback" not in r.err
     assert _sha(toy_run) == digest
-    assert sorted(p.name for p in toy_run.parent.iterdir()) == ["last.pt", "metrics.csv"]
+    assert sorted(p.name for p in toy_run.parent.iterdir()) == [
+        "last.pt",
+        "metrics.csv",
+        "training_curves.svg",
+    ]
 
 
 def test_resume_of_a_foreign_file_or_with_contradicting_options(toy_run, tmp_path, run_cli):

@@ -25,7 +25,7 @@ from cl_diag.orchestration.train import (
     train_options,
 )
 from cl_diag.recipes import merge_layers, read_recipe
-from cl_diag.trainconfig import RESUME_FREE_FIELDS, TUNING_FIELDS
+from cl_diag.trainconfig import RECORDED_WHEN_SET, RESUME_FREE_FIELDS, TUNING_FIELDS
 from cl_diag.training.checkpoint import load_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,10 +62,15 @@ def test_steps_and_partial_epochs():
 def test_record_is_exactly_the_options():
     c = resolve_config(TrainConfig(dataset="toy", batch_size=2, steps=2))
     record = c.record()
-    # the VRN tuning record's options are recorded only when set: a run without one records
-    # the bytes it did before they existed
-    assert list(record) == [n for n in TrainConfig.option_names() if n not in TUNING_FIELDS]
-    assert TrainConfig(**record).options() == {**record, **dict.fromkeys(TUNING_FIELDS)}
+    # the options added after runs were recorded (the VRN tuning record, --online-knn) are
+    # recorded only when set: a run without them records the bytes it did before they existed
+    assert set(TUNING_FIELDS) | {"online_knn"} == set(RECORDED_WHEN_SET)
+    assert list(record) == [n for n in TrainConfig.option_names() if n not in RECORDED_WHEN_SET]
+    defaults = TrainConfig.defaults()
+    assert TrainConfig(**record).options() == {
+        **record,
+        **{n: defaults[n] for n in RECORDED_WHEN_SET},
+    }
     tuned = resolve_config(
         TrainConfig(
             dataset="toy",
@@ -77,8 +82,8 @@ def test_record_is_exactly_the_options():
             vrn_tuning_criterion="top-1",
         )
     ).record()
-    assert list(tuned) == TrainConfig.option_names()
-    assert TrainConfig(**tuned).options() == tuned
+    assert list(tuned) == [n for n in TrainConfig.option_names() if n != "online_knn"]
+    assert TrainConfig(**tuned).options() == {**tuned, "online_knn": 0}
     assert "log_every" in RESUME_FREE_FIELDS  # how often to log is not what a run computes
 
 

@@ -126,11 +126,16 @@ def plain_counter(
     return factory
 
 
+def _knn(row: dict[str, float]) -> str:
+    """The online kNN top-1 of a row that has one (``train --online-knn``), as text."""
+    return f"  kNN top-1 {row['knn_top1']:.2%}" if "knn_top1" in row else ""
+
+
 def row_line(row: dict[str, float], epochs: int) -> str:
     """One metrics row as the plain line ``train --quiet`` prints."""
     return (
         f"epoch {row['epoch']}/{epochs}  step {row['step']}  loss {row['loss']:.4f}  "
-        f"vrn {row['vrn']:.4g}  lr {row['lr']:.4g}  {row['images_per_s']:.0f} img/s"
+        f"vrn {row['vrn']:.4g}  lr {row['lr']:.4g}  {row['images_per_s']:.0f} img/s" + _knn(row)
     )
 
 
@@ -165,7 +170,7 @@ class TrainDisplay:
         if self.bar is not None and self.task is not None:
             details = (
                 f"loss {row['loss']:.4f}  vrn {row['vrn']:.4g}  lr {row['lr']:.3g}  "
-                f"{row['images_per_s']:.0f} img/s"
+                f"{row['images_per_s']:.0f} img/s" + _knn(row)
             )
             self.bar.update(self.task, details=details)
         elif self.bar is None:

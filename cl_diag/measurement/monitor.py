@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -571,19 +571,38 @@ class Monitor:
         if lr is not None:
             self._lr = float(lr)
 
-    def flush(self, force: bool = False, *, epoch: int | None = None) -> dict[str, Any] | None:
+    def flush(
+        self,
+        force: bool = False,
+        *,
+        epoch: int | None = None,
+        extra: Callable[[], Mapping[str, float]] | None = None,
+    ) -> dict[str, Any] | None:
         """The row of the steps since the last one, when the step count is a multiple of
         ``log_every`` (or ``force``, with at least one step since the last row); else None.
-        The one host sync of the monitor. ``epoch`` is written into the row when given."""
+        The one host sync of the monitor. ``epoch`` is written into the row when given;
+        ``extra()`` (an evaluation at this step) adds its values after the row's clock stopped.
+        With no step since the last row, ``extra`` goes to that row (:meth:`annotate`)."""
         if not self._steps:
+            if extra is not None and self.history:
+                self.annotate(extra())
             return None
         if not force and not (self.log_every and self.step % self.log_every == 0):
             return None
         row = self._close(epoch)
+        if extra is not None:
+            row.update(extra())
         self.history.append(row)
         if self.logger is not None:
             self.logger.log(row, row["step"])
         return row
+
+    def annotate(self, values: Mapping[str, float]) -> None:
+        """Add ``values`` to the last row (it was logged already: the logger gets them alone)."""
+        last = self.history[-1]
+        last.update(values)
+        if self.logger is not None:
+            self.logger.log(dict(values), last["step"])
 
     def _close(self, epoch: int | None) -> dict[str, Any]:
         packed = self._stats.packed()

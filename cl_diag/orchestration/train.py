@@ -76,6 +76,8 @@ class TrainResult:
     checkpoint_seconds: float
     history: list[dict[str, float]] = field(default_factory=list)
     complete: bool = True
+    #: the training-curve figure of metrics.csv (None: not written, e.g. not the main process)
+    curves: Path | None = None
 
     @property
     def final_loss(self) -> float:
@@ -96,6 +98,7 @@ class TrainResult:
             f"{self.config['dataset']} instances: "
             f"loss {last['loss']:.4f}, vrn {last['vrn']:.4g}, {last['images_per_s']:.0f} img/s\n"
             f"checkpoint: {self.checkpoint}\nmetrics:    {self.metrics_csv}"
+            + (f"\ncurves:     {self.curves}" if self.curves is not None else "")
         )
 
 
@@ -180,6 +183,16 @@ TRAIN_RULES: tuple[Rule, ...] = (
         lambda c: c.val_root is not None and c.dataset != "imagefolder",
         "--val-root is the test split of --dataset imagefolder; {dataset} has its own test "
         "split. Drop --val-root.",
+    ),
+    Rule(
+        lambda c: c.online_knn > 0 and c.dataset == "toy",
+        "--online-knn {online_knn}: the toy dataset's free vectors have no images to encode "
+        "and no test split; drop --online-knn.",
+    ),
+    Rule(
+        lambda c: c.online_knn > 0 and c.dataset == "imagefolder" and c.val_root is None,
+        "--online-knn {online_knn} scores the test split: give it as --val-root (an image "
+        "folder with one subfolder per class), or drop --online-knn.",
     ),
     Rule(
         lambda c: c.classes_per_batch is not None and not c.balanced_batch,
@@ -552,7 +565,7 @@ def check_resume(c: ResolvedTrainConfig) -> dict[str, Any] | None:
 
 #: the files a run writes in its folder (besides the atomic writer's temporary files)
 _EPOCH_FILE = re.compile(r"^epoch_\d{4,}\.pt$")
-_RUN_TEMP_FILES = temp_files(r"last\.pt|metrics\.csv|epoch_\d{4,}\.pt")
+_RUN_TEMP_FILES = temp_files(r"last\.pt|metrics\.csv|training_curves\.svg|epoch_\d{4,}\.pt")
 
 
 def _prepare_out(out: Path, *, resume_dir: Path | None, overwrite: bool) -> list[Path]:
@@ -586,6 +599,24 @@ def _prepare_out(out: Path, *, resume_dir: Path | None, overwrite: bool) -> list
             "to."
         ) from None
     return created
+
+
+#: the figure of a complete run's metrics.csv
+CURVES = "training_curves.svg"
+
+
+def _curves(out: Path, history: list[dict[str, float]], complete: bool) -> None:
+    """Beside metrics.csv just written: the figure of its rows once the run is complete; while
+    it is not, no figure (one left by a run that --overwrite replaces would disagree with it).
+    Drawn once, not at every checkpoint: a figure costs about as much as 50 small steps."""
+    from cl_diag.io.atomic import atomic_write_bytes
+    from cl_diag.report.figures import training_curves
+
+    svg = training_curves(history) if complete else None
+    if svg is None:
+        (out / CURVES).unlink(missing_ok=True)
+    else:
+        atomic_write_bytes(out / CURVES, svg)
 
 
 def _clean_run_folder(out: Path, *, replacing: bool) -> None:
@@ -696,7 +727,17 @@ def train(options: TrainConfig, *, progress: FitProgress | None = None) -> Train
                     )
                 shown = progress if env.is_main else None
                 result = fit(
-                    c, model, data, out, env=env, resume=checkpoint, progress=shown, logger=logger
+                    c,
+                    model,
+                    data,
+                    out,
+                    env=env,
+                    resume=checkpoint,
+                    progress=shown,
+                    logger=logger,
+                    on_metrics=(lambda rows, complete: _curves(out, rows, complete))
+                    if env.is_main
+                    else None,
                 )
         finally:
             if logger is not None:
@@ -721,4 +762,5 @@ def train(options: TrainConfig, *, progress: FitProgress | None = None) -> Train
         checkpoint_seconds=result.checkpoint_seconds,
         history=result.history,
         complete=result.complete,
+        curves=(out / CURVES) if env.is_main and (out / CURVES).exists() else None,
     )

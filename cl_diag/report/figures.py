@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
 from cl_diag.result import Histogram, Projection, Spectrum
-from cl_diag.vocabulary import NEGATIVE_TYPES, PairType
+from cl_diag.vocabulary import NEGATIVE_TYPES, PAIR_TYPES, PairType
 
 if TYPE_CHECKING:  # matplotlib >= 3.8 names its rcParams keys; only the type checker needs it
     from matplotlib.typing import RcKeyType
@@ -192,6 +192,58 @@ def similarity_distributions(
         axes[0].set_title(f"layer '{layer}': cosine similarity distributions")
         axes[-1].set_xlabel("cosine similarity")
         axes[-1].set_xlim(-1.0, 1.0)
+        return to_svg(fig)
+
+
+def _column(rows: Sequence[Mapping[str, Any]], name: str) -> tuple[np.ndarray, np.ndarray]:
+    """The steps and values of the rows that have a finite ``name``."""
+    points = [
+        (float(row["step"]), float(row[name]))
+        for row in rows
+        if isinstance(row.get(name), (int, float)) and np.isfinite(row[name])
+    ]
+    return np.array([p[0] for p in points]), np.array([p[1] for p in points])
+
+
+def training_curves(rows: Sequence[Mapping[str, Any]]) -> bytes | None:
+    """The metrics rows of ``cl-diag train`` (metrics.csv) against the step, one panel each: the
+    loss and its contrastive term, the VRN term, the in-batch cosine-similarity means by pair
+    type (the Monitor's), and the online kNN top-1 (``--online-knn``) when logged. A panel
+    whose columns no row has is left out; None when no row has a step."""
+    panels: list[tuple[str, list[tuple[str, str, str]]]] = [
+        ("loss", [("loss", "loss", COLORS[0]), ("contrastive", "contrastive term", COLORS[3])]),
+        ("VRN term", [("vrn", "mean (s − δ)^p, cross-view negatives", COLORS[4])]),
+        (
+            "mean cosine similarity",
+            [(f"{kind.short}_mean", PAIR_NAMES[kind], PAIR_COLORS[kind]) for kind in PAIR_TYPES],
+        ),
+        ("online kNN top-1", [("knn_top1", "k = 20, test split", COLORS[5])]),
+    ]
+    shown = [
+        (title, [c for c in curves if _column(rows, c[0])[0].size]) for title, curves in panels
+    ]
+    shown = [(title, curves) for title, curves in shown if curves]
+    if not shown:
+        return None
+    with _fixed_style():
+        fig, axes = _panels(9.0, len(shown), panel_height=1.5, gap=0.2, right=_LEGEND_WIDTH)
+        for ax, (title, curves) in zip(axes, shown, strict=True):
+            for name, label, color in curves:
+                steps, values = _column(rows, name)
+                sparse = steps.size <= 40  # a few rows (an epoch each, or the kNN): show points
+                ax.plot(
+                    steps,
+                    values,
+                    color=color,
+                    linewidth=1.2,
+                    marker="o" if sparse else None,
+                    markersize=3,
+                    label=label,
+                )
+            ax.set_ylabel(title)
+            _legend_outside(ax)
+        axes[0].set_title("training curves (metrics.csv)")
+        axes[-1].set_xlabel("optimiser step")
         return to_svg(fig)
 
 

@@ -34,7 +34,7 @@ import os
 import random
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,6 +63,8 @@ from cl_diag.training.checkpoint import (
     save_checkpoint,
 )
 from cl_diag.training.data import TrainingData
+from cl_diag.training.online_knn import COLUMN as KNN_COLUMN
+from cl_diag.training.online_knn import OnlineKnn
 from cl_diag.training.queue import KeyQueue, MomentumEncoder
 
 __all__ = [
@@ -264,6 +266,10 @@ class FitProgress(Protocol):
 
     def row(self, row: dict[str, float]) -> None:
         """Each metrics row (every ``log_every`` steps and at each epoch end), as in metrics.csv."""
+
+
+#: what :func:`fit` calls each time it writes metrics.csv: the rows, and whether the run is complete
+MetricsWritten = Callable[[list[dict[str, Any]], bool], object]
 
 
 class _Silent:
@@ -633,6 +639,7 @@ def fit(
     resume: dict[str, Any] | None = None,
     progress: FitProgress | None = None,
     logger: RowLogger | None = None,
+    on_metrics: MetricsWritten | None = None,
 ) -> FitResult:
     """Train ``model`` on ``data`` as ``config`` says.
 
@@ -641,12 +648,22 @@ def fit(
     ``record()``, the dict stored as the checkpoint's ``config``). ``out_dir`` receives
     ``last.pt`` and ``metrics.csv`` (rank 0 only; None writes nothing). ``resume`` is a loaded
     checkpoint to continue from; ``progress`` is told about steps and rows; ``logger``
-    (``--logger``, :mod:`cl_diag.io.loggers`) is given each row as it is made. With
+    (``--logger``, :mod:`cl_diag.io.loggers`) is given each row as it is made;
+    ``on_metrics`` is called each time metrics.csv is written, with its rows and whether the run
+    is complete (the CLI draws the training-curve figure of a complete run there). With
     ``config.deterministic`` the run trains under :func:`deterministic_mode`.
     """
     with deterministic_mode(config.deterministic):
         return _fit(
-            config, model, data, out_dir, env=env, resume=resume, progress=progress, logger=logger
+            config,
+            model,
+            data,
+            out_dir,
+            env=env,
+            resume=resume,
+            progress=progress,
+            logger=logger,
+            on_metrics=on_metrics,
         )
 
 
@@ -660,6 +677,7 @@ def _fit(
     resume: dict[str, Any] | None,
     progress: FitProgress | None,
     logger: RowLogger | None,
+    on_metrics: MetricsWritten | None,
 ) -> FitResult:
     device = env.device
     parts = _build(config, model, data, env, resume)
@@ -701,7 +719,32 @@ def _fit(
         # metrics.csv as last.pt knows it: a kill between writing last.pt and metrics.csv
         # leaves an older history beside it (nothing else rewrites it when no epoch is left)
         monitor.to_csv(save_dir / "metrics.csv")
+        if on_metrics is not None:
+            on_metrics(monitor.history, step >= config.total_steps)
     shown = progress if progress is not None else _Silent()
+    # --online-knn: the splits are opened here, so that a missing test split stops the run
+    # before its first step
+    knn = (
+        OnlineKnn(
+            config.dataset,
+            data_root=config.data_root,
+            val_root=config.val_root,
+            image_size=config.image_size,
+            device=device,
+            autocast=parts.autocast,
+            channels_last=parts.channels_last,
+        )
+        if config.online_knn
+        else None
+    )
+
+    def knn_due(epoch_done: int) -> bool:
+        every = config.online_knn
+        return bool(every) and (epoch_done % every == 0 or step >= config.total_steps)
+
+    def knn_row() -> dict[str, float]:
+        assert knn is not None
+        return {KNN_COLUMN: knn(parts.model.backbone)}
 
     def take(row: dict[str, Any]) -> float:
         for at, values in monitor.row_steps:
@@ -782,7 +825,8 @@ def _fit(
                 train_seconds += take(row)
             if step >= config.total_steps:
                 break
-        if (row := monitor.flush(force=True, epoch=epoch + 1)) is not None:
+        extra = knn_row if knn_due(epoch + 1) else None
+        if (row := monitor.flush(force=True, epoch=epoch + 1, extra=extra)) is not None:
             train_seconds += take(row)
         epoch += 1
         due = (
@@ -795,6 +839,8 @@ def _fit(
         if save_dir is not None and due:
             t1 = time.perf_counter()
             _save(config, data, parts, save_dir, epoch, step, monitor, env)
+            if on_metrics is not None:
+                on_metrics(monitor.history, step >= config.total_steps)
             saved_step = step
             ckpt_seconds += time.perf_counter() - t1
     return FitResult(
