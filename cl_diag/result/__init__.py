@@ -774,9 +774,17 @@ class Result(Record):
         report.md, report.html and the figures, the bytes ``cl-diag analyze`` writes for this
         result, staged and moved into place only when all are written. Files there that
         cl-diag did not write are refused unless ``overwrite`` (as ``--overwrite``). A ``path``
-        ending in ``.json`` gets result.json alone, written atomically. Returns ``path``."""
+        ending in ``.json`` gets result.json alone, written atomically (its folder created if
+        missing). Returns ``path``."""
         path = path_argument(path, "path")
         if path.suffix.lower() == ".json" and not path.is_dir():
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise UserError(
+                    f"cannot make the folder {path.parent} for {path.name} "
+                    f"({exc.strerror or exc}); give a path whose folder exists or can be made."
+                ) from None
             atomic_write_text(path, self.to_json())
             return path
         if upcalls.analysis_writer is None:  # only while cl_diag/__init__.py itself is running
