@@ -39,7 +39,9 @@ def result() -> cl_diag.Result:
 def test_repr_is_a_few_lines_with_what_was_measured_and_the_headline_numbers(result):
     text = repr(result)
     assert str(result) == text  # print(res) shows the same
-    assert len(text) < 1200 and len(text.splitlines()) <= 14  # the whole result is ~20,000
+    # the whole result is ~20,000 characters; labelled rows add the linear and kNN probes' lines
+    assert len(text) < 1200 and len(text.splitlines()) <= 17
+    assert "kNN k=20 top-1" in text
     assert len(result.to_json()) > 10 * len(text)
     layer = result.layers["embedding"]
     lines = text.splitlines()
@@ -58,7 +60,9 @@ def test_repr_is_a_few_lines_with_what_was_measured_and_the_headline_numbers(res
         "within-view excessive ratio": fmt(layer.pairs[WITHIN].excessive_ratio),
     }
     assert "share of a negative type's similarities below δ" in text
-    assert "linear top-1" not in text  # no probes ran: no probe row
+    # the labelled rows' probes: their line shows the probe's own number
+    linear = next(line for line in lines if line.startswith("linear top-1"))
+    assert linear.split()[-2:] == [f"{100 * result.probes.linear.top1:.2f}", "%"]
     # the same result read back from its file prints the same
     assert repr(result.from_dict(result.to_dict())) == text
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import shutil
 
+import numpy as np
+
 
 def test_the_default_output_folder_is_not_replaced_without_a_word(run_cli, tmp_path, pairs_file):
     """Before: the README's ``analyze pairs.npz --n-ref 50000`` then ``--pairs sampled`` put the
@@ -166,3 +168,61 @@ def test_key_value_overrides_are_options(run_cli, tmp_path, pairs_file):
     assert run.code == 0, run.err
     assert '"mode": "sampled"' in (tmp_path / "a" / "result.json").read_text()
     refused(run_cli("train", toy, "overwrite=maybe"), "--overwrite is a switch")
+
+
+def test_a_labelled_embeddings_file_gets_the_classification_probes(run_cli, tmp_path):
+    """Before: an embeddings file with labels got retrieval only ("an embeddings file holds one
+    set of rows"); now its view-1 rows are split per class (20 % held out, seeded) and the linear,
+    kNN and k-means probes run on them, in result.json, the terminal and the report."""
+    import json
+
+    from cl_diag.measurement.probes import knn_probe, stratified_split
+
+    rng = np.random.default_rng(0)
+    labels = np.arange(300) % 5
+    z1 = rng.standard_normal((300, 16)).astype(np.float32)
+    z1[:, :5] += 2.0 * np.eye(5, dtype=np.float32)[labels]
+    z2 = z1 + 0.3 * rng.standard_normal(z1.shape).astype(np.float32)
+    np.savez(tmp_path / "lab.npz", z1=z1, z2=z2, labels=labels)
+    out = tmp_path / "out"
+    result = run_cli("analyze", tmp_path / "lab.npz", "--seed", "3", "--out", out)
+    assert result.code == 0, result.err
+    probes = json.loads((out / "result.json").read_text(encoding="utf-8"))["probes"]
+    assert "skipped" not in probes
+    assert probes["splits"] == {
+        "train": {"images": 240, "of": 300},
+        "test": {"images": 60, "of": 300},
+    }
+    fit, held = stratified_split(labels, 0.2, 3)
+    expected = knn_probe(z1[fit], labels[fit], z1[held], labels[held], ks=(20, 200))
+    assert probes["knn"]["k20"]["top1"] == expected.top1[20]
+    assert 0.5 < probes["linear"]["top1"] <= 1.0 and len(probes["linear"]["top1_interval"]) == 2
+    assert probes["clustering"]["settings"]["split"] == "test"
+    said = " ".join(result.out.split())
+    assert "linear top-1" in said and "kNN k=20 top-1" in said
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert (
+        "| probe | view 1's rows |" in report and "240 rows fit them and 60 are held out" in report
+    )
+
+    # without labels, and in sampled mode, each probe says why it did not run
+    np.savez(tmp_path / "plain.npz", z1=z1, z2=z2)
+    plain = run_cli("analyze", tmp_path / "plain.npz", "--out", tmp_path / "plain", "-q")
+    skipped = json.loads((tmp_path / "plain" / "result.json").read_text())["probes"]["skipped"]
+    assert plain.code == 0 and set(skipped) == {"linear", "knn", "clustering"}
+    assert "the file holds no labels" in skipped["linear"]
+    sampled = run_cli(
+        "analyze", tmp_path / "lab.npz", "--pairs", "sampled", "--out", tmp_path / "s"
+    )
+    skipped = json.loads((tmp_path / "s" / "result.json").read_text())["probes"]["skipped"]
+    assert sampled.code == 0 and "run it with --pairs exact" in skipped["knn"]
+
+
+def test_labelled_rows_one_per_class_say_why_no_probe_ran():
+    import cl_diag
+
+    rng = np.random.default_rng(1)
+    z = rng.standard_normal((6, 4))
+    res = cl_diag.measure(z, z + 0.1, np.arange(6))
+    assert set(res.probes.skipped) == {"linear", "knn", "clustering"}
+    assert "every class has one row" in res.probes.skipped["linear"]

@@ -586,7 +586,9 @@ def measure_embeddings(
         n_ref=n_ref,
         options=options,
         layers={EMBEDDING_LAYER: layer},
-        probes=embeddings_probes(embeddings, probes, options.pairs, is_main=ranks.is_main),
+        probes=embeddings_probes(
+            embeddings, probes, options.pairs, seed=options.seed, is_main=ranks.is_main
+        ),
         commands=commands,
         device=device if device is not None else z1.device,
         ranks=ranks,

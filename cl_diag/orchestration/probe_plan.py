@@ -2,7 +2,8 @@
 A checkpoint's probes (:func:`probe_block`) run on its backbone features of the un-augmented
 splits, encoded once beside the raw-pixel and random-init baselines (fitted on rank 0), plus
 retrieval on every analysed layer; a probe that cannot run is decided from the labels before
-any image is encoded (:func:`unrunnable_probes`). An embeddings file feeds retrieval only.
+any image is encoded (:func:`unrunnable_probes`). An embeddings file feeds retrieval, and
+with labels the classification probes on its view-1 rows (:func:`embeddings_probes`).
 """
 
 from __future__ import annotations
@@ -40,22 +41,33 @@ KNN_KS = (20, 200)
 KNN_TEMPERATURE = 0.07
 
 
-#: why a probe of a checkpoint's labelled splits cannot run on an embeddings file
-_NO_SPLITS = (
-    "it fits and scores on the labelled train and test splits of a dataset; an embeddings "
-    "file holds one set of rows"
+#: why a classification probe cannot run on an embeddings file without labels
+_NO_LABELS = (
+    "it fits and scores on labelled rows; the file holds no labels (an integer array "
+    "'labels', one class per row, gives them)"
 )
+#: the share of each class's rows of a labelled embeddings file held out as the probes' test
+#: split (the rest is their train split)
+EMBEDDINGS_TEST_FRACTION = 0.2
 
 
 def embeddings_probes(
-    embeddings: Embeddings, probes: Sequence[str], mode: str, *, is_main: bool = True
+    embeddings: Embeddings,
+    probes: Sequence[str],
+    mode: str,
+    *,
+    seed: int = 0,
+    is_main: bool = True,
 ) -> Probes | None:
     """The probes an embeddings file (or arrays) can feed: label-free retrieval of the positive
-    in both directions (view 1 -> view 2 and back) when asked for; every other probe asked for
-    is listed in ``skipped`` with the reason. Retrieval ranks every pair exactly
-    (O(n^2 d), blocked), so it runs with ``--pairs exact`` only: sampled and moments modes are
-    for sizes where every pair is out of reach, and say so. None when no probe was asked for
-    (and on the ranks > 0 of a torchrun job, which write no result)."""
+    in both directions (view 1 -> view 2 and back), and with labels the linear, kNN and
+    clustering probes on view 1's rows, split per class into a train split and a test split of
+    :data:`EMBEDDINGS_TEST_FRACTION` of each class's rows, drawn with ``seed``
+    (:func:`~cl_diag.measurement.probes.stratified_split`). Every pair is ranked exactly and the
+    probes fit on every row, so they run with ``--pairs exact`` only: sampled and moments modes
+    are for sizes where that is out of reach, and say so. A probe asked for that cannot run is
+    listed in ``skipped`` with the reason. None when no probe was asked for (and on the
+    ranks > 0 of a torchrun job, which write no result)."""
     if not probes or not is_main:
         return None
     skipped: dict[str, str] = {}
@@ -73,11 +85,82 @@ def embeddings_probes(
                 f"it ranks every pair exactly, O(n^2 d); --pairs {mode} is for sizes where "
                 "every pair is out of reach: run it with --pairs exact"
             )
-    for probe in CLASSIFICATION_PROBES:
-        if probe in probes:
-            no_labels = "" if embeddings.labels is not None else ", and no labels"
-            skipped[probe] = _NO_SPLITS + no_labels
-    return Probes(layer=EMBEDDING_LAYER, retrieval=retrieval, skipped=skipped or None)
+    asked = [p for p in CLASSIFICATION_PROBES if p in probes]
+    trained, splits = ProbeSet(), None
+    if asked and embeddings.labels is None:
+        skipped.update(dict.fromkeys(asked, _NO_LABELS))
+    elif asked and mode != "exact":
+        skipped.update(
+            dict.fromkeys(
+                asked,
+                f"it fits on every row; --pairs {mode} is for sizes where that is out of "
+                "reach: run it with --pairs exact",
+            )
+        )
+    elif asked:
+        trained, splits, why = _row_probes(embeddings, asked, seed)
+        skipped.update(why)
+    return Probes(
+        layer=EMBEDDING_LAYER,
+        splits=splits,
+        linear=trained.linear,
+        knn=trained.knn,
+        clustering=trained.clustering,
+        retrieval=retrieval,
+        skipped=skipped or None,
+    )
+
+
+def _row_probes(
+    embeddings: Embeddings, asked: Sequence[str], seed: int
+) -> tuple[ProbeSet, dict[str, SplitSize], dict[str, str]]:
+    """The classification probes ``asked`` on view 1's labelled rows, split per class; those
+    the split's labels cannot feed are returned with the reason instead."""
+    from cl_diag.measurement.probes import (
+        ProbeInputError,
+        check_probe_inputs,
+        clustering,
+        knn_probe,
+        linear_probe,
+        stratified_split,
+    )
+
+    assert embeddings.labels is not None
+    labels = embeddings.labels.cpu().numpy()
+    x = embeddings.z1.float().cpu()
+    n = int(labels.size)
+    try:
+        fit, held = stratified_split(labels, EMBEDDINGS_TEST_FRACTION, seed)
+    except ProbeInputError:  # no class has the two rows a test split needs
+        lonely = "every class has one row: none can be held out as a test split"
+        return ProbeSet(), {}, dict.fromkeys(asked, lonely)
+    train = (x[torch.from_numpy(fit)], labels[fit])
+    test = (x[torch.from_numpy(held)], labels[held])
+    rows = (
+        f"view 1's rows, {EMBEDDINGS_TEST_FRACTION:.0%} of each class held out as the test "
+        f"split (seed {seed})"
+    )
+    why: dict[str, str] = {}
+    for probe in asked:
+        reason = check_probe_inputs(probe, train_y=train[1], test_y=test[1])
+        if reason is not None:
+            why[probe] = reason
+    linear = knn = scores = None
+    if "linear" in asked and "linear" not in why:
+        linear = linear_probe(*train, *test, seed=seed)
+        linear = replace(linear, settings={**(linear.settings or {}), "rows": rows})
+    if "knn" in asked and "knn" not in why:
+        knn = knn_probe(*train, *test, ks=KNN_KS, temperature=KNN_TEMPERATURE)
+        knn = replace(knn, settings={**(knn.settings or {}), "rows": rows})
+    if "clustering" in asked and "clustering" not in why:
+        scores = clustering(*test, seed=seed)
+        settings = {**(scores.settings or {}), "split": "test", "rows": rows}
+        scores = replace(scores, settings=settings)
+    splits = {
+        "train": SplitSize(images=int(fit.size), of=n),
+        "test": SplitSize(images=int(held.size), of=n),
+    }
+    return ProbeSet(linear=linear, knn=knn, clustering=scores), splits, why
 
 
 def retrieval_scores(u: torch.Tensor, v: torch.Tensor) -> Retrieval:
