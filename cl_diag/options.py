@@ -650,7 +650,9 @@ DEFAULT_KEYS = ("z1", "z2")
 LABELS_KEY = "labels"
 
 
-def split_keys(value: Any, spelling: Spelling = CLI) -> tuple[str, str] | None:
+def split_keys(
+    value: Any, spelling: Spelling = CLI, *, labels: str = LABELS_KEY
+) -> tuple[str, str] | None:
     """``--keys A,B`` (or ``keys=("A", "B")`` / ``keys="A,B"`` in Python) as the names of the
     two arrays of an embeddings file that are its views, view 1 first; None for None. Two
     different names, neither empty nor the labels' array: else an :class:`OptionError`."""
@@ -679,8 +681,8 @@ def split_keys(value: Any, spelling: Spelling = CLI) -> tuple[str, str] | None:
         problem = f"names {len([n for n in names if n])} array(s); it takes exactly two"
     elif names[0] == names[1]:
         problem = "names one array twice; the two views are two different arrays"
-    elif LABELS_KEY in names:
-        problem = f"names '{LABELS_KEY}', the class labels' array, as a view"
+    elif labels in names:
+        problem = f"names '{labels}', the class labels' array, as a view"
     if problem is not None:
         example = (
             "--keys image_embeds,text_embeds"

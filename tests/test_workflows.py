@@ -226,3 +226,47 @@ def test_labelled_rows_one_per_class_say_why_no_probe_ran():
     res = cl_diag.measure(z, z + 0.1, np.arange(6))
     assert set(res.probes.skipped) == {"linear", "knn", "clustering"}
     assert "every class has one row" in res.probes.skipped["linear"]
+
+
+def test_labels_named_with_the_labels_option(run_cli, tmp_path):
+    """--labels NAME reads the class labels from another array (a CLIP export's class ids): the
+    probes and the class collapse run on them; a name the file lacks, or the labels named as a
+    view, is refused with the fix; the option is recorded only when given."""
+    import json
+
+    from conftest import refused
+
+    rng = np.random.default_rng(2)
+    ids = np.arange(120) % 3
+    image = rng.standard_normal((120, 8)).astype(np.float32)
+    image[:, :3] += 2.0 * np.eye(3, dtype=np.float32)[ids]
+    text = image + 0.2 * rng.standard_normal(image.shape).astype(np.float32)
+    path = tmp_path / "clip.npz"
+    np.savez(path, image_embeds=image, text_embeds=text, class_ids=ids)
+    keys = ("--keys", "image_embeds,text_embeds")
+    out = tmp_path / "out"
+    done = run_cli("analyze", path, *keys, "--labels", "class_ids", "--out", out, "-q")
+    assert done.code == 0, done.err
+    data = json.loads((out / "result.json").read_text(encoding="utf-8"))
+    assert data["probes"]["linear"]["top1"] is not None and "skipped" not in data["probes"]
+    assert data["layers"]["embedding"]["collapse"]["classes"] == 3
+    assert data["commands"]["analyze"]["labels"] == "class_ids"
+    unnamed = run_cli("analyze", path, *keys, "--out", tmp_path / "plain", "-q")
+    assert unnamed.code == 0
+    plain = json.loads((tmp_path / "plain" / "result.json").read_text(encoding="utf-8"))
+    assert "labels" not in plain["commands"]["analyze"]  # recorded only when given
+    assert "the file holds no labels" in plain["probes"]["skipped"]["linear"]
+    missing = run_cli("analyze", path, *keys, "--labels", "classes", "--out", tmp_path / "m")
+    refused(missing, "no 'classes' array", "'class_ids'", "--labels")
+    as_view = run_cli(
+        "analyze",
+        path,
+        "--keys",
+        "image_embeds,class_ids",
+        "--labels",
+        "class_ids",
+        "--out",
+        tmp_path / "v",
+    )
+    refused(as_view, "names 'class_ids', the class labels' array, as a view")
+    assert not (tmp_path / "m").exists() and not (tmp_path / "v").exists()

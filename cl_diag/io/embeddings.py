@@ -340,11 +340,14 @@ def load_embeddings(
     payload: dict | None = None,
     keys: tuple[str, str] | None = None,
     option: str = "--keys A,B",
+    labels_key: str | None = None,
 ) -> Embeddings:
     """Read an embeddings file and check its format (two real 2-D views, whole-number labels);
     UserError on any problem (the values are checked where they are normalised). ``payload``:
     the dict already read from a ``.pt`` file, so it is not loaded twice; ``keys``: the two
-    views' arrays (default ``z1``, ``z2``), ``option`` how a message shows that option.
+    views' arrays (default ``z1``, ``z2``), ``option`` how a message shows that option;
+    ``labels_key``: the array of class labels (default ``labels``, optional; a key named
+    here must be in the file).
     """
     path = Path(path)
     if not path.exists():
@@ -362,15 +365,20 @@ def load_embeddings(
         ) from None
     named = keys is not None
     first, second = keys if keys is not None else DEFAULT_KEYS
-    arrays = payload if payload is not None else _read_arrays(path, (first, second, LABELS_KEY))
+    labelled = labels_key if labels_key is not None else LABELS_KEY
+    arrays = payload if payload is not None else _read_arrays(path, (first, second, labelled))
     if not isinstance(arrays, dict):
         raise UserError(
             f"{path} holds a {type(arrays).__name__}, not a dict of tensors. {FORMAT_HELP}"
         )
     missing = [key for key in (first, second) if key not in arrays]
+    if labels_key is not None and labels_key not in arrays:
+        missing.append(labels_key)
     if missing:
         found = sorted(map(str, arrays))
-        if named:
+        if labels_key in missing:
+            fix = "Name the labels' array with --labels (or drop it)."
+        elif named:
             fix = f"Name two of them with {option}, view 1 first."
         else:
             fix = f"Name the two views' arrays with {option}. {FORMAT_HELP}"
@@ -378,8 +386,8 @@ def load_embeddings(
     z1 = _as_float_matrix(arrays[first], first, path, FORMAT_HELP)
     z2 = _as_float_matrix(arrays[second], second, path, FORMAT_HELP)
     labels = None
-    if arrays.get(LABELS_KEY) is not None:
-        labels = _as_labels(arrays[LABELS_KEY], path, FORMAT_HELP)
+    if arrays.get(labelled) is not None:
+        labels = _as_labels(arrays[labelled], path, FORMAT_HELP)
     return Embeddings(
         z1=z1.contiguous(), z2=z2.contiguous(), labels=labels, path=str(path), sha256=digest
     )

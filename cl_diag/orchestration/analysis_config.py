@@ -19,6 +19,7 @@ from cl_diag.errors import UserError
 from cl_diag.options import (
     CLI,
     DEVICES,
+    LABELS_KEY,
     MAX_BATCH,
     MAX_BLOCK_SIZE,
     MAX_HIST_BINS,
@@ -69,7 +70,7 @@ _RENAMED = {"batch_size": "encode_batch_size"}
 
 #: options added after results were committed, recorded in ``commands.analyze`` only when
 #: set, so that an analysis that does not use them records the same bytes as before
-_RECORDED_WHEN_SET = frozenset({"validation_fraction"})
+_RECORDED_WHEN_SET = frozenset({"validation_fraction", "labels"})
 
 
 @dataclass(frozen=True)
@@ -187,6 +188,16 @@ class AnalyzeConfig:
         "image_embeds,text_embeds \\[default: z1,z2]. Naming them also measures the modality "
         "gap (see --cross-modal).",
         hint="two array names, e.g. image_embeds,text_embeds",
+        tags=("embeddings",),
+    )
+    labels: str | None = option(
+        None,
+        EMBEDDINGS,
+        "Embeddings files: the array of class labels, one integer per row \\[default: labels]. "
+        "With labels the linear, kNN and k-means probes run on view 1's rows and the class "
+        "collapse is measured.",
+        hint="an array name, e.g. class_ids",
+        max_length=MAX_NAME,
         tags=("embeddings",),
     )
     cross_modal: bool | None = option(
@@ -426,7 +437,12 @@ class AnalyzeConfig:
     @property
     def view_keys(self) -> tuple[str, str] | None:
         """The two arrays ``keys`` names (checked by :func:`check_analysis`), or None."""
-        return split_keys(self.keys)
+        return split_keys(self.keys, labels=self.labels_key)
+
+    @property
+    def labels_key(self) -> str:
+        """The array of class labels of an embeddings file (``labels`` unless named)."""
+        return self.labels.strip() if self.labels is not None else LABELS_KEY
 
     @property
     def two_encoders(self) -> bool:
@@ -546,7 +562,9 @@ def check_analysis(config: AnalyzeConfig, *, spelling: Spelling = CLI) -> Analyz
     normalised; UserError for the first problem; nothing is written."""
     values = {f.name: getattr(config, f.name) for f in fields(AnalyzeConfig)}
     config = replace(config, **check_values(values, ANALYZE, spelling=spelling))
-    split_keys(config.keys, spelling)  # two different arrays, neither the labels
+    split_keys(config.keys, spelling, labels=config.labels_key)  # two arrays, neither the labels
+    if config.labels is not None and not config.labels.strip():
+        raise UserError(f"{spelling.name('labels')} is empty: name the labels' array.")
     if config.views > 2 and config.pairs != "exact":
         cli = spelling.style == "cli"  # as typed: --pairs moments; pairs='moments' in Python
         pairs = f"--pairs {config.pairs}" if cli else spelling.given("pairs", config.pairs)

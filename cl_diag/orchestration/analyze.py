@@ -511,7 +511,7 @@ def _analyze_embeddings(
             f"{config.input} is an embeddings file of two views: drop --views."
         )
     keys = config.view_keys
-    embeddings = load_embeddings(config.input, payload=payload, keys=keys)
+    embeddings = load_embeddings(config.input, payload=payload, keys=keys, labels_key=config.labels)
     source = Source(
         kind="embeddings",
         path=str(config.input),
