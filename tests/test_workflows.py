@@ -270,3 +270,27 @@ def test_labels_named_with_the_labels_option(run_cli, tmp_path):
     )
     refused(as_view, "names 'class_ids', the class labels' array, as a view")
     assert not (tmp_path / "m").exists() and not (tmp_path / "v").exists()
+
+
+def test_the_headline_accuracy_stands_beside_the_raw_pixel_baseline():
+    """Before: a checkpoint's best probe accuracy was shown alone; what training added is read
+    against the same probe on raw pixels, so the headline shows both."""
+    import dataclasses
+    from pathlib import Path
+
+    from cl_diag.report.overview import headline_rows
+    from cl_diag.result import LinearProbe, ProbeSet, load
+
+    path = "reports/digits-batch-study/batch-size=16_vrn=0_seed=11/analysis/result.json"
+    result = load(Path(__file__).resolve().parents[1] / path)
+    assert result.probes is not None and result.probes.baselines is None
+
+    def best(res):
+        return next(r[1] for r in headline_rows(res, "backbone") if "best probe" in str(r[0]))
+
+    assert best(result) == "97.56 % [95.68, 98.63]"  # no baseline measured: the value alone
+    pixels = ProbeSet(linear=LinearProbe(top1=0.9051))
+    with_baseline = dataclasses.replace(
+        result, probes=dataclasses.replace(result.probes, baselines={"raw_pixels": pixels})
+    )
+    assert best(with_baseline) == "97.56 % [95.68, 98.63]; raw pixels 90.51 %"

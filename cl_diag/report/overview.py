@@ -28,7 +28,7 @@ from cl_diag.report.document import (
     pct_interval,
 )
 from cl_diag.report.metrics import HEADLINE_PROBE_METRICS, PAIR_METRICS, Metric
-from cl_diag.report.probe_section import test_images
+from cl_diag.report.probe_section import baseline_value, test_images
 from cl_diag.result import Probes, Result
 from cl_diag.vocabulary import PairType
 
@@ -158,12 +158,12 @@ def headline_rows(result: Result, layer: str) -> list[list[Cell]]:
     if best is not None:
         metric, value = best
         assert result.probes is not None
-        rows.append(
-            [
-                f"best probe accuracy ({metric.title}, {result.probes.layer})",
-                pct_interval(value, test_images(result.probes)),
-            ]
-        )
+        shown = pct_interval(value, test_images(result.probes))
+        # what training added is read against the same probe on raw pixels
+        pixels = baseline_value(result.probes, "raw_pixels", metric)
+        if isinstance(pixels, float):
+            shown += f"; raw pixels {pct(pixels)}"
+        rows.append([f"best probe accuracy ({metric.title}, {result.probes.layer})", shown])
     return rows
 
 

@@ -31,7 +31,13 @@ from cl_diag.result import (
     SplitSize,
 )
 
-__all__ = ["is_test_accuracy", "probe_blocks", "probe_settings_tables", "test_images"]
+__all__ = [
+    "baseline_value",
+    "is_test_accuracy",
+    "probe_blocks",
+    "probe_settings_tables",
+    "test_images",
+]
 
 
 def _splits_text(splits: dict[str, SplitSize] | None) -> str:
@@ -43,7 +49,8 @@ def _splits_text(splits: dict[str, SplitSize] | None) -> str:
     return f" ({', '.join(parts)})" if parts else ""
 
 
-def _baseline_value(probes: Probes, name: str, metric: Metric) -> object:
+def baseline_value(probes: Probes, name: str, metric: Metric) -> object:
+    """``metric`` of the baseline ``name`` (raw_pixels, random_init); None when not run."""
     base = probes.baseline(name)
     if base is None:
         return None
@@ -171,7 +178,7 @@ def probe_blocks(result: Result) -> list:
             show = lambda v: pct_interval(v, n_test)  # noqa: E731
         else:
             show = pct if metric.accuracy else (lambda v: fmt(v, 4))
-        values = [metric.read(probes)] + [_baseline_value(probes, b, metric) for b in base_names]
+        values = [metric.read(probes)] + [baseline_value(probes, b, metric) for b in base_names]
         if all(v is None for v in values):
             continue
         rows.append([metric.report_title, *[show(v) for v in values]])
