@@ -19,8 +19,17 @@ import sys
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import numpy as np
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 from cl_diag.cli import main
+
+# The fuzz tests' examples: in CI a function of each test (derandomize), the same on every
+# machine, so that a run passes or fails on the code alone; a developer explores new inputs with
+# `python -m pytest tests/test_reliability_fuzz.py --hypothesis-profile explore` (or
+# HYPOTHESIS_PROFILE=explore), and keeps what it finds as an explicit case.
+hypothesis_settings.register_profile("ci", derandomize=True)
+hypothesis_settings.register_profile("explore", derandomize=False)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture(autouse=True)
