@@ -232,6 +232,27 @@ def test_options_that_do_not_apply_are_refused(run_cli, tmp_path, pairs_file):
     assert not out.exists()
 
 
+def test_options_of_an_embeddings_file_are_refused_for_a_checkpoint(
+    run_cli, tmp_path, make_checkpoint
+):
+    source = make_checkpoint(tmp_path / "last.pt", dataset="digits")
+    out = tmp_path / "out"
+    # (--keys makes a file an embeddings file: a checkpoint given it lists its own arrays)
+    refused(
+        run_cli("analyze", source, "--labels", "class_ids", "--out", out),
+        "--labels describes the arrays of an embeddings file",
+        "is a checkpoint",
+        "whose labels are its data set's",
+        "drop it",
+    )
+    refused(
+        run_cli("analyze", source, "--labels", "ids", "--cross-modal", "--out", out),
+        "--labels and --cross-modal describe the arrays",
+        "drop them",
+    )
+    assert not out.exists()
+
+
 def test_a_missing_val_root_is_refused_by_train_not_by_the_analysis(
     run_cli, tmp_path, tiny_imagefolder
 ):

@@ -369,15 +369,17 @@ def _refuse_checkpoint_options(config: AnalyzeConfig) -> None:
 
 
 def _refuse_embeddings_options(config: AnalyzeConfig) -> None:
-    """``--keys`` and ``--cross-modal`` describe an embeddings file's arrays: a checkpoint's
-    views are made by one encoder from its images, so they are refused, not ignored."""
+    """``--keys``, ``--labels`` and ``--cross-modal`` describe an embeddings file's arrays: a
+    checkpoint's views are made by one encoder from its images, and its labels are its data
+    set's, so they are refused, not ignored."""
     given = [name for name in EMBEDDINGS_FIELDS if getattr(config, name) is not None]
     if given:
         shown = " and ".join(CLI.name(n) for n in given)
         raise UserError(
-            f"{shown} describe{'s' if len(given) == 1 else ''} the two arrays of an embeddings "
+            f"{shown} describe{'s' if len(given) == 1 else ''} the arrays of an embeddings "
             f"file; {config.input} is a checkpoint, whose two views one encoder makes from its "
-            f"images: drop {'it' if len(given) == 1 else 'them'}."
+            "images and whose labels are its data set's: drop "
+            f"{'it' if len(given) == 1 else 'them'}."
         )
 
 
