@@ -68,10 +68,6 @@ MODULE_INPUT = Path("<nn.Module>")
 #: batch in every command (issue 20); the value means the same
 _RENAMED = {"batch_size": "encode_batch_size"}
 
-#: options added after results were committed, recorded in ``commands.analyze`` only when
-#: set, so that an analysis that does not use them records the same bytes as before
-_RECORDED_WHEN_SET = frozenset({"validation_fraction", "labels"})
-
 
 @dataclass(frozen=True)
 class PairOptions:
@@ -198,7 +194,7 @@ class AnalyzeConfig:
         "collapse is measured.",
         hint="an array name, e.g. class_ids",
         max_length=MAX_NAME,
-        tags=("embeddings",),
+        tags=("embeddings", "recorded-when-set"),
     )
     cross_modal: bool | None = option(
         None,
@@ -262,6 +258,7 @@ class AnalyzeConfig:
         low_open=True,
         high_open=True,
         hint="the share of the probes' train split held out as a validation split, e.g. 0.2",
+        tags=("recorded-when-set",),
     )
     arch: str | None = option(
         None,
@@ -391,7 +388,7 @@ class AnalyzeConfig:
         for f in fields(AnalyzeConfig):
             if f.name in ("out", "overwrite"):
                 continue
-            if f.name in _RECORDED_WHEN_SET and getattr(self, f.name) is None:
+            if f.name in RECORDED_WHEN_SET and getattr(self, f.name) is None:
                 continue  # added later: an analysis without it records what it always did
             value = getattr(self, f.name)
             if isinstance(value, Path):
@@ -482,6 +479,9 @@ MEASURE = ANALYZE.only((o.name for o in ANALYZE.options if o.panel == PAIRS), na
 #: none), and those that describe an embeddings file's arrays (refused for a checkpoint).
 FILE_FIELDS = ANALYZE.tagged("file")
 EMBEDDINGS_FIELDS = ANALYZE.tagged("embeddings")
+#: options added after results were committed (tag ``recorded-when-set``, as train's): recorded
+#: in ``commands.analyze`` only when set, so an analysis without them records the same bytes
+RECORDED_WHEN_SET = ANALYZE.tagged("recorded-when-set")
 
 
 def from_command_line(values: Mapping[str, Any]) -> AnalyzeConfig:

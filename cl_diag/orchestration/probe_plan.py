@@ -116,14 +116,7 @@ def _row_probes(
 ) -> tuple[ProbeSet, dict[str, SplitSize], dict[str, str]]:
     """The classification probes ``asked`` on view 1's labelled rows, split per class; those
     the split's labels cannot feed are returned with the reason instead."""
-    from cl_diag.measurement.probes import (
-        ProbeInputError,
-        check_probe_inputs,
-        clustering,
-        knn_probe,
-        linear_probe,
-        stratified_split,
-    )
+    from cl_diag.measurement.probes import ProbeInputError, check_probe_inputs, stratified_split
 
     assert embeddings.labels is not None
     labels = embeddings.labels.cpu().numpy()
@@ -145,22 +138,25 @@ def _row_probes(
         reason = check_probe_inputs(probe, train_y=train[1], test_y=test[1])
         if reason is not None:
             why[probe] = reason
-    linear = knn = scores = None
-    if "linear" in asked and "linear" not in why:
-        linear = linear_probe(*train, *test, seed=seed)
-        linear = replace(linear, settings={**(linear.settings or {}), "rows": rows})
-    if "knn" in asked and "knn" not in why:
-        knn = knn_probe(*train, *test, ks=KNN_KS, temperature=KNN_TEMPERATURE)
-        knn = replace(knn, settings={**(knn.settings or {}), "rows": rows})
-    if "clustering" in asked and "clustering" not in why:
-        scores = clustering(*test, seed=seed)
-        settings = {**(scores.settings or {}), "split": "test", "rows": rows}
-        scores = replace(scores, settings=settings)
+    fitted = _classification_probes([p for p in asked if p not in why], seed, train, test)
+
+    def with_rows(probe):
+        return (
+            None
+            if probe is None
+            else replace(probe, settings={**(probe.settings or {}), "rows": rows})
+        )
+
     splits = {
         "train": SplitSize(images=int(fit.size), of=n),
         "test": SplitSize(images=int(held.size), of=n),
     }
-    return ProbeSet(linear=linear, knn=knn, clustering=scores), splits, why
+    trained = ProbeSet(
+        linear=with_rows(fitted.linear),
+        knn=with_rows(fitted.knn),
+        clustering=with_rows(fitted.clustering),
+    )
+    return trained, splits, why
 
 
 def retrieval_scores(u: torch.Tensor, v: torch.Tensor) -> Retrieval:
@@ -169,18 +165,19 @@ def retrieval_scores(u: torch.Tensor, v: torch.Tensor) -> Retrieval:
     return retrieval(u, v, ks=RETRIEVAL_KS)
 
 
-def _classification_probes(config: AnalyzeConfig, train, test) -> ProbeSet:
-    """linear, knn and clustering on one representation's (features, labels)."""
+def _classification_probes(probes: Sequence[str], seed: int, train, test) -> ProbeSet:
+    """The linear, knn and clustering ``probes`` asked for on one representation's (features,
+    labels) train and test splits (k-means clusters the test split)."""
     from cl_diag.measurement.probes import clustering, knn_probe, linear_probe
 
     (train_x, train_y), (test_x, test_y) = train, test
     linear = knn = scores = None
-    if "linear" in config.probes:
-        linear = linear_probe(train_x, train_y, test_x, test_y, seed=config.seed)
-    if "knn" in config.probes:
+    if "linear" in probes:
+        linear = linear_probe(train_x, train_y, test_x, test_y, seed=seed)
+    if "knn" in probes:
         knn = knn_probe(train_x, train_y, test_x, test_y, ks=KNN_KS, temperature=KNN_TEMPERATURE)
-    if "clustering" in config.probes:
-        scores = clustering(test_x, test_y, seed=config.seed)
+    if "clustering" in probes:
+        scores = clustering(test_x, test_y, seed=seed)
         scores = replace(scores, settings={**(scores.settings or {}), "split": "test"})
     return ProbeSet(linear=linear, knn=knn, clustering=scores)
 
@@ -268,14 +265,15 @@ def probe_block(
             )
 
         advance = progress("fitting the probes", None)
-        trained = _classification_probes(config, *pair("trained", "backbone"))
+        fit = (config.probes, config.seed)
+        trained = _classification_probes(*fit, *pair("trained", "backbone"))
         if config.validation_fraction is not None and "linear" in config.probes:
             validation = _validation_probe(config, pair("trained", "backbone")[0])
         if with_baselines:
-            baselines["raw_pixels"] = _classification_probes(config, *pair("raw_pixels", "pixels"))
+            baselines["raw_pixels"] = _classification_probes(*fit, *pair("raw_pixels", "pixels"))
         if twin is not None:
             baselines["random_init"] = _classification_probes(
-                config, *pair("random_init", "backbone")
+                *fit, *pair("random_init", "backbone")
             )
         advance(1)
     if "retrieval" in config.probes:
