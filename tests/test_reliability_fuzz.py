@@ -464,3 +464,26 @@ def test_a_resumed_state_is_checked_before_the_first_step(
     if where[0] == "optimizer":
         assert where[-1] in result.err
     contract(result, folder, run, {"out"}, before)
+
+
+#: found by an exploring run (--hypothesis-profile explore --hypothesis-seed=7): metrics rows that
+#: are no list passed the analysis's check and failed inside the loss's plateau test
+METRICS_CORRUPTIONS = [(("metrics",), True), (("metrics",), [1.5])]
+
+
+@pytest.mark.parametrize(("where", "value"), METRICS_CORRUPTIONS)
+def test_damaged_metrics_rows_are_refused_by_analyze_and_resume(
+    run_cli, scratch, toy_checkpoint, where, value
+):
+    import copy
+
+    checkpoint = copy.deepcopy(toy_checkpoint)
+    _apply(checkpoint, where, value)
+    folder = scratch()
+    bad = folder / "last.pt"
+    torch.save(checkpoint, bad)
+    analysed = run_cli("analyze", bad, "--out", folder / "out")
+    assert analysed.code == 2 and "metrics" in analysed.err, analysed.err
+    contract(analysed, folder, folder / "out", {"last.pt"})
+    resumed = run_cli("train", "--resume", bad, "--quiet")
+    assert resumed.code == 2 and "metrics" in resumed.err, resumed.err

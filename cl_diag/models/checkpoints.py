@@ -221,9 +221,21 @@ def check_checkpoint(obj: Any, path: str | os.PathLike) -> dict[str, Any]:
         toy = (obj.get("dataset") or obj["config"].get("dataset")) == "toy"
         if toy or obj.get("embeddings") is not None:
             _views(obj.get("embeddings"))
+        check_metrics_rows(obj.get("metrics", []))
     except Damaged as error:
         raise damaged(p, error) from None
     return obj
+
+
+def check_metrics_rows(metrics: Any) -> None:
+    """A checkpoint's ``metrics`` (metrics.csv's rows, which the analysis reads for the loss's
+    plateau and resume continues): a list of rows of numbers; :class:`Damaged` otherwise."""
+    if not isinstance(metrics, list):
+        raise Damaged("metrics", f"must be a list of rows, not {type(metrics).__name__}")
+    for i, row in enumerate(metrics):
+        for name, value in mapping_key(row, f"metrics[{i}]").items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise Damaged(f"metrics[{i}].{name}", f"must be a number, not {value!r}")
 
 
 def _is_cl_diag(payload: Any) -> bool:

@@ -119,8 +119,8 @@ def load_checkpoint(
 def check_training_state(ck: dict[str, Any], path: str | os.PathLike) -> None:
     """UserError unless ``ck`` holds the training state a resumed run restores, as cl-diag
     writes it: ``optimizer`` (its ``state`` and one parameter group), ``scaler`` (None or a
-    dict), ``rng`` (the torch, numpy and python generator states) and ``metrics`` (one dict of
-    numbers per row)."""
+    dict) and ``rng`` (the torch, numpy and python generator states); ``metrics`` is checked
+    by :func:`check_checkpoint`, which the analysis runs too."""
     try:
         optimizer = mapping_key(ck.get("optimizer"), "optimizer")
         mapping_key(optimizer.get("state"), "optimizer.state")
@@ -155,13 +155,6 @@ def check_training_state(ck: dict[str, Any], path: str | os.PathLike) -> None:
         loader = rng.get("loader")
         if loader is not None and not isinstance(loader, torch.Tensor):
             raise Damaged("rng.loader", "must be a generator state tensor")
-        metrics = ck.get("metrics", [])
-        if not isinstance(metrics, list):
-            raise Damaged("metrics", f"must be a list of rows, not {type(metrics).__name__}")
-        for i, row in enumerate(metrics):
-            for name, value in mapping_key(row, f"metrics[{i}]").items():
-                if isinstance(value, bool) or not isinstance(value, (int, float)):
-                    raise Damaged(f"metrics[{i}].{name}", f"must be a number, not {value!r}")
     except Damaged as error:
         raise damaged(Path(path), error) from None
 
