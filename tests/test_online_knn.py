@@ -68,6 +68,44 @@ def test_online_knn_is_the_analysis_knn_probe_of_the_same_weights(two_runs, run_
     assert float(last["knn_top1"]) == probes["knn"]["k20"]["top1"]
 
 
+def test_the_analysis_report_draws_the_checkpoints_training_curves(two_runs, run_cli):
+    out = two_runs / "curves-analysis"
+    args = ("--probes", "none", "--no-baselines", "--layers", "backbone", "--out", out)
+    assert run_cli("analyze", two_runs / "knn" / "last.pt", *args).code == 0
+    source = json.loads((out / "result.json").read_text(encoding="utf-8"))["source"]
+    rows = [
+        {k: float(v) for k, v in row.items() if v != "" and k not in TIMING}
+        for row in _rows(two_runs / "knn" / "metrics.csv")
+    ]
+    # every row kept (2 <= 200), the timings left out: identical weights give identical bytes
+    assert source["curves"]["rows"] == 2
+    assert source["curves"]["columns"]["step"] == [4, 8]
+    assert not TIMING & set(source["curves"]["columns"])
+    assert source["curves"]["columns"]["knn_top1"] == [r["knn_top1"] for r in rows]
+    # the run folder's figure of the same rows, under the analysis's title
+    svg = (out / "training_curves.svg").read_bytes()
+    assert svg == training_curves(rows, title="training curves (checkpoint)")
+    assert b"<!-- training curves (checkpoint) -->" in svg
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert "## Training\n" in report and "(2 of 2 drawn)" in report
+
+
+def test_curve_columns_thin_evenly_and_keep_the_sparse_rows():
+    from cl_diag.measurement.convergence import MAX_CURVE_ROWS, curve_columns
+
+    assert curve_columns([]) is None and curve_columns([{"loss": 1.0}]) is None
+    rows = [{"step": s, "loss": float(s), "seconds": 0.5} for s in range(1, 1001)]
+    for s in (333, 777):  # the online kNN, logged on two rows only
+        rows[s - 1]["knn_top1"] = s / 1000
+    cols = curve_columns(rows)
+    assert cols is not None and set(cols) == {"step", "loss", "knn_top1"}
+    assert cols["step"][0] == 1 and cols["step"][-1] == 1000  # the first and the last
+    assert len(cols["step"]) == MAX_CURVE_ROWS + 2  # the evenly spaced ones and the two kNN rows
+    assert {333, 777} <= set(cols["step"]) and cols["step"] == sorted(cols["step"])
+    assert [v for v in cols["knn_top1"] if v is not None] == [0.333, 0.777]
+    assert cols["loss"] == [float(s) for s in cols["step"]]
+
+
 def test_online_knn_is_recorded_only_when_set(two_runs):
     import torch
 

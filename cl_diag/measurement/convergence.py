@@ -126,3 +126,45 @@ def loss_trend(history: Sequence[Mapping[str, Any]], key: str = "loss") -> LossT
     change = (before[0] - last[0]) * scale
     change_se = math.hypot(before[3], last[3]) * scale
     return LossTrend(steps, last[0], last[1], before[0], before[1], change, change_se)
+
+
+#: the metrics columns that time the run (seconds, throughput): they differ between two runs of
+#: the same seed, so a record of the curves, which identical weights must give identically,
+#: leaves them out
+TIMING_COLUMNS = frozenset({"seconds", "images_per_s"})
+#: the most rows a record of the curves keeps (evenly spaced; enough for a figure)
+MAX_CURVE_ROWS = 200
+
+
+def curve_columns(history: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]] | None:
+    """A run's metrics rows as columns for a figure: ``step`` and every numeric column but the
+    timings, one value per kept row (None where the row lacks the column: ``knn_top1`` is logged
+    every N epochs). At most :data:`MAX_CURVE_ROWS` rows are kept, evenly spaced over the rows
+    and always the last, plus every row that logs a column most rows lack (the online kNN);
+    None without rows holding a step.
+
+    >>> rows = [{"step": s, "loss": 1.0 / s, "seconds": 0.1} for s in range(1, 1001)]
+    >>> cols = curve_columns(rows)
+    >>> sorted(cols), len(cols["step"]), cols["step"][-1]
+    (['loss', 'step'], 200, 1000)
+    """
+
+    def number(v: Any) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+    rows = [r for r in history if isinstance(r, Mapping) and number(r.get("step"))]
+    if not rows:
+        return None
+    names = sorted({k for r in rows for k, v in r.items() if number(v)} - TIMING_COLUMNS)
+    names.remove("step")
+    n = len(rows)
+    spaced = min(n, MAX_CURVE_ROWS)
+    kept = {round(i * (n - 1) / max(spaced - 1, 1)) for i in range(spaced)}
+    sparse = [k for k in names if 2 * sum(k in r for r in rows) < n]
+    kept |= {i for i, r in enumerate(rows) if any(k in r for k in sparse)}
+    order = sorted(kept)
+    columns: dict[str, list[Any]] = {"step": [int(rows[i]["step"]) for i in order]}
+    for name in names:
+        values = [rows[i].get(name) for i in order]
+        columns[name] = [float(v) if v is not None and number(v) else None for v in values]
+    return columns

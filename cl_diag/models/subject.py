@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from cl_diag.errors import UserError
-from cl_diag.measurement.convergence import loss_trend
+from cl_diag.measurement.convergence import curve_columns, loss_trend
 from cl_diag.models.build import build_model, seeded
 from cl_diag.models.checkpoints import CheckpointFile, check_checkpoint
 from cl_diag.models.foreign import lightning_metadata, load_foreign_encoder
@@ -253,8 +253,12 @@ def _cl_diag_subject(
         "environment": _plain_record(ck.get("environment")),
     }
     # whether it reached a plateau and its final loss (claims about an optimum read them)
-    if (loss := _loss_record(ck.get("metrics") or [])) is not None:
+    metrics = ck.get("metrics") or []
+    if (loss := _loss_record(metrics)) is not None:
         source["loss"] = loss
+    # the rows as columns, for the report's training curves (the run folder's figure)
+    if (columns := curve_columns(metrics)) is not None:
+        source["curves"] = {"rows": len(metrics), "columns": columns}
     subject = Subject(
         source=source,
         training_config=cfg,

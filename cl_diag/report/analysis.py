@@ -440,6 +440,32 @@ def config_blocks(result: Result) -> list:
     ]
 
 
+def training_blocks(source: Source) -> list:
+    """The training curves of a cl-diag checkpoint's run (its metrics rows, thinned: the figure
+    ``cl-diag train`` leaves in the run folder); nothing for any other source."""
+    if source.curves is None:
+        return []
+    svg = figures.training_curves(source.curves.as_rows(), title="training curves (checkpoint)")
+    if svg is None:
+        return []
+    kept = len(source.curves.columns.get("step") or [])
+    return [
+        Heading(2, "Training"),
+        Figure(
+            filename="training_curves.svg",
+            svg=svg,
+            alt="Training loss, VRN term, in-batch similarity means and online kNN against step",
+            caption=(
+                f"The run's metrics rows as the checkpoint holds them ({fmt(kept)} of "
+                f"{fmt(source.curves.rows)} drawn), against the optimiser step: the loss and its "
+                "contrastive term, the VRN term, the in-batch means of each pair type (the "
+                "training batches', not the analysed views') and the online kNN top-1 when "
+                "logged."
+            ),
+        ),
+    ]
+
+
 def layer_blocks(result: Result, name: str, layer: Layer) -> list:
     thresholds = [(result.n_ref, result.delta)]
     blocks: list = [
@@ -634,6 +660,7 @@ def build_analysis(result: Result) -> Document:
     for name, layer in layers.items():
         blocks += layer_blocks(result, name, layer)
     blocks += probe_blocks(result)
+    blocks += training_blocks(source)
     blocks += theory_blocks(result, config)
     blocks += config_blocks(result)
     blocks += analysis_environment(result)

@@ -205,7 +205,9 @@ def _column(rows: Sequence[Mapping[str, Any]], name: str) -> tuple[np.ndarray, n
     return np.array([p[0] for p in points]), np.array([p[1] for p in points])
 
 
-def training_curves(rows: Sequence[Mapping[str, Any]]) -> bytes | None:
+def training_curves(
+    rows: Sequence[Mapping[str, Any]], *, title: str = "training curves (metrics.csv)"
+) -> bytes | None:
     """The metrics rows of ``cl-diag train`` (metrics.csv) against the step, one panel each: the
     loss and its contrastive term, the VRN term, the in-batch cosine-similarity means by pair
     type (the Monitor's), and the online kNN top-1 (``--online-knn``) when logged. A panel
@@ -219,17 +221,15 @@ def training_curves(rows: Sequence[Mapping[str, Any]]) -> bytes | None:
         ),
         ("online kNN top-1", [("knn_top1", "k = 20, test split", COLORS[5])]),
     ]
-    shown = [
-        (title, [c for c in curves if _column(rows, c[0])[0].size]) for title, curves in panels
-    ]
-    shown = [(title, curves) for title, curves in shown if curves]
+    shown = [(name, [c for c in curves if _column(rows, c[0])[0].size]) for name, curves in panels]
+    shown = [(name, curves) for name, curves in shown if curves]
     if not shown:
         return None
     with _fixed_style():
         fig, axes = _panels(9.0, len(shown), panel_height=1.5, gap=0.2, right=_LEGEND_WIDTH)
-        for ax, (title, curves) in zip(axes, shown, strict=True):
-            for name, label, color in curves:
-                steps, values = _column(rows, name)
+        for ax, (panel, curves) in zip(axes, shown, strict=True):
+            for column, label, color in curves:
+                steps, values = _column(rows, column)
                 sparse = steps.size <= 40  # a few rows (an epoch each, or the kNN): show points
                 ax.plot(
                     steps,
@@ -240,9 +240,9 @@ def training_curves(rows: Sequence[Mapping[str, Any]]) -> bytes | None:
                     markersize=3,
                     label=label,
                 )
-            ax.set_ylabel(title)
+            ax.set_ylabel(panel)
             _legend_outside(ax)
-        axes[0].set_title("training curves (metrics.csv)")
+        axes[0].set_title(title)
         axes[-1].set_xlabel("optimiser step")
         return to_svg(fig)
 

@@ -654,6 +654,26 @@ class TrainingLoss(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class TrainingCurves(Record):
+    """A cl-diag checkpoint's metrics rows as columns, drawn as the analysis report's training
+    curves (cl_diag.measurement.convergence.curve_columns): ``step`` and each logged column but
+    the timings, one value per kept row (null where a row lacks it); at most 200 rows of the
+    ``rows`` it held, evenly spaced, the last and every online-kNN row among them."""
+
+    rows: int = key("the metrics rows the checkpoint held")
+    columns: dict[str, Any] = key("'step' and each column -> one value per kept row")
+
+    def as_rows(self) -> list[dict[str, Any]]:
+        """The kept rows as dicts (a column's null left out), as metrics.csv's rows read."""
+        names = list(self.columns)
+        steps = self.columns.get("step") or []
+        return [
+            {k: self.columns[k][i] for k in names if self.columns[k][i] is not None}
+            for i in range(len(steps))
+        ]
+
+
+@dataclass(frozen=True, kw_only=True)
 class Source(Record):
     """What was analysed: ``kind`` "embeddings" (a file, with its ``sha256``), "arrays"
     (given to :func:`cl_diag.measure`: no path, the arrays' ``sha256``), "module" (given to
@@ -685,6 +705,9 @@ class Source(Record):
     )
     loss: TrainingLoss | None = optional(
         "the training loss's last windows (cl-diag checkpoints): plateau and final loss"
+    )
+    curves: TrainingCurves | None = optional(
+        "the training's metrics rows as columns (cl-diag checkpoints): the report's curves"
     )
     #: the keys as they were given, in order: the readers record null values and key order
     #: (which differs between checkpoint formats) and both are written back as given
