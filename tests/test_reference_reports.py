@@ -368,6 +368,27 @@ def test_committed_comparisons_render_byte_identical(study, tmp_path, monkeypatc
         ).read_bytes(), name
 
 
+@pytest.mark.parametrize("study", ["toy-vrn", "digits-batch-study"])
+def test_each_analysis_csv_is_its_runs_rows_of_the_comparison_csv(study):
+    # result.csv of each analysis: the rows comparison.csv gives that run, every column but the
+    # label (a comparison labels runs by what differs between them) and the run (the folder
+    # compared, against the file analysed), so single analyses concatenate without compare
+    import pandas as pd
+
+    home = REPO / "reports" / study
+    together = pd.read_csv(home / "comparison" / "comparison.csv")
+    for path in sorted(home.glob("*/analysis/result.csv")):
+        alone = pd.read_csv(path)
+        assert alone["run"].iloc[0] == path.parent.parent.relative_to(REPO).as_posix() + "/last.pt"
+        rows = together[together["run"] == path.parent.relative_to(REPO).as_posix()]
+        assert list(alone["layer"]) == list(rows["layer"]) and len(alone) >= 1
+        columns = [c for c in together.columns if c not in ("label", "run")]
+        assert list(alone.columns) == list(together.columns)
+        pd.testing.assert_frame_equal(
+            alone[columns].reset_index(drop=True), rows[columns].reset_index(drop=True)
+        )
+
+
 #: the comparisons of the VRN weight study: (folder of the runs, comparison folder), both under
 #: reports/vrn-weight; the tuning sweep's records its sweep, the test stage's none (three
 #: sweeps made its runs, tools/select_vrn.py compared them)

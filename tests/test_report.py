@@ -217,18 +217,18 @@ def rendered(tmp_path_factory):
 def test_writes_reports_and_figures(rendered):
     _, out, paths = rendered
     names = [p.name for p in paths]
-    assert names[:2] == ["report.md", "report.html"]
+    assert names[:3] == ["report.md", "report.html", "result.csv"]
     figures = {
         "similarities_projector.svg",
         "similarities_backbone.svg",
         "spectrum_projector.svg",
         "spectrum_backbone.svg",
     }
-    assert set(names[2:]) == figures
+    assert set(names[3:]) == figures
     # the report's files only: the record of what the tool owns is staged_output's (issue 11)
     assert sorted(p.name for p in out.iterdir()) == sorted(names)
     md = (out / "report.md").read_text(encoding="utf-8")
-    for name in names[2:]:
+    for name in names[3:]:  # every figure is shown
         assert f"]({name})" in md
 
 
@@ -577,3 +577,17 @@ def test_header_renders_the_checkpoint_source():
     assert md_row(md, "trained with") == ["torch 2.4.0"]
     assert md_row(md, "note") == ["read as cifar10"]
     assert md_row(md, "seed")[0].startswith("0 (of this analysis: image sample, augmentations")
+
+
+def test_a_numeric_cell_breaks_between_its_pieces_only():
+    # a narrow window wraps "mean ± sd [lo, hi]" between its pieces, never inside "98.44 %"
+    from cl_diag.report.html import _td
+
+    assert _td("98.44 %") == '<td class="num">98.44 %</td>'
+    assert _td("0.5 ± 0.1 [0.4, 0.6] (n = 3)") == (
+        '<td class="num parts"><span>0.5</span> <span>± 0.1</span> <span>[0.4, 0.6]</span> '
+        "<span>(n = 3)</span></td>"
+    )
+    assert _td("−0.2 [−0.3, −0.1]") == (
+        '<td class="num parts"><span>−0.2</span> <span>[−0.3, −0.1]</span></td>'
+    )

@@ -400,6 +400,7 @@ def test_umap_is_an_optional_extra():
 
 # ---- the first screen, in a real browser --------------------------------------------------------
 
+_SLOW = pytest.mark.slow
 CHROMIUM = (
     "/usr/bin/chromium"
     if Path("/usr/bin/chromium").exists()
@@ -506,6 +507,56 @@ def test_first_screen_of_each_report_kind_shows_the_headline(tmp_path):
         assert seen["figure"] is not None and seen["figure"]["top"] < SCREEN
         # the contents follow the headline; the sections follow the contents
         assert seen["headline"]["bottom"] <= seen["contents"]["top"] < seen["findings"]["top"]
+
+
+#: written into a copy of a page: once loaded, how far each table runs past its box
+TABLE_WIDTHS = """<script>
+window.addEventListener('load', function () {
+  var out = [];
+  document.querySelectorAll('.table-wrap').forEach(function (wrap) {
+    var table = wrap.querySelector('table'), caption = table.querySelector('caption');
+    out.push({over: table.scrollWidth - wrap.clientWidth,
+              caption: caption ? caption.textContent.slice(0, 60) : ''});
+  });
+  var pre = document.createElement('pre');
+  pre.id = 'cl-diag-measure';
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+});
+</script>"""
+REPO = Path(__file__).resolve().parents[1]
+COMMITTED_PAGES = [
+    *sorted(p.relative_to(REPO).as_posix() for p in REPO.glob("reports/**/comparison/report.html")),
+    "reports/toy-vrn/seed=1_vrn=3/analysis/report.html",
+]
+
+
+@pytest.mark.skipif(
+    CHROMIUM is None,
+    reason="Chromium is not installed (Debian: apt-get install chromium); .ci/run installs it",
+)
+@pytest.mark.parametrize(
+    "page",
+    [
+        pytest.param(
+            p, marks=() if p == "reports/digits-batch-study/comparison/report.html" else _SLOW
+        )
+        for p in COMMITTED_PAGES
+    ],
+)
+def test_every_table_of_the_reference_reports_fits_a_1280_px_window(page, tmp_path):
+    # issue 37: a reader of a 1280-px window sees each table whole (the Findings' nine columns
+    # included), without scrolling it sideways
+    copy = tmp_path / "report.html"
+    text = (REPO / page).read_text(encoding="utf-8")
+    copy.write_text(text.replace("</body>", TABLE_WIDTHS + "\n</body>", 1), encoding="utf-8")
+    dumped = _browser(tmp_path, "--virtual-time-budget=5000", "--dump-dom", copy.as_uri())
+    assert dumped.returncode == 0, dumped.stderr[-2000:]
+    found = re.search(r'<pre id="cl-diag-measure">(.*?)</pre>', dumped.stdout, re.S)
+    assert found, "the page did not finish loading"
+    tables = json.loads(htmllib.unescape(found.group(1)))
+    assert len(tables) >= 5
+    assert [t for t in tables if t["over"] > 0] == []
 
 
 def test_the_real_umap_is_seeded_quiet_and_reproducible():

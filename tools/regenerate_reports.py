@@ -6,8 +6,8 @@ For each study folder under ``reports/`` (one with ``comparison/provenance.json`
 ``vrn-weight``'s tuning sweep), this tool
 
 * renders every run's analysis again from its ``analysis/result.json``
-  (:func:`cl_diag.report.render_analysis`) and keeps the files the repository holds (a lean
-  study's ``.gitignore`` leaves its per-run HTML and figures out);
+  (:func:`cl_diag.report.render_analysis`) and keeps every file no ``.gitignore`` leaves out (a
+  lean study's leaves its per-run HTML and figures out), new ones too;
 * makes the comparison again as ``cl-diag compare`` did, from the committed results and the
   sweep its provenance.json records (what ``tests/test_reference_reports.py`` checks byte for
   byte);
@@ -41,6 +41,11 @@ def _tracked(folder: Path) -> set[str]:
     return {Path(line).name for line in out.splitlines() if Path(line).parent == folder}
 
 
+def _ignored(path: Path) -> bool:
+    """Whether a .gitignore leaves ``path`` out of the repository (a lean study's per-run HTML)."""
+    return subprocess.run(["git", "check-ignore", "-q", str(path)], check=False).returncode == 0
+
+
 def _reseal(folder: Path, names: set[str]) -> None:
     """Seal ``names`` anew in ``folder``'s listing (the others keep their seals)."""
     found = read_listing(folder)
@@ -62,6 +67,8 @@ def regenerate_analyses(study: Path) -> int:
         kept = _tracked(folder) - {"result.json", OWNED_FILES}
         with tempfile.TemporaryDirectory() as tmp:
             written = render_analysis(load(path), Path(tmp))
+            # a file reports newly render (result.csv) joins the ones the repository holds
+            kept |= {f.name for f in written if not _ignored(folder / f.name)}
             for file in written:
                 if file.name in kept:
                     (folder / file.name).write_bytes(file.read_bytes())

@@ -286,8 +286,8 @@ def build_result(
 
 
 def write_analysis(result: Result, out: Path, *, overwrite: bool = False) -> list[Path]:
-    """Write ``result`` as the analysis folder ``out`` (result.json, report.md, report.html, the
-    figures) and return the files written: what ``cl-diag analyze`` and
+    """Write ``result`` as the analysis folder ``out`` (result.json, report.md, report.html,
+    result.csv, the figures) and return the files written: what ``cl-diag analyze`` and
     :meth:`cl_diag.Result.save` write, staged and moved into place by
     :func:`cl_diag.io.output.staged_output`, which refuses to replace a file it cannot prove
     cl-diag wrote unless ``overwrite``.

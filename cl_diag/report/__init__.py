@@ -1,7 +1,7 @@
 """Reports: pure functions of results (:class:`cl_diag.result.Result`) to Markdown, HTML, CSV
 and SVG figures.
 
-:func:`analysis_files` renders one run (report.md, report.html, figures),
+:func:`analysis_files` renders one run (report.md, report.html, result.csv, figures),
 :func:`comparison_files` several side by side (``cl-diag compare``: also comparison.csv), and
 :func:`write_files` writes them atomically; :func:`render_analysis` and
 :func:`render_comparison` do both. Nothing is measured here: every number comes from the typed
@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+
+import pandas as pd
 
 from cl_diag.io.atomic import atomic_write_bytes
 from cl_diag.report.analysis import build_analysis
@@ -70,9 +72,19 @@ def _document_files(doc: Document) -> list[ReportFile]:
     ]
 
 
+def _csv(frame: pd.DataFrame) -> bytes:
+    return _text(frame.to_csv(index=False, lineterminator="\n"))
+
+
 def analysis_files(result: Result) -> list[ReportFile]:
-    """report.md, report.html and the SVG figures of one result, in the order written."""
-    return _document_files(build_analysis(result))
+    """report.md, report.html, result.csv and the SVG figures of one result, in the order
+    written. result.csv is the comparison.csv row(s) of this one run (one per layer, the same
+    columns; ``run`` is what was analysed), so the CSVs of single analyses concatenate."""
+    files = _document_files(build_analysis(result))
+    source = result.source
+    run = source.path if source.path is not None else source.kind or "result"
+    files.insert(2, ("result.csv", _csv(Comparison([(run, result)]).csv_frame())))
+    return files
 
 
 def comparison_files(comparison: Comparison) -> list[ReportFile]:
@@ -83,7 +95,7 @@ def comparison_files(comparison: Comparison) -> list[ReportFile]:
     by_seed = comparison.seed_csv_frame()
     if by_seed is not None:
         tables.append(("comparison_by_seed.csv", by_seed))
-    files[2:2] = [(name, _text(t.to_csv(index=False, lineterminator="\n"))) for name, t in tables]
+    files[2:2] = [(name, _csv(table)) for name, table in tables]
     return files
 
 
@@ -100,7 +112,7 @@ def write_files(files: Sequence[ReportFile], out_dir: Path) -> list[Path]:
 
 
 def render_analysis(result: Result, out_dir: Path) -> list[Path]:
-    """Write report.md, report.html and the SVG figures of one result into ``out_dir``
+    """Write report.md, report.html, result.csv and the SVG figures of one result into ``out_dir``
     (:func:`analysis_files`, :func:`write_files`). Returns the paths written."""
     return write_files(analysis_files(result), out_dir)
 

@@ -35,7 +35,7 @@ from cl_diag.report.document import (
 _CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif;
        color: #1b1b1b; background: #ffffff; margin: 0; line-height: 1.45; }
-main { max-width: 1100px; margin: 0 auto; padding: 1.5rem 1.25rem 3rem; }
+main { max-width: 1240px; margin: 0 auto; padding: 1.5rem 1.25rem 3rem; }
 h1 { font-size: 1.6rem; border-bottom: 2px solid #d0d7de; padding-bottom: .3rem; }
 h2 { font-size: 1.3rem; margin-top: 2.2rem; border-bottom: 1px solid #d0d7de; \
 padding-bottom: .2rem; }
@@ -44,11 +44,12 @@ h3 { font-size: 1.1rem; margin-top: 1.6rem; }
 table { border-collapse: collapse; font-size: .86rem; }
 caption { caption-side: top; text-align: left; color: #444; font-style: italic; \
 padding-bottom: .35rem; }
-th, td { border: 1px solid #d0d7de; padding: .25rem .55rem; text-align: left; vertical-align: top; }
+th, td { border: 1px solid #d0d7de; padding: .25rem .45rem; text-align: left; vertical-align: top; }
 th { background: #f3f5f7; }
 tbody tr:nth-child(even) { background: #fafbfc; }
 td:first-child { white-space: nowrap; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+td.num.parts { white-space: normal; } td.num.parts > span { white-space: nowrap; }
 figure { margin: 1rem 0 1.6rem; }
 figure img { display: block; max-width: 100%; height: auto; border: 1px solid #e1e4e8; }
 figcaption { font-size: .85rem; color: #444; margin-top: .35rem; }
@@ -78,6 +79,17 @@ _LONG = 48
 
 #: what may follow a number in a numeric cell: a 95 % interval, a replicate count
 _TRAILER = re.compile(r"\s*(\[[^\]]*\])?\s*(\(n = \d+\))?$")
+
+
+def _number_pieces(text: str) -> list[str]:
+    """A numeric cell's unbreakable pieces: the value, "± sd", "[lo, hi]", "(n = k)"."""
+    match = _TRAILER.search(text)
+    core = text[: match.start()] if match else text
+    value, plus, spread = core.partition(" ± ")
+    pieces = [value, f"± {spread}"] if plus else [value]
+    if match:
+        pieces += [group for group in match.groups() if group]
+    return pieces
 
 
 def _is_number(text: Cell) -> bool:
@@ -119,7 +131,12 @@ def _td(cell: Cell) -> str:
         href = escape(quote(cell.href, safe="/.=_-~:#"))
         return f'<td><a href="{href}">{escape(cell.text)}</a></td>'
     if _is_number(cell):
-        return f'<td class="num">{escape(cell)}</td>'
+        pieces = _number_pieces(cell)
+        if len(pieces) == 1:
+            return f'<td class="num">{escape(cell)}</td>'
+        # a narrow window may break the cell between its pieces, never inside one
+        spans = " ".join(f"<span>{escape(piece)}</span>" for piece in pieces)
+        return f'<td class="num parts">{spans}</td>'
     if cell in _VERDICTS:
         return f'<td class="{cell.replace(" ", "-")}">{escape(cell)}</td>'
     if len(cell) > _LONG:

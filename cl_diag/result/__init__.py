@@ -794,11 +794,11 @@ class Result(Record):
 
     def save(self, path: str | Path, *, overwrite: bool = False) -> Path:
         """Write the analysis into the folder ``path`` (created if missing): result.json,
-        report.md, report.html and the figures, the bytes ``cl-diag analyze`` writes for this
-        result, staged and moved into place only when all are written. Files there that
-        cl-diag did not write are refused unless ``overwrite`` (as ``--overwrite``). A ``path``
-        ending in ``.json`` gets result.json alone, written atomically (its folder created if
-        missing). Returns ``path``."""
+        report.md, report.html, result.csv and the figures, the bytes ``cl-diag analyze``
+        writes for this result, staged and moved into place only when all are written. Files
+        there that cl-diag did not write are refused unless ``overwrite`` (as ``--overwrite``). A
+        ``path`` ending in ``.json`` gets result.json alone, written atomically (its folder
+        created if missing). Returns ``path``."""
         path = path_argument(path, "path")
         if path.suffix.lower() == ".json" and not path.is_dir():
             try:
