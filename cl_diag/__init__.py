@@ -27,7 +27,7 @@ from cl_diag.version import __version__
 if _typing.TYPE_CHECKING:
     from pathlib import Path
 
-    from cl_diag.api import compare, measure
+    from cl_diag.api import compare, measure, theory
     from cl_diag.measurement.monitor import Monitor
     from cl_diag.orchestration.analyze import analyze_module as analyze
     from cl_diag.result import Result, load
@@ -42,6 +42,7 @@ __all__ = [
     "compare",
     "load",
     "measure",
+    "theory",
 ]
 
 #: public name -> "module" that defines it, or "module:name" (imported on first access)
@@ -52,6 +53,7 @@ _LAZY = {
     "compare": "cl_diag.api",
     "load": "cl_diag.result",
     "measure": "cl_diag.api",
+    "theory": "cl_diag.api",
 }
 
 

@@ -31,8 +31,9 @@ from cl_diag.result import Result, load
 if TYPE_CHECKING:
     from cl_diag.orchestration.analyze import AnalyzeResult
     from cl_diag.orchestration.compare import CompareResult
+    from cl_diag.orchestration.theory import TheoryOutcome
 
-__all__ = ["Result", "compare", "load", "measure"]
+__all__ = ["Result", "compare", "load", "measure", "theory"]
 
 
 def measure(
@@ -242,4 +243,59 @@ def _run(item: object, where: str) -> Path | Result:
         f"compare: {where} is of type {type(item).__name__}, not a run. Give a cl_diag Result "
         "(what cl_diag.measure, cl_diag.load or cl_diag.analyze return) or the path (str or "
         "pathlib.Path) of a result.json or of the analysis folder holding one."
+    )
+
+
+def theory(
+    source: str | os.PathLike[str] | None = None,
+    *,
+    loss: str | None = None,
+    temperature: float | None = None,
+    bias: float | None = None,
+    alpha: float | None = None,
+    within_view: bool | None = None,
+    vrn: float | None = None,
+    n: int | None = None,
+    batch_size: int | None = None,
+    d: int | None = None,
+    classes: int | None = None,
+    per_class: int | None = None,
+    views: int | None = None,
+    out: str | os.PathLike[str] | None = None,
+) -> TheoryOutcome:
+    """What the sources predict for a setting before training, as ``cl-diag theory``: each
+    result that applies, its condition and whether it holds at these sizes, advice, and with
+    ``out`` the phase diagrams (SVG and PNG) written there.
+
+    ``source``: a result.json (or analysis folder), a cl-diag checkpoint or a training recipe
+    whose setting to read; the keywords go over it (``temperature`` is the sigmoid loss's t,
+    ``bias`` its b; ``classes`` x ``per_class`` a supcl balanced batch). Returns
+    ``.advice`` (``.items``: source, prediction, condition, holds, certainty, advice,
+    numbers), ``.files`` and ``.to_json()``; a mistake is a :class:`UserError`.
+
+    >>> import cl_diag
+    >>> found = cl_diag.theory(loss="sigmoid", temperature=1.0, bias=-1.0, n=4, d=4)
+    >>> found.advice.items[0].numbers["ccem"]["regime"]
+    'antipodal'
+    """
+    from cl_diag.orchestration.theory import TheoryConfig
+    from cl_diag.orchestration.theory import theory as run_theory
+
+    return run_theory(
+        TheoryConfig(
+            source=None if source is None else str(source),
+            loss=loss,
+            temperature=temperature,
+            bias=bias,
+            alpha=alpha,
+            within_view=within_view,
+            vrn=vrn,
+            n=n,
+            batch_size=batch_size,
+            d=d,
+            classes=classes,
+            per_class=per_class,
+            views=views,
+            out=None if out is None else path_argument(out, "out"),
+        )
     )

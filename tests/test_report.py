@@ -223,6 +223,7 @@ def test_writes_reports_and_figures(rendered):
         "similarities_backbone.svg",
         "spectrum_projector.svg",
         "spectrum_backbone.svg",
+        "band_batch_size.svg",  # Thm 5.5's band against the batch size, the run's m starred
     }
     assert set(names[3:]) == figures
     # the report's files only: the record of what the tool owns is staged_output's (issue 11)

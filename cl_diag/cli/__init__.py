@@ -72,7 +72,7 @@ def _register_commands() -> None:
     # Each module adds its command(s) to ``app`` on import.
     import importlib
 
-    for name in ("analyze", "synth", "train", "compare", "sweep", "reproduce", "recipes"):
+    for name in ("analyze", "synth", "train", "compare", "sweep", "reproduce", "recipes", "theory"):
         try:
             importlib.import_module(f"cl_diag.cli.{name}")
         except ModuleNotFoundError as exc:  # a command not written yet

@@ -65,8 +65,15 @@ def train_command(
     from cl_diag.orchestration.train import train as run_train
 
     try:
+        console = Console(stderr=True)
         with train_display(Console(), quiet=config.quiet) as display:
-            result = run_train(config, progress=display)
+            result = run_train(
+                config,
+                progress=display,
+                on_advice=None
+                if config.quiet
+                else (lambda line: console.print(line, style="yellow", highlight=False)),
+            )
     except KeyboardInterrupt:
         _interrupted(config)
         raise

@@ -6,7 +6,9 @@ they make for a run. n is the number of training instances (full batch), m a min
 (Example 5.4, Eq. 10), :func:`sigmoid_optimum` (the CCEM optimum), :func:`validity` (whether
 d dimensions can hold the optima) and :func:`ssem_panel` (a ``supcl`` run's SSEM prediction,
 :mod:`cl_diag.measurement.ssem`). :func:`theory_panel` says which theorem applies to a run's
-loss and what it predicts; the closed forms are pure Python/numpy.
+loss and what it predicts; the closed forms are pure Python/numpy. The same closed forms,
+before any training, are ``cl-diag theory``'s (:mod:`cl_diag.cli.theory`,
+:mod:`cl_diag.orchestration.theory`).
 
 Example::
 

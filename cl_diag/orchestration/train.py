@@ -17,7 +17,7 @@ import math
 import os
 import re
 import tempfile
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -676,11 +676,18 @@ def _remove_empty(folders: list[Path]) -> None:
 # --------------------------------------------------------------------------- train
 
 
-def train(options: TrainConfig, *, progress: FitProgress | None = None) -> TrainResult:
+def train(
+    options: TrainConfig,
+    *,
+    progress: FitProgress | None = None,
+    on_advice: Callable[[str], object] | None = None,
+) -> TrainResult:
     """Train as ``options`` say; see the module docstring and ``cl-diag train --help``.
 
     ``progress`` receives the loop's progress on the main process (the CLI passes a bar or
-    plain lines); None shows nothing.
+    plain lines); None shows nothing. ``on_advice`` receives, on the main process of a new run,
+    the sources' advice for its setting (:func:`cl_diag.orchestration.theory.train_advice_line`)
+    when they give one: a line to show, never a reason to stop.
     """
     from cl_diag.models import build_model
     from cl_diag.runtime import Runtime
@@ -704,6 +711,12 @@ def train(options: TrainConfig, *, progress: FitProgress | None = None) -> Train
         raise RuntimeError(f"{c.dataset}: {data.n_train} instances loaded, {c.n_train} counted")
 
     env = Runtime.start(c.device_type)
+    if on_advice is not None and env.is_main and not c.resume:
+        from cl_diag.orchestration.theory import train_advice_line
+
+        line = train_advice_line(c.record(), c.n_train)
+        if line is not None:
+            on_advice(line)
     assert c.out is not None  # resolve_config resolved --out
     out = Path(c.out)
     created: list[Path] = []

@@ -32,7 +32,7 @@ from cl_diag.report.environment import analysis_environment
 from cl_diag.report.overview import appendix, arrange, headline_rows, verdict_line
 from cl_diag.report.probe_section import probe_blocks, probe_settings_tables
 from cl_diag.report.runs import loss_layer
-from cl_diag.report.theory_section import theory_blocks
+from cl_diag.report.theory_section import phase_blocks, theory_blocks
 from cl_diag.result import QUANTILES, Collapse, ImageSize, Layer, PairStats, Result, Source
 from cl_diag.runconfig import RunConfig
 from cl_diag.vocabulary import NEGATIVE_TYPES, PAIR_TYPES, PairType
@@ -662,6 +662,7 @@ def build_analysis(result: Result) -> Document:
     blocks += probe_blocks(result)
     blocks += training_blocks(source)
     blocks += theory_blocks(result, config)
+    blocks += phase_blocks(result)  # the setting's phase diagram, in the theory section
     blocks += config_blocks(result)
     blocks += analysis_environment(result)
     return Document(

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from cl_diag.measurement.ssem import SSEM_VARIANT_TEXT, ssem_alpha_split, ssem_other_variant
 from cl_diag.measurement.theory import validity
-from cl_diag.report.document import MISSING, Cell, Heading, Note, Paragraph, Table, fmt
+from cl_diag.report.document import MISSING, Cell, Figure, Heading, Note, Paragraph, Table, fmt
 from cl_diag.result import Eq10, Layer, Result, Ssem, Theory, VarianceBand
 from cl_diag.runconfig import RunConfig, Vrn
 from cl_diag.vocabulary import PairType
 
-__all__ = ["ssem_blocks", "theory_blocks", "validity_caveat"]
+__all__ = ["phase_blocks", "ssem_blocks", "theory_blocks", "validity_caveat"]
 
 
 def _weight_text(vrn: Vrn) -> str:
@@ -456,3 +456,55 @@ def _theory_context_table(result: Result, loss_layer: str, names: list[str]) -> 
             "expected to hold for the other layers; the Thm 5.2 ceiling is each layer's own."
         ),
     )
+
+
+def phase_blocks(result: Result) -> list:
+    """The phase diagram of the run's setting, its point starred (:mod:`cl_diag.report.phase`,
+    what ``cl-diag theory`` draws before training): the (tau, alpha) plane of a supcl run with
+    an SSEM block, the (t, b) plane of a cross-view-only sigmoid run, or the Thm 5.5 band
+    against the batch size of a run it applies to; nothing otherwise."""
+    from cl_diag.report import phase
+
+    theory = result.theory
+    if theory is None:
+        return []
+    ssem, sig, band = theory.ssem, theory.sigmoid, theory.variance_band
+    if ssem is not None and None not in (ssem.alpha, ssem.tau, ssem.m, ssem.n, ssem.p):
+        assert ssem.alpha is not None and ssem.tau is not None  # (for the type checker)
+        assert ssem.m is not None and ssem.n is not None and ssem.p is not None
+        name, svg = (
+            "phase_supcl.svg",
+            phase.ssem_phase(ssem.tau, ssem.alpha, ssem.m, ssem.n, ssem.p),
+        )
+        what = (
+            f"The (τ, α) plane of the supcl loss on {fmt(ssem.m)} classes × {fmt(ssem.n)} "
+            f"instances × {fmt(ssem.p)} views: below α_c(τ) (solid: variant B, this loss; "
+            "dashed: variant A) the optimum collapses every class, above it the SSEM keeps "
+            "instances apart; below α_s(τ) (dotted) the views of an instance part and the SSEM "
+            "is not the optimum (docs/ssem.md)."
+        )
+    elif sig is not None and sig.t is not None and sig.b is not None and sig.eq10.N is not None:
+        name, svg = "phase_sigmoid.svg", phase.sigmoid_phase(sig.t, sig.b, sig.eq10.N)
+        what = (
+            f"The (t, b) plane of the cross-view-only sigmoid loss over N = {fmt(sig.eq10.N)} "
+            "pairs: above the Eq. 10 boundary the optimum is the simplex ETF; below it the "
+            "negatives are over-separated, at the CCEM's interior x* down to the antipodal "
+            "boundary t + b = log((N−2)/2), antipodal below (paper-notes 11.1)."
+        )
+    elif band is not None and band.n is not None and band.m is not None:
+        name, svg = "band_batch_size.svg", phase.band_phase(band.n, band.m)
+        what = (
+            f"Thm 5.5's band (Eq. 11) of the negatives' variance at the fixed-batch optimum "
+            f"against the batch size, for n = {fmt(band.n)} instances, without VRN."
+        )
+    else:
+        return []
+    return [
+        Figure(
+            filename=name,
+            svg=svg,
+            alt="Phase diagram of the run's setting, its point starred",
+            caption=f"{what} The star is this run's setting; `cl-diag theory` draws the same "
+            "before training.",
+        )
+    ]
