@@ -140,6 +140,14 @@ def test_json_gives_every_number_of_the_closed_forms(run_cli):
     }
 
 
+def test_an_infinite_eq10_side_is_null_in_the_json(run_cli):
+    # (1 + e^{t/(N-1) + b}) / (1 + e^{t - b}) overflows at b = 1000: the JSON stays JSON
+    result = run_cli("theory", "--loss", "sigmoid", "--t", "1", "--b", "1000", "--n", "8", "--json")
+    assert result.code == 0, result.err
+    (item,) = json.loads(result.out)["items"]
+    assert item["numbers"]["eq10"]["lhs"] is None and item["numbers"]["eq10"]["holds"] is False
+
+
 def test_the_band_advice_of_an_infonce_loss():
     found = advise("simclr", {"temperature": 0.5}, Sizes(n=64, m=16, d=128), vrn=0.0)
     full, band = found.items
@@ -237,6 +245,7 @@ def test_the_python_api_is_the_command(tmp_path):
         (("--loss", "simclr", "--n", "1"), ["n must be an integer >= 2"]),
         (("--loss", "supcl", "--alpha", "1.5", "--classes", "2", "--per-class", "2"), ["alpha"]),
         (("--t", "1"), ["No loss", "--loss"]),
+        (("--loss", "sigmoid", "--t", "1e308", "--n", "8"), ["beyond what the closed forms"]),
     ],
 )
 def test_bad_input_is_refused(run_cli, args, fragments):

@@ -63,6 +63,8 @@ CERTAINTY = {
 ICML = "Lee et al. 2025 (ICML)"
 CCEM = "Lee, Chang, Sohn 2024 (CCEM)"
 SSEM = "the SSEM paper"
+#: the largest |t| and |b| the closed forms are evaluated at (e^t overflows float64 at 709)
+LARGEST = 1e4
 #: the losses of the ICML paper's Def. 3.1 (InfoNCE family): Thm 5.1 (i) and Thm 5.5
 INFO_NCE = ("infonce", "simclr", "dcl", "dhel")
 
@@ -444,6 +446,13 @@ def advise(
     spec = LOSSES[loss]
     given = {k: v for k, v in settings.items() if k in spec.hyperparameter_names}
     hp = spec.resolve(**given)  # the loss's own range checks (tau <= 0, alpha outside [0, 1])
+    for name in ("temperature", "bias"):  # beyond these the closed forms overflow
+        value = hp.get(name)
+        if isinstance(value, float) and abs(value) > LARGEST:
+            raise ValueError(
+                f"{name} = {value:g} is beyond what the closed forms evaluate "
+                f"(|{name}| <= {LARGEST:g})"
+            )
     items: list[Advice] = []
     none = None
     if loss in INFO_NCE:

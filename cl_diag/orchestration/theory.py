@@ -13,15 +13,13 @@ the closed forms in :mod:`cl_diag.measurement.theory` (through :mod:`cl_diag.mea
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import tomllib
-
 from cl_diag.errors import UserError
+from cl_diag.io.tomlfile import tomllib
 from cl_diag.measurement.advice import Sizes, TheoryAdvice, advise
 from cl_diag.runconfig import RunConfig, parse_run_config
 
@@ -57,9 +55,11 @@ class TheoryOutcome:
     files: list[Path] = field(default_factory=list)
 
     def to_json(self) -> str:
+        from cl_diag.io.output import dumps_json
+
         data = self.advice.to_dict()
         data["files"] = [str(p) for p in self.files]
-        return json.dumps(data, indent=2, allow_nan=False)
+        return dumps_json(data).rstrip("\n")  # an infinite Eq. 10 left side is null
 
 
 @dataclass
