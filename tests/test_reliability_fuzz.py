@@ -13,6 +13,7 @@ function of the test); ``--hypothesis-profile explore`` draws new ones. A modest
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import shutil
@@ -487,3 +488,33 @@ def test_damaged_metrics_rows_are_refused_by_analyze_and_resume(
     contract(analysed, folder, folder / "out", {"last.pt"})
     resumed = run_cli("train", "--resume", bad, "--quiet")
     assert resumed.code == 2 and "metrics" in resumed.err, resumed.err
+
+
+_NUMBERS = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.integers(-(10**6), 10**6),
+    st.sampled_from(["0", "-1", "1e-300", "nan", "x"]),
+)
+
+
+@settings(FUZZ, max_examples=60)
+@given(
+    loss=st.sampled_from(["supcl", "sigmoid", "simclr", "triplet", "nope"]),
+    options=st.dictionaries(
+        st.sampled_from(
+            ["--temperature", "--bias", "--alpha", "--vrn", "--n", "--m", "--d", "--classes",
+             "--per-class", "--views"]
+        ),
+        _NUMBERS,
+        max_size=5,
+    ),
+)  # fmt: skip
+def test_theory_takes_any_numbers_without_a_traceback(run_cli, loss, options):
+    # cl-diag theory on any setting: a prediction (0) or a message naming the problem (2)
+    args = [a for key, value in options.items() for a in (key, str(value))]
+    result = run_cli("theory", "--loss", loss, *args, "--json")
+    assert result.code in (0, 2), (args, result.err[-2000:])
+    if result.code == 0:
+        json.loads(result.out)
+    else:
+        assert result.err.strip() and "Traceback" not in result.err
