@@ -49,6 +49,7 @@ import platform
 import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -339,7 +340,8 @@ def report(row: dict) -> None:
         f"  RATIO statistics / tile GEMMs through cl-diag's workers: "
         f"{100 * row['ratio_best']:5.1f} % (best vs best), "
         f"{100 * row['ratio_median']:5.1f} % (median of the paired repeats: {paired} %); "
-        f"with normalising: {100 * row['gflops_ours'] / row['gflops_workers']:5.1f} %"
+        f"with normalising: {100 * row['gflops_ours'] / row['gflops_workers']:5.1f} %; "
+        f"on {cpu_text()}"
     )
     cpu = row["cpu_ratios"]
     print(
@@ -362,6 +364,26 @@ def report(row: dict) -> None:
         )
 
 
+def l2_size() -> str:
+    """The size of CPU 0's level-2 cache as sysfs gives it (e.g. "1024K"); "?" elsewhere."""
+    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+        try:
+            if (index / "level").read_text().strip() == "2":
+                return (index / "size").read_text().strip()
+        except OSError:
+            continue
+    return "?"
+
+
+def cpu_text() -> str:
+    """What the ratio depends on besides the code: the CPU's model, the vector ISA ATen
+    dispatches to (AVX2, AVX512, ...) and the L2 cache size per core."""
+    from cl_diag.environment import cpu_model
+
+    isa = torch.backends.cpu.get_cpu_capability()
+    return f"{cpu_model()}, {isa}, L2 {l2_size()}"
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -382,7 +404,7 @@ def main(argv: list[str] | None = None) -> None:
     sizes = [int(s) for s in args.sizes.split(",") if s]
     print(
         f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
-        f"{platform.processor() or platform.machine()}"
+        f"{platform.processor() or platform.machine()}; CPU: {cpu_text()}"
     )
     for n in sizes:
         report(run_size(n, args.d, args.repeats, not args.skip_peer, args.block_size))
