@@ -153,8 +153,8 @@ def test_the_band_advice_of_an_infonce_loss():
     full, band = found.items
     assert full.numbers["s_neg"] == delta(64) and full.holds is True
     lo, hi = variance_band(64, 16)
-    assert (band.numbers["band_lo"], band.numbers["band_hi"]) == (lo, hi)
-    assert band.numbers["within_batch"] == delta(16) and band.holds is True
+    assert band.numbers == {"n": 64, "m": 16, "lo": lo, "hi": hi, "within_batch_optimum": delta(16)}
+    assert band.holds is True
     assert "m = 64" not in band.advice and "the full batch (m = n = 64) removes it" in band.advice
     with_vrn = advise("simclr", {}, Sizes(n=64, m=16, d=128), vrn=30.0).items[1]
     assert with_vrn.holds is False and "VRN (lambda = 30) shrinks it" in with_vrn.advice
@@ -175,6 +175,18 @@ def test_a_result_json_gives_its_own_theory_panels_numbers(run_cli, run):
     assert data["loss"] == "supcl" and data["sizes"]["classes"] == 10
     block = data["items"][0]["numbers"]
     assert {k: v for k, v in block.items() if k != "variant_a"} == panel
+
+
+def test_a_digits_result_gives_its_own_band(run_cli):
+    run = REPO / "reports" / "digits-batch-study" / "batch-size=16_vrn=0_seed=11" / "analysis"
+    panel = json.loads((run / "result.json").read_text(encoding="utf-8"))["theory"]
+    result = run_cli("theory", run, "--json")
+    assert result.code == 0, result.err
+    data = json.loads(result.out)
+    assert (data["loss"], data["sizes"]["n"], data["sizes"]["m"]) == ("simclr", 1347, 16)
+    band = data["items"][1]["numbers"]
+    assert {k: v for k, v in band.items() if k != "within_batch_optimum"} == panel["variance_band"]
+    assert band["within_batch_optimum"] == panel["within_batch_optimum"]
 
 
 def test_a_recipe_and_a_checkpoint_give_their_setting(run_cli, tmp_path):
@@ -338,7 +350,7 @@ def test_the_band_advice_matches_a_free_optimisation():
         lambda a, b: LOSSES["simclr"](a, b, temperature=0.5), n, 3, 800, batches=[[0, 1], [2, 3]]
     )
     var = s["cross"].var(unbiased=False).item()
-    assert band.numbers["band_lo"] - 1e-4 <= var <= band.numbers["band_hi"] + 1e-4
+    assert band.numbers["lo"] - 1e-4 <= var <= band.numbers["hi"] + 1e-4
 
 
 def _within_class_similarity(z: np.ndarray, n: int) -> float:

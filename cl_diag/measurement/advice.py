@@ -41,7 +41,7 @@ from cl_diag.measurement.theory import (
     sigmoid_optimum,
     variance_band,
 )
-from cl_diag.result import Ccem, Eq10, SigmoidPanel, Ssem, SsemPredicted
+from cl_diag.result import Ccem, Eq10, SigmoidPanel, Ssem, SsemPredicted, VarianceBand
 
 __all__ = [
     "CERTAINTY",
@@ -230,7 +230,12 @@ def _simplex_items(sizes: Sizes, vrn: float) -> list[Advice]:
                 holds=_given([divides, _fits(d, m - 1), vrn == 0]),
                 certainty="proved",
                 advice=advice,
-                numbers={"band_lo": lo, "band_hi": hi, "within_batch": within, "m": m, "n": n},
+                # the theory panel's band (result.json's theory.variance_band) and its
+                # within-batch optimum
+                numbers={
+                    **VarianceBand(n=n, m=m, lo=lo, hi=hi).to_dict(),
+                    "within_batch_optimum": within,
+                },
             )
         )
     return items
