@@ -20,20 +20,21 @@ import torch.nn.functional as F
 from conftest import refused
 
 from cl_diag.losses import LOSSES
-from cl_diag.measurement.advice import (
-    Sizes,
-    advise,
-    alpha_above,
-    antipodal_bias_boundary,
-    eq10_bias_boundary,
-)
+from cl_diag.measurement.advice import Sizes, advise, alpha_above
 from cl_diag.measurement.ssem import (
     collapse_threshold,
     ssem_optimum,
     supcl_free_optimum,
     view_split_threshold,
 )
-from cl_diag.measurement.theory import delta, sigmoid_eq10, sigmoid_optimum, variance_band
+from cl_diag.measurement.theory import (
+    antipodal_bias_boundary,
+    delta,
+    eq10_bias_boundary,
+    sigmoid_eq10,
+    sigmoid_optimum,
+    variance_band,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -262,6 +263,22 @@ def test_the_python_api_is_the_command(tmp_path):
 )
 def test_bad_input_is_refused(run_cli, args, fragments):
     refused(run_cli("theory", *args), *fragments)
+
+
+def test_an_out_that_is_a_file_is_refused_before_any_work(run_cli, tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("mine", encoding="utf-8")
+    args = ("--loss", "supcl", "--alpha", "0.2", "--temperature", "0.3")
+    refused(
+        run_cli("theory", *args, "--classes", "2", "--per-class", "2", "--out", afile), "is a file"
+    )
+    assert afile.read_text(encoding="utf-8") == "mine"
+
+
+def test_a_recipe_is_checked_as_train_checks_it(run_cli, tmp_path):
+    recipe = tmp_path / "bad.toml"
+    recipe.write_text("loss = 3\n", encoding="utf-8")
+    refused(run_cli("theory", recipe), "loss")
 
 
 def test_a_loss_without_theory_says_so(run_cli):

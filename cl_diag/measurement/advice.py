@@ -5,14 +5,10 @@ sizes, and a plain advice line where the source gives one (``cl-diag theory``).
 
 Every number comes from the closed forms the analyses use (:mod:`cl_diag.measurement.theory`,
 :mod:`cl_diag.measurement.ssem`), never a second implementation; this module only adds the
-boundaries the advice names:
-
-* :func:`eq10_bias_boundary`, the bias b* at which Eq. 10 (Example 5.4) switches for a given t
-  and N: the left side ``softplus(t/(N-1) + b) - softplus(t - b)`` increases in b, so Eq. 10
-  holds (the cross-view-only sigmoid loss over-separates negatives) exactly for b < b*;
-* :func:`antipodal_bias_boundary`, ``log((N-2)/2) - t``: at or below it the CCEM optimum is
-  antipodal (every similarity -1);
-* the smallest two-decimal alpha above the SSEM's collapse threshold alpha_c.
+boundaries the advice names, Eq. 10's bias b* and the antipodal one from
+:mod:`cl_diag.measurement.theory` (:func:`~cl_diag.measurement.theory.eq10_bias_boundary`,
+:func:`~cl_diag.measurement.theory.antipodal_bias_boundary`), and here the smallest two-decimal
+alpha above the SSEM's collapse threshold alpha_c.
 
 How sure each line is: **proved** (a theorem of the source), **proved within a family** (the
 optimum over a family of embeddings, the CCEM's double-constant or the SSEM's simplex-to-simplex
@@ -35,7 +31,9 @@ from typing import Any
 
 from cl_diag.measurement.ssem import ssem_optimum, view_split_threshold
 from cl_diag.measurement.theory import (
+    antipodal_bias_boundary,
     delta,
+    eq10_bias_boundary,
     sigmoid_eq10,
     sigmoid_eq10_lhs,
     sigmoid_optimum,
@@ -50,8 +48,6 @@ __all__ = [
     "TheoryAdvice",
     "advise",
     "alpha_above",
-    "antipodal_bias_boundary",
-    "eq10_bias_boundary",
 ]
 
 #: how sure an advice line is, in words
@@ -120,42 +116,6 @@ class TheoryAdvice:
             "items": [asdict(item) for item in self.items],
             "none": self.none,
         }
-
-
-def _softplus(x: float) -> float:
-    return max(x, 0.0) + math.log1p(math.exp(-abs(x)))
-
-
-def eq10_bias_boundary(t: float, n: int) -> float:
-    """b*: Eq. 10 holds at (t, b) over N = n pairs exactly when b < b* (the left side
-    softplus(t/(N-1) + b) - softplus(t - b) increases in b; b* is where it meets
-    log((N-2)/2)). Needs n >= 3.
-
-    >>> b = eq10_bias_boundary(1.0, 8)
-    >>> sigmoid_eq10(1.0, b - 1e-6, 8), sigmoid_eq10(1.0, b + 1e-6, 8)
-    (True, False)
-    """
-    from scipy.optimize import brentq
-
-    if n < 3:
-        raise ValueError(f"Eq. 10 needs N >= 3 pairs, got {n}")
-    target = math.log((n - 2) / 2)
-
-    def gap(b: float) -> float:
-        return _softplus(t / (n - 1) + b) - _softplus(t - b) - target
-
-    lo, hi = -1.0, 1.0
-    while gap(lo) > 0:
-        lo *= 2
-    while gap(hi) < 0:
-        hi *= 2
-    return float(brentq(gap, lo, hi, xtol=1e-12, rtol=1e-14))
-
-
-def antipodal_bias_boundary(t: float, n: int) -> float:
-    """The b at and below which the CCEM optimum over N = n pairs is antipodal:
-    t + b <= log((N-2)/2) (:func:`cl_diag.measurement.theory.sigmoid_optimum`)."""
-    return math.log((n - 2) / 2) - t
 
 
 def alpha_above(alpha_c: float) -> float:

@@ -54,7 +54,9 @@ __all__ = [
     "additive_cross_only_condition",
     "additive_optimum_x",
     "alignment_ceiling",
+    "antipodal_bias_boundary",
     "delta",
+    "eq10_bias_boundary",
     "sigmoid_eq10",
     "sigmoid_eq10_lhs",
     "sigmoid_optimum",
@@ -166,6 +168,38 @@ def sigmoid_eq10(t: float, b: float, n: int) -> bool:
     if n <= 2:
         return False
     return _softplus(t / (n - 1) + b) - _softplus(t - b) < math.log((n - 2) / 2)
+
+
+def eq10_bias_boundary(t: float, n: int) -> float:
+    """b*: Eq. 10 holds at (t, b) over N = n pairs exactly when b < b* (the left side
+    softplus(t/(N-1) + b) - softplus(t - b) increases in b; b* is where it meets
+    log((N-2)/2)). Needs n >= 3.
+
+    >>> b = eq10_bias_boundary(1.0, 8)
+    >>> sigmoid_eq10(1.0, b - 1e-6, 8), sigmoid_eq10(1.0, b + 1e-6, 8)
+    (True, False)
+    """
+    from scipy.optimize import brentq
+
+    if n < 3:
+        raise ValueError(f"Eq. 10 needs N >= 3 pairs, got {n}")
+    target = math.log((n - 2) / 2)
+
+    def gap(b: float) -> float:
+        return _softplus(t / (n - 1) + b) - _softplus(t - b) - target
+
+    lo, hi = -1.0, 1.0
+    while gap(lo) > 0:
+        lo *= 2
+    while gap(hi) < 0:
+        hi *= 2
+    return float(brentq(gap, lo, hi, xtol=1e-12, rtol=1e-14))
+
+
+def antipodal_bias_boundary(t: float, n: int) -> float:
+    """The b at and below which the CCEM optimum over N = n pairs is antipodal:
+    t + b <= log((N-2)/2) (:func:`cl_diag.measurement.theory.sigmoid_optimum`)."""
+    return math.log((n - 2) / 2) - t
 
 
 class SigmoidOptimum(NamedTuple):

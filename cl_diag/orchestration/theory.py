@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from cl_diag.errors import UserError
-from cl_diag.io.tomlfile import tomllib
 from cl_diag.measurement.advice import Sizes, TheoryAdvice, advise
 from cl_diag.runconfig import RunConfig, parse_run_config
 
@@ -133,16 +132,12 @@ def _dim(config: Mapping[str, Any]) -> int | None:
 
 
 def _from_recipe(value: str) -> _Setting:
-    from cl_diag.recipes import locate
+    from cl_diag.recipes import read_recipe
     from cl_diag.trainconfig import TrainConfig
     from cl_diag.training.data import train_size
 
-    path = locate(value, "recipe")
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise UserError(f"recipe {path} is not valid TOML: {exc}.") from None
-    options = {**TrainConfig.defaults(), **{k.replace("-", "_"): v for k, v in raw.items()}}
+    # read and checked as `cl-diag train` reads it (its keys, types, bundled names)
+    options = {**TrainConfig.defaults(), **read_recipe(value, TrainConfig)}
     n = None
     if options.get("dataset") in ("digits", "cifar10", "cifar100", "toy"):
         n = train_size(str(options["dataset"]), num_samples=options.get("num_samples"))
@@ -231,6 +226,8 @@ def _diagrams(advice: TheoryAdvice, out: Path) -> list[Path]:
 def theory(config: TheoryConfig) -> TheoryOutcome:
     """The advice for ``config``'s setting and, with ``out``, its phase diagrams written.
     A mistake (no loss, an unknown one, an impossible size, tau <= 0) is a UserError."""
+    if config.out is not None and config.out.exists() and not config.out.is_dir():
+        raise UserError(f"--out {config.out} is a file; give a folder for the phase diagrams.")
     setting = _setting(config)
     assert setting.loss is not None
     try:

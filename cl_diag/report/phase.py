@@ -24,9 +24,13 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from cl_diag.measurement.advice import antipodal_bias_boundary, eq10_bias_boundary
 from cl_diag.measurement.ssem import collapse_threshold, view_split_threshold
-from cl_diag.measurement.theory import delta, variance_band
+from cl_diag.measurement.theory import (
+    antipodal_bias_boundary,
+    delta,
+    eq10_bias_boundary,
+    variance_band,
+)
 from cl_diag.report.figures import COLORS, _fixed_style, to_svg
 
 __all__ = ["band_phase", "sigmoid_phase", "ssem_phase"]
