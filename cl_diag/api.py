@@ -45,11 +45,7 @@ def measure(
     keys: str | Sequence[str] | None = None,
     cross_modal: bool | None = None,
     probes: str | Sequence[str] = "all",
-    pairs: str = "exact",
-    num_pairs: int = 5000,
-    seed: int = 0,
-    block_size: int | None = None,
-    hist_bins: int = 100,
+    **pair_options: object,
 ) -> Result:
     """Measure two views' embeddings: the result ``cl-diag analyze`` gives for them in a file.
 
@@ -60,8 +56,9 @@ def measure(
     ``labels`` array gives the labels. ``cross_modal``: the views come from two encoders, so the
     modality gap is measured (default: when ``keys`` is given). ``probes``: as ``--probes``; an
     embeddings file gets retrieval (exact pairs only). ``labels``: n class labels (the by-class
-    split of the negatives). The other keywords are ``cl-diag analyze``'s pair options
-    (``n_ref``, ``pairs``, ``num_pairs``, ``seed``, ``block_size``, ``hist_bins``).
+    split of the negatives). ``n_ref`` and the other keywords are ``cl-diag analyze``'s pair
+    options, with its defaults (:data:`~cl_diag.orchestration.analysis_config.MEASURE`:
+    ``pairs``, ``num_pairs``, ``seed``, ``block_size``, ``hist_bins``).
 
     The result holds the layer ``"embedding"``: each pair type's statistics (Lee et al., ICML
     2025) with the excessive ratio of the negatives, and the layer's geometry; its ``source`` is
@@ -69,7 +66,7 @@ def measure(
     """
     from cl_diag.io.embeddings import embeddings_from_arrays, missing_keys_message
     from cl_diag.options import DEFAULT_KEYS, LABELS_KEY, PROBES, PYTHON, split_keys
-    from cl_diag.orchestration.analysis_config import option_names
+    from cl_diag.orchestration.analysis_config import MEASURE, option_names
     from cl_diag.orchestration.analyze import (
         PairOptions,
         embeddings_views,
@@ -77,15 +74,8 @@ def measure(
     )
     from cl_diag.result import Source
 
-    options, n_ref = PairOptions.checked(
-        n_ref,
-        spelling=PYTHON,
-        pairs=pairs,
-        num_pairs=num_pairs,
-        seed=seed,
-        block_size=block_size,
-        hist_bins=hist_bins,
-    )
+    _unknown_keyword(pair_options, MEASURE.names, "cl_diag.measure")
+    options, n_ref = PairOptions.checked(n_ref, spelling=PYTHON, **pair_options)
     named = split_keys(keys, PYTHON)
     two_encoders = cross_modal if cross_modal is not None else named is not None
     if not isinstance(two_encoders, bool):
@@ -246,56 +236,45 @@ def _run(item: object, where: str) -> Path | Result:
     )
 
 
-def theory(
-    source: str | os.PathLike[str] | None = None,
-    *,
-    loss: str | None = None,
-    temperature: float | None = None,
-    bias: float | None = None,
-    alpha: float | None = None,
-    within_view: bool | None = None,
-    vrn: float | None = None,
-    n: int | None = None,
-    batch_size: int | None = None,
-    d: int | None = None,
-    classes: int | None = None,
-    per_class: int | None = None,
-    views: int | None = None,
-    out: str | os.PathLike[str] | None = None,
-) -> TheoryOutcome:
+def theory(source: str | os.PathLike[str] | None = None, **settings: object) -> TheoryOutcome:
     """What the sources predict for a setting before training, as ``cl-diag theory``: each
     result that applies, its condition and whether it holds at these sizes, advice, and with
     ``out`` the phase diagrams (SVG and PNG) written there.
 
     ``source``: a result.json (or analysis folder), a cl-diag checkpoint or a training recipe
-    whose setting to read; the keywords go over it (``temperature`` is the sigmoid loss's t,
-    ``bias`` its b; ``classes`` x ``per_class`` a supcl balanced batch). Returns
-    ``.advice`` (``.items``: source, prediction, condition, holds, certainty, advice,
-    numbers), ``.files`` and ``.to_json()``; a mistake is a :class:`UserError`.
+    whose setting to read; the keywords (the options of ``cl-diag theory``, declared in
+    :class:`~cl_diag.orchestration.theory_config.TheoryConfig`: ``loss``, ``temperature``,
+    ``bias``, ``alpha``, ``within_view``, ``vrn``, ``n``, ``batch_size``, ``d``, ``classes``,
+    ``per_class``, ``views``, ``out``) go over it (``temperature`` is the sigmoid loss's t,
+    ``bias`` its b; ``classes`` x ``per_class`` a supcl balanced batch). Returns ``.advice``
+    (``.items``: source, prediction, condition, holds, certainty, advice, numbers),
+    ``.files`` and ``.to_json()``; a mistake is a :class:`UserError`.
 
     >>> import cl_diag
     >>> found = cl_diag.theory(loss="sigmoid", temperature=1.0, bias=-1.0, n=4, d=4)
     >>> found.advice.items[0].numbers["ccem"]["regime"]
     'antipodal'
     """
-    from cl_diag.orchestration.theory import TheoryConfig
+    from cl_diag.options import PYTHON, check_values
     from cl_diag.orchestration.theory import theory as run_theory
+    from cl_diag.orchestration.theory_config import THEORY, TheoryConfig
 
-    return run_theory(
-        TheoryConfig(
-            source=None if source is None else str(source),
-            loss=loss,
-            temperature=temperature,
-            bias=bias,
-            alpha=alpha,
-            within_view=within_view,
-            vrn=vrn,
-            n=n,
-            batch_size=batch_size,
-            d=d,
-            classes=classes,
-            per_class=per_class,
-            views=views,
-            out=None if out is None else path_argument(out, "out"),
-        )
+    _unknown_keyword(settings, THEORY.names[1:], "cl_diag.theory")  # after source
+    values = check_values(
+        {"source": None if source is None else str(source), **settings}, THEORY, spelling=PYTHON
     )
+    if values.get("out") is not None:
+        values["out"] = path_argument(values["out"], "out")
+    return run_theory(TheoryConfig(**values))
+
+
+def _unknown_keyword(given: Mapping[str, object], declared: Iterable[str], function: str) -> None:
+    """A :class:`UserError` for the first keyword of ``given`` that ``function`` does not
+    declare (what Python's own TypeError says for a signature written out)."""
+    names = tuple(declared)
+    unknown = sorted(set(given) - set(names))
+    if unknown:
+        raise UserError(
+            f"{function} got an unknown keyword {unknown[0]!r}; its options are: "
+            f"{', '.join(names)}."
+        )

@@ -894,12 +894,22 @@ def declared_configs(package: Path = PACKAGE) -> dict[str, set[str]]:
     return configs
 
 
+#: the API functions that take a command's declared options as keywords (``**options``,
+#: checked against the declarations) -> that command's config and the parameters the function
+#: writes out itself because they are its own (arrays where the command reads a file)
+API_KEYWORDS = {
+    "measure": ("AnalyzeConfig", {"z1", "z2", "labels", "n_ref", "keys", "cross_modal", "probes"}),
+    "theory": ("TheoryConfig", {"source"}),
+}
+
+
 def second_declarations(package: Path = PACKAGE) -> list[str]:
     """Where an option that a config field declares is declared again (rule (i)): a Typer
     parameter of the command made from that config (``@declared_options(Config, ...)``), an
     ``Option``/``_opt``/``_maybe`` of its name outside the hand-written tables of other
-    commands (:data:`HAND_TABLES`), or a Protocol restating the config's fields (what the
-    training loop's ``LoopConfig`` once did)."""
+    commands (:data:`HAND_TABLES`), a Protocol restating the config's fields (what the
+    training loop's ``LoopConfig`` once did), or a keyword parameter of an API function
+    (:data:`API_KEYWORDS`) that writes out one of its command's options."""
     configs = declared_configs(package)
     declared = set().union(*configs.values()) if configs else set()
     found = []
@@ -927,6 +937,13 @@ def second_declarations(package: Path = PACKAGE) -> list[str]:
                 }
                 fields = set().union(*(configs.get(c or "", set()) for c in made_from))
                 args = node.args.args + node.args.kwonlyargs
+                if where == "cl_diag/api.py" and node.name in API_KEYWORDS:
+                    config, own = API_KEYWORDS[node.name]
+                    found += [
+                        f"{where}:{a.lineno} {node.name}({a.arg}=...) again as a keyword"
+                        for a in args
+                        if a.arg in configs.get(config, set()) - own
+                    ]
                 found += [
                     f"{where}:{a.lineno} --{a.arg.replace('_', '-')} again as a Typer parameter"
                     for a in args
@@ -956,17 +973,26 @@ def second_declarations(package: Path = PACKAGE) -> list[str]:
 
 
 def test_each_option_is_declared_once():
-    """Rule (i): train's and analyze's options are the fields of TrainConfig and
-    AnalyzeConfig (declared with option()), and nothing declares one of them again."""
+    """Rule (i): train's, analyze's and theory's options are the fields of TrainConfig,
+    AnalyzeConfig and TheoryConfig (declared with option()), and nothing declares one of them
+    again."""
     configs = declared_configs()
     assert len(configs.get("TrainConfig", ())) >= 50, "the check would pass vacuously"
     assert len(configs.get("AnalyzeConfig", ())) >= 30, "the check would pass vacuously"
+    assert len(configs.get("TheoryConfig", ())) >= 13, "the check would pass vacuously"
     assert second_declarations() == []
 
 
 def test_a_planted_second_declaration_of_an_option_is_reported(tmp_path):
     """A Typer parameter for --batch-size in the train command, a hand-written table that
-    declares batch_size again, and a Protocol restating the config are each reported."""
+    declares batch_size again, a Protocol restating the config, and keywords of the API's
+    theory and measure written out again are each reported."""
+    api = (PACKAGE / "api.py").read_text(encoding="utf-8")
+    for own in ("**settings: object", "**pair_options: object"):
+        assert api.count(own) == 1
+    planted_api = api.replace(
+        "**settings: object", "temperature: float | None = None, **settings: object"
+    ).replace("**pair_options: object", "seed: int = 0,\n    **pair_options: object")
     command = (PACKAGE / "cli" / "train.py").read_text(encoding="utf-8")
     assert "    **declared: Any," in command
     planted_command = command.replace(
@@ -977,6 +1003,7 @@ def test_a_planted_second_declaration_of_an_option_is_reported(tmp_path):
         tmp_path,
         {
             "cli/train.py": planted_command,
+            "api.py": planted_api,
             "orchestration/zz_planted.py": (
                 "from cl_diag.options import Option, OptionTable\n"
                 'AGAIN = OptionTable("again", (Option("batch_size", int, low=2),))\n'
@@ -997,6 +1024,15 @@ def test_a_planted_second_declaration_of_an_option_is_reported(tmp_path):
             ),
             "cl_diag/orchestration/zz_planted.py:2 'batch_size' again as an Option",
             "cl_diag/training/zz_planted.py:2 Config restates TrainConfig",
+            *(
+                f"cl_diag/api.py:{i} {function}({name}=...) again as a keyword"
+                for function, name, start in (
+                    ("theory", "temperature", "def theory("),
+                    ("measure", "seed", "    seed: int = 0,"),
+                )
+                for i, line in enumerate(planted_api.splitlines(), 1)
+                if line.startswith(start)
+            ),
         ]
     )
 

@@ -7,75 +7,20 @@ predictions, from the closed forms of :mod:`cl_diag.measurement.theory`)."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import Any
 
 import typer
 
 from cl_diag.cli import app
-
-_SETTING = "Setting (over what SOURCE records)"
-_SIZES = "Sizes"
+from cl_diag.cli.declared import declared_options
+from cl_diag.orchestration.theory_config import THEORY, TheoryConfig
 
 
 @app.command(name="theory")
+@declared_options(TheoryConfig, THEORY)
 def theory_command(
-    source: str | None = typer.Argument(
-        None,
-        help="A result.json (or analysis folder), a cl-diag checkpoint or a training recipe "
-        "whose setting to read; the options below go over it.",
-        show_default=False,
-    ),
-    loss: str | None = typer.Option(
-        None, help="The loss (e.g. supcl, sigmoid, simclr).", rich_help_panel=_SETTING
-    ),
-    temperature: float | None = typer.Option(
-        None,
-        "--temperature",
-        "--tau",
-        "--t",
-        help="τ (t for the sigmoid loss).",
-        rich_help_panel=_SETTING,
-    ),
-    bias: float | None = typer.Option(
-        None, "--bias", "--b", help="The sigmoid loss's b (= −b_SigLIP).", rich_help_panel=_SETTING
-    ),
-    alpha: float | None = typer.Option(
-        None, help="supcl's self-supervised share α in [0, 1].", rich_help_panel=_SETTING
-    ),
-    within_view: bool | None = typer.Option(
-        None,
-        "--within-view/--cross-view-only",
-        help="The sigmoid loss with within-view negatives, or cross-view ones only.",
-        rich_help_panel=_SETTING,
-        show_default=False,
-    ),
-    vrn: float | None = typer.Option(
-        None, help="VRN's weight λ (0: off).", rich_help_panel=_SETTING
-    ),
-    n: int | None = typer.Option(
-        None, "--n", help="n, the training instances (the full batch).", rich_help_panel=_SIZES
-    ),
-    batch_size: int | None = typer.Option(
-        None, "--batch-size", "--m", help="m, the mini-batch size.", rich_help_panel=_SIZES
-    ),
-    d: int | None = typer.Option(
-        None, "--d", help="d, the dimension the loss sees.", rich_help_panel=_SIZES
-    ),
-    classes: int | None = typer.Option(
-        None, help="supcl: classes per balanced batch (the SSEM's m).", rich_help_panel=_SIZES
-    ),
-    per_class: int | None = typer.Option(
-        None,
-        help="supcl: instances of each class per batch (the SSEM's n).",
-        rich_help_panel=_SIZES,
-    ),
-    views: int | None = typer.Option(
-        None, help="supcl: views per instance (default 2).", rich_help_panel=_SIZES
-    ),
-    out: Path | None = typer.Option(
-        None, "--out", "-o", help="Write the phase diagrams (SVG and PNG) into this folder."
-    ),
     as_json: bool = typer.Option(False, "--json", help="Print every number as JSON instead."),
+    **declared: Any,  # one per TheoryConfig field
 ) -> None:
     """What the sources predict for a setting, before you train: each result that applies,
     the condition it rests on (and whether it holds at these sizes) and advice, with phase
@@ -92,26 +37,9 @@ def theory_command(
     from rich.console import Console
 
     from cl_diag.measurement.advice import CERTAINTY
-    from cl_diag.orchestration.theory import TheoryConfig, theory
+    from cl_diag.orchestration.theory import theory
 
-    outcome = theory(
-        TheoryConfig(
-            source=source,
-            loss=loss,
-            temperature=temperature,
-            bias=bias,
-            alpha=alpha,
-            within_view=within_view,
-            vrn=vrn,
-            n=n,
-            batch_size=batch_size,
-            d=d,
-            classes=classes,
-            per_class=per_class,
-            views=views,
-            out=out,
-        )
-    )
+    outcome = theory(TheoryConfig(**declared))
     if as_json:
         print(outcome.to_json())
         return

@@ -20,30 +20,10 @@ from typing import Any
 
 from cl_diag.errors import UserError
 from cl_diag.measurement.advice import Sizes, TheoryAdvice, advise
+from cl_diag.orchestration.theory_config import TheoryConfig
 from cl_diag.runconfig import RunConfig, parse_run_config
 
-__all__ = ["TheoryConfig", "TheoryOutcome", "theory", "train_advice_line"]
-
-
-@dataclass(frozen=True)
-class TheoryConfig:
-    """What ``cl-diag theory`` was given: a ``source`` file (optional) and the settings that go
-    over it (None: not given). ``out``: the folder the phase diagrams are written into."""
-
-    source: str | None = None
-    loss: str | None = None
-    temperature: float | None = None
-    bias: float | None = None
-    alpha: float | None = None
-    within_view: bool | None = None
-    vrn: float | None = None
-    n: int | None = None
-    batch_size: int | None = None
-    d: int | None = None
-    classes: int | None = None
-    per_class: int | None = None
-    views: int | None = None
-    out: Path | None = None
+__all__ = ["TheoryOutcome", "theory", "train_advice_line"]
 
 
 @dataclass
