@@ -48,6 +48,7 @@ def _models(seed: int = 0):
     return encoder, projector
 
 
+@pytest.mark.slow
 def test_analyze_any_module_runs_the_whole_protocol(tmp_path, tiny_imagefolder):
     from cl_diag.measurement.views import sample_indices
     from cl_diag.training.augment import train_transform

@@ -35,6 +35,7 @@ def _flat(d, prefix=""):
     return out
 
 
+@pytest.mark.slow
 def test_two_views_are_the_default_result_byte_for_byte(checkpoint, tmp_path):
     _analyze(checkpoint, tmp_path / "default")
     _analyze(checkpoint, tmp_path / "two", views=2)
@@ -42,6 +43,7 @@ def test_two_views_are_the_default_result_byte_for_byte(checkpoint, tmp_path):
         assert (tmp_path / "default" / name).read_bytes() == (tmp_path / "two" / name).read_bytes()
 
 
+@pytest.mark.slow
 def test_three_views_count_every_view_pair_and_every_view(checkpoint, tmp_path):
     two = _analyze(checkpoint, tmp_path / "two")
     three = _analyze(checkpoint, tmp_path / "three", views=3)

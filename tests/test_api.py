@@ -32,6 +32,7 @@ def _files(folder: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
 
 
+@pytest.mark.slow
 def test_import_is_light_and_pulls_no_optional_extra():
     code = (
         "import sys, cl_diag\n"
@@ -182,6 +183,7 @@ def test_load_is_the_checked_typed_result(tmp_path):
         cl_diag.load(tmp_path / "bad.json")
 
 
+@pytest.mark.slow
 def test_compare_is_the_cli_compare(tmp_path, run_cli):
     for name, noise in (("tight", 0.2), ("loose", 1.0)):
         z1, _, _ = _views(n=30, d=5)

@@ -808,6 +808,7 @@ def test_a_planted_block_literal_is_reported(tmp_path):
     }
 
 
+@pytest.mark.slow
 def test_a_planted_pair_type_is_reported(tmp_path):
     """Rule (g) on the package with the old spellings planted in two modules."""
     package = _planted(
@@ -972,6 +973,7 @@ def second_declarations(package: Path = PACKAGE) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 def test_each_option_is_declared_once():
     """Rule (i): train's, analyze's and theory's options are the fields of TrainConfig,
     AnalyzeConfig and TheoryConfig (declared with option()), and nothing declares one of them
@@ -983,6 +985,7 @@ def test_each_option_is_declared_once():
     assert second_declarations() == []
 
 
+@pytest.mark.slow
 def test_a_planted_second_declaration_of_an_option_is_reported(tmp_path):
     """A Typer parameter for --batch-size in the train command, a hand-written table that
     declares batch_size again, a Protocol restating the config, and keywords of the API's

@@ -10,12 +10,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "bench_pairs.py"
 
 
+@pytest.mark.slow
 def test_a_tiny_run_prints_the_ratio_beside_the_cpu():
     done = subprocess.run(
         [sys.executable, str(SCRIPT), "--sizes", "600", "--skip-100k", "--skip-peer",

@@ -67,6 +67,7 @@ def runs(tmp_path_factory):
         torch.set_num_threads(threads)
 
 
+@pytest.mark.slow
 def test_free_optimisation_ends_at_the_ccem_optimum(runs):
     for name, result in runs:
         t, b = result.config["temperature"], result.config["bias"]
@@ -80,6 +81,7 @@ def test_free_optimisation_ends_at_the_ccem_optimum(runs):
         assert neg == pytest.approx(expected.s_neg, abs=5e-3), name
 
 
+@pytest.mark.slow
 def test_ccem_claim_and_figure_in_the_comparison(runs):
     cmp = Comparison(runs)
     doc = build_comparison(cmp)

@@ -209,6 +209,7 @@ def test_one_class_and_singletons_have_no_s_b_or_s_w():
         class_collapse(z, z, None)
 
 
+@pytest.mark.slow
 def test_analyze_writes_the_block_for_labelled_embeddings(tmp_path, run_cli, pairs_file):
     out = tmp_path / "out"
     r = run_cli("analyze", pairs_file, "--out", out)

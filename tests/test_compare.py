@@ -568,6 +568,7 @@ def _open_in_browser(page: Path, tmp_path: Path) -> dict:
     return report
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(
     CHROMIUM is None,
     reason="Chromium is not installed (Debian: apt-get install chromium); .ci/run installs it",

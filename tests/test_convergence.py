@@ -121,6 +121,7 @@ def test_the_ssem_optimum_loss_is_the_supcl_losss_floor_on_its_batch():
         assert all(floor <= ssem_loss(b / 20, alpha, 0.3, 10, 10, 2) + 1e-12 for b in range(21))
 
 
+@pytest.mark.slow
 def test_an_analysed_checkpoint_records_its_loss_trend(tmp_path, run_cli):
     out = tmp_path / "toy"
     args = ("--dataset", "toy", "--loss", "simclr", "--batch-size", "2", "--steps", "20")

@@ -351,6 +351,7 @@ def test_a_cross_modal_npz_with_named_keys_gets_retrieval_and_the_modality_gap(
     assert "Over 57 %" not in report and "| contradicted |" not in report
 
 
+@pytest.mark.slow
 def test_cross_modal_is_opt_in_and_opt_out(run_cli, pairs_file, clip_file, tmp_path):
     on = tmp_path / "on"
     assert run_cli("analyze", pairs_file, "--cross-modal", "--out", on, "-q").code == 0

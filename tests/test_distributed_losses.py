@@ -92,6 +92,7 @@ def ranks(tmp_path_factory):
     return [torch.load(tmp / f"rank{r}.pt", weights_only=True) for r in range(2)]
 
 
+@pytest.mark.slow
 def test_global_indices_and_gather(ranks):
     assert ranks[0]["index"] == [0, 1, 2] and ranks[1]["index"] == [3, 4, 5, 6]
     assert ranks[0]["gather_index"] == [0, 1, 2] and ranks[1]["gather_index"] == [3, 4, 5, 6]

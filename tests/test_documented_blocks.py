@@ -278,6 +278,7 @@ def _python_documents() -> dict[Path, list[tuple[int, str]]]:
     return documents
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "path", sorted(_python_documents()), ids=lambda p: str(p.relative_to(ROOT))
 )

@@ -210,6 +210,7 @@ def test_lightly_lightning_ckpt_end_to_end(run_cli, tmp_path, lightly_model, tin
     assert "layout.key map" in report and "projection_head.layers.*" in report
 
 
+@pytest.mark.slow
 def test_a_resnet_analysed_at_the_digits_own_8_px_is_warned(run_cli, tmp_path, lightly_model):
     """Before: a lightly ResNet-18 analysed with --dataset digits and no --image-size was encoded
     at the digits' own 8 px with nothing said, and its report read "collapsed". Now one warning
@@ -304,6 +305,7 @@ def moco_v2():
     return _randomise_bn(_MoCoV2(torchvision.models.resnet18)).eval()
 
 
+@pytest.mark.slow
 def test_moco_v2_query_and_key_encoders(tmp_path, moco_v2):
     path = tmp_path / "checkpoint_0199.pth.tar"
     _moco_file(moco_v2, path)
@@ -339,6 +341,7 @@ def test_moco_v2_query_and_key_encoders(tmp_path, moco_v2):
     assert weights_sha256(read_checkpoint_file(tmp_path / "other.pth.tar")) == weights_sha256(file)
 
 
+@pytest.mark.slow
 def test_moco_v1_single_linear_fc_and_v3_mlp_with_last_bn(tmp_path):
     torch.manual_seed(5)
     v1 = _MoCoV2(torchvision.models.resnet18, mlp=False).eval()
@@ -503,6 +506,7 @@ def test_dino_resnet_teacher_and_student(tmp_path):
     assert [type(m).__name__ for m in twin][2] == "GELU"
 
 
+@pytest.mark.slow
 def test_dino_vit_via_timm_end_to_end(run_cli, tmp_path, tiny_imagefolder):
     student, teacher = _dino_pair(_test_vit, 64)
     path = tmp_path / "checkpoint.pth"

@@ -296,6 +296,7 @@ def test_ddp_rows_are_the_global_batchs(tmp_path):
 # --------------------------------------------------------------------------- the lightly example
 
 
+@pytest.mark.slow
 def test_the_lightly_example_logs_rows(tmp_path):
     pytest.importorskip("lightly")
     root = Path(__file__).resolve().parents[1]

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import csv
 
+import pytest
+
 from cl_diag.orchestration.analyze import AnalyzeConfig, analyze
 from cl_diag.orchestration.compare import CompareConfig, compare
 from cl_diag.orchestration.train import TrainConfig, train
@@ -13,6 +15,7 @@ TOY = dict(dataset="toy", arch="embedding", num_samples=8, dim=4, batch_size=4, 
 TOY.update(optimizer="sgd", lr=0.5, momentum=0.0, weight_decay=0.0, warmup_epochs=0.0)
 
 
+@pytest.mark.slow
 def test_hcl_views_and_queue_runs_are_compared(tmp_path):
     runs = {
         "simclr": dict(TOY, loss="simclr", temperature=0.5),

@@ -203,6 +203,7 @@ def test_the_cli_message_names_the_option_as_typed(run_cli, pairs_file, tmp_path
     assert "--probes 'bogus': give 'all', 'none' or a comma-separated subset of linear" in run.err
 
 
+@pytest.mark.slow
 def test_analyze_takes_probes_none_as_the_cli_does(tmp_path):
     torch = pytest.importorskip("torch")
     torch.manual_seed(0)
@@ -229,6 +230,7 @@ def test_the_namespace_is_the_public_api():
     )
 
 
+@pytest.mark.slow
 def test_every_name_in_all_imports_in_a_fresh_interpreter():
     code = textwrap.dedent(
         """

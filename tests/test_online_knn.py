@@ -37,6 +37,7 @@ def two_runs(tmp_path_factory):
     return root
 
 
+@pytest.mark.slow
 def test_online_knn_leaves_the_training_unchanged(two_runs):
     plain, knn = _rows(two_runs / "plain" / "metrics.csv"), _rows(two_runs / "knn" / "metrics.csv")
     assert len(plain) == len(knn) == 2
@@ -48,6 +49,7 @@ def test_online_knn_leaves_the_training_unchanged(two_runs):
     assert "knn_top1" not in plain[0]
 
 
+@pytest.mark.slow
 def test_online_knn_is_the_analysis_knn_probe_of_the_same_weights(two_runs, run_cli):
     out = two_runs / "knn-analysis"
     result = run_cli(
@@ -68,6 +70,7 @@ def test_online_knn_is_the_analysis_knn_probe_of_the_same_weights(two_runs, run_
     assert float(last["knn_top1"]) == probes["knn"]["k20"]["top1"]
 
 
+@pytest.mark.slow
 def test_the_analysis_report_draws_the_checkpoints_training_curves(two_runs, run_cli):
     out = two_runs / "curves-analysis"
     args = ("--probes", "none", "--no-baselines", "--layers", "backbone", "--out", out)

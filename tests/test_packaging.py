@@ -41,6 +41,7 @@ def test_ci_runs_the_readme_test_command_verbatim():
     assert 'python_for 3.11)" -m venv .venv-ci' in ci  # a venv of its own, not the machine's Python
 
 
+@pytest.mark.slow
 def test_every_import_is_declared():
     assert _check_imports().problems(ROOT) == []
 

@@ -199,6 +199,7 @@ def _commit_time(path: Path, *, first: bool) -> int | None:
     return int(stamps[-1])
 
 
+@pytest.mark.slow
 def test_plans_declared_before_their_runs_were_committed_before_them():
     if _commit_time(REPO / "plans" / "README.md", first=True) is None:
         pytest.skip("not a git checkout with history")

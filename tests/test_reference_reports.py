@@ -118,6 +118,7 @@ QUOTED = [
 ]
 
 
+@pytest.mark.slow
 def test_the_reports_index_tables_the_verdicts_the_registry_computes():
     # reports/README.md's verdict table is generated from the committed results (every study,
     # the VRN weight study's tuning sweep too), never written by hand
@@ -296,6 +297,7 @@ def test_the_rendered_runs_cover_every_setting_of_every_study():
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", ANALYSES)
 def test_committed_analysis_reports_render_byte_identical(path, tmp_path):
     # report.md, report.html and the figures of each committed analysis, rendered again from its
@@ -330,6 +332,7 @@ def test_lean_studies_leave_out_only_what_renders_from_the_results(study):
     assert not any("comparison" in line or "result.json" in line for line in ignore)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("study", STUDIES)
 def test_committed_comparisons_render_byte_identical(study, tmp_path, monkeypatch):
     # each study's comparison, made again by `cl-diag compare` from the committed results, run
@@ -395,6 +398,7 @@ def test_each_analysis_csv_is_its_runs_rows_of_the_comparison_csv(study):
 VRN_WEIGHT_COMPARISONS = (("tuning", "tuning/comparison"), ("test", "comparison"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("runs", "folder"), VRN_WEIGHT_COMPARISONS)
 def test_vrn_weight_comparisons_render_byte_identical(runs, folder, tmp_path, monkeypatch):
     from cl_diag.orchestration.compare import CompareConfig, compare, recorded_plan
@@ -424,6 +428,7 @@ def test_vrn_weight_comparisons_render_byte_identical(runs, folder, tmp_path, mo
         assert (copy / folder / name).read_bytes() == (study / folder / name).read_bytes(), name
 
 
+@pytest.mark.slow
 def test_vrn_weight_selection_is_what_the_tool_makes_of_the_tuning_runs(tmp_path):
     # selection.json and selection.md: tools/select_vrn.py's choice of lambda from the committed
     # tuning results, the same bytes

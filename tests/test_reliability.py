@@ -73,6 +73,7 @@ def _crafted(source: Path, target: Path, change) -> Path:
 # --------------------------------------------------------------------------- 2. grid values
 
 
+@pytest.mark.slow
 def test_grid_values_never_name_a_path_outside_out(run_cli, tmp_path):
     jail = tmp_path / "jail"
     out = jail / "sweep"
@@ -120,6 +121,7 @@ def test_a_planted_ownership_listing_deletes_nothing(run_cli, tmp_path):
     assert (out / "thesis.tex").read_text() == "my thesis"
 
 
+@pytest.mark.slow
 def test_a_users_own_report_is_refused_without_overwrite(run_cli, tmp_path):
     source = embeddings(tmp_path / "a.npz")
     out = tmp_path / "out"
@@ -144,6 +146,7 @@ def test_a_users_own_report_is_refused_without_overwrite(run_cli, tmp_path):
 # --------------------------------------------------------------------------- 4. atomic as a set
 
 
+@pytest.mark.slow
 def test_a_folder_in_the_way_changes_nothing(run_cli, tmp_path):
     out = tmp_path / "out"
     assert run_cli("analyze", embeddings(tmp_path / "a.npz"), "--out", out, "-q").code == 0
@@ -402,6 +405,7 @@ def test_a_bad_validation_image_stops_analyze_naming_the_file(run_cli, tmp_path,
 # --------------------------------------------------------------------------- 9. probes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "train_images, skipped",
     [
@@ -443,6 +447,7 @@ def test_probes_that_cannot_run_are_skipped_with_their_reason(
         assert f"The {probe} probe was not run:" in report
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "classes, per_class, skipped",
     [
@@ -522,6 +527,7 @@ def test_non_dense_tensors_are_named(run_cli, tmp_path, make, fragment):
     refused(run_cli("analyze", path, "--out", tmp_path / "out"), fragment.format(p=path))
 
 
+@pytest.mark.slow
 def test_files_are_read_by_content_not_by_name(run_cli, tmp_path):
     npz = embeddings(tmp_path / "a.npz")
     renamed = tmp_path / "x.pt"
@@ -630,6 +636,7 @@ print("codes", codes)
 """
 
 
+@pytest.mark.slow
 def test_a_full_disk_is_a_message_and_the_old_output_survives(run_cli, tmp_path, toy_run):
     out = tmp_path / "analysis"
     assert run_cli("analyze", embeddings(tmp_path / "a.npz", n=200), "--out", out, "-q").code == 0

@@ -182,6 +182,7 @@ def test_the_home_folder_and_cl_diags_source_are_refused(
 # --------------------------------------------------------------------------- the API
 
 
+@pytest.mark.slow
 def test_the_api_refuses_an_expanded_tensor_under_a_memory_cap(capped_cli):
     """The issue's case: 10^8 x 16 ones expanded from one row (6.4 GB as float32). Before, the
     API tried to allocate it; the cap (what the process holds + 1 GiB) would end that in a
@@ -314,6 +315,7 @@ def test_a_number_that_is_no_whole_number_gets_an_error_line(run_cli, pairs_file
     refused(run_cli("analyze", pairs_file, *args), fragment, "give a whole number such as")
 
 
+@pytest.mark.slow
 def test_a_marked_copy_named_in_a_planted_listing_survives(run_cli, tmp_path, pairs_file):
     """Before: a copy of an old report (``mine.md``) and a CSV with cl-diag's header row, named
     in a listing planted with their real seals, were deleted as stale files of the previous
@@ -367,6 +369,7 @@ def test_a_second_train_into_a_folder_a_run_is_writing_is_refused(run_cli, tmp_p
     assert (out / "last.pt").is_file()
 
 
+@pytest.mark.slow
 def test_two_commands_writing_one_folder_move_their_files_one_after_the_other(
     run_cli, tmp_path, pairs_file, monkeypatch
 ):

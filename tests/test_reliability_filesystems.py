@@ -227,6 +227,7 @@ def test_a_planted_listing_with_the_real_seals_deletes_nothing(run_cli, tmp_path
     assert run_cli("analyze", source, "--out", out, "-q").code == 0
 
 
+@pytest.mark.slow
 def test_every_file_cl_diag_writes_into_an_output_folder_carries_its_mark(run_cli, tmp_path):
     """What makes ownership provable: each file analyze, compare and reproduce write begins
     with cl-diag's mark for its suffix (a renderer that loses it would make every rerun refuse)."""

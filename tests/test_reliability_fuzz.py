@@ -152,6 +152,7 @@ def _write_embeddings(path: Path, fmt: str, content: dict[str, np.ndarray]) -> N
             np.savez(stream, **content)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(case=embeddings_files())
 def test_malformed_embeddings_files(run_cli, scratch, case):
@@ -250,6 +251,7 @@ def toy_checkpoint(toy_last) -> dict:
     return load_checkpoint(toy_last)
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=15)
 @given(data=st.data())
 def test_corrupted_checkpoints(run_cli, scratch, toy_last, toy_checkpoint, data):
@@ -334,6 +336,7 @@ def _toml(value) -> str:
     return "[" + ", ".join(_toml(v) for v in value) + "]"
 
 
+@pytest.mark.slow
 @FUZZ
 @given(
     recipe=st.dictionaries(st.sampled_from(RECIPE_KEYS), TOML_VALUES, max_size=4),

@@ -129,6 +129,7 @@ def _analyze(tmp_path, images, encoder, name, projector=None, **extra):
     )
 
 
+@pytest.mark.slow
 def test_analyze_reads_the_common_output_forms_of_an_encoder(tmp_path, tiny_imagefolder):
     images = tiny_imagefolder[0]
     plain = _analyze(tmp_path, images, _Encoder(), "plain").result.layers["backbone"]
@@ -198,6 +199,7 @@ def test_views_on_two_devices_are_refused():
 # --------------------------------------------------------------------------- 6. messages
 
 
+@pytest.mark.slow
 def test_files_are_read_by_content_and_numpy_arrays_in_a_pt_are_data(run_cli, tmp_path):
     z1, z2 = views()
     labels = np.arange(30) % 3

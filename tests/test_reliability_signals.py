@@ -278,6 +278,7 @@ def train_reference(tmp_path_factory) -> tuple[Path, dict[str, int]]:
 
 # SIGINT mid-epoch (an optimizer step), SIGKILL at a rename (last.pt, metrics.csv, ...); the
 # resume test of test_training_resume.py covers SIGKILL between epochs
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "sig, hook",
     [(signal.SIGINT, "step"), (signal.SIGKILL, "replace"), (signal.SIGTERM, "replace")],
@@ -308,6 +309,7 @@ def test_train_interrupted_then_resumed_equals_an_uninterrupted_run(
     assert leftovers(run) == []
 
 
+@pytest.mark.slow
 def test_train_killed_at_its_last_write_resumes_to_the_same_files(
     run_cli, tmp_path, train_reference
 ):
@@ -356,6 +358,7 @@ def analyze_reference(tmp_path_factory, toy_checkpoint) -> tuple[Path, int, Path
     return reference, calls["replace"], root / "previous"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "sig", [signal.SIGINT, signal.SIGKILL, signal.SIGTERM], ids=["SIGINT", "SIGKILL", "SIGTERM"]
 )

@@ -320,6 +320,7 @@ def test_geometry_block(rendered):
     assert md_row(md, "alignment ceiling", after)[0] == fmt(geo["alignment_ceiling"]["value"])
 
 
+@pytest.mark.slow
 def test_ceiling_below_one_is_flagged_only_beyond_its_sampling_error():
     # issue 12: the ceiling uses the sample's mean negative; 0.97 is below 1 by less than that
     # mean's sampling error when the negatives spread widely over n = 30 rows (var ~ 0.15:
@@ -458,6 +459,7 @@ def test_svg_figures_are_valid_and_undated(rendered):
         assert "<dc:date>" not in text and "Matplotlib v" not in text
 
 
+@pytest.mark.slow
 def test_byte_identical_reruns_and_isolated_from_global_style(tmp_path):
     result = make_result(n=40, n_ref=1000)
     first, second = tmp_path / "a", tmp_path / "b"
@@ -496,6 +498,7 @@ def _render_md(result: dict) -> str:
         return (Path(tmp) / "report.md").read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_theory_predictions_only_for_the_loss_layer():
     result = make_result(n=50, n_ref=50000, d=128, labels=False, probes=False)
     result["theory"]["loss_layer"] = "projector"

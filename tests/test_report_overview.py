@@ -120,6 +120,7 @@ def test_headline_counts_excessive_separation_beyond_float_residue(tmp_path):
     assert "| excessive ratio (s < δ − 0.001) | — | 0 | 0 |" in md
 
 
+@pytest.mark.slow
 def test_probe_internals_sit_in_the_collapsed_appendix(tmp_path):
     from cl_diag.report import render_analysis
     from cl_diag.report.analysis import build_analysis
@@ -189,6 +190,7 @@ def _write(folder: Path, data: dict) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_compare_label_option(run_cli, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     _write(tmp_path / "batch-size=16" / "analysis", make_result(n=40, batch_size=16))
@@ -476,6 +478,7 @@ def _first_screen(page: Path, tmp_path: Path) -> dict:
     return json.loads(htmllib.unescape(found.group(1)))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(
     CHROMIUM is None,
     reason="Chromium is not installed (Debian: apt-get install chromium); .ci/run installs it",
@@ -531,6 +534,7 @@ COMMITTED_PAGES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(
     CHROMIUM is None,
     reason="Chromium is not installed (Debian: apt-get install chromium); .ci/run installs it",

@@ -658,6 +658,7 @@ def test_reports_show_the_fingerprint_in_a_collapsed_section_at_their_end():
     )
 
 
+@pytest.mark.slow
 def test_a_result_without_a_fingerprint_has_no_environment_section():
     from cl_diag.report import analysis_files
 

@@ -422,6 +422,7 @@ def test_validity_flags():
 # ---- the comparison frame -----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_compare_builds_one_frame_one_row_per_run(tmp_path):
     from cl_diag.orchestration.compare import CompareConfig, compare
 

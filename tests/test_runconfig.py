@@ -67,6 +67,7 @@ def _enabled_run(vrn: object, seed: int = 1) -> Result:
     )
 
 
+@pytest.mark.slow
 def test_an_enabled_vrn_without_a_weight_reads_the_same_in_every_reader():
     # the case: {"enabled": true} was weight 1.0 in the comparison and 0 in the
     # single-run report; now every reader says "on, weight not recorded"

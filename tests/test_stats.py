@@ -388,6 +388,7 @@ def test_power_of_the_paired_design_matches_simulation():
     )
 
 
+@pytest.mark.slow
 def test_power_of_the_slope_design_matches_simulation():
     levels, margin, sd, alpha = (4.0, 5.0, 6.0), 0.03, 0.05, 0.025
     n = 4

@@ -82,6 +82,7 @@ def runs(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("m", "n", "tau"), SETTINGS)
 def test_within_class_variance_follows_the_collapse_threshold(runs, m, n, tau):
     alpha_c = collapse_threshold(tau, m, n)

@@ -284,6 +284,7 @@ def _evidence() -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
+@pytest.mark.slow
 def test_committed_grid_evidence_supports_the_region():
     # tools/ssem_region.py wrote docs/ssem-region.csv by free optimisation over the grid G of
     # docs/ssem.md; its closed-form columns are recomputed here, its free losses read

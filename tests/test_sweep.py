@@ -29,6 +29,7 @@ def test_parse_grid_and_cells():
     ]
 
 
+@pytest.mark.slow
 def test_sweep_trains_analyses_compares_and_skips_complete_cells(run_cli, tmp_path):
     out = tmp_path / "sweep"
     args = [
@@ -174,6 +175,7 @@ def test_parallel_cells_run_in_worker_processes_as_they_run_here(run_cli, tmp_pa
         assert apart["layers"] == here["layers"]
 
 
+@pytest.mark.slow
 def test_a_parallel_cell_that_fails_stops_the_sweep_with_its_log(run_cli, tmp_path):
     # a cell's error (here: a data root that is not there) ends the sweep with exit 2, naming
     # the cell and quoting its log, and no comparison
@@ -215,6 +217,7 @@ def test_parallel_cells_take_the_visible_gpus_in_turn_and_leave_a_cpu_alone(monk
     assert [_cell_gpu(slot) for slot in range(3)] == ["0", "1", "0"]
 
 
+@pytest.mark.slow
 def test_equal_steps_mode_holds_steps_and_warm_up_across_batch_sizes(run_cli, tmp_path):
     out = tmp_path / "sweep"
     result = run_cli(
@@ -273,6 +276,7 @@ def test_equal_steps_refusals(run_cli, tmp_path, extra, fragment):
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_a_quiet_sweep_prints_a_line_per_run_and_no_training_rows(run_cli, tmp_path):
     # issue 37: a sweep or reproduction without a bar printed every metrics row of every run (a
     # free-embedding run of 2,000 one-step epochs: 2,000 lines); now one line per run done

@@ -197,6 +197,7 @@ def test_thm51_full_batch_reaches_simplex_etf(name, n, d):
         assert torch.allclose(s[kind], torch.full_like(s[kind], delta(n)), atol=1e-4), kind
 
 
+@pytest.mark.slow
 def test_ex54_sigmoid_cross_only_is_excessively_separated_and_matches_ccem():
     n, t, b = 8, 1.0, 1.0
     assert sigmoid_eq10(t, b, n)
@@ -232,6 +233,7 @@ def test_sigmoid_antipodal_regime():
     assert torch.allclose(s["cross"], torch.full_like(s["cross"], -1.0), atol=1e-4)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,seed", [("simclr", 0), ("simclr", 1), ("dhel", 2), ("dcl", 3)])
 def test_thm55_fixed_minibatches_variance_band(name, seed):
     n, m = 4, 2

@@ -316,6 +316,7 @@ def _sigmoid(t: float, b: float, within: bool = False):
     return lambda p, q: LOSSES["sigmoid"](p, q, temperature=t, bias=b, within_view=within)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("side", [-0.8, 0.8])
 def test_eq10_advice_matches_a_free_optimisation_on_each_side(side):
     n, t = 6, 2.0
@@ -333,6 +334,7 @@ def test_eq10_advice_matches_a_free_optimisation_on_each_side(side):
         assert torch.allclose(s["cross"], torch.full_like(s["cross"], delta(n)), atol=1e-3)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("side", [-0.5, 0.5])
 def test_antipodal_advice_matches_a_free_optimisation_on_each_side(side):
     n, t = 6, 1.0
@@ -349,6 +351,7 @@ def test_antipodal_advice_matches_a_free_optimisation_on_each_side(side):
         assert s["pos"].mean().item() == pytest.approx(item.numbers["ccem"]["s_pos"], abs=5e-3)
 
 
+@pytest.mark.slow
 def test_the_within_view_remedy_matches_a_free_optimisation():
     n, t = 6, 2.0
     b = eq10_bias_boundary(t, n) - 0.8  # over-separated without within-view negatives
@@ -360,6 +363,7 @@ def test_the_within_view_remedy_matches_a_free_optimisation():
     assert torch.allclose(s["cross"], torch.full_like(s["cross"], delta(n)), atol=1e-3)
 
 
+@pytest.mark.slow
 def test_the_band_advice_matches_a_free_optimisation():
     n, m = 4, 2
     (_, band) = advise("simclr", {"temperature": 0.5}, Sizes(n=n, m=m, d=3)).items

@@ -159,6 +159,7 @@ def test_timm_state_dict_end_to_end(run_cli, tmp_path, tiny_imagefolder):
     assert sorted(data["probes"]["baselines"]) == ["random_init", "raw_pixels"]
 
 
+@pytest.mark.slow
 def test_train_and_analyze_a_timm_backbone(run_cli, tmp_path):
     out = tmp_path / "run"
     common = ("--dataset", "digits", "--batch-size", "16", "--steps", "2", "--device", "cpu")

@@ -329,6 +329,7 @@ def test_nan_loss_stops_naming_the_step_and_keeps_the_last_checkpoint(tmp_path, 
     assert ck["step"] == 2 and ck["epoch"] == 1 and not ck["complete"]
 
 
+@pytest.mark.slow
 def test_rebuttal_toy_experiment_vrn_shrinks_the_negative_spread(tmp_path):
     """The rebuttal's toy claim (paper-notes 7.2): with VRN the negative similarities centre
     on -1/(n-1) = -1/3 and their spread shrinks by about an order of magnitude."""

@@ -186,6 +186,7 @@ def test_sweep_and_train_need_no_cli():
     assert done.stdout.strip() == "[]"
 
 
+@pytest.mark.slow
 def test_sweep_from_python_with_typed_overrides(tmp_path):
     out = tmp_path / "sweep"
     seen = []
@@ -219,6 +220,7 @@ def test_sweep_from_python_with_typed_overrides(tmp_path):
         assert not (tmp_path / "bad").exists()
 
 
+@pytest.mark.slow
 def test_sweep_cli_parses_shared_overrides_as_train_does(run_cli, tmp_path):
     out = tmp_path / "sweep"
     r = run_cli("sweep", TOY, "--grid", "seed=1", "--steps", "x", "--out", out)

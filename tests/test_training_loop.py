@@ -214,6 +214,7 @@ def test_pair_stats_both_ways_match_direct_computation_and_give_vrn(b, d):
     assert r["vrn"] == pytest.approx(np.var(cross) + (np.mean(cross) - delta) ** 2, rel=1e-6)
 
 
+@pytest.mark.slow
 def test_checkpoints_of_one_step_epochs_are_written_every_fifty_steps(tmp_path, monkeypatch):
     # free embeddings on their full batch train one step an epoch: last.pt is written after the
     # first epoch, once 50 steps have passed since the last write, at every save_every epoch

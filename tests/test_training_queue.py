@@ -97,6 +97,7 @@ def test_monitor_pools_queue_steps_and_skips_steps_without_one():
 SMALL = dict(num_samples=64, batch_size=16, warmup_epochs=0.0, quiet=True)
 
 
+@pytest.mark.slow
 def test_the_second_step_sees_the_first_steps_keys(tmp_path):
     # lr ~ 0 and --key-encoder same: the model does not move, so step 2's logged loss is the loss
     # of batch 2 with batch 1's unit embeddings as the queue, recomputed here from the data.

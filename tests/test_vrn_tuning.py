@@ -251,6 +251,7 @@ def test_selection_takes_the_best_mean_per_batch_size_never_zero_ties_to_the_sma
     assert "| 1 **λ\\*** | 84.00 ± 1.41 | 1, 2 |" in selection.markdown()
 
 
+@pytest.mark.slow
 def test_selection_follows_the_data_either_way():
     """Random validation scores: the selected λ is the argmax of the means, and over many draws
     every λ of the grid gets chosen somewhere (the rule is not stuck on one answer)."""
@@ -333,6 +334,7 @@ def _tool():
     return module
 
 
+@pytest.mark.slow
 def test_the_tool_writes_the_selection_and_exits_2_without_validation(tmp_path, capsys):
     tuning = tmp_path / "tuning"
     for name, result in _runs({16: {v: [0.6 + v / 100, 0.7] for v in GRID}}):

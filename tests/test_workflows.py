@@ -6,8 +6,10 @@ from __future__ import annotations
 import shutil
 
 import numpy as np
+import pytest
 
 
+@pytest.mark.slow
 def test_the_default_output_folder_is_not_replaced_without_a_word(run_cli, tmp_path, pairs_file):
     """Before: the README's ``analyze pairs.npz --n-ref 50000`` then ``--pairs sampled`` put the
     second analysis over the first in pairs-analysis/ with nothing said."""
@@ -61,6 +63,7 @@ def test_compare_in_a_notebook_needs_no_folder_and_takes_labels_as_a_list_or_by_
         assert fragment in str(raised.value)
 
 
+@pytest.mark.slow
 def test_the_api_feeds_a_colour_network_the_digits_in_three_channels(tmp_path):
     """Before: cl_diag.analyze(encoder=resnet, dataset="digits") ended in "expected 3
     channels, but got 1"; the command line repeats the grey channel for a foreign model. Now
@@ -170,6 +173,7 @@ def test_key_value_overrides_are_options(run_cli, tmp_path, pairs_file):
     refused(run_cli("train", toy, "overwrite=maybe"), "--overwrite is a switch")
 
 
+@pytest.mark.slow
 def test_a_labelled_embeddings_file_gets_the_classification_probes(run_cli, tmp_path):
     """Before: an embeddings file with labels got retrieval only ("an embeddings file holds one
     set of rows"); now its view-1 rows are split per class (20 % held out, seeded) and the linear,
