@@ -478,11 +478,21 @@ def start_parallel_sweep(tmp_path: Path, args: list) -> tuple[subprocess.Popen, 
     return child, out
 
 
-def finish_like_an_uninterrupted_sweep(run_cli, tmp_path: Path, args: list, out: Path) -> None:
+#: the parallel sweep the signal cases interrupt (each case adds ``--parallel 2``)
+PARALLEL_SWEEP = ["sweep", TOY, "--grid", "seed=1,2", "--steps", PARALLEL_STEPS, "--quiet"]
+
+
+@pytest.fixture(scope="module")
+def parallel_sweep_reference(tmp_path_factory) -> Path:
+    """The uninterrupted sweep every parallel case ends equal to, run once for them all."""
+    reference = tmp_path_factory.mktemp("sweep") / "reference"
+    cli(*PARALLEL_SWEEP, "--out", reference)
+    return reference
+
+
+def finish_like_an_uninterrupted_sweep(run_cli, reference: Path, args: list, out: Path) -> None:
     again = run_cli(*args, "--out", out)
     assert again.code == 0, again.err
-    reference = tmp_path / "reference"
-    assert run_cli(*args, "--out", reference).code == 0
     for cell in ("seed=1", "seed=2"):
         assert_same_run(reference / cell, out / cell)
     assert same_but_paths(out / "comparison", reference / "comparison", out, reference)
@@ -492,12 +502,14 @@ def finish_like_an_uninterrupted_sweep(run_cli, tmp_path: Path, args: list, out:
 @pytest.mark.slow  # end to end, in processes of its own: the full suite runs it
 @pytest.mark.skipif(not Path("/proc/self/cwd").exists(), reason="needs /proc to find the cells")
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_a_parallel_sweep_passes_its_signal_to_every_cell(run_cli, tmp_path, sig):
+def test_a_parallel_sweep_passes_its_signal_to_every_cell(
+    run_cli, tmp_path, sig, parallel_sweep_reference
+):
     """``--parallel 2``: the cells run in processes of their own; SIGINT or SIGTERM to the sweep
     alone (as ``kill`` or a scheduler sends it) reaches both, the sweep waits for them and exits
     130 or 143 without a comparison, no cell outlives it, and rerunning it finishes both cells
     as an uninterrupted sweep does (issues 11 and 26)."""
-    args = ["sweep", TOY, "--grid", "seed=1,2", "--steps", PARALLEL_STEPS, "--quiet"]
+    args = PARALLEL_SWEEP
     child, out = start_parallel_sweep(tmp_path, args)
     assert len(cell_processes(tmp_path)) == 2
     child.send_signal(sig)
@@ -510,16 +522,16 @@ def test_a_parallel_sweep_passes_its_signal_to_every_cell(run_cli, tmp_path, sig
         assert not load_checkpoint(out / f"seed={seed}" / "last.pt")["complete"]
         log = (out / f"seed={seed}" / "sweep.log").read_text()
         assert "interrupted: the sweep resumes this cell" in log and "Traceback" not in log
-    finish_like_an_uninterrupted_sweep(run_cli, tmp_path, args, out)
+    finish_like_an_uninterrupted_sweep(run_cli, parallel_sweep_reference, args, out)
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/cwd").exists(), reason="needs /proc to find the cells")
-def test_the_cells_of_a_killed_parallel_sweep_stop(run_cli, tmp_path):
+def test_the_cells_of_a_killed_parallel_sweep_stop(run_cli, tmp_path, parallel_sweep_reference):
     """SIGKILL gives the sweep no chance to pass anything on (issue 26: its cells trained on for
     a minute); each cell notices its parent is gone and stops as on SIGTERM, keeping its
     last.pt, so the rerun finishes the sweep."""
-    args = ["sweep", TOY, "--grid", "seed=1,2", "--steps", PARALLEL_STEPS, "--quiet"]
+    args = PARALLEL_SWEEP
     child, out = start_parallel_sweep(tmp_path, args)
     cells = cell_processes(tmp_path)
     assert len(cells) == 2
@@ -535,4 +547,4 @@ def test_the_cells_of_a_killed_parallel_sweep_stop(run_cli, tmp_path):
             "interrupted: the sweep resumes this cell"
             in (out / f"seed={seed}" / "sweep.log").read_text()
         )
-    finish_like_an_uninterrupted_sweep(run_cli, tmp_path, args, out)
+    finish_like_an_uninterrupted_sweep(run_cli, parallel_sweep_reference, args, out)
