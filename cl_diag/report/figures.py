@@ -73,7 +73,10 @@ PAIR_NAMES = {
 
 
 @contextmanager
-def _fixed_style() -> Iterator[None]:
+def fixed_style() -> Iterator[None]:
+    """Every figure of the reports (and the phase diagrams) is drawn under matplotlib's
+    defaults and the reports' own settings alone, whatever the caller's rcParams hold: the
+    same setting gives the same bytes."""
     with matplotlib.rc_context():
         matplotlib.rcdefaults()
         matplotlib.rcParams.update(_RC)
@@ -173,7 +176,7 @@ def similarity_distributions(
     kinds = list(densities)
     if not kinds:
         return None
-    with _fixed_style():
+    with fixed_style():
         # each panel's legend sits right of its axes, where it covers neither bars nor δ line
         fig, axes = _panels(9.0, len(kinds), panel_height=1.6, gap=0.15, right=_LEGEND_WIDTH)
         for ax, kind in zip(axes, kinds, strict=True):
@@ -225,7 +228,7 @@ def training_curves(
     shown = [(name, curves) for name, curves in shown if curves]
     if not shown:
         return None
-    with _fixed_style():
+    with fixed_style():
         fig, axes = _panels(9.0, len(shown), panel_height=1.5, gap=0.2, right=_LEGEND_WIDTH)
         for ax, (panel, curves) in zip(axes, shown, strict=True):
             for column, label, color in curves:
@@ -253,7 +256,7 @@ def spectrum(spectra: Spectrum, layer: str) -> bytes | None:
     series = {view: np.asarray(vals, dtype=np.float64) for view, vals in views if len(vals)}
     if not series:
         return None
-    with _fixed_style():
+    with fixed_style():
         fig, (ax,) = _panels(7.0, 1, panel_height=2.2, gap=0.0, right=1.0)
         for k, (view, vals) in enumerate(series.items()):
             idx = np.arange(1, vals.size + 1)
@@ -283,7 +286,7 @@ def negative_overlay(
     present = [k for k in NEGATIVE_TYPES if any(Density.from_histogram(p.get(k)) for _, p in runs)]
     if not present:
         return None
-    with _fixed_style():
+    with fixed_style():
         # the legend sits right of the axes: many runs would hide the curves
         fig, axes = _panels(9.5, len(present), panel_height=2.4, gap=0.45, right=3.1)
         for ax, kind in zip(axes, present, strict=True):
@@ -368,7 +371,7 @@ def variance_vs_batch(
     layer: str,
 ) -> bytes:
     """Table 1 view: Var of negative similarity vs batch size, Thm 5.5 band shaded, 1/d dotted."""
-    with _fixed_style():
+    with fixed_style():
         fig, (ax,) = _panels(9.5, 1, panel_height=3.2, gap=0.0, right=3.1)
         if band is not None:
             ms, lo, hi = band
@@ -411,7 +414,7 @@ def metric_vs(
     measured series.
     ``symlog_below``: a symmetric-log x axis, linear below this value and logarithmic above
     it (a VRN weight grid that starts at 0), ticked at the measured values."""
-    with _fixed_style():
+    with fixed_style():
         fig, (ax,) = _panels(9.5, 1, panel_height=2.9, gap=0.0, right=3.1)
         for k, (x, label) in enumerate(markers):
             ax.axvline(
@@ -450,7 +453,7 @@ def selection_shares(
 ) -> bytes:
     """Grouped bars: for each setting (one colour) the share of resamples that choose each
     candidate (x, in the given order), with a dashed line at ``stable_share``."""
-    with _fixed_style():
+    with fixed_style():
         fig, (ax,) = _panels(9.5, 1, panel_height=2.6, gap=0.0, right=3.1)
         x = np.arange(len(candidates), dtype=np.float64)
         width = 0.8 / max(len(shares), 1)
@@ -483,7 +486,7 @@ def embedding_2d(projections: Mapping[str, Projection], layer: str) -> bytes | N
         return None
     classes = sorted({c for m in methods for c in (projections[m].classes or [])})  # codes 0..C-1
     legend = 0 < len(classes) <= MAX_LEGEND_CLASSES
-    with _fixed_style():
+    with fixed_style():
         side = 3.6
         right = 1.3 if legend else 0.25
         width = 0.8 + len(methods) * side + (len(methods) - 1) * 0.6 + right

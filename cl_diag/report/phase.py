@@ -31,7 +31,7 @@ from cl_diag.measurement.theory import (
     eq10_bias_boundary,
     variance_band,
 )
-from cl_diag.report.figures import COLORS, _fixed_style, to_svg
+from cl_diag.report.figures import COLORS, fixed_style, to_svg
 
 __all__ = ["band_phase", "sigmoid_phase", "ssem_phase"]
 
@@ -70,7 +70,7 @@ def ssem_phase(tau: float, alpha: float, m: int, n: int, p: int = 2, *, fmt: str
     a_b = np.array([collapse_threshold(t, m, n, p) for t in taus])
     a_a = np.array([collapse_threshold(t, m, n, p, variant="A") for t in taus])
     a_s = np.array([view_split_threshold(t, m, n, p) for t in taus])
-    with _fixed_style():
+    with fixed_style():
         fig, ax = _figure()
         floor = np.clip(a_s, 0, 1)
         ax.fill_between(taus, floor, a_b, color=COLORS[1], alpha=0.12, label="class collapse")
@@ -111,7 +111,7 @@ def sigmoid_phase(t: float, b: float, n: int, *, fmt: str = "svg") -> bytes:
     b_anti = np.array([antipodal_bias_boundary(x, n) for x in ts])
     top = max(float(b_eq10.max()) + 2.0, b + 2.0, 4.0)
     bottom = min(float(b_anti[-1]), b - 2.0, -10.0)
-    with _fixed_style():
+    with fixed_style():
         fig, ax = _figure()
         ax.fill_between(ts, b_eq10, top, color=COLORS[2], alpha=0.12, label="ETF (Eq. 10 fails)")
         ax.fill_between(
@@ -140,7 +140,7 @@ def band_phase(n: int, m: int, *, fmt: str = "svg") -> bytes:
     sizes = np.unique(np.geomspace(2, max(n - 1, 2), 200).round().astype(int))
     sizes = sizes[(sizes >= 2) & (sizes < n)]
     bands = np.array([variance_band(n, int(k)) for k in sizes])
-    with _fixed_style():
+    with fixed_style():
         fig, ax = _figure()
         ax.fill_between(sizes, bands[:, 0], bands[:, 1], color=COLORS[0], alpha=0.15)
         ax.plot(
