@@ -259,7 +259,8 @@ def theory(source: str | os.PathLike[str] | None = None, **settings: object) -> 
     from cl_diag.orchestration.theory import theory as run_theory
     from cl_diag.orchestration.theory_config import THEORY, TheoryConfig
 
-    _unknown_keyword(settings, THEORY.names[1:], "cl_diag.theory")  # after source
+    keywords = [name for name in THEORY.names if name != "source"]  # source is positional
+    _unknown_keyword(settings, keywords, "cl_diag.theory")
     values = check_values(
         {"source": None if source is None else str(source), **settings}, THEORY, spelling=PYTHON
     )

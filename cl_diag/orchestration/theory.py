@@ -41,6 +41,10 @@ class TheoryOutcome:
         return dumps_json(data).rstrip("\n")  # an infinite Eq. 10 left side is null
 
 
+#: the loss's hyper-parameters a setting holds (a run's config and TheoryConfig name them alike)
+_HYPERPARAMETERS = ("temperature", "bias", "alpha", "within_view")
+
+
 @dataclass
 class _Setting:
     loss: str | None = None
@@ -51,9 +55,7 @@ class _Setting:
 
 def _from_config(config: RunConfig, n: int | None, d: int | None) -> _Setting:
     settings = {
-        key: getattr(config, key)
-        for key in ("temperature", "bias", "alpha", "within_view")
-        if getattr(config, key) is not None
+        key: getattr(config, key) for key in _HYPERPARAMETERS if getattr(config, key) is not None
     }
     m = config.batch_size
     classes = per_class = None
@@ -142,7 +144,7 @@ def _setting(config: TheoryConfig) -> _Setting:
             "recipe that records one."
         )
     settings = dict(found.settings) if loss == found.loss else {}
-    for key in ("temperature", "bias", "alpha", "within_view"):
+    for key in _HYPERPARAMETERS:
         if getattr(config, key) is not None:
             settings[key] = getattr(config, key)
     given = {
