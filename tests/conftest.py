@@ -258,7 +258,7 @@ def capped_cli():
 @pytest.fixture(scope="session")
 def trained_digits(tmp_path_factory):
     """ONE trained digits run for every test that needs a trained model: ``cl-diag train``
-    with no options (SimCLR, the small CNN, 40 epochs on CPU, about a CPU-minute), trained
+    with no options (SimCLR, the small CNN, 40 epochs on CPU, about 30 CPU-seconds), trained
     once per test session -- under pytest-xdist once for all workers, the first to ask
     training it under a lock in the session's shared temporary folder while the others wait.
     Returns the run folder (last.pt, metrics.csv); tests read it and write elsewhere."""

@@ -174,6 +174,70 @@ def test_two_views_depend_only_on_seed_epoch_and_index():
     assert len({sample_seed(0, e, i) for e in range(20) for i in range(50)}) == 1000
 
 
+def _torchvision_digits_view(size: int, channels: int):
+    """The digits' view as torchvision v2's per-image pipeline (what DigitsViews replaced)."""
+    from torchvision.transforms import v2
+
+    class Contrast(torch.nn.Module):
+        def forward(self, x):
+            return x * (0.6 + (1.2 - 0.6) * torch.rand(()))
+
+    steps = [] if size == 8 else [v2.Resize(size, antialias=True)]
+    steps += [
+        v2.RandomAffine(degrees=12, translate=(0.15, 0.15), scale=(0.8, 1.2), shear=8),
+        Contrast(),
+        v2.GaussianNoise(mean=0.0, sigma=0.1, clip=True),
+        v2.Normalize((0.3053,), (0.3760,)),
+    ]
+    if channels != 1:
+        steps.append(v2.Lambda(lambda x: x.expand(channels, *x.shape[1:]).contiguous()))
+    return v2.Compose(steps)
+
+
+@pytest.mark.parametrize("size, channels", [(8, 1), (16, 3)])
+def test_digits_views_equal_torchvision_per_image_pipeline_to_the_bit(size, channels):
+    # DigitsViews draws as torchvision's RandomAffine/GaussianNoise draw and warps a batch at
+    # once; the committed digits studies were trained with the per-image pipeline, so any
+    # difference in a draw or a rounding would change every one of them.
+    images = torch.stack([load_dataset("digits", "train")[k][0] for k in range(120)])
+    reference, batched = (
+        _torchvision_digits_view(size, channels),
+        train_transform("digits", size, channels=channels),
+    )
+    generator, expected, draws = torch.default_generator, [], []
+    for k, image in enumerate(images):
+        generator.manual_seed(1_000 + k)
+        expected.append(reference(image))
+        generator.manual_seed(1_000 + k)
+        draws.append(batched.draw())
+    got = batched.apply(images, draws)
+    assert got.shape == (120, channels, size, size)
+    assert torch.equal(got.view(torch.int32), torch.stack(expected).view(torch.int32))
+    generator.manual_seed(5)
+    one = batched(images[3])
+    generator.manual_seed(5)
+    assert torch.equal(one.view(torch.int32), reference(images[3]).view(torch.int32))
+
+
+def test_a_batch_of_two_views_equals_its_items_and_leaves_the_rng_alone():
+    base = load_dataset("digits", "train")
+    keys = [(0, 5), (0, 1), (3, 5), (3, 200), (7, 0)]
+    for views in (2, 3):
+        drawn = TwoViews(base, train_transform("digits", 16, channels=3), seed=4, views=views)
+        torch.manual_seed(0)
+        batch = drawn.__getitems__(keys)
+        after = torch.rand(3)
+        torch.manual_seed(0)
+        assert torch.equal(after, torch.rand(3))  # the caller's RNG is restored
+        items = [drawn[key] for key in keys]
+        assert [b[0] for b in batch] == [5, 1, 5, 200, 0]
+        assert [b[-1] for b in batch] == [it[-1] for it in items]
+        for b, it in zip(batch, items, strict=True):
+            assert len(b) == views + 2
+            for x, y in zip(b[1:-1], it[1:-1], strict=True):
+                assert x.shape == (3, 16, 16) and torch.equal(x, y)
+
+
 def test_simclr_and_eval_transforms_on_pil():
     img = Image.fromarray(np.random.default_rng(0).integers(0, 255, (32, 32, 3), dtype=np.uint8))
     t = simclr_transform(32)

@@ -356,20 +356,38 @@ class TwoViews(Dataset):
         return _size(self.base)
 
     def __getitem__(self, key: Any) -> tuple[Any, ...]:
-        epoch, i = _key(key)
-        image, label = self.base[i]
+        return self.__getitems__([key])[0]
+
+    def __getitems__(self, keys: list[Any]) -> list[tuple[Any, ...]]:
+        """The items of ``keys`` (the DataLoader asks for a batch at once). A transform that
+        draws per image and then applies to a batch (``draw()`` and ``apply(images, draws)``,
+        as :class:`~cl_diag.training.augment.DigitsViews`) warps the whole batch in one go,
+        with the same draws and so the same views as one image at a time."""
+        where = [_key(key) for key in keys]
+        bases = [self.base[i] for _, i in where]
+        batched: Any = self.transform if hasattr(self.transform, "draw") else None
         # Transforms draw from torch's default CPU generator. Seed only that one:
         # torch.manual_seed would also queue a (slow, stack-formatting) CUDA re-seed.
         cpu = torch.default_generator
         in_worker = torch.utils.data.get_worker_info() is not None
         saved = None if in_worker else cpu.get_state()
+        drawn: list[Any] = []
         try:
-            cpu.manual_seed(sample_seed(self.seed, epoch, i))
-            drawn = [self.transform(image) for _ in range(self.views)]
+            for (epoch, i), (image, _) in zip(where, bases, strict=True):
+                cpu.manual_seed(sample_seed(self.seed, epoch, i))
+                for _ in range(self.views):
+                    drawn.append(batched.draw() if batched else self.transform(image))
         finally:
             if saved is not None:
                 cpu.set_state(saved)
-        return (i, *drawn, int(label))
+        if batched:
+            images = torch.stack([image for image, _ in bases for _ in range(self.views)])
+            drawn = list(batched.apply(images, drawn).unbind(0))
+        v = self.views
+        return [
+            (i, *drawn[k * v : (k + 1) * v], int(label))
+            for k, ((_, i), (_, label)) in enumerate(zip(where, bases, strict=True))
+        ]
 
 
 class Transformed(Dataset):
