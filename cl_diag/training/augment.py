@@ -191,19 +191,21 @@ class DigitsViews:
 
 def _inverse_affine(angle: float, tx: float, ty: float, zoom: float, shear_x: float) -> list[float]:
     """The 2x3 matrix mapping an output pixel to its source for a warp about the image centre
-    (rotation ``angle``, shift ``(tx, ty)``, ``zoom``, x-shear ``shear_x``, in degrees and
-    pixels): torchvision's ``_get_inverse_affine_matrix`` with centre (0, 0) and no y-shear,
-    written out with its operations in its order so the floats agree."""
-    rot, sx, sy = math.radians(angle), math.radians(shear_x), math.radians(0.0)
-    cx, cy = 0.0, 0.0
-    cos_sy, tan_sx = math.cos(sy), math.tan(sx)
-    a = math.cos(rot - sy) / cos_sy
-    b = -(a * tan_sx + math.sin(rot))
-    c = math.sin(rot - sy) / cos_sy
-    d = math.cos(rot) - c * tan_sx
+    (rotation ``angle``, shift ``(tx, ty)``, ``zoom``, x-shear ``shear_x``; degrees, pixels).
+
+    torchvision's ``_get_inverse_affine_matrix`` with centre (0, 0) and no y-shear, where its
+    divisions by cos(0) = 1 and additions of 0 change no bit: with ``R = [[a, b], [c, d]]``
+    the rotation times the shear, the inverse is ``R^-1 / zoom`` (det R = 1) and the shift
+    ``-R^-1 t / zoom``.
+    """
+    rot, tan_shear = math.radians(angle), math.tan(math.radians(shear_x))
+    a, c = math.cos(rot), math.sin(rot)
+    b = -(a * tan_shear + c)
+    d = a - c * tan_shear
     m = [d / zoom, -b / zoom, 0.0, -c / zoom, a / zoom, 0.0]
-    m[2] += cx - m[0] * (cx + tx) - m[1] * (cy + ty)
-    m[5] += cy - m[3] * (cx + tx) - m[4] * (cy + ty)
+    # 0.0 + turns a -0.0 shift into +0.0, as torchvision's own sum does: the same bits.
+    m[2] = 0.0 + (-m[0] * tx - m[1] * ty)
+    m[5] = 0.0 + (-m[3] * tx - m[4] * ty)
     return m
 
 
