@@ -50,3 +50,23 @@ def test_default_run_beats_random_init(trained_digits):
     acc_trained, acc_random = probe_accuracy(trained), probe_accuracy(random_init)
     assert acc_trained >= 0.93, (acc_trained, acc_random)
     assert acc_trained - acc_random >= 0.10, (acc_trained, acc_random)
+
+
+@pytest.mark.slow
+def test_loader_worker_processes_train_the_same_model(run_cli, tmp_path):
+    # Every view is drawn from a generator seeded per (seed, epoch, index) and a batch of them
+    # is warped at once (TwoViews.__getitems__, which worker processes call without restoring
+    # the RNG), so --workers 2 must train exactly what the main process trains.
+    runs = {}
+    for workers in ("0", "2"):
+        out = tmp_path / f"workers-{workers}"
+        result = run_cli("train", "--epochs", "2", "--workers", workers, "--out", str(out), "-q")
+        assert result.code == 0, result.err
+        runs[workers] = torch.load(out / "last.pt", weights_only=True)
+    inline, loaded = runs["0"], runs["2"]
+    assert inline["step"] == loaded["step"] == 20
+    for part in ("backbone", "projector"):
+        assert inline[part].keys() == loaded[part].keys()
+        for name, weights in inline[part].items():
+            assert torch.equal(weights, loaded[part][name]), f"{part}.{name}"
+    assert [row["loss"] for row in inline["metrics"]] == [row["loss"] for row in loaded["metrics"]]
