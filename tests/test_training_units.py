@@ -220,6 +220,8 @@ def test_digits_views_equal_torchvision_per_image_pipeline_to_the_bit(size, chan
 
 
 def test_a_batch_of_two_views_equals_its_items_and_leaves_the_rng_alone():
+    # What a key gives must not depend on the batch it comes in: five keys (image 5 in two
+    # epochs among them) in one batch against each key alone, a batch of one.
     base = load_dataset("digits", "train")
     keys = [(0, 5), (0, 1), (3, 5), (3, 200), (7, 0)]
     for views in (2, 3):
