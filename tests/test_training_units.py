@@ -240,6 +240,31 @@ def test_a_batch_of_two_views_equals_its_items_and_leaves_the_rng_alone():
                 assert x.shape == (3, 16, 16) and torch.equal(x, y)
 
 
+@pytest.mark.slow  # a fresh interpreter imports torch
+def test_the_digits_transforms_need_no_torchvision():
+    # Importing torchvision imports torch._dynamo (over a second); an analysis of a digits
+    # checkpoint needs neither, and a module-level import in augment.py would bring both back.
+    import subprocess
+    import sys
+
+    child = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, torch\n"
+            "from cl_diag.training.augment import eval_transform, train_transform\n"
+            "image = torch.rand(1, 8, 8)\n"
+            "train_transform('digits')(image); eval_transform('digits', channels=3)(image)\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torchvision'))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert child.returncode == 0, child.stderr[-2000:]
+    assert child.stdout.strip() == "[]"
+
+
 def test_simclr_and_eval_transforms_on_pil():
     img = Image.fromarray(np.random.default_rng(0).integers(0, 255, (32, 32, 3), dtype=np.uint8))
     t = simclr_transform(32)

@@ -11,15 +11,20 @@
   warps a whole batch at once (``TwoViews.__getitems__``), with the same views to the bit.
 
 Randomness comes from the global torch RNG, which :class:`cl_diag.training.data.TwoViews`
-seeds per sample.
+seeds per sample. torchvision is imported where a recipe needs it: the digits' steps at 8 px
+need none, so neither does an analysis of a digits checkpoint (importing torchvision imports
+``torch._dynamo``, over a second).
 """
 
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import torch
-from torchvision.transforms import v2
+
+if TYPE_CHECKING:
+    from torchvision.transforms import v2
 
 __all__ = [
     "DATA_CHANNELS",
@@ -76,6 +81,8 @@ def _channel_steps(dataset: str, channels: int | None) -> list:
 
 
 def _to_float(mean, std) -> list:
+    from torchvision.transforms import v2
+
     return [v2.ToImage(), v2.ToDtype(torch.float32, scale=True), v2.Normalize(mean, std)]
 
 
@@ -95,6 +102,8 @@ def simclr_transform(
     The blur kernel is about a tenth of the crop, odd (3 px at 32, 23 px at 224), as in
     SimCLR; sigma ~ U[0.1, 2].
     """
+    from torchvision.transforms import v2
+
     kernel = max(3, (size // 10) | 1)
     b, c, s, h = jitter
     return v2.Compose(
@@ -107,6 +116,37 @@ def simclr_transform(
             *_to_float(mean, std),
         ]
     )
+
+
+def _resize(size: int) -> v2.Resize:
+    """Resize the short side to ``size`` (bilinear, antialiased)."""
+    from torchvision.transforms import v2
+
+    return v2.Resize(size, antialias=True)
+
+
+class _Normalise:
+    """``(x - mean) / std`` per channel, the operations of torchvision's ``normalize`` in its
+    order (a float32 subtraction, then a division), so the bits are its bits."""
+
+    def __init__(self, mean: tuple[float, ...], std: tuple[float, ...]):
+        self.mean = torch.tensor(mean, dtype=torch.float32).view(-1, 1, 1)
+        self.std = torch.tensor(std, dtype=torch.float32).view(-1, 1, 1)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return x.sub(self.mean).div_(self.std)
+
+
+class _Steps:
+    """Transforms applied in order (torchvision's ``Compose``, for the digits' own steps)."""
+
+    def __init__(self, steps: list):
+        self.steps = steps
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        for step in self.steps:
+            x = step(x)
+        return x
 
 
 class DigitsViews:
@@ -132,8 +172,8 @@ class DigitsViews:
 
     def __init__(self, size: int = 8, channels: int = 1):
         self.size, self.channels = int(size), int(channels)
-        self.resize = None if self.size == 8 else v2.Resize(self.size, antialias=True)
-        self.mean, self.std = NORMALISATION["digits"]
+        self.resize = None if self.size == 8 else _resize(self.size)
+        self.normalise = _Normalise(*NORMALISATION["digits"])
 
     def draw(self) -> tuple[list[float], torch.Tensor, torch.Tensor]:
         """One view's random numbers, drawn as v2 draws them: the affine's inverse matrix, the
@@ -180,7 +220,7 @@ class DigitsViews:
         factors = torch.stack([d[1] for d in draws]).view(n, 1, 1, 1)
         noise = torch.stack([d[2] for d in draws])
         out = torch.clamp(warped * factors + noise * self.noise_sigma, 0, 1)
-        out = v2.functional.normalize(out, list(self.mean), list(self.std))
+        out = self.normalise(out)
         if self.channels != 1:
             out = out.expand(n, self.channels, side, side).contiguous()
         return out
@@ -232,15 +272,17 @@ def train_transform(
 
 def eval_transform(
     dataset: str, image_size: int | None = None, *, channels: int | None = None
-) -> v2.Compose:
+) -> v2.Compose | _Steps:
     """The un-augmented view used for features: normalise (and, for large images,
     resize the short side to 8/7 of the crop and centre-crop, the ImageNet convention);
     ``channels``: what the model takes (None: the data's own)."""
     size = image_size or default_image_size(dataset)
     mean, std = NORMALISATION[dataset]
     if dataset == "digits":
-        steps = [] if size == 8 else [v2.Resize(size, antialias=True)]
-        return v2.Compose([*steps, v2.Normalize(mean, std), *_channel_steps(dataset, channels)])
+        steps = [] if size == 8 else [_resize(size)]
+        return _Steps([*steps, _Normalise(mean, std), *_channel_steps(dataset, channels)])
+    from torchvision.transforms import v2
+
     if dataset == "imagefolder":
         resize = [v2.Resize(round(size * 8 / 7), antialias=True), v2.CenterCrop(size)]
     elif size != 32:
