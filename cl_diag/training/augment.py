@@ -67,7 +67,8 @@ class _RepeatChannels(torch.nn.Module):
         self.channels = channels
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x.expand(self.channels, *x.shape[1:]).contiguous()
+        # one image (1, H, W) or a batch (N, 1, H, W): the channel axis is the third from last
+        return x.expand(*x.shape[:-3], self.channels, *x.shape[-2:]).contiguous()
 
 
 def _channel_steps(dataset: str, channels: int | None) -> list:
@@ -174,6 +175,7 @@ class DigitsViews:
         self.size, self.channels = int(size), int(channels)
         self.resize = None if self.size == 8 else _resize(self.size)
         self.normalise = _Normalise(*NORMALISATION["digits"])
+        self.channel_steps = _channel_steps("digits", self.channels)
 
     def draw(self) -> tuple[list[float], torch.Tensor, torch.Tensor]:
         """One view's random numbers, drawn as v2 draws them: the affine's inverse matrix, the
@@ -221,8 +223,8 @@ class DigitsViews:
         noise = torch.stack([d[2] for d in draws])
         out = torch.clamp(warped * factors + noise * self.noise_sigma, 0, 1)
         out = self.normalise(out)
-        if self.channels != 1:
-            out = out.expand(n, self.channels, side, side).contiguous()
+        for step in self.channel_steps:
+            out = step(out)
         return out
 
     def __call__(self, image: torch.Tensor) -> torch.Tensor:

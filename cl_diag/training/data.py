@@ -376,11 +376,11 @@ class TwoViews(Dataset):
             for (epoch, i), (image, _) in zip(where, bases, strict=True):
                 cpu.manual_seed(sample_seed(self.seed, epoch, i))
                 for _ in range(self.views):
-                    drawn.append(batched.draw() if batched else self.transform(image))
+                    drawn.append(self.transform(image) if batched is None else batched.draw())
         finally:
             if saved is not None:
                 cpu.set_state(saved)
-        if batched:
+        if batched is not None:
             images = torch.stack([image for image, _ in bases for _ in range(self.views)])
             drawn = list(batched.apply(images, drawn).unbind(0))
         v = self.views
