@@ -203,6 +203,31 @@ def test_a_parallel_cell_that_fails_stops_the_sweep_with_its_log(run_cli, tmp_pa
     assert not (out / "comparison").exists()
 
 
+def test_a_cell_worker_that_crashes_writes_the_traceback_to_the_cells_log(tmp_path):
+    """An unexpected error in a cell (not a user's mistake: here a spec naming no such
+    option, a TypeError) is answered as a failed cell with its traceback in the cell's
+    sweep.log, the log the sweep's error sends the user to; the worker takes the next cell."""
+    specs = []
+    for name in ("first", "second"):
+        (tmp_path / name).mkdir()
+        spec = {"train": {"no_such_option": 1}, "folder": str(tmp_path / name), "analysis": {}}
+        specs.append(json.dumps(spec))
+    worker = subprocess.run(
+        [sys.executable, "-m", "cl_diag.orchestration.sweep"],
+        input="\n".join(specs) + "\n",
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=120,
+    )
+    assert worker.returncode == 0, worker.stderr
+    assert worker.stdout.split() == ["1", "1"]
+    for name in ("first", "second"):
+        log = (tmp_path / name / "sweep.log").read_text()
+        assert "Traceback" in log and "TypeError" in log and "no_such_option" in log, log
+    assert "Traceback" not in worker.stderr
+
+
 def test_parallel_cells_take_the_visible_gpus_in_turn_and_leave_a_cpu_alone(monkeypatch):
     from cl_diag.orchestration.sweep import _cell_gpu
 

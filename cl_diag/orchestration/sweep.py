@@ -27,6 +27,7 @@ import stat
 import subprocess
 import sys
 import threading
+import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
@@ -567,6 +568,12 @@ def _cell_main() -> int:
                             file=sys.stderr,
                         )
                         raise
+                    except Exception:
+                        # a crash is answered as a failed cell, its traceback in the log the
+                        # sweep's error names (raised, it went to the sweep's stderr once the
+                        # log was closed, and the log the user was sent to was empty)
+                        traceback.print_exc()
+                        code = 1
                 answers.write(f"{code}\n")
                 answers.flush()
         return 0
