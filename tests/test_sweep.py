@@ -203,6 +203,7 @@ def test_a_parallel_cell_that_fails_stops_the_sweep_with_its_log(run_cli, tmp_pa
     assert not (out / "comparison").exists()
 
 
+@pytest.mark.slow  # a process of its own, which imports torch
 def test_a_cell_worker_that_crashes_writes_the_traceback_to_the_cells_log(tmp_path):
     """An unexpected error in a cell (not a user's mistake: here a spec naming no such
     option, a TypeError) is answered as a failed cell with its traceback in the cell's
