@@ -229,6 +229,41 @@ def test_a_cell_worker_that_crashes_writes_the_traceback_to_the_cells_log(tmp_pa
     assert "Traceback" not in worker.stderr
 
 
+#: a cell worker whose cell is interrupted where Python wraps the KeyboardInterrupt: a class
+#: body's ``__set_name__`` during an import (matplotlib's, in a CI run) raises a RuntimeError
+#: caused by it
+_WRAPPED_INTERRUPT = """
+import sys
+import cl_diag.orchestration.sweep as sweep
+
+def interrupted_in_an_import(spec):
+    try:
+        raise KeyboardInterrupt
+    except KeyboardInterrupt as exc:
+        raise RuntimeError("Error calling __set_name__ on 'set_yticks'") from exc
+
+sweep._run_cell = interrupted_in_an_import
+sys.exit(sweep._cell_main())
+"""
+
+
+@pytest.mark.slow  # a process of its own, which imports torch
+def test_an_interrupt_wrapped_in_another_error_stops_the_cell_as_an_interrupt(tmp_path):
+    spec = {"train": {}, "folder": str(tmp_path), "analysis": {}}
+    worker = subprocess.run(
+        [sys.executable, "-c", _WRAPPED_INTERRUPT],
+        input=json.dumps(spec) + "\n",
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=120,
+    )
+    assert worker.returncode == 130, worker.stderr
+    assert worker.stdout == ""  # no exit status answered: the sweep reads the worker's
+    log = (tmp_path / "sweep.log").read_text()
+    assert "interrupted: the sweep resumes this cell" in log and "Traceback" not in log, log
+
+
 def test_parallel_cells_take_the_visible_gpus_in_turn_and_leave_a_cpu_alone(monkeypatch):
     from cl_diag.orchestration.sweep import _cell_gpu
 

@@ -28,6 +28,7 @@ __all__ = [
     "atomic_write",
     "atomic_write_bytes",
     "atomic_write_text",
+    "in_chain",
     "storage_error",
     "temp_prefix",
     "user_os_error",
@@ -98,7 +99,7 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[BinaryIO], objec
         # torch.save, interrupted while it writes, closes its zip writer, which raises a
         # RuntimeError ("unexpected pos") whose context is the interrupt: re-raised as such, the
         # signal stops the command as a signal does (exit 130 or 143), not as a crash
-        interrupt = _in_chain(exc, KeyboardInterrupt)
+        interrupt = in_chain(exc, KeyboardInterrupt)
         if interrupt is not None and interrupt is not exc:
             raise interrupt from None
         full = storage_error(exc, path)
@@ -111,7 +112,7 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[BinaryIO], objec
 _Found = TypeVar("_Found", bound=BaseException)
 
 
-def _in_chain(exc: BaseException | None, kind: type[_Found]) -> _Found | None:
+def in_chain(exc: BaseException | None, kind: type[_Found]) -> _Found | None:
     """The first exception of type ``kind`` in ``exc``'s chain of causes (or contexts), within
     ten links."""
     seen = 0
@@ -131,7 +132,7 @@ STORAGE_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 def _os_error(exc: BaseException | None) -> OSError | None:
     # torch.save reports a failed write of its stream as a RuntimeError whose cause (or text)
     # holds the OSError
-    return _in_chain(exc, OSError)
+    return in_chain(exc, OSError)
 
 
 def storage_error(

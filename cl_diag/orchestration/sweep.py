@@ -547,6 +547,7 @@ def _cell_main() -> int:
     analysed here with its output in the cell's sweep.log and its exit status answered on stdout.
     SIGINT and SIGTERM stop a cell as they stop ``cl-diag train`` (exit 130 or 143), and so does the
     end of the sweep's process, even by SIGKILL (:func:`cl_diag.io.signals.watch_parent`)."""
+    from cl_diag.io.atomic import in_chain
     from cl_diag.io.signals import exit_status, interrupts, watch_parent
 
     # the answers have stdout to themselves: anything else printed goes to stderr
@@ -568,7 +569,17 @@ def _cell_main() -> int:
                             file=sys.stderr,
                         )
                         raise
-                    except Exception:
+                    except Exception as exc:
+                        interrupt = in_chain(exc, KeyboardInterrupt)
+                        if interrupt is not None:
+                            # the signal came where Python wraps what is raised (a class body's
+                            # __set_name__ while matplotlib is imported gives a RuntimeError
+                            # caused by it): the cell was interrupted, not crashed
+                            print(
+                                "interrupted: the sweep resumes this cell when run again",
+                                file=sys.stderr,
+                            )
+                            raise interrupt from None
                         # a crash is answered as a failed cell, its traceback in the log the
                         # sweep's error names (raised, it went to the sweep's stderr once the
                         # log was closed, and the log the user was sent to was empty)
