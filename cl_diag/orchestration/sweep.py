@@ -547,7 +547,6 @@ def _cell_main() -> int:
     analysed here with its output in the cell's sweep.log and its exit status answered on stdout.
     SIGINT and SIGTERM stop a cell as they stop ``cl-diag train`` (exit 130 or 143), and so does the
     end of the sweep's process, even by SIGKILL (:func:`cl_diag.io.signals.watch_parent`)."""
-    from cl_diag.io.atomic import in_chain
     from cl_diag.io.signals import exit_status, interrupts, watch_parent
 
     # the answers have stdout to themselves: anything else printed goes to stderr
@@ -562,34 +561,37 @@ def _cell_main() -> int:
                 spec = json.loads(line)
                 with _output_to(Path(spec["folder"]) / "sweep.log"):
                     try:
-                        code = _run_cell(spec)
+                        code = _cell_status(spec)
                     except KeyboardInterrupt:
                         print(
                             "interrupted: the sweep resumes this cell when run again",
                             file=sys.stderr,
                         )
                         raise
-                    except Exception as exc:
-                        interrupt = in_chain(exc, KeyboardInterrupt)
-                        if interrupt is not None:
-                            # the signal came where Python wraps what is raised (a class body's
-                            # __set_name__ while matplotlib is imported gives a RuntimeError
-                            # caused by it): the cell was interrupted, not crashed
-                            print(
-                                "interrupted: the sweep resumes this cell when run again",
-                                file=sys.stderr,
-                            )
-                            raise interrupt from None
-                        # a crash is answered as a failed cell, its traceback in the log the
-                        # sweep's error names (raised, it went to the sweep's stderr once the
-                        # log was closed, and the log the user was sent to was empty)
-                        traceback.print_exc()
-                        code = 1
                 answers.write(f"{code}\n")
                 answers.flush()
         return 0
     except KeyboardInterrupt as exc:
         return exit_status(exc)
+
+
+def _cell_status(spec: Mapping[str, Any]) -> int:
+    """The exit status of the cell ``spec``, run in this worker with its output in its log.
+    A crash is answered as a failed cell (1) with its traceback in the log the sweep's error
+    names (raised, it went to the sweep's stderr once the log was closed, and that log stayed
+    empty). An interrupt wrapped in another error is raised as the interrupt: a signal that
+    came where Python wraps what is raised (a class body's ``__set_name__`` while matplotlib
+    is imported gives a RuntimeError caused by it) stopped the cell, it did not crash it."""
+    from cl_diag.io.atomic import in_chain
+
+    try:
+        return _run_cell(spec)
+    except Exception as exc:
+        interrupt = in_chain(exc, KeyboardInterrupt)
+        if interrupt is not None:
+            raise interrupt from None
+        traceback.print_exc()
+        return 1
 
 
 @contextlib.contextmanager
